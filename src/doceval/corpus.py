@@ -1,0 +1,58 @@
+"""The built corpus as the retrievers and the agent see it: chunks grouped by library@version partition."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from doceval.errors import UsageError
+from doceval.io import iter_jsonl, read_json
+
+
+@dataclass
+class Partition:
+    pin: str
+    chunk_ids: list[str] = field(default_factory=list)
+    doc_ids: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Corpus:
+    root: Path
+    manifest: dict[str, Any]
+    partitions: dict[str, Partition]
+
+    @property
+    def pins(self) -> list[str]:
+        return sorted(self.partitions)
+
+    @property
+    def libraries(self) -> list[str]:
+        return sorted({pin.split("@", 1)[0] for pin in self.partitions})
+
+    def doc_ids(self) -> set[str]:
+        return {d for p in self.partitions.values() for d in p.doc_ids}
+
+    def chunk_text(self) -> dict[str, str]:
+        return {c: t for p in self.partitions.values() for c, t in zip(p.chunk_ids, p.texts, strict=True)}
+
+
+def load_corpus(root: Path) -> Corpus:
+    """Load ``corpus.jsonl`` + ``manifest.json`` from the docs stage's output directory."""
+    manifest = read_json(root / "manifest.json", "corpus manifest", rerun="dvc repro docs")
+    corpus_file = root / "corpus.jsonl"
+    if not corpus_file.is_file():
+        raise UsageError(f"{corpus_file}: corpus not found. Run `dvc repro docs` to build it.")
+    partitions: dict[str, Partition] = {}
+    for lineno, rec in iter_jsonl(corpus_file):
+        try:
+            pin = f"{rec['library']}@{rec['version']}"
+            part = partitions.setdefault(pin, Partition(pin))
+            part.chunk_ids.append(rec["chunk_id"])
+            part.doc_ids.append(rec["doc_id"])
+            part.texts.append(rec["text"])
+        except (KeyError, TypeError) as exc:
+            raise UsageError(f"{corpus_file}:{lineno}: corpus record lacks {exc}; rerun `dvc repro docs`") from exc
+    return Corpus(root, manifest, partitions)

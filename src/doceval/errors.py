@@ -1,0 +1,20 @@
+"""Errors that map to the documented exit codes (0 ok, 1 unexpected, 2 bad input, 3 gate FAIL)."""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_UNEXPECTED = 1
+EXIT_USAGE = 2
+EXIT_GATE_FAIL = 3
+
+
+class UsageError(Exception):
+    """Bad input or usage. The message names the file, line, field or flag, and the fix."""
+
+    exit_code = EXIT_USAGE
+
+
+class GateFailed(Exception):
+    """A gate evaluated to FAIL."""
+
+    exit_code = EXIT_GATE_FAIL
