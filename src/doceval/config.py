@@ -51,7 +51,9 @@ def _first_line(exc: BaseException) -> str:
 def load_params(path: Path = PARAMS) -> dict[str, Any]:
     """params.yaml, the composed configuration DVC stages read."""
     if not path.is_file():
-        raise UsageError(f"{path} not found: run from the project root, or `make params` to compose it from conf/")
+        raise UsageError(
+            f"{path} not found: run from the project root, or `make params` to compose it from conf/"
+        )
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -62,7 +64,9 @@ def load_params(path: Path = PARAMS) -> dict[str, Any]:
 
 
 def dump_params(cfg: dict[str, Any]) -> str:
-    header = "# Composed from conf/ by `doceval params` (Hydra). Do not edit by hand: edit conf/ and recompose.\n"
+    header = (
+        "# Composed from conf/ by `doceval params` (Hydra). Do not edit by hand: edit conf/ and recompose.\n"
+    )
     return header + yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None, width=120)
 
 

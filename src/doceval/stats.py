@@ -1,8 +1,8 @@
 """Seeded bootstrap intervals for per-entry metric arrays (single-sample and paired) and win/tie/loss counts.
 
-All functions take per-entry float arrays where NaN means "does not apply" (see :mod:`doceval.metrics`) and
-ignore NaN. Resampling is vectorised (an index matrix per chunk) and driven by ``numpy.random.default_rng(seed)``
-so the same inputs and seed always give the same interval.
+All functions take per-entry float arrays where NaN means "does not apply" (see :mod:`doceval.metrics`)
+and ignore NaN. Resampling is vectorised (an index matrix per chunk) and driven by
+``numpy.random.default_rng(seed)``, so the same inputs and seed always give the same interval.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _percentile_interval(x: np.ndarray, n_boot: int, seed: int, alpha: float) ->
 def bootstrap_ci(
     values: np.ndarray, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05
 ) -> tuple[float, float] | None:
-    """Percentile bootstrap (1 - alpha) interval of the mean over the non-NaN values; None if there are none."""
+    """Percentile bootstrap (1 - alpha) interval of the mean over the non-NaN values; None if none."""
     _check(n_boot, alpha)
     return _percentile_interval(_finite(values), n_boot, seed, alpha)
 

@@ -46,7 +46,9 @@ class VectorStore:
         elif kind == "qdrant_server":
             url = cfg.get("url") or os.environ.get("QDRANT_URL")
             if not url:
-                raise UsageError("store=qdrant_server needs store.url (or the QDRANT_URL environment variable)")
+                raise UsageError(
+                    "store=qdrant_server needs store.url (or the QDRANT_URL environment variable)"
+                )
             api_key = os.environ.get(str(cfg.get("api_key_env") or "QDRANT_API_KEY")) or None
             self.client = QdrantClient(url=str(url), api_key=api_key, timeout=int(cfg.get("timeout_s", 30)))
             self.location = str(url)  # never the key
@@ -59,10 +61,18 @@ class VectorStore:
         name = collection_name(pin)
         if self.client.collection_exists(name):
             self.client.delete_collection(name)
-        self.client.create_collection(name, vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE))
+        self.client.create_collection(
+            name, vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE)
+        )
 
-    def upsert(self, pin: str, chunk_ids: Sequence[str], doc_ids: Sequence[str], vectors: np.ndarray,
-               batch: int = 1024) -> None:  # fmt: skip
+    def upsert(
+        self,
+        pin: str,
+        chunk_ids: Sequence[str],
+        doc_ids: Sequence[str],
+        vectors: np.ndarray,
+        batch: int = 1024,
+    ) -> None:
         from qdrant_client import models
 
         name = collection_name(pin)
@@ -73,8 +83,10 @@ class VectorStore:
                 points=models.Batch(
                     ids=[str(uuid.uuid5(_NAMESPACE, c)) for c in chunk_ids[start:stop]],
                     vectors=vectors[start:stop].tolist(),
-                    payloads=[{"chunk_id": c, "doc_id": d} for c, d in zip(chunk_ids[start:stop], doc_ids[start:stop],
-                                                                           strict=True)],
+                    payloads=[
+                        {"chunk_id": c, "doc_id": d}
+                        for c, d in zip(chunk_ids[start:stop], doc_ids[start:stop], strict=True)
+                    ],
                 ),
                 wait=True,
             )
@@ -88,7 +100,10 @@ class VectorStore:
     def search(self, pin: str, vector: np.ndarray, limit: int) -> list[tuple[str, str, float]]:
         """Top chunks by cosine: ``[(chunk_id, doc_id, score), ...]``."""
         result = self.client.query_points(
-            collection_name(pin), query=np.asarray(vector, dtype=np.float32).tolist(), limit=limit, with_payload=True
+            collection_name(pin),
+            query=np.asarray(vector, dtype=np.float32).tolist(),
+            limit=limit,
+            with_payload=True,
         )
         out = []
         for point in result.points:

@@ -16,8 +16,12 @@ NAMES = ("overlap", "bm25", "dense", "hybrid")
 __all__ = ["NAMES", "Ranked", "Retriever", "best_per_document", "make_retriever"]
 
 
-def make_retriever(cfg: Mapping[str, Any], corpus: Corpus, store: VectorStore | None = None,
-                   embedder: CachedEmbedder | None = None) -> Retriever:  # fmt: skip
+def make_retriever(
+    cfg: Mapping[str, Any],
+    corpus: Corpus,
+    store: VectorStore | None = None,
+    embedder: CachedEmbedder | None = None,
+) -> Retriever:
     """Build the retriever named by ``cfg['name']``; dense and hybrid need the opened store and embedder."""
     from doceval.retrievers.bm25 import BM25Retriever
     from doceval.retrievers.dense import DenseRetriever
@@ -36,5 +40,7 @@ def make_retriever(cfg: Mapping[str, Any], corpus: Corpus, store: VectorStore | 
         if name == "dense":
             return dense
         lexical = BM25Retriever(corpus, k1=float(cfg.get("k1", 1.5)), b=float(cfg.get("b", 0.75)))
-        return HybridRetriever(lexical, dense, rrf_k=int(cfg.get("rrf_k", 60)), depth=int(cfg.get("depth", 100)))
+        return HybridRetriever(
+            lexical, dense, rrf_k=int(cfg.get("rrf_k", 60)), depth=int(cfg.get("depth", 100))
+        )
     raise UsageError(f"retriever={name!r} is not known; choose one of: {', '.join(NAMES)}")

@@ -17,8 +17,10 @@ class HybridRetriever:
     def retrieve(self, question: str, library: str, version: str, k: int) -> Ranked:
         depth = max(self.depth, k)
         fused: dict[str, float] = {}
-        for ranking in (self.lexical.retrieve(question, library, version, depth),
-                        self.dense.retrieve(question, library, version, depth)):  # fmt: skip
+        for ranking in (
+            self.lexical.retrieve(question, library, version, depth),
+            self.dense.retrieve(question, library, version, depth),
+        ):
             for rank, (doc_id, _) in enumerate(ranking, start=1):
                 fused[doc_id] = fused.get(doc_id, 0.0) + 1.0 / (self.rrf_k + rank)
         return sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:k]
