@@ -94,12 +94,15 @@ def retrieve_all(
     return ranked, routed
 
 
-def run_retrieve_stage(params: Mapping[str, Any], progress: bool = True) -> CandidateSet:
-    """Write ``<runs>/candidates/{candidates.jsonl,meta.json}`` for every golden entry (all splits)."""
-    paths = params["paths"]
-    corpus = load_corpus(Path(paths["docs"]))
-    golden_path = Path(params["golden"])
-    entries = parse_golden(golden_path, corpus_ids=corpus.doc_ids())
+def compute_candidates(
+    params: Mapping[str, Any],
+    corpus: Corpus,
+    entries: Sequence[GoldenEntry],
+    golden_path: Path,
+    golden_md5: str,
+    progress: bool = True,
+) -> CandidateSet:
+    """Retrieve the top-K of every entry with the configured retriever and record what they came from."""
     depth = int(params["candidates_k"])
     if depth < int(params["k"]):
         raise UsageError(
@@ -113,24 +116,35 @@ def run_retrieve_stage(params: Mapping[str, Any], progress: bool = True) -> Cand
         "score_range": list(retriever.score_range),
         "candidates_k": depth,
         "golden": str(golden_path),
-        "golden_md5": md5_file(golden_path),
+        "golden_md5": golden_md5,
         "corpus_hash": corpus.manifest["content_hash"],
-        "index_hash": _index_hash(Path(paths["index"])),
+        "index_hash": _index_hash(Path(params["paths"]["index"])),
         "entries": len(entries),
     }
-    out = Path(paths["runs"]) / "candidates"
+    return CandidateSet(meta, ranked, routed)
+
+
+def run_retrieve_stage(params: Mapping[str, Any], progress: bool = True) -> CandidateSet:
+    """Write ``<runs>/candidates/{candidates.jsonl,meta.json}`` for every golden entry (all splits)."""
+    corpus = load_corpus(Path(params["paths"]["docs"]))
+    golden_path = Path(params["golden"])
+    entries = parse_golden(golden_path, corpus_ids=corpus.doc_ids())
+    cands = compute_candidates(params, corpus, entries, golden_path, md5_file(golden_path), progress)
+    out = Path(params["paths"]["runs"]) / "candidates"
     with atomic_dir(out) as tmp:
         with (tmp / CANDIDATES).open("w", encoding="utf-8") as fh:
             for entry in entries:
                 record = {
                     "id": entry.id,
-                    "router": routed[entry.id],
-                    "candidates": [[d, round(s, 6)] for d, s in ranked[entry.id]],
+                    "router": cands.routed[entry.id],
+                    "candidates": [[d, round(s, 6)] for d, s in cands.ranked[entry.id]],
                 }
                 fh.write(json.dumps(record) + "\n")
-        write_json_atomic(tmp / META, meta)
-    print(json.dumps({"entries": len(entries), "retriever": meta["retriever"]["name"], "K": depth}))
-    return CandidateSet(meta, ranked, routed)
+        write_json_atomic(tmp / META, cands.meta)
+    print(
+        json.dumps({"entries": len(entries), "retriever": cands.meta["retriever"]["name"], "K": cands.depth})
+    )
+    return cands
 
 
 def _index_hash(index_dir: Path) -> str | None:

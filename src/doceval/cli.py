@@ -237,6 +237,17 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from doceval.sweep import run_sweep
+
+    result = run_sweep(args.overrides, jobs=args.jobs, track=not args.no_track)
+    print(result["table"])
+    print(f"{len(result['points'])} points in {result['seconds']:.1f} s -> {result['dir']}")
+    if result["parent"]:
+        print(f"mlflow: parent run {result['parent']}")
+    return 0
+
+
 def cmd_golden_validate(args: argparse.Namespace) -> int:
     from doceval.corpus import load_corpus
     from doceval.golden import format_statistics, parse_golden, statistics
@@ -331,6 +342,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. retriever=bm25 k=10")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser(
+        "sweep", help="Hydra multirun over the cached candidates (e.g. -m floors.global=0.1,0.2)"
+    )
+    p.add_argument(
+        "-m", "--multirun", action="store_true", help="accepted for Hydra familiarity; sweeps always multirun"
+    )
+    p.add_argument("--jobs", type=int, default=2, help="parallel joblib workers (default 2)")
+    p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    p.add_argument("overrides", nargs="+", help="Hydra overrides; comma lists / range() are swept")
+    p.set_defaults(func=cmd_sweep)
 
     for register in _EXTRA:
         register(sub, stage)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from doceval.candidates import CandidateSet, check_candidates, load_candidates, open_retriever, retrieve_all
+from doceval.candidates import CandidateSet, check_candidates, compute_candidates, load_candidates
 from doceval.corpus import Corpus, load_corpus
 from doceval.errors import UsageError
 from doceval.floors import Floors, check_floors, resolve_floors
@@ -66,6 +66,7 @@ def candidates_for(
     options: EvalOptions,
     corpus: Corpus,
     all_entries: Sequence[GoldenEntry],
+    golden_path: Path,
     golden_md5: str,
     k: int,
 ) -> CandidateSet:
@@ -81,20 +82,8 @@ def candidates_for(
             return cached
         except UsageError:
             pass  # another retriever or golden set: retrieve live below, leaving the cache alone
-    depth = max(int(cfg["candidates_k"]), k)
-    with open_retriever(cfg, corpus) as retriever:
-        ranked, routed = retrieve_all(all_entries, retriever, corpus, depth, options.progress)
-        score_range = list(retriever.score_range)
-    return CandidateSet(
-        {
-            "candidates_k": depth,
-            "score_range": score_range,
-            "retriever": dict(cfg["retriever"]),
-            "live": True,
-        },
-        ranked,
-        routed,
-    )
+    live = {**cfg, "candidates_k": max(int(cfg["candidates_k"]), k)}
+    return compute_candidates(live, corpus, all_entries, golden_path, golden_md5, options.progress)
 
 
 def run_key(parts: Mapping[str, Any]) -> str:
@@ -122,7 +111,7 @@ def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict
         entries = entries[: int(limit)]
 
     floors = options.floors or resolve_floors(cfg["floors"], split, options.score_floor, options.floor_flags)
-    cands = candidates_for(cfg, options, corpus, all_entries, golden_md5, k)
+    cands = candidates_for(cfg, options, corpus, all_entries, golden_path, golden_md5, k)
     check_floors(floors, corpus.libraries, cands.meta["score_range"], str(cfg["retriever"]["name"]))
 
     # Retrieval: per-entry scores from the cached candidates, floors and cut at k.
@@ -248,7 +237,7 @@ def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict
         }
     )
     metrics["not_judged"] = judge is None
-    usage = {"by_role": outcome.usage, "cache": outcome.cache_stats, "resumed": outcome.resumed}
+    usage = {"by_role": outcome.usage, "cache": outcome.cache, "resumed": outcome.resumed}
     config = {
         "split": split,
         "k": k,

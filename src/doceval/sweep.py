@@ -1,0 +1,189 @@
+"""`doceval sweep -m KEY=V1,V2 ...`: a Hydra multirun over the cached candidates, one MLflow parent run with a
+child per point, a points table and a plot of every library's hit_rate and refused_correctly."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from doceval.errors import UsageError
+from doceval.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT
+
+
+def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(fixed, swept) using Hydra's own override grammar."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception as exc:  # hydra raises OverrideParseException with a caret diagram
+        raise UsageError(
+            f"sweep: cannot parse overrides {list(overrides)}: {' '.join(str(exc).split())}"
+        ) from exc
+    fixed, swept = [], []
+    for raw, ov in zip(overrides, parsed, strict=True):
+        (swept if ov.is_sweep_override() else fixed).append(raw)
+    return fixed, swept
+
+
+def prepare(overrides: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
+    """Defaults a floor sweep needs, then a dry composition that validates config, split and candidate cache."""
+    from doceval.candidates import META, check_candidates, load_candidates
+    from doceval.config import compose
+    from doceval.evaluate import EvalOptions, load_inputs
+    from doceval.golden import select_split
+
+    final = list(overrides)
+    keys = [o.split("=", 1)[0].lstrip("+~") for o in final]
+    if any(k.startswith("floors.") for k in keys) and "floors" not in keys:
+        final.insert(0, "floors=zero")  # sweeping floor values means floors from config, not the artifact
+    if "split" not in keys:
+        final.insert(0, "split=calibration")  # sweeps tune on the calibration split unless told otherwise
+    fixed, swept = split_overrides(final)
+    if not swept:
+        raise UsageError("sweep: no sweep override given; e.g. `doceval sweep -m floors.global=0.1,0.2,0.3`")
+    first = [o.split("=", 1)[0] + "=" + _first_value(o) for o in swept]
+    cfg = compose([*fixed, *first])
+    runs = Path(cfg["paths"]["runs"])
+    if not (runs / "candidates" / META).is_file():
+        raise UsageError(
+            "sweep: no cached candidates; run `dvc repro retrieve` first (sweeps never open the index)"
+        )
+    _, entries, golden_path, golden_md5 = load_inputs(cfg, EvalOptions(progress=False))
+    select_split(entries, cfg["split"]["name"], golden_path)  # a split with no entries fails here, exit 2
+    check_candidates(load_candidates(runs), entries, golden_md5, cfg["retriever"], int(cfg["k"]))
+    return final, cfg
+
+
+def _first_value(override: str) -> str:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    ov = OverridesParser.create().parse_overrides([override])[0]
+    values = list(ov.sweep_iterator())
+    return str(values[0])
+
+
+def run_sweep(
+    overrides: Sequence[str], jobs: int = 2, root: Path | None = None, track: bool = True
+) -> dict[str, Any]:
+    root = (root or Path.cwd()).resolve()
+    final, cfg = prepare(overrides)
+    sweep_dir = root / "eval" / "sweeps" / time.strftime("%Y%m%d-%H%M%S")
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, ENV_DIR: str(sweep_dir), ENV_ROOT: str(root)}
+    parent = None
+    tracking_on = track and cfg.get("tracking", {}).get("enabled", True)
+    if tracking_on:
+        from doceval import tracking
+
+        uri = tracking.tracking_uri(cfg["tracking"].get("uri"), root)
+        tracking.check_reachable(uri)
+        tracking.ensure_store(uri, root)  # before parallel writers: first-time sqlite creation races
+        parent = tracking.start_parent(f"sweep {' '.join(overrides)}", uri=uri, root=root, split=cfg["split"]["name"],
+                                       tags={"sweep": " ".join(final), "retriever": cfg["retriever"]["name"]})  # fmt: skip
+        env[ENV_PARENT] = parent
+    else:
+        final.append("tracking.enabled=false")
+    cmd = [
+        sys.executable, "-m", "doceval.sweep_app", "-m", "--config-dir", str(root / "conf"), *final,
+        "hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}", f"hydra.sweep.dir={sweep_dir}",
+        "hydra.sweep.subdir=${hydra.job.num}", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled",
+    ]  # fmt: skip
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=root, env=env, text=True, capture_output=True)
+    elapsed = time.perf_counter() - started
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+        raise RuntimeError(f"sweep jobs failed (exit {proc.returncode}):\n{tail}")
+    points = [
+        json.loads(p.read_text())
+        for p in sorted((sweep_dir / "points").glob("*.json"), key=lambda p: int(p.stem))
+    ]
+    table = format_points(points)
+    (sweep_dir / "points.txt").write_text(table + "\n")
+    write_points_csv(points, sweep_dir / "points.csv")
+    plot = sweep_dir / "sweep.png"
+    plot_points(points, plot)
+    if tracking_on and parent:
+        from doceval import tracking
+
+        tracking.log_parent_artifacts(parent, uri=tracking.tracking_uri(cfg["tracking"].get("uri"), root), root=root,
+                                      files=[plot, sweep_dir / "points.csv"])  # fmt: skip
+    return {"dir": sweep_dir, "points": points, "table": table, "parent": parent, "seconds": elapsed}
+
+
+_COLS = ("hit_rate", "recall", "mrr", "refused_correctly", "version_correctness", "overrefusal_rate")
+
+
+def _varying(points: Sequence[dict[str, Any]]) -> list[str]:
+    """Each point's overrides minus those every point shares: what the row is about."""
+    common = set.intersection(*(set(p["overrides"]) for p in points)) if points else set()
+    return [" ".join(o for o in p["overrides"] if o not in common) or "(base)" for p in points]
+
+
+def format_points(points: Sequence[dict[str, Any]]) -> str:
+    labels = _varying(points)
+    width = min(max([len(label) for label in labels] + [9]), 40)
+    head = f"{'point':<{width}} " + " ".join(f"{c[:10]:>10}" for c in _COLS)
+    lines = [head, "-" * len(head)]
+    for label, p in zip(labels, points, strict=True):
+        vals = " ".join(f"{'n/a':>10}" if p["metrics"].get(c) is None else f"{p['metrics'][c]:>10.4f}" for c in _COLS)
+        lines.append(f"{label[:width]:<{width}} {vals}")
+    return "\n".join(lines)
+
+
+def write_points_csv(points: Sequence[dict[str, Any]], path: Path) -> None:
+    lines = ["job,overrides," + ",".join(_COLS)]
+    for p in points:
+        vals = ["" if p["metrics"].get(c) is None else f"{p['metrics'][c]:.6f}" for c in _COLS]
+        lines.append(",".join([p["job"], '"' + " ".join(p["overrides"]) + '"', *vals]))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _swept_value(point: dict[str, Any]) -> tuple[str, float] | None:
+    """The first numeric override that varies across points: the x axis of the plot."""
+    for ov in point["overrides"]:
+        key, _, value = ov.partition("=")
+        try:
+            return key, float(value)
+        except ValueError:
+            continue
+    return None
+
+
+def plot_points(points: Sequence[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [_swept_value(p) for p in points]
+    if not points or any(x is None for x in xs):
+        return
+    key = xs[0][0] if xs[0] else "value"
+    order = sorted(range(len(points)), key=lambda i: xs[i][1] if xs[i] else 0.0)
+    libs = sorted({lib for p in points for lib in p["by_library"]})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
+    for ax, metric in zip(axes, ("hit_rate", "refused_correctly"), strict=True):
+        for lib in libs:
+            x, y = [], []
+            for i in order:
+                val = points[i]["by_library"].get(lib, {}).get(metric)
+                if val is not None and xs[i] is not None:
+                    x.append(xs[i][1])
+                    y.append(val)
+            if x:
+                ax.plot(x, y, marker=".", label=lib)
+        ax.set_title(metric)
+        ax.set_xlabel(key)
+        ax.set_ylim(-0.02, 1.02)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

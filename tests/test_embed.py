@@ -1,0 +1,83 @@
+"""The real all-MiniLM-L6-v2 embedder and the content-addressed embedding cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers_foundation import minilm
+
+from doceval.embed import CachedEmbedder, EmbeddingCache, make_embedder
+from doceval.errors import UsageError
+
+QUESTION = "How do I serialize a model to a dictionary?"
+PARAPHRASE = "Convert the model instance into a dict"
+UNRELATED = "The weather in Paris is sunny"
+
+
+@pytest.mark.slow
+def test_paraphrase_ranks_above_an_unrelated_sentence():
+    q, para, other = minilm().encode([QUESTION, PARAPHRASE, UNRELATED])
+    assert float(q @ para) > float(q @ other) + 0.2
+    assert float(q @ para) > 0.4
+
+
+@pytest.mark.slow
+def test_vectors_are_normalised_float32_of_dim_384():
+    model = minilm()
+    vectors = model.encode([QUESTION, PARAPHRASE, UNRELATED, "x"])
+    assert model.dim == 384
+    assert vectors.shape == (4, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert model.encode([]).shape == (0, 384)
+    assert "all-MiniLM-L6-v2" in model.fingerprint
+
+
+@pytest.mark.slow
+def test_cache_returns_identical_vectors_and_counts_hits(tmp_path):
+    path = tmp_path / "emb.sqlite"
+    cache = EmbeddingCache(path)
+    embedder = CachedEmbedder(minilm(), cache)
+    first = embedder.encode([QUESTION, PARAPHRASE])
+    assert (embedder.hits, embedder.misses) == (0, 2)
+    second = embedder.encode([PARAPHRASE, UNRELATED, QUESTION])
+    assert (embedder.hits, embedder.misses) == (2, 3)
+    assert np.array_equal(second[0], first[1]) and np.array_equal(second[2], first[0])
+    # A repeated text inside one call is embedded once.
+    embedder.encode(["fresh text", "fresh text"])
+    assert embedder.misses == 4
+    cache.close()
+
+    # The cache is a file: a new process (here a new connection) hits it, with the same vectors.
+    reopened = CachedEmbedder(minilm(), EmbeddingCache(path))
+    third = reopened.encode([QUESTION, PARAPHRASE, UNRELATED])
+    assert (reopened.hits, reopened.misses) == (3, 0)
+    assert np.array_equal(third[:2], first)
+    assert np.allclose(third, minilm().encode([QUESTION, PARAPHRASE, UNRELATED]), atol=1e-5)
+    assert reopened.encode([]).shape == (0, 384)
+    reopened.cache.close()
+
+
+@pytest.mark.slow
+def test_cache_key_depends_on_the_embedder_fingerprint():
+    class Other:
+        fingerprint = "another-model"
+        dim = 384
+
+    wrapped = CachedEmbedder(minilm(), None)
+    other = CachedEmbedder(Other(), None)  # type: ignore[arg-type]
+    assert wrapped.key(QUESTION) != other.key(QUESTION)
+    assert wrapped.key(QUESTION) == CachedEmbedder(minilm(), None).key(QUESTION)
+
+
+@pytest.mark.slow
+def test_without_a_cache_every_text_is_a_miss():
+    embedder = CachedEmbedder(minilm(), None)
+    embedder.encode([QUESTION, QUESTION])
+    assert (embedder.hits, embedder.misses) == (0, 2)
+
+
+def test_unknown_embedder_name_is_a_usage_error():
+    with pytest.raises(UsageError, match="minilm, openai"):
+        make_embedder({"name": "word2vec"}, None)
+    with pytest.raises(UsageError, match="embedder.model"):
+        make_embedder({"name": "openai"}, None)
