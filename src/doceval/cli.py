@@ -237,6 +237,28 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """DVC stage: eval/report.md from the test summary and the calibration artifact, with the gate's verdict.
+
+    The report never fails the pipeline; `doceval gate` is what fails a build.
+    """
+    from doceval.io import read_json
+    from doceval.report import gate, load_summary, render_report
+
+    params = _params(args)
+    out = Path(params["paths"]["eval"])
+    summary = load_summary(out / "summary.json")
+    floors_file = out / "calibration" / "floors.json"
+    calibration = read_json(floors_file, "calibrated floors") if floors_file.is_file() else None
+    verdict = gate(summary, params["gate"])
+    lines = [render_report(summary, calibration).rstrip(), "", "## Gate", "", f"`{verdict.line}`", ""]
+    lines += [f"- {f}" for f in verdict.failures]
+    (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(verdict.line)
+    print(f"report: {out / 'report.md'}")
+    return 0
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from doceval.sweep import run_sweep
 
@@ -318,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     stage("retrieve", cmd_retrieve, "cache the top-K candidates of every golden entry (no floor)")
     stage("calibrate", cmd_calibrate, "pick per-library floors on the calibration split")
     stage("evaluate", cmd_evaluate, "score the held-out split with the calibrated floors (DVC stage)")
+    stage("report", cmd_report, "write eval/report.md with the gate's verdict (DVC stage)")
 
     p = sub.add_parser("eval", help="evaluate a configuration on a split (flags + Hydra overrides)")
     p.add_argument(
@@ -361,6 +384,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 # Later modules add their subcommands here (keeps this file a list of thin wrappers).
 _EXTRA: list[Callable[[Any, Callable[..., argparse.ArgumentParser]], None]] = []
+
+
+def _register_extras() -> None:
+    from doceval import cli_report
+
+    _EXTRA.append(cli_report.register)
+
+
+_register_extras()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -242,13 +242,15 @@ def format_statistics(stats: dict[str, dict[str, int]]) -> str:
 def assign_splits(entries: Sequence[GoldenEntry], seed: int = 0) -> dict[str, str]:
     """Stratified calibration/test assignment: per (library@version, kind) stratum, a seeded shuffle, then
     alternate. Odd strata give their extra entry alternately to each split, so the halves stay balanced.
-    Out-of-scope entries of unindexed libraries form their own strata by kind like every other entry.
+    Entries about unindexed libraries (kind ``unindexed_library``) form one stratum whatever their library.
     """
     import random
 
     strata: dict[tuple[str, str], list[str]] = {}
     for e in sorted(entries, key=lambda e: e.id):
-        strata.setdefault((e.pin, e.kind), []).append(e.id)
+        # Questions about unindexed libraries name one library each: stratify them by kind alone.
+        pin = "(unindexed)" if e.kind == "unindexed_library" else e.pin
+        strata.setdefault((pin, e.kind), []).append(e.id)
     assignment: dict[str, str] = {}
     extra_to_calibration = True
     for key in sorted(strata):

