@@ -49,6 +49,12 @@ def section(text: str, tag: str) -> str:
     return m.group(1) if m else ""
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out (or was killed) hangs up mid-reply; that is expected, not a server bug.
+        pass
+
+
 @dataclass
 class Fault:
     kind: str  # "429" | "500" | "malformed" | "slow"
@@ -69,8 +75,9 @@ class FakeOpenAI:
         self.inflight = 0
         self.peak_inflight = 0
         self.bodies: list[dict[str, Any]] = []
+        self.auth_headers: set[str] = set()  # lets a secret-scan test prove the key really was sent
         self.status_counts: Counter[int] = Counter()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
+        self._httpd = _QuietServer(("127.0.0.1", 0), self._handler_class())
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -81,7 +88,9 @@ class FakeOpenAI:
         return f"http://{host!s}:{port}/v1"
 
     def start(self) -> FakeOpenAI:
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, args=(0.02,), name="fake-openai", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -151,6 +160,8 @@ class FakeOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, as the openai client's pool expects
+            # Headers and body go out in separate writes; with Nagle on, delayed ACKs add ~40 ms per reply.
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
                 pass
@@ -166,10 +177,25 @@ class FakeOpenAI:
                 with server._lock:
                     server.status_counts[status] += 1
 
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                # Counters for a client in another process (the benchmark runs the server in a child).
+                if self.path != "/stats":
+                    self._send(404, b'{"error": {"message": "not found"}}')
+                    return
+                with server._lock:
+                    stats = {
+                        "requests": server.requests,
+                        "chat_requests": server.chat_requests,
+                        "embedding_requests": server.embedding_requests,
+                        "peak_inflight": server.peak_inflight,
+                    }
+                self._send(200, json.dumps(stats).encode())
+
             def do_POST(self) -> None:  # noqa: N802 - stdlib name
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 with server._lock:
+                    server.auth_headers.add(self.headers.get("Authorization", ""))
                     server.requests += 1
                     server.inflight += 1
                     server.peak_inflight = max(server.peak_inflight, server.inflight)
@@ -193,12 +219,12 @@ class FakeOpenAI:
                 if fault and fault.kind == "malformed":
                     self._send(200, b'{"id": "x", "choices": [ {"message": ')
                     return
-                if self.path.endswith("/chat/completions"):
+                if self.path == "/v1/chat/completions":
                     with server._lock:
                         server.chat_requests += 1
                         server.bodies.append(body)
                     self._send(200, json.dumps(_chat_payload(body, server.chat_reply(body))).encode())
-                elif self.path.endswith("/embeddings"):
+                elif self.path == "/v1/embeddings":
                     with server._lock:
                         server.embedding_requests += 1
                     self._send(200, json.dumps(_embedding_payload(body)).encode())
@@ -250,7 +276,12 @@ def _embedding_payload(body: dict[str, Any]) -> dict[str, Any]:
     data = [{"object": "embedding", "index": i, "embedding": embed_vector(t)} for i, t in enumerate(inputs)]
     data.reverse()  # real servers may return any order; the client must sort by index
     n = sum(len(str(t).split()) for t in inputs)
-    return {"object": "list", "data": data, "model": body.get("model"), "usage": {"prompt_tokens": n, "total_tokens": n}}
+    return {
+        "object": "list",
+        "data": data,
+        "model": body.get("model"),
+        "usage": {"prompt_tokens": n, "total_tokens": n},
+    }
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from doceval.errors import EXIT_UNEXPECTED, EXIT_USAGE, GateFailed, UsageError
 class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on bad usage already; make the message say how to get help."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
@@ -307,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
-    p = sub.add_parser("params", help="compose conf/ into params.yaml (Hydra)")
+    p: argparse.ArgumentParser = sub.add_parser("params", help="compose conf/ into params.yaml (Hydra)")
     p.add_argument("--check", action="store_true", help="exit 2 if params.yaml differs from conf/")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. retriever=bm25")
     p.set_defaults(func=cmd_params)

@@ -141,7 +141,7 @@ class CachedEmbedder:
         if todo:
             text_of = dict(zip(keys, texts, strict=True))
             # Encode in slices and store each one, so an interrupted run keeps what it already paid for.
-            step = 512
+            step = 2048
             from tqdm import tqdm
 
             bar = tqdm(total=len(todo), desc="embed", unit="text", disable=not progress)

@@ -32,7 +32,7 @@ def _git(*args: str) -> str | None:
 
 @lru_cache(maxsize=1)
 def provenance() -> dict[str, Any]:
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in _PACKAGES:
         try:
             versions[name] = metadata.version(name)

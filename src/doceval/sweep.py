@@ -26,7 +26,8 @@ def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
         raise UsageError(
             f"sweep: cannot parse overrides {list(overrides)}: {' '.join(str(exc).split())}"
         ) from exc
-    fixed, swept = [], []
+    fixed: list[str] = []
+    swept: list[str] = []
     for raw, ov in zip(overrides, parsed, strict=True):
         (swept if ov.is_sweep_override() else fixed).append(raw)
     return fixed, swept
@@ -133,7 +134,9 @@ def format_points(points: Sequence[dict[str, Any]]) -> str:
     head = f"{'point':<{width}} " + " ".join(f"{c[:10]:>10}" for c in _COLS)
     lines = [head, "-" * len(head)]
     for label, p in zip(labels, points, strict=True):
-        vals = " ".join(f"{'n/a':>10}" if p["metrics"].get(c) is None else f"{p['metrics'][c]:>10.4f}" for c in _COLS)
+        vals = " ".join(
+            f"{'n/a':>10}" if p["metrics"].get(c) is None else f"{p['metrics'][c]:>10.4f}" for c in _COLS
+        )
         lines.append(f"{label[:width]:<{width}} {vals}")
     return "\n".join(lines)
 
@@ -146,44 +149,51 @@ def write_points_csv(points: Sequence[dict[str, Any]], path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def _swept_value(point: dict[str, Any]) -> tuple[str, float] | None:
-    """The first numeric override that varies across points: the x axis of the plot."""
-    for ov in point["overrides"]:
-        key, _, value = ov.partition("=")
-        try:
-            return key, float(value)
-        except ValueError:
-            continue
-    return None
+def _axis(points: Sequence[dict[str, Any]]) -> str | None:
+    """The first numeric override key whose value differs across points: the plot's x axis."""
+    values: dict[str, set[float]] = {}
+    for p in points:
+        for ov in p["overrides"]:
+            key, _, raw = ov.partition("=")
+            try:
+                values.setdefault(key, set()).add(float(raw))
+            except ValueError:
+                values.setdefault(key, set()).add(float("nan"))
+    return next((k for k, v in values.items() if len(v) > 1 and all(x == x for x in v)), None)
 
 
 def plot_points(points: Sequence[dict[str, Any]], path: Path) -> None:
+    """Per library, hit_rate and refused_correctly against the swept value; other swept keys split the lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    xs = [_swept_value(p) for p in points]
-    if not points or any(x is None for x in xs):
+    key = _axis(points)
+    if key is None:
         return
-    key = xs[0][0] if xs[0] else "value"
-    order = sorted(range(len(points)), key=lambda i: xs[i][1] if xs[i] else 0.0)
+    series: dict[str, list[tuple[float, dict[str, Any]]]] = {}
+    for p in points:
+        x = next(float(o.partition("=")[2]) for o in p["overrides"] if o.partition("=")[0] == key)
+        rest = " ".join(o for o in p["overrides"] if o.partition("=")[0] != key)
+        series.setdefault(rest, []).append((x, p))
+    common = set.intersection(*(set(r.split()) for r in series)) if series else set()
     libs = sorted({lib for p in points for lib in p["by_library"]})
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
     for ax, metric in zip(axes, ("hit_rate", "refused_correctly"), strict=True):
-        for lib in libs:
-            x, y = [], []
-            for i in order:
-                val = points[i]["by_library"].get(lib, {}).get(metric)
-                if val is not None and xs[i] is not None:
-                    x.append(xs[i][1])
-                    y.append(val)
-            if x:
-                ax.plot(x, y, marker=".", label=lib)
+        for rest, pts in series.items():
+            suffix = " ".join(o for o in rest.split() if o not in common)
+            for lib in libs:
+                xy = [
+                    (x, p["by_library"].get(lib, {}).get(metric)) for x, p in sorted(pts, key=lambda t: t[0])
+                ]
+                xy = [(x, y) for x, y in xy if y is not None]
+                if xy:
+                    ax.plot(*zip(*xy, strict=True), marker=".", label=f"{lib} {suffix}".strip())
         ax.set_title(metric)
         ax.set_xlabel(key)
         ax.set_ylim(-0.02, 1.02)
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,0 +1,351 @@
+"""The agent runner: refusals, memory isolation vs warm memory, journal/resume (SIGKILL), budget, secrets."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai_server import FakeOpenAI
+
+from doceval.agent.answerers import ExtractiveAnswerer, OpenAIAnswerer, is_refusal, make_answerer
+from doceval.agent.memory import Memory
+from doceval.agent.runner import load_journal, run_agent
+from doceval.agent.types import AgentRecord, MemoryItem, Passage, Probe, SearchResult
+from doceval.errors import UsageError
+from doceval.judge import OpenAIJudge, make_judge
+from doceval.metrics import contains_apis
+
+V1_DICT = Passage(
+    "pydantic@1.10.17:pydantic.main.BaseModel.dict",
+    0.8,
+    "def pydantic.main.BaseModel.dict(self, *, include=None)\n\nUse `.dict()` to convert a model to a dictionary.",
+)
+V2_DUMP = Passage(
+    "pydantic@2.8.2:pydantic.main.BaseModel.model_dump",
+    0.8,
+    "def pydantic.main.BaseModel.model_dump(self, *, mode='python')\n\n"
+    "Use `model_dump()` to convert a model instance to a dictionary. Fields can be excluded.",
+)
+P1 = Probe("p1", "How do I convert a model to a dict?", "pydantic", "1.10.17", "Call `.dict()` on the model.")
+P2 = Probe(
+    "p2", "How do I convert a model instance to a dict?", "pydantic", "2.8.2", "Call `model_dump()` on it."
+)
+FLASK = Probe("f1", "How do I declare a route?", "flask", "3.0.0", "")
+EXPECTED, FORBIDDEN = ["model_dump"], [".dict()"]
+
+
+def search(probe: Probe) -> SearchResult:
+    if probe.library != "pydantic":
+        return SearchResult([], True, f"router: library '{probe.library}' is not indexed")
+    return SearchResult([V1_DICT if probe.version.startswith("1.") else V2_DUMP], False, None)
+
+
+class CountingAnswerer(ExtractiveAnswerer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def answer(self, probe: Probe, passages: list[Passage], memory: list[MemoryItem]) -> Any:
+        self.calls.append(probe.id)
+        return super().answer(probe, passages, memory)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as srv:
+        yield srv
+
+
+def llm_cfg(server: FakeOpenAI, tmp_path: Path, **over: Any) -> dict[str, Any]:
+    cfg: dict[str, Any] = {
+        "name": "openai",
+        "base_url": server.base_url,
+        "model": "test-model",
+        "max_retries": 2,
+        "retry_base_delay_s": 0.01,
+        "retry_max_delay_s": 0.02,
+        "timeout_s": 10,
+        "cache_path": str(tmp_path / "cache" / "llm.sqlite"),
+    }
+    cfg.update(over)
+    return cfg
+
+
+# ------------------------------------------------------------------------------------------- answerers
+
+
+def test_extractive_answer_and_refusal() -> None:
+    ans = ExtractiveAnswerer()
+    text, refused, reason = ans.answer(P2, [V2_DUMP], [])
+    assert not refused and reason is None and text is not None
+    assert text.startswith("According to the pydantic 2.8.2 docs: def pydantic.main.BaseModel.model_dump(")
+    assert "Use `model_dump()` to convert" in text
+    assert ans.answer(P2, [], []) == (None, True, "no passages to answer from")
+    item = MemoryItem("q", "earlier " * 100, "pydantic", "1.10.17")
+    text, _, _ = ans.answer(P2, [V2_DUMP] * 10, [item])
+    assert text is not None and len(text) < 700 + 300 and "\nRelated earlier answer: earlier" in text
+
+
+def test_model_refusal_is_recorded_as_refused(server: FakeOpenAI, tmp_path: Path) -> None:
+    answerer = make_answerer(llm_cfg(server, tmp_path))
+    nothing = Passage("pydantic@2.8.2:pydantic.x", 0.5, "A passage with no API in it.")
+    assert answerer.answer(P2, [nothing], []) == (None, True, "model refused")
+    assert is_refusal("I don\u2019t know.") and not is_refusal("Use model_dump().")
+
+
+def test_make_answerer_validates() -> None:
+    assert isinstance(make_answerer({"name": "extractive"}), ExtractiveAnswerer)
+    with pytest.raises(UsageError, match="answerer.name"):
+        make_answerer({"name": "gpt"})
+    with pytest.raises(UsageError, match="max_chrs"):
+        make_answerer({"name": "extractive", "max_chrs": 10})
+
+
+# ------------------------------------------------------------------------------------------- memory
+
+
+def test_memory_recall_same_library_by_jaccard_deterministic() -> None:
+    mem = Memory()
+    mem.record(MemoryItem("How do I convert a model to a dict?", "a1", "pydantic", "1.10.17"))
+    mem.record(MemoryItem("How do I validate an email field?", "a2", "pydantic", "1.10.17"))
+    mem.record(MemoryItem("How do I convert a model to a dict?", "a3", "marshmallow", "3.21.3"))
+    mem.record(MemoryItem("Unrelated words entirely", "a4", "pydantic", "2.8.2"))
+    got = mem.recall("How can I convert a model to a dict in v2?", "pydantic", "2.8.2", n=2)
+    assert [m.answer for m in got] == ["a1", "a2"]
+    assert mem.recall("zzz", "pydantic", "2.8.2") == []
+    mem.reset()
+    assert len(mem) == 0
+
+
+# ------------------------------------------------------------------------------------------- runner
+
+
+def test_refused_search_skips_answerer_and_judge(server: FakeOpenAI, tmp_path: Path) -> None:
+    answerer = CountingAnswerer()
+    judge = make_judge(llm_cfg(server, tmp_path))
+    out = run_agent([FLASK, P2], search, answerer, judge, progress=False)
+    rec = out.records["f1"]
+    assert (
+        rec.refused and rec.answer is None and rec.refusal_reason == "router: library 'flask' is not indexed"
+    )
+    assert rec.verdict is None and rec.judge_error is None and rec.usage == {}
+    assert answerer.calls == ["p2"]
+    assert out.records["p2"].verdict is True and server.chat_requests == 1  # judged once, the answer only
+    assert out.usage["judge"]["requests"] == 1 and "answerer" not in out.usage
+
+
+@pytest.mark.parametrize("kind", ["extractive", "openai"])
+def test_warm_memory_leaks_an_old_api_isolation_prevents_it(
+    kind: str, server: FakeOpenAI, tmp_path: Path
+) -> None:
+    def make() -> Any:
+        return ExtractiveAnswerer() if kind == "extractive" else make_answerer(llm_cfg(server, tmp_path))
+
+    isolated = run_agent([P1, P2], search, make(), None, progress=False)
+    warm = run_agent([P1, P2], search, make(), None, warm_memory=True, progress=False)
+    assert isolated.records["p2"].memory_used == []
+    assert warm.records["p2"].memory_used == [P1.question]
+    assert contains_apis(isolated.records["p2"].answer, EXPECTED, FORBIDDEN)
+    assert not contains_apis(warm.records["p2"].answer, EXPECTED, FORBIDDEN)  # .dict() leaked in
+    # Isolation is per probe even with concurrency.
+    many = [
+        dataclasses.replace(P1, id=f"a{i}") if i % 2 else dataclasses.replace(P2, id=f"a{i}")
+        for i in range(8)
+    ]
+    out = run_agent(many, search, make(), None, max_concurrency=4, progress=False)
+    assert all(r.memory_used == [] for r in out.records.values())
+
+
+def test_resume_skips_journaled_entries_and_replays_warm_memory(tmp_path: Path) -> None:
+    journal = tmp_path / "run" / "journal.jsonl"
+    first = CountingAnswerer()
+    run_agent([P1], search, first, None, warm_memory=True, journal_path=journal, progress=False)
+    second = CountingAnswerer()
+    out = run_agent([P1, P2], search, second, None, warm_memory=True, journal_path=journal, progress=False)
+    assert out.resumed == 1 and second.calls == ["p2"]
+    # p1 came from the journal but still reached p2 through memory, as in an uninterrupted warm run.
+    assert out.records["p2"].memory_used == [P1.question]
+    lines = journal.read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == ["p1", "p2"]
+
+
+def test_torn_last_journal_line_is_redone_and_bad_lines_are_reported(tmp_path: Path) -> None:
+    journal = tmp_path / "journal.jsonl"
+    run_agent([P1], search, ExtractiveAnswerer(), None, journal_path=journal, progress=False)
+    with journal.open("a") as fh:
+        fh.write('{"id": "p2", "answer": "half')  # killed mid-write
+    answerer = CountingAnswerer()
+    out = run_agent([P1, P2], search, answerer, None, journal_path=journal, progress=False)
+    assert answerer.calls == ["p2"] and out.resumed == 1
+    assert [json.loads(x)["id"] for x in journal.read_text().splitlines()] == ["p1", "p2"]
+    journal.write_text('{"id": "p1"}\n' + journal.read_text())
+    with pytest.raises(UsageError, match=r"journal.jsonl:1: not an agent journal record"):
+        load_journal(journal)
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from doceval.agent.answerers import make_answerer
+    from doceval.agent.runner import run_agent
+    from doceval.agent.types import Passage, Probe, SearchResult
+
+    base_url, journal, cache, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    probes = [Probe(f"q{i}", f"What does api_{i} do?", "pydantic", "2.8.2", f"`api_{i}()`") for i in range(n)]
+
+    def search(p):
+        i = p.id[1:]
+        return SearchResult([Passage(f"pydantic@2.8.2:m.api_{i}", 0.9, f"def m.api_{i}()\\n\\nDoes {i}.")], False, None)
+
+    answerer = make_answerer({"name": "openai", "base_url": base_url, "model": "m", "cache_path": cache,
+                              "max_retries": 1, "retry_base_delay_s": 0.01})
+    out = run_agent(probes, search, answerer, None, journal_path=Path(journal), max_concurrency=2, progress=False)
+    print("resumed", out.resumed, "records", len(out.records))
+    """
+)
+
+
+def test_run_killed_with_sigkill_and_resumed_answers_each_entry_once(tmp_path: Path) -> None:
+    n = 24
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    journal, cache = tmp_path / "journal.jsonl", tmp_path / "llm.sqlite"
+    with FakeOpenAI(latency_s=0.1) as srv:
+        args = [sys.executable, str(script), srv.base_url, str(journal), str(cache), str(n)]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if journal.exists() and len(journal.read_bytes().splitlines()) >= 4:
+                break
+            if proc.poll() is not None:
+                break
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
+        first_ids = [json.loads(x)["id"] for x in journal.read_text().splitlines() if x.endswith("}")]
+        assert 4 <= len(first_ids) < n
+        first_questions = {f"What does api_{i[1:]} do?" for i in first_ids}
+
+        requests_before = srv.chat_requests
+        srv.reset_stats()
+        rerun = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        assert rerun.returncode == 0, rerun.stderr
+        assert f"resumed {len(first_ids)} records {n}" in rerun.stdout
+        ids = [json.loads(x)["id"] for x in journal.read_text().splitlines()]
+        assert sorted(ids) == sorted(f"q{i}" for i in range(n))  # every entry exactly once
+        asked_again = srv.questions_requested()
+        assert not first_questions & set(asked_again)  # journaled entries were not redone
+        # At most the two requests in flight at the kill are asked twice.
+        assert requests_before + srv.chat_requests <= n + 2
+
+
+def test_budget_stop_keeps_finished_records_and_resume_completes(server: FakeOpenAI, tmp_path: Path) -> None:
+    cfg = llm_cfg(server, tmp_path, price_per_1k_prompt=1.0, price_per_1k_completion=1.0, max_tokens=20)
+    probes = [dataclasses.replace(P2, id=f"b{i}", question=f"{P2.question} ({i})") for i in range(10)]
+    journal = tmp_path / "journal.jsonl"
+    out = run_agent(
+        probes, search, make_answerer(cfg), None, journal_path=journal, budget_usd=1.5, progress=False
+    )
+    assert out.stopped_reason == "budget"
+    done = len(out.records)
+    assert 0 < done < 10
+    assert sum(r.usage["answerer"]["cost_usd"] for r in out.records.values()) <= 1.5
+    assert len(journal.read_text().splitlines()) == done
+    assert server.chat_requests == done  # the call that would exceed was never sent
+    # The same budget covers the whole run (resumed cost counts): it stops again straight away.
+    again = run_agent(
+        probes, search, make_answerer(cfg), None, journal_path=journal, budget_usd=1.5, progress=False
+    )
+    assert again.stopped_reason == "budget" and again.resumed == done and len(again.records) == done
+    final = run_agent(
+        probes, search, make_answerer(cfg), None, journal_path=journal, budget_usd=10, progress=False
+    )
+    assert final.stopped_reason is None and len(final.records) == 10 and final.resumed == done
+    assert sorted(json.loads(x)["id"] for x in journal.read_text().splitlines()) == sorted(
+        p.id for p in probes
+    )
+    assert server.chat_requests == 10
+
+
+def test_answerer_failures_are_not_journaled_and_stop_the_run(server: FakeOpenAI, tmp_path: Path) -> None:
+    cfg = llm_cfg(server, tmp_path, max_retries=0)
+    probes = [dataclasses.replace(P2, id=f"e{i}", question=f"q {i}") for i in range(8)]
+    server.fail_next(100, 500)
+    journal = tmp_path / "journal.jsonl"
+    out = run_agent(probes, search, make_answerer(cfg), None, journal_path=journal, progress=False)
+    assert out.stopped_reason == "errors" and len(out.errors) == 5 and out.records == {}
+    assert "HTTP 500" in next(iter(out.errors.values()))
+    assert not journal.exists() or journal.read_text() == ""
+    warm = run_agent(probes, search, make_answerer(cfg), None, warm_memory=True, progress=False)
+    assert warm.stopped_reason == "errors" and list(warm.errors) == ["e0"]  # order matters: stop at once
+
+
+def test_secret_key_never_leaks(server: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    sentinel = "sk-SENTINEL-7f3a9c1e5b-do-not-leak"
+    monkeypatch.setenv("OPENAI_API_KEY", sentinel)
+    caplog.set_level(logging.DEBUG)
+    answerer = make_answerer(llm_cfg(server, tmp_path))
+    judge = make_judge(llm_cfg(server, tmp_path))
+    assert isinstance(answerer, OpenAIAnswerer) and isinstance(judge, OpenAIJudge)
+    journal = tmp_path / "journal.jsonl"
+    server.fail_next(2, 429)  # retries log warnings
+    out = run_agent([P1, P2, FLASK], search, answerer, judge, journal_path=journal, progress=False)
+    server.judge_mode = "malformed"
+    out2 = run_agent(
+        [dataclasses.replace(P2, id="p3", question="other")], search, answerer, judge, progress=False
+    )
+    assert out2.records["p3"].judge_error
+    bad = make_answerer(llm_cfg(server, tmp_path, base_url=server.base_url + "/missing", cache_path=""))
+    out3 = run_agent([P2], search, bad, None, progress=False)
+    assert "HTTP 404" in out3.errors["p2"]
+    assert out.records["p2"].verdict is True and out.records["p1"].verdict is True
+
+    blobs = [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()]
+    assert any(b"p2" in b for b in blobs) and len(blobs) >= 2  # journal + sqlite (and its WAL) were scanned
+    for blob in blobs:
+        assert sentinel.encode() not in blob
+    returned = json.dumps([dataclasses.asdict(o) for o in (out, out2, out3)])
+    assert sentinel not in returned
+    assert all(sentinel not in repr(x) for x in (answerer, judge, answerer.client, answerer.cfg))
+    assert sentinel not in json.dumps([answerer.cfg.public_dict(), judge.cfg.public_dict()])
+    assert sentinel not in caplog.text and "retry" in caplog.text
+    assert server.status_counts[429] == 2
+    assert f"Bearer {sentinel}" in server.auth_headers  # the key was really in use
+
+
+def test_records_roundtrip_through_json() -> None:
+    out = run_agent([P2], search, ExtractiveAnswerer(), None, progress=False)
+    rec = out.records["p2"]
+    assert AgentRecord.from_json(json.loads(json.dumps(dataclasses.asdict(rec)))) == rec
+
+
+def test_duplicate_probe_ids_are_rejected() -> None:
+    with pytest.raises(UsageError, match="duplicated: p1"):
+        run_agent([P1, P1], search, ExtractiveAnswerer(), None, progress=False)
+
+
+def test_progress_bar_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    run_agent([P1, P2], search, ExtractiveAnswerer(), None, progress=True)
+    assert "2/2" in capsys.readouterr().err
+
+
+def test_runner_concurrency_is_bounded_end_to_end(tmp_path: Path) -> None:
+    probes = [dataclasses.replace(P2, id=f"c{i}", question=f"{P2.question} #{i}") for i in range(20)]
+    with FakeOpenAI(latency_s=0.05) as srv:
+        answerer = make_answerer(llm_cfg(srv, tmp_path, max_concurrency=4))
+        out = run_agent(probes, search, answerer, None, max_concurrency=16, progress=False)
+        assert len(out.records) == 20 and out.usage["answerer"]["requests"] == 20
+        assert 1 < srv.peak_inflight <= 4  # the client's bound holds under a wider runner pool

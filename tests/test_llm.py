@@ -1,0 +1,301 @@
+"""doceval.llm against a real local OpenAI-compatible HTTP server (the real ``openai`` client, no mocks)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from openai_server import FakeOpenAI, embed_vector
+
+from doceval.errors import UsageError
+from doceval.llm import (
+    BudgetExceeded,
+    ChatClient,
+    Ledger,
+    LLMConfig,
+    LLMError,
+    PromptTemplate,
+    cache_key,
+    embed_texts,
+    iter_concurrent,
+    map_concurrent,
+    redact,
+    resolve_api_key,
+    usage_scope,
+)
+
+MESSAGES = [{"role": "user", "content": "<passages>`model_dump()`</passages> <question>q</question>"}]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as srv:
+        yield srv
+
+
+def make_cfg(server: FakeOpenAI, tmp_path: Path, **over: Any) -> LLMConfig:
+    base: dict[str, Any] = {
+        "model": "test-model",
+        "base_url": server.base_url,
+        "max_retries": 3,
+        "retry_base_delay_s": 0.01,
+        "retry_max_delay_s": 0.05,
+        "timeout_s": 5,
+        "cache_path": str(tmp_path / "llm.sqlite"),
+    }
+    base.update(over)
+    return LLMConfig.from_mapping(base, "answerer")
+
+
+def test_chat_roundtrip_counts_tokens_and_cost(server: FakeOpenAI, tmp_path: Path) -> None:
+    cfg = make_cfg(server, tmp_path, price_per_1k_prompt=1.0, price_per_1k_completion=2.0)
+    client = ChatClient(cfg, "answerer")
+    with usage_scope() as scope:
+        result = client.complete(MESSAGES)
+    assert result.content == "Use model_dump()."
+    assert not result.cached
+    usage = client.ledger.snapshot()["answerer"]
+    assert usage["requests"] == 1 and usage["cache_misses"] == 1
+    assert usage["prompt_tokens"] == 2 and usage["completion_tokens"] == 2
+    assert usage["cost_usd"] == pytest.approx((2 * 1.0 + 2 * 2.0) / 1000)
+    assert scope["answerer"].as_dict() == usage  # the per-entry scope saw the same call
+    assert server.bodies[0]["max_tokens"] == 512 and server.bodies[0]["temperature"] == 0.0
+
+
+def test_retries_succeed_after_transient_429_and_500(server: FakeOpenAI, tmp_path: Path) -> None:
+    delays: list[float] = []
+    client = ChatClient(
+        make_cfg(server, tmp_path, retry_base_delay_s=0.01, retry_max_delay_s=1.0),
+        "judge",
+        sleep=delays.append,
+    )
+    server.fail_next(2, 429)
+    server.fail_next(1, 500)
+    assert client.complete(MESSAGES).content == "Use model_dump()."
+    assert server.requests == 4
+    usage = client.ledger.snapshot()["judge"]
+    assert usage["requests"] == 4 and usage["retries"] == 3 and usage["errors"] == 0
+    # exponential backoff with 50-100% jitter
+    for attempt, delay in enumerate(delays):
+        assert 0.5 * 0.01 * 2**attempt <= delay <= 0.01 * 2**attempt
+
+
+def test_retries_stop_at_the_limit_and_errors_are_not_cached(server: FakeOpenAI, tmp_path: Path) -> None:
+    client = ChatClient(make_cfg(server, tmp_path, max_retries=2), "answerer")
+    server.fail_next(3, 500)
+    with pytest.raises(LLMError) as err:
+        client.complete(MESSAGES)
+    assert err.value.kind == "server" and err.value.status == 500 and err.value.attempts == 3
+    assert "after 3 attempt(s)" in str(err.value)
+    assert server.requests == 3
+    assert client.cache is not None and len(client.cache) == 0
+    assert client.ledger.snapshot()["answerer"]["errors"] == 1
+    # The failure was not cached: the same call now reaches the (recovered) server.
+    assert client.complete(MESSAGES).content == "Use model_dump()."
+    assert server.requests == 4 and len(client.cache) == 1
+
+
+def test_rate_limit_exhausted_surfaces_kind(server: FakeOpenAI, tmp_path: Path) -> None:
+    client = ChatClient(make_cfg(server, tmp_path, max_retries=1, cache_path=""), "answerer")
+    server.fail_next(2, 429)
+    with pytest.raises(LLMError) as err:
+        client.complete(MESSAGES)
+    assert err.value.kind == "rate_limit" and server.requests == 2
+
+
+def test_malformed_json_body_is_retried(server: FakeOpenAI, tmp_path: Path) -> None:
+    client = ChatClient(make_cfg(server, tmp_path, max_retries=2), "answerer")
+    server.malformed_next(1)
+    assert client.complete(MESSAGES).content == "Use model_dump()."
+    assert server.requests == 2
+    server.malformed_next(3)
+    with pytest.raises(LLMError) as err:
+        client.complete([{"role": "user", "content": "another prompt"}])
+    assert err.value.kind == "malformed"
+
+
+def test_timeout_is_retried(server: FakeOpenAI, tmp_path: Path) -> None:
+    client = ChatClient(make_cfg(server, tmp_path, timeout_s=0.3), "answerer")
+    server.slow_next(1, 1.0)
+    assert client.complete(MESSAGES).content == "Use model_dump()."
+    assert client.ledger.snapshot()["answerer"]["retries"] == 1
+
+
+def test_client_error_is_not_retried(server: FakeOpenAI, tmp_path: Path) -> None:
+    cfg = make_cfg(server, tmp_path, base_url=server.base_url + "/nope")
+    with pytest.raises(LLMError) as err:
+        ChatClient(cfg, "answerer").complete(MESSAGES)
+    assert err.value.kind == "client" and err.value.status == 404 and err.value.attempts == 1
+    assert server.requests == 1
+
+
+def test_connection_error_is_retried_then_surfaced(tmp_path: Path) -> None:
+    with FakeOpenAI() as srv:
+        url = srv.base_url
+    cfg = LLMConfig.from_mapping(
+        {"model": "m", "base_url": url, "max_retries": 1, "retry_base_delay_s": 0.01, "cache_path": ""},
+        "answerer",
+    )
+    with pytest.raises(LLMError) as err:
+        ChatClient(cfg, "answerer").complete(MESSAGES)
+    assert err.value.kind == "connection" and err.value.attempts == 2
+
+
+def test_peak_concurrency_never_exceeds_the_bound(tmp_path: Path) -> None:
+    with FakeOpenAI(latency_s=0.1) as srv:
+        client = ChatClient(make_cfg(srv, tmp_path, cache_path="", max_concurrency=16), "answerer")
+        prompts = [[{"role": "user", "content": f"prompt {i}"}] for i in range(20)]
+        t0 = time.perf_counter()
+        out = map_concurrent(client.complete, prompts, max_concurrency=4)
+        elapsed = time.perf_counter() - t0
+        assert [r.content for r in out] == ["I don't know"] * 20
+        assert 1 < srv.peak_inflight <= 4
+        assert elapsed < 20 * 0.1 * 0.8  # really concurrent (sequential would take 2 s)
+        # The client's own bound holds even when more threads call it.
+        srv.reset_stats()
+        bounded = ChatClient(make_cfg(srv, tmp_path, cache_path="", max_concurrency=3), "answerer")
+        map_concurrent(bounded.complete, prompts, max_concurrency=12)
+        assert 1 < srv.peak_inflight <= 3
+
+
+def test_iter_concurrent_stops_submitting_when_closed() -> None:
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def work(i: int) -> int:
+        with lock:
+            started.append(i)
+        time.sleep(0.02)
+        return i
+
+    gen = iter_concurrent(work, range(100), 4)
+    next(gen)
+    gen.close()
+    assert len(started) <= 8  # the first wave plus at most one refill, not 100
+
+
+def test_cache_hits_make_no_request_and_any_changed_parameter_misses(
+    server: FakeOpenAI, tmp_path: Path
+) -> None:
+    client = ChatClient(make_cfg(server, tmp_path), "answerer")
+    first = client.complete(MESSAGES, template_id="answer.txt:aaa")
+    again = client.complete(MESSAGES, template_id="answer.txt:aaa")
+    assert server.chat_requests == 1
+    assert again.cached and again.content == first.content and again.cost_usd == 0
+    assert client.ledger.cache_stats() == {"hits": 1, "misses": 1}
+    client.complete(MESSAGES, template_id="answer.txt:bbb")  # edited template
+    assert server.chat_requests == 2
+    warmer = ChatClient(make_cfg(server, tmp_path, temperature=0.7), "answerer")
+    warmer.complete(MESSAGES, template_id="answer.txt:aaa")
+    assert server.chat_requests == 3
+    # A fresh client on the same file (another process, later) hits the persisted entry.
+    fresh = ChatClient(make_cfg(server, tmp_path), "answerer")
+    assert fresh.complete(MESSAGES, template_id="answer.txt:aaa").cached
+    assert server.chat_requests == 3
+
+
+def test_cache_key_covers_every_generation_parameter(server: FakeOpenAI, tmp_path: Path) -> None:
+    client = ChatClient(make_cfg(server, tmp_path), "answerer")
+    base = client.params(MESSAGES, "t:1")
+    assert set(base) == {
+        "base_url", "model", "messages", "temperature", "max_tokens", "seed", "response_format", "template",
+    }  # fmt: skip
+    variants: list[dict[str, Any]] = [
+        {"model": "other"}, {"temperature": 0.5}, {"max_tokens": 7}, {"seed": 1},
+        {"response_format": {"type": "json_object"}}, {"template": "t:2"}, {"base_url": "http://x/v1"},
+        {"messages": [{"role": "user", "content": "x"}]},
+    ]  # fmt: skip
+    keys = {cache_key(base)} | {cache_key({**base, **v}) for v in variants}
+    assert len(keys) == len(variants) + 1
+    assert cache_key(dict(reversed(list(base.items())))) == cache_key(base)  # canonical
+
+
+def test_budget_stops_before_it_would_be_exceeded(server: FakeOpenAI, tmp_path: Path) -> None:
+    cfg = make_cfg(
+        server, tmp_path, cache_path="", price_per_1k_prompt=1.0, price_per_1k_completion=1.0, max_tokens=10
+    )
+    ledger = Ledger(budget_usd=0.1)
+    client = ChatClient(cfg, "answerer", ledger=ledger)
+    calls = 0
+    with pytest.raises(BudgetExceeded) as err:
+        for i in range(1000):
+            client.complete([{"role": "user", "content": f"prompt number {i}"}])
+            calls += 1
+    assert calls > 3
+    assert server.chat_requests == calls  # the refused call was never sent
+    assert ledger.spent_usd <= 0.1
+    assert "budget" in str(err.value)
+
+
+def test_embed_texts_normalised_in_order_and_batched(server: FakeOpenAI) -> None:
+    texts = [f"text number {i} about pydantic" for i in range(7)]
+    vecs = embed_texts({"base_url": server.base_url, "name": "openai", "dim": 16}, "emb", texts, batch_size=3)
+    assert vecs.dtype == np.float32 and vecs.shape == (7, 16)
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-6)
+    want = np.asarray([embed_vector(t) for t in texts], dtype=np.float32)
+    want /= np.linalg.norm(want, axis=1, keepdims=True)
+    assert np.allclose(vecs, want, atol=1e-6)  # server replies in reverse order; we sort by index
+    assert server.embedding_requests == 3
+    assert embed_texts({"base_url": server.base_url, "dim": 16}, "emb", [], 3).shape == (0, 16)
+
+
+def test_embed_texts_retries(server: FakeOpenAI) -> None:
+    server.fail_next(1, 500)
+    cfg = {"base_url": server.base_url, "retry_base_delay_s": 0.01}
+    assert embed_texts(cfg, "emb", ["a b c"], batch_size=8).shape == (1, 16)
+    assert server.requests == 2
+
+
+def test_api_key_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MY_KEY", raising=False)
+    assert resolve_api_key("http://127.0.0.1:8000/v1", "MY_KEY") == "not-needed"
+    with pytest.raises(UsageError, match="MY_KEY is not set"):
+        resolve_api_key(None, "MY_KEY")
+    with pytest.raises(UsageError, match="MY_KEY"):
+        resolve_api_key("https://api.openai.com/v1", "MY_KEY")
+    monkeypatch.setenv("MY_KEY", "sk-secret-value-123")
+    assert resolve_api_key(None, "MY_KEY") == "sk-secret-value-123"
+
+
+def test_redact() -> None:
+    text = "Incorrect API key provided: sk-abc123XYZ***wxyz. token=hunter2hunter2"
+    out = redact(text, ["hunter2hunter2"])
+    assert "abc123" not in out and "hunter2" not in out and "sk-***" in out
+
+
+def test_config_validation_names_key_and_fix() -> None:
+    with pytest.raises(UsageError, match=r"answerer: unknown key\(s\) temprature"):
+        LLMConfig.from_mapping({"model": "m", "temprature": 0.1}, "answerer")
+    with pytest.raises(UsageError, match=r"judge\.model: required"):
+        LLMConfig.from_mapping({"name": "openai"}, "judge")
+    with pytest.raises(UsageError, match=r"answerer\.max_tokens"):
+        LLMConfig.from_mapping({"model": "m", "max_tokens": "lots"}, "answerer")
+    with pytest.raises(UsageError, match=r"answerer\.max_concurrency: must be >= 1"):
+        LLMConfig.from_mapping({"model": "m", "max_concurrency": 0}, "answerer")
+    cfg = LLMConfig.from_mapping(
+        {"model": "m", "name": "openai", "template": "x", "cache_path": None}, "answerer"
+    )
+    assert cfg.cache_path is None and cfg.api_key_env == "OPENAI_API_KEY"
+
+
+def test_prompt_template_sections_and_id(tmp_path: Path) -> None:
+    shipped = PromptTemplate.load("answer.txt")
+    msgs = shipped.render(
+        library="pydantic", version="2.8.2", passages="P", memory="M", question="Q?", refusal="I don't know"
+    )
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    assert "<question>\nQ?\n</question>" in msgs[1]["content"] and "pydantic 2.8.2" in msgs[0]["content"]
+    own = tmp_path / "answer.txt"
+    own.write_text(shipped.text + "\nBe nice.\n")
+    assert PromptTemplate.load(str(own)).template_id != shipped.template_id
+    bad = tmp_path / "bad.txt"
+    bad.write_text("hello $nobody")
+    with pytest.raises(UsageError, match=r"\$nobody"):
+        PromptTemplate.load(str(bad)).render(question="q")
+    with pytest.raises(UsageError, match="not a shipped template"):
+        PromptTemplate.load("missing.txt")
