@@ -50,7 +50,11 @@ def test_v1_has_the_promised_coverage() -> None:
     kinds = Counter(e.kind for e in entries)
     assert kinds["version_trap"] >= 40 and kinds["multi_doc"] >= 20
     assert sum(e.out_of_scope for e in entries) >= 60
-    assert {e.kind for e in entries if e.out_of_scope} >= {"unindexed_library", "nonexistent_api", "off_topic"}
+    assert {e.kind for e in entries if e.out_of_scope} >= {
+        "unindexed_library",
+        "nonexistent_api",
+        "off_topic",
+    }
     assert all(len(e.relevant_ids) >= 2 for e in entries if e.kind == "multi_doc")
     traps = [e for e in entries if e.kind == "version_trap"]
     assert sum(bool(e.forbidden_apis) for e in traps) >= 40

@@ -1,0 +1,67 @@
+"""Hydra configuration: params.yaml matches conf/, every group option and experiment composes, bad overrides
+are usage errors that list the options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from doceval.cli import main
+from doceval.config import compose, flatten
+from doceval.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir())
+
+
+def test_params_yaml_is_composed_from_conf() -> None:
+    committed = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert committed == compose([], conf_dir=CONF), "params.yaml drifted from conf/: run `doceval params`"
+
+
+@pytest.mark.parametrize(
+    "group,option",
+    [(g, p.stem) for g in GROUPS if g != "experiment" for p in sorted((CONF / g).glob("*.yaml"))],
+)
+def test_every_group_option_composes(group: str, option: str) -> None:
+    cfg = compose([f"{group}={option}"], conf_dir=CONF)
+    assert group in cfg and cfg[group] is not None
+
+
+@pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")))
+def test_every_experiment_composes_and_only_changes_what_it_says(experiment: str) -> None:
+    base = flatten(compose([], conf_dir=CONF))
+    cfg = flatten(compose([f"experiment={experiment}"], conf_dir=CONF))
+    changed = {k for k in set(base) | set(cfg) if base.get(k) != cfg.get(k)}
+    assert changed, f"experiment {experiment} changes nothing"
+    text = (CONF / "experiment" / f"{experiment}.yaml").read_text()
+    for key in changed:
+        top = key.split(".")[0]
+        assert top in text, f"{experiment} changed {key} without naming {top}"
+
+
+def test_unknown_group_option_lists_the_choices() -> None:
+    with pytest.raises(UsageError) as err:
+        compose(["retriever=nope"], conf_dir=CONF)
+    message = str(err.value)
+    assert "retriever/nope" in message and "bm25" in message and "hybrid" in message
+
+
+def test_cli_reports_unknown_option_with_exit_2(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(ROOT)
+    assert main(["eval", "--no-track", "retriever=nope"]) == 2
+    assert "Available options in 'retriever'" in capsys.readouterr().err
+
+
+def test_params_check_detects_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "conf").symlink_to(CONF)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**compose([], conf_dir=CONF), "k": 99}))
+    assert main(["params", "--check"]) == 2
+    assert main(["params"]) == 0
+    assert main(["params", "--check"]) == 0

@@ -1,0 +1,207 @@
+"""`doceval eval` end to end on a tiny corpus (bm25, offline), floors and calibration by hand, and every bad
+input the harness promises to reject with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from doceval.cli import main
+from doceval.docs import Document, write_corpus
+from doceval.floors import calibrate_library
+from doceval.metrics import build_matrix
+
+ROOT = Path(__file__).resolve().parents[1]
+
+DOCS = {
+    "pydantic@2.8.2": [
+        (
+            "pydantic.main.BaseModel.model_dump",
+            "def model_dump(self)\n\nGenerate a dictionary representation of the model.",
+        ),
+        (
+            "pydantic.main.BaseModel.model_validate",
+            "def model_validate(obj)\n\nValidate a pydantic model instance from an object.",
+        ),
+        ("pydantic.fields.Field", "def Field(default)\n\nCreate a field with a default value and metadata."),
+    ],
+    "click@8.1.7": [
+        (
+            "click.decorators.option",
+            "def option(*param_decls)\n\nAttach an option to the command, with a default.",
+        ),
+        (
+            "click.core.Group.result_callback",
+            "def result_callback(self)\n\nA decorator for a callback after all subcommands.",
+        ),
+    ],
+}
+
+GOLDEN = [
+    {"id": "a1", "question": "dictionary representation of a model", "library": "pydantic", "version": "2.8.2",
+     "out_of_scope": False, "relevant_ids": ["pydantic@2.8.2:pydantic.main.BaseModel.model_dump"],
+     "expected_apis": ["model_dump"], "forbidden_apis": [".dict("], "split": "test", "kind": "version_trap"},
+    {"id": "a2", "question": "callback after subcommands", "library": "click", "version": "8.1.7",
+     "out_of_scope": False, "relevant_ids": ["click@8.1.7:click.core.Group.result_callback"],
+     "expected_apis": ["result_callback"], "forbidden_apis": [], "split": "test", "kind": "lookup"},
+    {"id": "a3", "question": "field default value", "library": "pydantic", "version": "2.8.2",
+     "out_of_scope": False, "relevant_ids": ["pydantic@2.8.2:pydantic.fields.Field"],
+     "expected_apis": ["Field"], "forbidden_apis": [], "split": "calibration", "kind": "lookup"},
+    {"id": "u1", "question": "routes in flask blueprints", "library": "flask", "version": "3.0.0",
+     "out_of_scope": True, "relevant_ids": [], "expected_apis": [], "forbidden_apis": [], "split": "test",
+     "kind": "unindexed_library"},
+    {"id": "u2", "question": "what is the best default option for pizza toppings", "library": "click", "version": "8.1.7",
+     "out_of_scope": True, "relevant_ids": [], "expected_apis": [], "forbidden_apis": [], "split": None,
+     "kind": "off_topic"},
+]  # fmt: skip
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "conf").symlink_to(ROOT / "conf")
+    docs = {
+        pin: [Document(f"{pin}:{path}", pin.split("@")[0], pin.split("@")[1], path, "function", text)
+              for path, text in items]
+        for pin, items in DOCS.items()
+    }  # fmt: skip
+    write_corpus(docs, tmp_path / "data" / "docs", 1500, {})
+    golden = tmp_path / "data" / "golden" / "v1.jsonl"
+    golden.parent.mkdir(parents=True)
+    golden.write_text("".join(json.dumps({**e, "reference_answer": "ref " + " ".join(e["expected_apis"])}) + "\n"
+                              for e in GOLDEN))  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def eval_args(*extra: str) -> list[str]:
+    return ["eval", "--no-track", "--quiet", "--output", "out.json", *extra]
+
+
+def overrides() -> list[str]:
+    return ["retriever=bm25", "floors=zero"]
+
+
+def test_eval_writes_a_summary_with_effective_config(project: Path) -> None:
+    assert main(eval_args("--split", "test", *overrides())) == 0
+    summary = json.loads((project / "out.json").read_text())
+    assert set(summary) == {"metrics", "config", "entries"}
+    ids = [e["id"] for e in summary["entries"]]
+    assert ids == ["a1", "a2", "u1", "u2"]  # the untagged u2 belongs to every split
+    cfg = summary["config"]
+    assert cfg["split"] == "test" and cfg["k"] == 5 and cfg["retriever"]["name"] == "bm25"
+    assert cfg["floors"] == {"global": 0.0, "per_library": {}, "source": "config", "provenance": {}}
+    assert len(cfg["golden"]["md5"]) == 32 and "git_commit" in cfg["provenance"]
+    a1 = summary["entries"][0]
+    assert a1["retrieved"][0][0] == "pydantic@2.8.2:pydantic.main.BaseModel.model_dump"
+    assert a1["scores"]["hit_rate"] == 1.0 and a1["scores"]["mrr"] == 1.0
+    u1 = summary["entries"][2]
+    assert u1["refused"] and u1["refusal_reason"].startswith("router:") and u1["retrieved"] == []
+    m = summary["metrics"]
+    assert m["answer_accuracy"] is None and m["not_judged"] is True
+    assert m["counts"]["n_in_scope"] == 2 and m["counts"]["n_out_of_scope"] == 2
+    assert m["ci95"]["hit_rate"] is not None
+
+
+def test_floor_above_every_score_refuses_everything(project: Path) -> None:
+    assert main(eval_args("--split", "test", "--score-floor", "1000", *overrides())) == 0
+    m = json.loads((project / "out.json").read_text())["metrics"]
+    assert m["hit_rate"] == 0.0 and m["refused_correctly"] == 1.0
+    assert m["overrefusal_rate"] == 1.0 and m["refusal_rate"] == 1.0 and m["version_correctness"] == 0.0
+
+
+def test_per_library_floor_only_touches_that_library(project: Path) -> None:
+    assert main(eval_args("--split", "test", "--floor", "click=1000", *overrides())) == 0
+    summary = json.loads((project / "out.json").read_text())
+    by_id = {e["id"]: e for e in summary["entries"]}
+    assert by_id["a2"]["refused"] and not by_id["a1"]["refused"]
+    assert summary["config"]["floors"]["per_library"] == {"click": 1000.0}
+    assert summary["config"]["floors"]["source"] == "cli"
+
+
+def test_overrides_never_edit_shipped_defaults(project: Path) -> None:
+    before = {p: p.read_bytes() for p in (ROOT / "conf").rglob("*.yaml")}
+    params = (ROOT / "params.yaml").read_bytes()
+    assert main(eval_args("--split", "test", "--score-floor", "0.5", "k=3", *overrides())) == 0
+    assert {p: p.read_bytes() for p in (ROOT / "conf").rglob("*.yaml")} == before
+    assert (ROOT / "params.yaml").read_bytes() == params
+    assert json.loads((project / "out.json").read_text())["config"]["k"] == 3
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--floor", "pydantic0.3"], "expected LIB=VALUE"),
+        (["--floor", "pydantic=abc"], "is not a number"),
+        (["--floor", "django=0.3"], "known libraries: click, pydantic"),
+        (["--score-floor", "-1"], "outside the bm25 retriever's score range"),
+        (["--limit", "0"], "--limit 0"),
+        (["--split", "nope"], "known splits: calibration, test"),
+        (["--corpus", "missing.jsonl"], "missing.jsonl: golden set not found"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_flag(project: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                                           needle: str) -> None:  # fmt: skip
+    assert main(eval_args(*args, *overrides())) == 2
+    assert needle in capsys.readouterr().err
+    assert not (project / "out.json").exists()
+
+
+def test_floors_calibrated_on_the_reported_split_are_refused(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    artifact = {"global": 0.1, "per_library": {}, "provenance": {"split": "test"}}
+    (project / "floors.json").write_text(json.dumps(artifact))
+    args = eval_args("--split", "test", "retriever=bm25", "floors=calibrated", "floors.path=floors.json")
+    assert main(args) == 2
+    assert "train-on-test" in capsys.readouterr().err
+    artifact["provenance"]["split"] = "calibration"
+    (project / "floors.json").write_text(json.dumps(artifact))
+    assert main(args) == 0
+    cfg = json.loads((project / "out.json").read_text())["config"]
+    assert cfg["floors"]["source"] == "calibrated:floors.json" and cfg["floors"]["global"] == 0.1
+
+
+def test_compare_rejects_a_file_that_is_not_a_summary(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "bad.json").write_text(json.dumps({"hello": 1}))
+    assert main(eval_args("--split", "test", *overrides())) == 0
+    assert main(["compare", "out.json", "bad.json", "--no-gate"]) == 2
+    assert "bad.json" in capsys.readouterr().err
+
+
+def test_gate_exit_codes_through_the_cli(project: Path) -> None:
+    assert main(eval_args("--split", "test", *overrides())) == 0
+    assert main(["gate", "out.json"]) == 3  # u2 (off-topic) gets bm25 sources: refused_correctly < 1
+    assert main(eval_args("--split", "test", "--score-floor", "1000", *overrides())) == 0
+    assert main(["gate", "out.json"]) == 3  # refuses everything: hit_rate 0
+    (project / "lenient.yaml").write_text("thresholds:\n  refused_correctly: 1.0\n")
+    assert main(["gate", "out.json", "--config", "lenient.yaml"]) == 0
+
+
+def test_calibration_picks_the_lowest_floor_of_the_best_interval() -> None:
+    """Hand-computed: A1 relevant at 0.8, A2 relevant at 0.5, U1 tops at 0.6.
+
+    floor <= 0.5: hit 1.0 + refused 0 = 1.0; (0.5, 0.6]: 0.5 + 0 = 0.5; (0.6, 0.8]: 0.5 + 1 = 1.5 (best);
+    above 0.8: 0 + 1 = 1.0. The lowest floor of the best interval is the next float above 0.6.
+    """
+    matrix = build_matrix(
+        [[("d1", 0.8), ("x", 0.3)], [("y", 0.55), ("d2", 0.5)], [("z", 0.6)]], [{"d1"}, {"d2"}, set()]
+    )
+    oos = np.array([False, False, True])
+    cal = calibrate_library("lib", matrix, oos, k=5, objective="hit_rate+refused_correctly", low=0.0,
+                            plot_grid=np.linspace(0, 1, 11))  # fmt: skip
+    assert cal.floor == np.nextafter(0.6, np.inf)
+    assert cal.objective == pytest.approx(1.5)
+    assert cal.separable is False
+    assert cal.in_scope_top == [0.5, 0.65, 0.8] and cal.out_of_scope_top == [0.6, 0.6, 0.6]
+
+
+def test_calibration_reports_separable_scores() -> None:
+    matrix = build_matrix([[("d1", 0.9)], [("z", 0.2)]], [{"d1"}, set()])
+    cal = calibrate_library("lib", matrix, np.array([False, True]), k=3, objective="hit_rate+refused_correctly",
+                            low=0.0, plot_grid=np.linspace(0, 1, 5))  # fmt: skip
+    assert cal.separable is True and cal.objective == 2.0 and cal.floor == np.nextafter(0.2, np.inf)

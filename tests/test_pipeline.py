@@ -1,0 +1,179 @@
+"""The real tools end to end on a tiny fixture project: `dvc repro` (twice), a parallel Hydra sweep with MLflow
+parent/child runs, and `dvc exp run -S`. The fixture is a copy of this repository's dvc.yaml, conf/ and src/
+with a markdown docs folder instead of wheels, so it runs offline."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+DOCS = {
+    "models.md": """# Models
+
+Declare a model by subclassing BaseThing and adding typed attributes.
+
+## Serialisation
+
+Call dump_thing() to turn a model into a plain dictionary; pass exclude to drop fields.
+
+## Validation
+
+Use check_value to validate a single attribute before assignment.
+""",
+    "cli.md": """# Commands
+
+Create a command with the command decorator and add options with option().
+
+## Options
+
+An option takes a default value and a help text; flags are boolean options.
+""",
+}
+
+GOLDEN = [
+    (
+        "c1",
+        "how do I turn a model into a dictionary",
+        False,
+        ["tinylib@1.0:models.serialisation"],
+        "calibration",
+    ),
+    ("c2", "adding options with a default to a command", False, ["tinylib@1.0:cli.options"], "calibration"),
+    ("c3", "how do I validate one attribute", False, ["tinylib@1.0:models.validation"], "calibration"),
+    ("c4", "what is the capital of France", True, [], "calibration"),
+    (
+        "t1",
+        "convert model to dictionary and drop fields",
+        False,
+        ["tinylib@1.0:models.serialisation"],
+        "test",
+    ),
+    ("t2", "boolean flags for my command", False, ["tinylib@1.0:cli.options"], "test"),
+    ("t3", "how to declare a model class", False, ["tinylib@1.0:models.models"], "test"),
+    ("t4", "recommend a good pizza place", True, [], "test"),
+]
+
+
+def _env(project: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["HF_HUB_OFFLINE"] = "1"
+    env["GIT_AUTHOR_NAME"] = env["GIT_COMMITTER_NAME"] = "doceval-test"
+    env["GIT_AUTHOR_EMAIL"] = env["GIT_COMMITTER_EMAIL"] = "test@example.invalid"
+    return env
+
+
+def run(
+    cmd: list[str], project: Path, check: bool = True, timeout: int = 600
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        cmd, cwd=project, env=_env(project), text=True, capture_output=True, timeout=timeout
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(cmd)} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
+    return proc
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A git + DVC repository shaped like this one, with tiny docs and golden set, after one `dvc repro`."""
+    root = tmp_path_factory.mktemp("pipeline")
+    for name in ("conf", "src"):
+        shutil.copytree(ROOT / name, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy(ROOT / "dvc.yaml", root / "dvc.yaml")
+    shutil.copy(ROOT / ".gitignore", root / ".gitignore")
+    docs = root / "tinydocs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text)
+    golden = root / "data" / "golden" / "v1.jsonl"
+    golden.parent.mkdir(parents=True)
+    lines = []
+    for gid, question, oos, rel, split in GOLDEN:
+        lines.append(json.dumps({
+            "id": gid, "question": question, "library": "tinylib", "version": "1.0", "out_of_scope": oos,
+            "relevant_ids": rel, "reference_answer": "" if oos else "see docs", "expected_apis": [],
+            "forbidden_apis": [], "split": split, "kind": "off_topic" if oos else "lookup",
+        }))  # fmt: skip
+    golden.write_text("\n".join(lines) + "\n")
+    run(["git", "init", "-q"], root)
+    run(["dvc", "init", "-q"], root)
+    run(["dvc", "config", "core.analytics", "false"], root)
+    shutil.copy(ROOT / ".dvc" / "config", root / ".dvc" / "config")
+    # The docs group points at the folder; everything else stays the shipped default (dense retriever).
+    (root / "conf" / "docs" / "tiny.yaml").write_text(
+        f"chunk_chars: 1500\nfolder: {docs}\nfolder_library: tinylib\nfolder_version: '1.0'\nlibraries: []\n"
+    )
+    config = (root / "conf" / "config.yaml").read_text().replace("  - docs: default", "  - docs: tiny")
+    (root / "conf" / "config.yaml").write_text(config)
+    run(["doceval", "params"], root)
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-qm", "fixture"], root)
+    run(["dvc", "repro"], root)
+    return root
+
+
+@pytest.mark.slow
+def test_dvc_repro_produces_the_headline_numbers(project: Path) -> None:
+    metrics = json.loads((project / "eval" / "metrics.json").read_text())
+    assert metrics["split"] == "test"
+    assert metrics["n_in_scope"] == 3 and metrics["n_out_of_scope"] == 1
+    for key in ("hit_rate", "recall", "mrr", "ndcg", "refused_correctly"):
+        assert metrics[key] is not None and 0.0 <= metrics[key] <= 1.0
+    assert metrics["answer_accuracy"] is None  # no judge: not judged, never 0
+    floors = json.loads((project / "eval" / "calibration" / "floors.json").read_text())
+    assert floors["provenance"]["split"] == "calibration"
+    summary = json.loads((project / "eval" / "summary.json").read_text())
+    assert summary["config"]["floors"]["source"].startswith("calibrated:")
+    assert summary["config"]["floors"]["per_library"] == floors["per_library"]
+    assert (project / "eval" / "report.md").read_text().startswith("# doceval report")
+    lock = (project / "dvc.lock").read_text()
+    assert "data/golden/v1.jsonl" in lock and "md5:" in lock
+
+
+@pytest.mark.slow
+def test_second_repro_does_nothing(project: Path) -> None:
+    proc = run(["dvc", "repro"], project)
+    assert "Running stage" not in proc.stdout
+    status = run(["dvc", "status"], project)
+    assert "up to date" in status.stdout.lower()
+
+
+@pytest.mark.slow
+def test_parallel_sweep_logs_parent_and_children(project: Path) -> None:
+    proc = run(["doceval", "sweep", "-m", "floors.global=0.0,0.2,0.4,0.6", "--jobs", "2"], project)
+    assert "4 points" in proc.stdout
+    parent = proc.stdout.split("mlflow: parent run ")[1].split()[0]
+    sweep_dir = sorted((project / "eval" / "sweeps").iterdir())[-1]
+    points = [json.loads(p.read_text()) for p in sorted((sweep_dir / "points").glob("*.json"))]
+    assert len(points) == 4
+    refused = [p["metrics"]["refused_correctly"] for p in sorted(points, key=lambda p: p["overrides"][-1])]
+    assert refused == sorted(refused)  # a higher floor never refuses fewer out-of-scope questions
+    assert (sweep_dir / "sweep.png").stat().st_size > 0
+
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+    children = client.search_runs(
+        [client.get_experiment_by_name("doceval-calibration").experiment_id],
+        filter_string=f"tags.mlflow.parentRunId = '{parent}'",
+    )
+    assert len(children) == 4
+
+
+@pytest.mark.slow
+def test_dvc_exp_run_with_a_hydra_override(project: Path) -> None:
+    run(["dvc", "exp", "run", "-S", "retriever=bm25", "--name", "bm25"], project)
+    shown = run(["dvc", "exp", "show", "--json"], project).stdout
+    assert "bm25" in shown
