@@ -205,3 +205,11 @@ def test_calibration_reports_separable_scores() -> None:
     cal = calibrate_library("lib", matrix, np.array([False, True]), k=3, objective="hit_rate+refused_correctly",
                             low=0.0, plot_grid=np.linspace(0, 1, 5))  # fmt: skip
     assert cal.separable is True and cal.objective == 2.0 and cal.floor == np.nextafter(0.2, np.inf)
+
+
+def test_unreachable_mlflow_uri_is_a_usage_error(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["eval", "--quiet", "--output", "out.json", "--split", "test", *overrides(),
+            "tracking.uri=http://127.0.0.1:9"]  # fmt: skip
+    assert main(args) == 2
+    assert "cannot be reached" in capsys.readouterr().err
+    assert not (project / "out.json").exists()  # checked before any work is done

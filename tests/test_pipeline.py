@@ -177,3 +177,30 @@ def test_dvc_exp_run_with_a_hydra_override(project: Path) -> None:
     run(["dvc", "exp", "run", "-S", "retriever=bm25", "--name", "bm25"], project)
     shown = run(["dvc", "exp", "show", "--json"], project).stdout
     assert "bm25" in shown
+
+
+@pytest.mark.slow
+def test_sweep_over_a_split_with_no_entries_is_a_usage_error(project: Path) -> None:
+    proc = run(["doceval", "sweep", "-m", "floors.global=0.1,0.2", "split=all", "split.name=holdout"], project,
+               check=False)  # fmt: skip
+    assert proc.returncode == 2
+    assert (
+        "no entries are tagged 'holdout'" in proc.stderr and "known splits: calibration, test" in proc.stderr
+    )
+
+
+@pytest.mark.slow
+def test_compare_two_logged_mlflow_runs_by_id(project: Path) -> None:
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
+    test_runs = client.search_runs([client.get_experiment_by_name("doceval-test").experiment_id])
+    calibration = client.search_runs([client.get_experiment_by_name("doceval-calibration").experiment_id],
+                                     filter_string="tags.stage = 'calibrate'")  # fmt: skip
+    assert test_runs and calibration
+    run_id = test_runs[0].info.run_id
+    assert test_runs[0].data.tags["split"] == "test" and calibration[0].data.tags["split"] == "calibration"
+    proc = run(["doceval", "compare", run_id, "eval/summary.json"], project, check=False)
+    assert proc.returncode in (0, 3), proc.stderr  # the gate decides; the comparison itself worked
+    assert "hit_rate" in proc.stdout and "+0.0000" in proc.stdout  # the run and its own summary agree
+    assert "CI gate (" in proc.stdout

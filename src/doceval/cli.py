@@ -101,6 +101,14 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_tracking(cfg: dict[str, Any]) -> None:
+    """Fail fast (exit 2) on an unreachable tracking server, before any work is done."""
+    if cfg.get("tracking", {}).get("enabled", True):
+        from doceval import tracking
+
+        tracking.check_reachable(tracking.tracking_uri(cfg["tracking"].get("uri"), Path.cwd()))
+
+
 def _track(
     cfg: dict[str, Any],
     summary: dict[str, Any],
@@ -140,6 +148,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from doceval.calibrate import run_calibrate_stage
 
     params = _params(args)
+    _check_tracking(params)
     result = run_calibrate_stage(params, progress=not args.quiet)
     out: Path = result["out"]
     _track(
@@ -197,6 +206,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from doceval.io import write_json_atomic
 
     params = _params(args)
+    _check_tracking(params)
     summary = evaluate(params, EvalOptions(progress=not args.quiet))
     out = Path(params["paths"]["eval"])
     write_json_atomic(out / "summary.json", summary)
@@ -228,6 +238,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     if args.no_track:
         cfg["tracking"]["enabled"] = False
+    _check_tracking(cfg)
     summary = evaluate(cfg, options)
     output = Path(args.output)
     write_json_atomic(output, summary)
