@@ -67,6 +67,9 @@ PUBLISHED: dict[str, dict[str, tuple[float, float, str]]] = {
     }
 }
 
+# Term statistics of Pyserini's prebuilt Lucene flat index (lucene-index.beir-v1.0.0-<name>-flat, Porter,
+# Lucene stop words): how closely --bm25-protocol anserini's tokenizer reproduces Anserini's analyzer.
+PYSERINI_FLAT_TERMS: dict[str, dict[str, int]] = {"scifact": {"total": 838_128, "unique": 28_865}}
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (what Anserini's default analyzer removes).
 LUCENE_STOP = frozenset(
     [
@@ -143,9 +146,12 @@ class LuceneStyleBM25:
 
         self.name, self.tokenize = name, tokenize
         self.models: dict[str, tuple[Any, list[str], dict[str, int]]] = {}
+        self.terms = {"total": 0, "unique": 0}  # index statistics, comparable with a Lucene index's
         for pin, part in corpus.partitions.items():
             vocab: dict[str, int] = {}
             ids = [[vocab.setdefault(tok, len(vocab)) for tok in tokenize(t)] for t in part.texts]
+            self.terms["total"] += sum(map(len, ids))
+            self.terms["unique"] += len(vocab)
             model = bm25s.BM25(k1=k1, b=b, method="lucene")
             model.index(bm25s.tokenization.Tokenized(ids=ids, vocab=vocab), show_progress=False)
             self.models[pin] = (model, part.doc_ids, vocab)
@@ -457,6 +463,7 @@ def run(args: argparse.Namespace) -> int:
                     "per_query_ms": 1000 * retrieve_s / len(entries),
                 },
                 "empty_rankings": sum(1 for r in ranked if not r),
+                "index_terms": getattr(retriever, "terms", None),
             }
     finally:
         if store is not None:
@@ -492,6 +499,16 @@ def run(args: argparse.Namespace) -> int:
         if p["graded_ndcg@10"] is not None:
             extra += f"; graded-gain nDCG@10 {p['graded_ndcg@10']:.4f} (doceval's nDCG is binary-gain)"
         print(extra)
+    reference = PYSERINI_FLAT_TERMS.get(dataset)
+    for s in systems:
+        terms = s.results["index_terms"]
+        if terms and reference and s.label.startswith("bm25 anserini"):
+            print(
+                f"  {s.label}: index terms total {terms['total']:,} / unique {terms['unique']:,} vs Pyserini's "
+                f"flat index {reference['total']:,} / {reference['unique']:,} "
+                f"({100 * (terms['total'] / reference['total'] - 1):+.2f}% / "
+                f"{100 * (terms['unique'] / reference['unique'] - 1):+.2f}%)"
+            )
     print()
     print("timings (s): " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
     for s in systems:

@@ -57,7 +57,11 @@ def source_hash(*relative: str) -> str:
     h = hashlib.sha256()
     for rel in relative:
         target = root / rel
-        files = sorted(p for p in target.rglob("*") if p.suffix in {".py", ".txt"}) if target.is_dir() else [target]
+        files = (
+            sorted(p for p in target.rglob("*") if p.suffix in {".py", ".txt"})
+            if target.is_dir()
+            else [target]
+        )
         for f in files:
             h.update(f.name.encode())
             h.update(f.read_bytes())
