@@ -398,9 +398,9 @@ _EXTRA: list[Callable[[Any, Callable[..., argparse.ArgumentParser]], None]] = []
 
 
 def _register_extras() -> None:
-    from doceval import cli_report
+    from doceval import cli_beir, cli_report
 
-    _EXTRA.append(cli_report.register)
+    _EXTRA.extend([cli_report.register, cli_beir.register])
 
 
 _register_extras()

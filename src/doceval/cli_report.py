@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from doceval.errors import EXIT_UNEXPECTED, EXIT_USAGE, GateFailed, UsageError
+from doceval.errors import GateFailed, UsageError
 
 DEFAULT_GATE = "conf/gate/default.yaml"
 
@@ -161,28 +160,7 @@ def register(sub: Any, stage: Callable[..., argparse.ArgumentParser] | None = No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry with the same exit codes as `doceval` (0 ok/PASS, 1 unexpected, 2 usage, 3 FAIL)."""
-    from doceval.cli import _Parser
+    """`doceval compare|gate ...` with the same exit codes as `doceval` (it is `doceval.cli.main`)."""
+    from doceval.cli import main as cli_main
 
-    parser = _Parser(prog="doceval")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    register(sub)
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except UsageError as exc:
-        print(f"doceval {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except GateFailed as exc:
-        print(str(exc), file=sys.stderr)
-        return exc.exit_code
-    except Exception as exc:  # noqa: BLE001 - same last resort as doceval.cli.main
-        import traceback
-
-        traceback.print_exc()
-        print(f"doceval {args.command}: unexpected error: {exc}", file=sys.stderr)
-        return EXIT_UNEXPECTED
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return cli_main(argv)

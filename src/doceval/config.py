@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +71,11 @@ def dump_params(cfg: dict[str, Any]) -> str:
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists stay values (MLflow params are flat strings)."""
-    if not isinstance(cfg, dict):
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists and empty mappings stay values (MLflow params are flat)."""
+    if not isinstance(cfg, Mapping):
         return {prefix: cfg}
     flat: dict[str, Any] = {}
     for key, value in cfg.items():
         name = f"{prefix}.{key}" if prefix else str(key)
-        flat.update(flatten(value, name) if isinstance(value, dict) else {name: value})
+        flat.update(flatten(value, name) if isinstance(value, Mapping) and value else {name: value})
     return flat

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from doceval.errors import UsageError
+from doceval.io import scan_jsonl
 
 KNOWN_SPLITS = ("calibration", "test")
 
@@ -104,96 +105,88 @@ def parse_golden(
     problems: list[Problem] = []
     entries: list[GoldenEntry] = []
     first_line: dict[str, int] = {}
-    with path.open(encoding="utf-8") as fh:
-        for line, text in enumerate(fh, start=1):
-            if not text.strip():
-                continue
-            try:
-                rec = json.loads(text)
-            except json.JSONDecodeError as exc:
-                problems.append(
-                    Problem(where, line, "(json)", f"not valid JSON: {exc.msg} at column {exc.colno}")
+    for line, rec, bad in scan_jsonl(path):
+        if bad:
+            problems.append(Problem(where, line, "(json)", bad))
+            continue
+        if not _check_record(rec, where, line, problems):
+            continue
+        entry = GoldenEntry(
+            id=rec["id"],
+            question=rec["question"],
+            library=rec["library"].lower(),
+            version=rec["version"],
+            out_of_scope=rec["out_of_scope"],
+            relevant_ids=tuple(dict.fromkeys(rec["relevant_ids"])),
+            reference_answer=rec["reference_answer"],
+            expected_apis=tuple(rec["expected_apis"]),
+            forbidden_apis=tuple(rec["forbidden_apis"]),
+            split=rec["split"],
+            kind=rec["kind"],
+            line=line,
+            extra={k: v for k, v in rec.items() if k not in _FIELDS},
+        )
+        if entry.id in first_line:
+            problems.append(
+                Problem(
+                    where, line, "id", f"duplicate id {entry.id!r} (first on line {first_line[entry.id]})"
                 )
-                continue
-            if not _check_record(rec, where, line, problems):
-                continue
-            entry = GoldenEntry(
-                id=rec["id"],
-                question=rec["question"],
-                library=rec["library"].lower(),
-                version=rec["version"],
-                out_of_scope=rec["out_of_scope"],
-                relevant_ids=tuple(dict.fromkeys(rec["relevant_ids"])),
-                reference_answer=rec["reference_answer"],
-                expected_apis=tuple(rec["expected_apis"]),
-                forbidden_apis=tuple(rec["forbidden_apis"]),
-                split=rec["split"],
-                kind=rec["kind"],
-                line=line,
-                extra={k: v for k, v in rec.items() if k not in _FIELDS},
             )
-            if entry.id in first_line:
-                problems.append(
-                    Problem(
-                        where, line, "id", f"duplicate id {entry.id!r} (first on line {first_line[entry.id]})"
-                    )
+            continue
+        first_line[entry.id] = line
+        if entry.split is not None and entry.split not in splits:
+            problems.append(
+                Problem(
+                    where,
+                    line,
+                    "split",
+                    f"unknown split {entry.split!r}; use one of {sorted(splits)} or null",
                 )
-                continue
-            first_line[entry.id] = line
-            if entry.split is not None and entry.split not in splits:
-                problems.append(
-                    Problem(
-                        where,
-                        line,
-                        "split",
-                        f"unknown split {entry.split!r}; use one of {sorted(splits)} or null",
-                    )
+            )
+        if not entry.out_of_scope and not entry.relevant_ids:
+            problems.append(
+                Problem(
+                    where,
+                    line,
+                    "relevant_ids",
+                    "an in-scope entry needs at least one relevant document id (or set out_of_scope: true)",
                 )
-            if not entry.out_of_scope and not entry.relevant_ids:
+            )
+        if entry.out_of_scope and entry.relevant_ids:
+            problems.append(
+                Problem(
+                    where,
+                    line,
+                    "relevant_ids",
+                    "an out-of-scope entry must have no relevant ids (empty the list or set "
+                    "out_of_scope: false)",
+                )
+            )
+        if not entry.out_of_scope and not entry.reference_answer.strip():
+            problems.append(
+                Problem(where, line, "reference_answer", "an in-scope entry needs a reference answer")
+            )
+        for doc_id in entry.relevant_ids:
+            if not doc_id.startswith(f"{entry.pin}:"):
                 problems.append(
                     Problem(
                         where,
                         line,
                         "relevant_ids",
-                        "an in-scope entry needs at least one relevant document id "
-                        "(or set out_of_scope: true)",
+                        f"{doc_id!r} is not a document of {entry.pin} (ids are LIB@VERSION:path)",
                     )
                 )
-            if entry.out_of_scope and entry.relevant_ids:
+            elif corpus_ids is not None and doc_id not in corpus_ids:
                 problems.append(
                     Problem(
                         where,
                         line,
                         "relevant_ids",
-                        "an out-of-scope entry must have no relevant ids (empty the list or set "
-                        "out_of_scope: false)",
+                        f"{doc_id!r} is not in the built corpus; check the dotted path "
+                        "(rebuild with `dvc repro docs` if the corpus is stale)",
                     )
                 )
-            if not entry.out_of_scope and not entry.reference_answer.strip():
-                problems.append(
-                    Problem(where, line, "reference_answer", "an in-scope entry needs a reference answer")
-                )
-            for doc_id in entry.relevant_ids:
-                if not doc_id.startswith(f"{entry.pin}:"):
-                    problems.append(
-                        Problem(
-                            where,
-                            line,
-                            "relevant_ids",
-                            f"{doc_id!r} is not a document of {entry.pin} (ids are LIB@VERSION:path)",
-                        )
-                    )
-                elif corpus_ids is not None and doc_id not in corpus_ids:
-                    problems.append(
-                        Problem(
-                            where,
-                            line,
-                            "relevant_ids",
-                            f"{doc_id!r} is not in the built corpus; check the dotted path "
-                            "(rebuild with `dvc repro docs` if the corpus is stale)",
-                        )
-                    )
-            entries.append(entry)
+        entries.append(entry)
     if problems:
         raise GoldenError(problems)
     if not entries:

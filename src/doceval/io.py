@@ -84,3 +84,16 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
                 raise UsageError(
                     f"{path}:{lineno}: not valid JSON ({exc.msg}); fix or remove that line"
                 ) from exc
+
+
+def scan_jsonl(path: Path) -> Iterator[tuple[int, Any, str | None]]:
+    """Yield ``(line_number, record, problem)`` for every non-blank line; a bad line has a problem text and no
+    record, so validators can report every bad line at once instead of stopping at the first."""
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line), None
+            except json.JSONDecodeError as exc:
+                yield lineno, None, f"not valid JSON: {exc.msg} at column {exc.colno}"

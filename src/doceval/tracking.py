@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from doceval import __version__
+from doceval.config import flatten
 from doceval.errors import UsageError
 
 if TYPE_CHECKING:
@@ -381,19 +382,6 @@ def scrub(obj: Any, secrets: list[str]) -> Any:
 # ============================================================================================== shaping
 
 
-def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(obj, Mapping):
-        return {prefix: obj}
-    flat: dict[str, Any] = {}
-    for key, value in obj.items():
-        name = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, Mapping) and value:
-            flat.update(_flatten(value, name))
-        else:
-            flat[name] = value
-    return flat
-
-
 def sanitize_key(key: str) -> str:
     """A valid MLflow param/metric/tag name: [\\w./ -] only (no colon: Windows), no path tricks, <= 250."""
     name = re.sub(r"[^\w.\-/ ]", "_", str(key))
@@ -429,7 +417,7 @@ def build_params(
         else {k: v for k, v in config.items() if k not in ("usage", "provenance")}
     )
     params: dict[str, str] = {}
-    for key, value in _flatten(source).items():
+    for key, value in flatten(source).items():
         if not key or _secret_key(key):
             continue
         text = _param_value(value)
