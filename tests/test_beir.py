@@ -10,6 +10,7 @@ import importlib.util
 import json
 import math
 import shutil
+import tempfile
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,7 +30,20 @@ from doceval.metrics import build_matrix, retrieval_scores
 from doceval.retrievers import make_retriever
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "tests" / "fixtures" / "beir_tiny"
+
+def _materialise_tiny() -> Path:
+    """The fixture is stored with `.in` suffixes (so no file named like a BEIR download is committed) and laid
+    out here as a real BEIR folder named beir_tiny."""
+    source = ROOT / "tests" / "fixtures" / "beir_tiny"
+    target = Path(tempfile.mkdtemp(prefix="doceval-beir-")) / "beir_tiny"
+    for path in source.rglob("*.in"):
+        dest = target / path.relative_to(source).with_suffix("")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, dest)
+    return target
+
+
+TINY = _materialise_tiny()
 Main = Callable[[Sequence[str] | None], int]
 PIN = "beir-beir-tiny@1"  # default library: beir-<folder name>, normalised like a PyPI name
 
