@@ -10,8 +10,8 @@ import importlib.util
 import json
 import math
 import shutil
-import tempfile
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from doceval.metrics import build_matrix, retrieval_scores
 from doceval.retrievers import make_retriever
 
 ROOT = Path(__file__).resolve().parents[1]
+
 
 def _materialise_tiny() -> Path:
     """The fixture is stored with `.in` suffixes (so no file named like a BEIR download is committed) and laid
