@@ -39,8 +39,27 @@ class Corpus:
         return {c: t for p in self.partitions.values() for c, t in zip(p.chunk_ids, p.texts, strict=True)}
 
 
+_LOADED: dict[tuple[str, int, int], Corpus] = {}
+
+
 def load_corpus(root: Path) -> Corpus:
-    """Load ``corpus.jsonl`` + ``manifest.json`` from the docs stage's output directory."""
+    """Load ``corpus.jsonl`` + ``manifest.json`` from the docs stage's output directory.
+
+    Memoised per process on the files' identity (path, size, mtime): a sweep evaluates many points against one
+    corpus and should parse it once. Callers treat the result as read-only.
+    """
+    corpus_file = root / "corpus.jsonl"
+    if corpus_file.is_file():
+        stat = corpus_file.stat()
+        key = (str(corpus_file.resolve()), stat.st_size, stat.st_mtime_ns)
+        if key not in _LOADED:
+            _LOADED.clear()  # one corpus at a time is all any command uses
+            _LOADED[key] = _load_corpus(root)
+        return _LOADED[key]
+    return _load_corpus(root)
+
+
+def _load_corpus(root: Path) -> Corpus:
     manifest = read_json(root / "manifest.json", "corpus manifest", rerun="dvc repro docs")
     corpus_file = root / "corpus.jsonl"
     if not corpus_file.is_file():

@@ -166,13 +166,16 @@ def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict
         }
     )
     run_dir = options.run_dir or Path(cfg["paths"]["runs"]) / "eval" / key
+    # The journal makes LLM runs resumable; an offline, unjudged run costs milliseconds to redo, and fsyncing
+    # every entry would dominate a sweep point.
+    offline = answerer_cfg.get("name") == "extractive" and judge is None
     outcome = run_agent(
         probes,
         search,
         answerer,
         judge,
         warm_memory=warm,
-        journal_path=run_dir / "journal.jsonl",
+        journal_path=None if offline else run_dir / "journal.jsonl",
         max_concurrency=int(answerer_cfg.get("max_concurrency", 1)),
         budget_usd=answerer_cfg.get("budget_usd"),
         progress=options.progress,
