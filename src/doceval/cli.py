@@ -273,7 +273,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from doceval.sweep import run_sweep
 
-    result = run_sweep(args.overrides, jobs=args.jobs, track=not args.no_track)
+    result = run_sweep(args.overrides, jobs=args.jobs, track=not args.no_track, progress=not args.quiet)
     print(result["table"])
     print(f"{len(result['points'])} points in {result['seconds']:.1f} s -> {result['dir']}")
     if result["parent"]:
@@ -385,6 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--jobs", type=int, default=2, help="parallel joblib workers (default 2)")
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("overrides", nargs="+", help="Hydra overrides; comma lists / range() are swept")
     p.set_defaults(func=cmd_sweep)
 

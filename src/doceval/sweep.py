@@ -70,8 +70,45 @@ def _first_value(override: str) -> str:
     return str(values[0])
 
 
+def count_points(overrides: Sequence[str]) -> int:
+    """How many jobs Hydra will launch: the product of every sweep override's length."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    total = 1
+    for ov in OverridesParser.create().parse_overrides(list(overrides)):
+        if ov.is_sweep_override():
+            total *= len(list(ov.sweep_iterator()))
+    return total
+
+
+def _run_with_progress(
+    cmd: list[str], root: Path, env: dict[str, str], points: Path, total: int, progress: bool
+) -> tuple[int, str]:
+    """Run the multirun, ticking a progress bar as job result files appear; returns (exit code, output)."""
+    import tempfile
+
+    from tqdm import tqdm
+
+    def done() -> int:
+        return len(list(points.glob("*.json"))) if points.is_dir() else 0
+
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(cmd, cwd=root, env=env, text=True, stdout=log, stderr=subprocess.STDOUT)
+        with tqdm(total=total, desc="sweep", unit="point", disable=not progress) as bar:
+            while proc.poll() is None:
+                time.sleep(0.2)
+                bar.update(done() - bar.n)
+            bar.update(done() - bar.n)
+        log.seek(0)
+        return proc.returncode, log.read()
+
+
 def run_sweep(
-    overrides: Sequence[str], jobs: int = 2, root: Path | None = None, track: bool = True
+    overrides: Sequence[str],
+    jobs: int = 2,
+    root: Path | None = None,
+    track: bool = True,
+    progress: bool = True,
 ) -> dict[str, Any]:
     root = (root or Path.cwd()).resolve()
     final, cfg = prepare(overrides)
@@ -97,11 +134,13 @@ def run_sweep(
         "hydra.sweep.subdir=${hydra.job.num}", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled",
     ]  # fmt: skip
     started = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=root, env=env, text=True, capture_output=True)
+    returncode, log = _run_with_progress(
+        cmd, root, env, sweep_dir / "points", total=count_points(final), progress=progress
+    )
     elapsed = time.perf_counter() - started
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-        raise RuntimeError(f"sweep jobs failed (exit {proc.returncode}):\n{tail}")
+    if returncode != 0:
+        tail = "\n".join(log.strip().splitlines()[-15:])
+        raise RuntimeError(f"sweep jobs failed (exit {returncode}):\n{tail}")
     points = [
         json.loads(p.read_text())
         for p in sorted((sweep_dir / "points").glob("*.json"), key=lambda p: int(p.stem))
@@ -178,7 +217,8 @@ def plot_points(points: Sequence[dict[str, Any]], path: Path) -> None:
         rest = " ".join(o for o in p["overrides"] if o.partition("=")[0] != key)
         series.setdefault(rest, []).append((x, p))
     common = set.intersection(*(set(r.split()) for r in series)) if series else set()
-    libs = sorted({lib for p in points for lib in p["by_library"]})
+    # Libraries with in-scope entries (the indexed ones); unindexed ones are refused by the router at any floor.
+    libs = sorted({lib for p in points for lib, m in p["by_library"].items() if m.get("n_in_scope")})
     fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
     for ax, metric in zip(axes, ("hit_rate", "refused_correctly"), strict=True):
         for rest, pts in series.items():
@@ -193,7 +233,8 @@ def plot_points(points: Sequence[dict[str, Any]], path: Path) -> None:
         ax.set_title(metric)
         ax.set_xlabel(key)
         ax.set_ylim(-0.02, 1.02)
-    axes[0].legend(fontsize=7)
+    for ax in axes:
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
