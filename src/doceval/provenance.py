@@ -38,7 +38,9 @@ def provenance() -> dict[str, Any]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    status = _git("status", "--porcelain", "--untracked-files=no")
+    # Files the pipeline itself rewrites (the lock file, committed metrics and report) do not make a run dirty:
+    # `dvc repro` updates them between stages. Any other tracked change does.
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!dvc.lock", ":!eval")
     return {
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty": None if status is None else bool(status),
