@@ -582,3 +582,31 @@ def test_doceval_cli_end_to_end(files: tuple[Path, Path], tmp_path: Path) -> Non
     other = _write(tmp_path / "other.json", _summary(new_summary()["entries"], md5="aa" * 16))
     proc = _doceval("compare", str(base), str(other))
     assert proc.returncode == 2 and "--allow-different-golden" in proc.stderr
+
+
+def test_report_merges_groups_without_in_scope_entries_into_one_weighted_row() -> None:
+    summary = base_summary()
+    summary["metrics"]["by_library"] = {
+        "pydantic": {"n": 4, "n_in_scope": 3, "n_out_of_scope": 1, "hit_rate": 0.5, "refused_correctly": 1.0},
+        "flask": {
+            "n": 1,
+            "n_in_scope": 0,
+            "n_out_of_scope": 1,
+            "refused_correctly": 1.0,
+            "refusal_rate": 1.0,
+        },
+        "django": {
+            "n": 3,
+            "n_in_scope": 0,
+            "n_out_of_scope": 3,
+            "refused_correctly": 0.0,
+            "refusal_rate": 0.0,
+        },
+    }
+    text = report.render_report(summary)
+    section = text.split("## Per library\n", 1)[1].split("##", 1)[0]
+    assert "flask" not in section and "django" not in section and "| pydantic |" in section
+    row = next(line for line in section.splitlines() if "2 libraries with no in-scope entry" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1:4] == ["4", "0", "4"]
+    assert "0.2500" in cells  # (1 x 1.0 + 3 x 0.0) / 4 out-of-scope entries

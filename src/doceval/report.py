@@ -619,6 +619,24 @@ def _group_table(groups: Mapping[str, Any], label: str) -> list[str]:
     ]
     header = [label, "n", "in scope", "out of scope", *shown]
     rows = []
+    # Groups with no in-scope entry (typically one unindexed library each) would bury the table: one row for
+    # all of them, its refusal metrics weighted by each group's out-of-scope count.
+    only_oos = {k: g for k, g in groups.items() if isinstance(g, Mapping) and not g.get("n_in_scope")}
+    if len(only_oos) > 1 and label != "kind":
+        groups = {k: g for k, g in groups.items() if k not in only_oos}
+        n_oos = sum(int(g.get("n_out_of_scope") or 0) for g in only_oos.values())
+        merged: dict[str, Any] = {"n": sum(int(g.get("n") or 0) for g in only_oos.values()), "n_in_scope": 0,
+                                  "n_out_of_scope": n_oos}  # fmt: skip
+        for m in ("refused_correctly", "refusal_rate"):
+            pairs = [
+                (float(g[m]), int(g.get("n_out_of_scope") or 0))
+                for g in only_oos.values()
+                if g.get(m) is not None and g.get("n_out_of_scope")
+            ]
+            weight = sum(w for _, w in pairs)
+            merged[m] = sum(v * w for v, w in pairs) / weight if weight else None
+        plural = {"library": "libraries"}.get(label, label + "s")
+        groups = {**groups, f"({len(only_oos)} {plural} with no in-scope entry)": merged}
     for name, g in groups.items():
         g = g if isinstance(g, Mapping) else {}
         rows.append(
@@ -694,7 +712,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     floors = cfg.get("floors") or {}
     out += ["", "## Floors", ""]
     if floors:
-        out.append(f"Source: `{floors.get('source', '?')}`. Global floor: {floors.get('global')}.")
+        out.append(f"Source: `{floors.get('source', '?')}`. Global floor: {_num(floors.get('global'))}.")
         per = floors.get("per_library") or {}
         if per:
             out += [""] + _table(["library", "floor"], [[_md(k), f"{float(v):.4f}"] for k, v in per.items()])
