@@ -213,3 +213,14 @@ def test_unreachable_mlflow_uri_is_a_usage_error(project: Path, capsys: pytest.C
     assert main(args) == 2
     assert "cannot be reached" in capsys.readouterr().err
     assert not (project / "out.json").exists()  # checked before any work is done
+
+
+def test_decision_accuracy_objective_weighs_entries_by_prevalence() -> None:
+    """Same case as above: floor <= 0.5 decides 2 of 3 right (both hits, U1 answered); (0.6, 0.8] also 2 of 3
+    (A1 hit, U1 refused); the lowest floor of the best value wins: the range minimum."""
+    matrix = build_matrix(
+        [[("d1", 0.8), ("x", 0.3)], [("y", 0.55), ("d2", 0.5)], [("z", 0.6)]], [{"d1"}, {"d2"}, set()]
+    )
+    cal = calibrate_library("lib", matrix, np.array([False, False, True]), k=5, objective="decision_accuracy",
+                            low=0.0, plot_grid=np.linspace(0, 1, 11))  # fmt: skip
+    assert cal.floor == 0.0 and cal.objective == pytest.approx(2 / 3)

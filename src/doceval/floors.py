@@ -145,7 +145,15 @@ def _objective(retrieval_metric: str) -> Objective:
     return score
 
 
+def _decision_accuracy(per_entry: dict[str, np.ndarray], out_of_scope: np.ndarray) -> float:
+    """Share of all entries decided right (in scope: a hit; out of scope: refused), so each side counts by its
+    prevalence instead of the two means weighing the same."""
+    right = np.where(out_of_scope, per_entry["refused"], per_entry["hit_rate"] == 1.0)
+    return float(right.mean()) if len(right) else 0.0
+
+
 OBJECTIVES: dict[str, Objective] = {
+    "decision_accuracy": _decision_accuracy,
     "hit_rate+refused_correctly": _objective("hit_rate"),
     "mrr+refused_correctly": _objective("mrr"),
     "recall+refused_correctly": _objective("recall"),
