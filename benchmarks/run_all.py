@@ -27,6 +27,7 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
         ("Metrics: 10,000 entries x 100 candidates vs pytrec_eval and ranx", ["bench_metrics.py"]),
         ("Floor sweep from cached candidates vs re-retrieving per point", ["bench_sweep.py"]),
         ("LLM calls against a local server with 100 ms latency", ["bench_llm.py"]),
+        ("Eval throughput through the whole harness", ["bench_eval.py"]),
         ("Index stage vs bare model.encode", ["bench_index.py", *(["--limit", "2000"] if quick else [])]),
     ]
     if scifact is not None:
