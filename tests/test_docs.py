@@ -112,15 +112,13 @@ CLICK_PINS = {
 
 
 def _cached_wheel(pin: str) -> Path:
+    """The pinned wheel, downloaded once per machine by the session's real_corpus_dir fixture."""
     wheels = sorted((WHEEL_CACHE / pin).glob("*.whl"))
-    if not wheels:
-        pytest.skip(
-            f"{pin} wheel not cached under {WHEEL_CACHE} (run `doceval docs` once; no network in tests)"
-        )
+    assert wheels, f"{pin} wheel missing under {WHEEL_CACHE} although real_corpus_dir built the corpus"
     return wheels[0]
 
 
-def test_real_click_wheels_document_each_versions_own_api():
+def test_real_click_wheels_document_each_versions_own_api(real_corpus_dir):
     ids = {}
     for pin, digest in CLICK_PINS.items():
         wheel = _cached_wheel(pin)
@@ -140,7 +138,7 @@ def test_real_click_wheels_document_each_versions_own_api():
         assert not any(i.split(":", 1)[1].split(".")[-1].startswith("_") for i in found)
 
 
-def test_real_pydantic2_wheel_excludes_the_vendored_v1():
+def test_real_pydantic2_wheel_excludes_the_vendored_v1(real_corpus_dir):
     wheel = _cached_wheel("pydantic@2.8.2")
     docs = {
         d.doc_id: d
