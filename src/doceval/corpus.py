@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +36,15 @@ class Corpus:
     def doc_ids(self) -> set[str]:
         return {d for p in self.partitions.values() for d in p.doc_ids}
 
-    def chunk_text(self) -> dict[str, str]:
-        return {c: t for p in self.partitions.values() for c, t in zip(p.chunk_ids, p.texts, strict=True)}
+    @cached_property
+    def first_chunks(self) -> dict[str, str]:
+        """doc id -> its first chunk (header line + start of the docstring): the passage an answerer sees."""
+        return {
+            d: t
+            for p in self.partitions.values()
+            for c, d, t in zip(p.chunk_ids, p.doc_ids, p.texts, strict=True)
+            if c.endswith("#0")
+        }
 
 
 _LOADED: dict[tuple[str, int, int], Corpus] = {}

@@ -127,11 +127,7 @@ def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict
         retrieved[e.id] = [(matrix.doc_ids[i][j], float(matrix.scores[i, j])) for j in cols]
 
     # The agent: router -> search tool (the same floors and k as above) -> memory -> answerer -> judge.
-    first_chunk = {}
-    for part in corpus.partitions.values():
-        for chunk_id, doc_id, text in zip(part.chunk_ids, part.doc_ids, part.texts, strict=True):
-            if chunk_id.endswith("#0"):
-                first_chunk[doc_id] = text
+    first_chunk = corpus.first_chunks
     by_id = {e.id: e for e in entries}
 
     def search(probe: Probe) -> SearchResult:
@@ -183,9 +179,14 @@ def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict
     records = outcome.records
     missing = [e.id for e in entries if e.id not in records]
     if missing:
+        why = (
+            f"the budget answerer.budget_usd={answerer_cfg.get('budget_usd')} would be exceeded; raise it and"
+            if outcome.stopped_reason == "budget"
+            else f"LLM calls failed ({'; '.join(list(outcome.errors.values())[:2]) or outcome.stopped_reason});"
+        )
         raise UsageError(
-            f"the agent stopped before answering {len(missing)} entries ({outcome.stopped_reason}); "
-            f"rerun the same command to resume from {run_dir / 'journal.jsonl'}"
+            f"the agent stopped before answering {len(missing)} of {len(entries)} entries: {why} rerun the "
+            f"same command to resume from {run_dir / 'journal.jsonl'} (finished entries are not redone)"
         )
     rec = [records[e.id] for e in entries]
     ans = answer_scores(
@@ -195,9 +196,8 @@ def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict
         [list(e.expected_apis) for e in entries],
         [list(e.forbidden_apis) for e in entries],
         [r.verdict for r in rec],
+        judge_ran=judge is not None,  # no judge: answer_accuracy is "not judged" (null), never 0
     )
-    if judge is None:
-        ans["answer_accuracy"][:] = np.nan  # no judge ran: "not judged", never 0
 
     per_entry: dict[str, np.ndarray] = {m: per[m] for m in RETRIEVAL_KEYS}
     per_entry["refused_correctly"] = np.where(out_of_scope, per["refused"].astype(np.float64), np.nan)
