@@ -54,7 +54,10 @@ def main() -> int:
     worst = 1.0
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            print(f"server latency {args.latency * 1000:.0f} ms, {args.requests} requests per level")
+            print(
+                f"server latency {args.latency * 1000:.0f} ms, {args.requests} requests per level "
+                "(at least 16 rounds of the concurrency, so connection set-up does not dominate)"
+            )
             # cpu ms/req: client-process CPU per request; cpu cap: the req/s that CPU alone allows (the GIL
             # serialises it), the ceiling at high concurrency on a small or busy machine.
             print(
@@ -64,7 +67,8 @@ def main() -> int:
             runs = []
             for c in args.concurrency:
                 # Level 1 is slow by construction (1 / latency req/s); fewer requests give the same rate.
-                n = min(args.requests, 64) if c == 1 else args.requests
+                # Steady state: at least 16 full rounds; a 4-round burst mostly measures opening 32 connections.
+                n = min(args.requests, 64) if c == 1 else max(args.requests, 16 * c)
                 cfg = LLMConfig(
                     model="bench",
                     base_url=base_url,
