@@ -224,3 +224,20 @@ def test_decision_accuracy_objective_weighs_entries_by_prevalence() -> None:
     cal = calibrate_library("lib", matrix, np.array([False, False, True]), k=5, objective="decision_accuracy",
                             low=0.0, plot_grid=np.linspace(0, 1, 11))  # fmt: skip
     assert cal.floor == 0.0 and cal.objective == pytest.approx(2 / 3)
+
+
+def test_floors_calibrated_for_another_retriever_are_refused(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    artifact = {
+        "global": 0.7,
+        "per_library": {},
+        "provenance": {"split": "calibration", "retriever": {"name": "dense"}},
+    }
+    (project / "floors.json").write_text(json.dumps(artifact))
+    args = eval_args("--split", "test", "retriever=bm25", "floors=calibrated", "floors.path=floors.json")
+    assert main(args) == 2
+    assert "calibrated for retriever {'name': 'dense'}" in capsys.readouterr().err
+    artifact["provenance"]["retriever"] = {"name": "bm25", "k1": 1.5, "b": 0.75}
+    (project / "floors.json").write_text(json.dumps(artifact))
+    assert main(args) == 0

@@ -110,7 +110,9 @@ def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict
     if limit is not None:
         entries = entries[: int(limit)]
 
-    floors = options.floors or resolve_floors(cfg["floors"], split, options.score_floor, options.floor_flags)
+    floors = options.floors or resolve_floors(
+        cfg["floors"], split, options.score_floor, options.floor_flags, retriever=cfg["retriever"]
+    )
     cands = candidates_for(cfg, options, corpus, all_entries, golden_path, golden_md5, k)
     check_floors(floors, corpus.libraries, cands.meta["score_range"], str(cfg["retriever"]["name"]))
 

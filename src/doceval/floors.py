@@ -79,8 +79,11 @@ def check_floors(
             )
 
 
-def load_calibrated(path: Path, report_split: str | None) -> Floors:
-    """Floors from a calibration artifact; refuses floors calibrated on the split being reported."""
+def load_calibrated(
+    path: Path, report_split: str | None, retriever: Mapping[str, Any] | None = None
+) -> Floors:
+    """Floors from a calibration artifact; refuses floors calibrated on the split being reported, and floors
+    calibrated for another retriever (a cosine floor means nothing on a BM25 score)."""
     data = read_json(path, "calibrated floors", rerun="dvc repro calibrate")
     try:
         prov = data["provenance"]
@@ -92,6 +95,13 @@ def load_calibrated(path: Path, report_split: str | None) -> Floors:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise UsageError(f"{path}: not a floors artifact ({exc}); rerun `dvc repro calibrate`") from exc
+    calibrated_for = prov.get("retriever")
+    if retriever is not None and calibrated_for is not None and dict(calibrated_for) != dict(retriever):
+        raise UsageError(
+            f"{path}: floors were calibrated for retriever {calibrated_for}, not {dict(retriever)}; their scores "
+            "are on another scale. Calibrate for this retriever (`dvc exp run -S retriever=NAME` reruns "
+            "calibrate), or choose floors explicitly (floors=zero, --score-floor, --floor LIB=VALUE)."
+        )
     calibrated_on = prov.get("split")
     if report_split is None or calibrated_on is None or calibrated_on == report_split:
         raise UsageError(
@@ -107,10 +117,11 @@ def resolve_floors(
     report_split: str | None,
     score_floor: float | None = None,
     floor_flags: Mapping[str, float] | None = None,
+    retriever: Mapping[str, Any] | None = None,
 ) -> Floors:
     """The effective floors: calibrated artifact or config, then CLI flags on top (never written back)."""
     if floors_cfg.get("source") == "calibrated" and score_floor is None and not floor_flags:
-        floors = load_calibrated(Path(str(floors_cfg["path"])), report_split)
+        floors = load_calibrated(Path(str(floors_cfg["path"])), report_split, retriever)
     else:
         floors = Floors(
             float(floors_cfg.get("global", 0.0)),
