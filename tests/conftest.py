@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from openai_server import openai_server  # noqa: F401 - the shared fixture: a local OpenAI-compatible server
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -52,6 +52,7 @@ def section(text: str, tag: str) -> str:
 class _QuietServer(ThreadingHTTPServer):
     # socketserver's default listen backlog is 5: a burst of 32 new connections would queue behind it.
     request_queue_size = 256
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that timed out (or was killed) hangs up mid-reply; that is expected, not a server bug.
         pass

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +18,8 @@ PROBE = Probe("j1", "How do I dump a model?", "pydantic", "2.8.2", "Call `model_
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as srv:
-        yield srv
+def server(openai_server: FakeOpenAI) -> FakeOpenAI:
+    return openai_server
 
 
 def judge_for(server: FakeOpenAI, tmp_path: Path, **over: Any) -> OpenAIJudge:

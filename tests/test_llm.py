@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +32,8 @@ MESSAGES = [{"role": "user", "content": "<passages>`model_dump()`</passages> <qu
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as srv:
-        yield srv
+def server(openai_server: FakeOpenAI) -> FakeOpenAI:
+    return openai_server
 
 
 def make_cfg(server: FakeOpenAI, tmp_path: Path, **over: Any) -> LLMConfig:

@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from doceval.agent.types import Probe
 from doceval.errors import UsageError
-from doceval.llm import ChatClient, Ledger, LLMConfig, LLMError, PromptTemplate, redact
+from doceval.llm import LLMConfig, LLMError, PromptTemplate, TemplatedChat, redact
 
 
 @runtime_checkable
@@ -56,19 +56,11 @@ def _is_parsable(reply: str) -> bool:
     return True
 
 
-class OpenAIJudge:
+class OpenAIJudge(TemplatedChat):
     name = "openai"
 
     def __init__(self, cfg: LLMConfig, template: PromptTemplate) -> None:
-        self.cfg = cfg
-        self.template = template
-        self.client = ChatClient(cfg, "judge")
-
-    def __repr__(self) -> str:
-        return f"OpenAIJudge(model={self.cfg.model!r}, template={self.template.template_id!r})"
-
-    def use_ledger(self, ledger: Ledger) -> None:
-        self.client.use_ledger(ledger)
+        super().__init__(cfg, template, "judge")
 
     def messages(self, probe: Probe, answer: str) -> list[dict[str, str]]:
         return self.template.render(

@@ -788,3 +788,18 @@ __all__ = [
     "resolve_api_key",
     "usage_scope",
 ]
+
+
+class TemplatedChat:
+    """What the OpenAI answerer and judge share: a config, a prompt template, and a chat client for one role."""
+
+    def __init__(self, cfg: LLMConfig, template: PromptTemplate, role: str) -> None:
+        self.cfg = cfg
+        self.template = template
+        self.client = ChatClient(cfg, role)
+
+    def __repr__(self) -> str:  # never the key: only the model and template identify it
+        return f"{type(self).__name__}(model={self.cfg.model!r}, template={self.template.template_id!r})"
+
+    def use_ledger(self, ledger: Ledger) -> None:
+        self.client.use_ledger(ledger)

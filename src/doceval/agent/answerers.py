@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from doceval.agent.types import MemoryItem, Passage, Probe
 from doceval.errors import UsageError
-from doceval.llm import ChatClient, Ledger, LLMConfig, PromptTemplate
+from doceval.llm import LLMConfig, PromptTemplate, TemplatedChat
 
 # What the answer prompt tells the model to reply when the passages do not answer the question.
 REFUSAL_MARKER = "I don't know"
@@ -92,22 +92,14 @@ def _format_memory(memory: Sequence[MemoryItem]) -> str:
     return "\n\n".join(f"Q ({m.library} {m.version}): {m.question}\nA: {m.answer}" for m in memory)
 
 
-class OpenAIAnswerer:
+class OpenAIAnswerer(TemplatedChat):
     """An OpenAI-compatible chat model (OpenAI, or a local vLLM/Ollama/llama.cpp server via ``base_url``)."""
 
     name = "openai"
 
     def __init__(self, cfg: LLMConfig, template: PromptTemplate, *, max_passages: int | None = None) -> None:
-        self.cfg = cfg
-        self.template = template
+        super().__init__(cfg, template, "answerer")
         self.max_passages = max_passages
-        self.client = ChatClient(cfg, "answerer")
-
-    def __repr__(self) -> str:
-        return f"OpenAIAnswerer(model={self.cfg.model!r}, template={self.template.template_id!r})"
-
-    def use_ledger(self, ledger: Ledger) -> None:
-        self.client.use_ledger(ledger)
 
     def messages(
         self, probe: Probe, passages: list[Passage], memory: list[MemoryItem]
