@@ -114,18 +114,15 @@ def _track(
     summary: dict[str, Any],
     artifacts: dict[str, Path],
     run_name: str | None = None,
-    parent: str | None = None,
     tags: dict[str, str] | None = None,
 ) -> str | None:
-    """Log a run to MLflow when tracking is enabled; returns the run id."""
+    """Log a run to MLflow when tracking is enabled (log_run creates the store once); returns the run id."""
     if not cfg.get("tracking", {}).get("enabled", True):
         return None
     from doceval import tracking
 
     root = Path.cwd()
     uri = tracking.tracking_uri(cfg["tracking"].get("uri"), root)
-    tracking.check_reachable(uri)
-    tracking.ensure_store(uri, root)
     from doceval.config import flatten
 
     flat = flatten({k: v for k, v in cfg.items() if k not in ("docs", "paths")})
@@ -134,7 +131,6 @@ def _track(
         uri=uri,
         root=root,
         run_name=run_name,
-        parent_run_id=parent,
         artifacts=artifacts,
         extra_tags=tags,
         flat_config=flat,

@@ -33,8 +33,13 @@ class Corpus:
     def libraries(self) -> list[str]:
         return sorted({pin.split("@", 1)[0] for pin in self.partitions})
 
-    def doc_ids(self) -> set[str]:
-        return {d for p in self.partitions.values() for d in p.doc_ids}
+    def doc_ids(self) -> frozenset[str]:
+        return self._doc_ids
+
+    @cached_property
+    def _doc_ids(self) -> frozenset[str]:
+        # Every evaluate call validates the golden set against it; a sweep would rebuild it per point.
+        return frozenset(d for p in self.partitions.values() for d in p.doc_ids)
 
     @cached_property
     def first_chunks(self) -> dict[str, str]:

@@ -337,12 +337,6 @@ def chunk_document(doc: Document, max_chars: int) -> list[str]:
 # ---------------------------------------------------------------------------------------------- build
 
 
-@dataclass
-class CorpusStats:
-    documents: int
-    chunks: int
-
-
 def write_corpus(
     documents_by_pin: dict[str, list[Document]],
     out_dir: Path,

@@ -242,7 +242,13 @@ def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict
         }
     )
     metrics["not_judged"] = judge is None
-    usage = {"by_role": outcome.usage, "cache": outcome.cache, "resumed": outcome.resumed}
+    # Cost of the whole run, entries taken from the journal included; this invocation's share apart.
+    usage = {
+        "by_role": outcome.total_usage(),
+        "this_invocation": outcome.usage,
+        "cache": outcome.cache,
+        "resumed": outcome.resumed,
+    }
     config = {
         "split": split,
         "k": k,

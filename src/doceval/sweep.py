@@ -115,14 +115,13 @@ def run_sweep(
     sweep_dir = root / "eval" / "sweeps" / time.strftime("%Y%m%d-%H%M%S")
     sweep_dir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, ENV_DIR: str(sweep_dir), ENV_ROOT: str(root)}
-    parent = None
-    tracking_on = track and cfg.get("tracking", {}).get("enabled", True)
-    if tracking_on:
+    parent = uri = None
+    if track and cfg.get("tracking", {}).get("enabled", True):
         from doceval import tracking
 
         uri = tracking.tracking_uri(cfg["tracking"].get("uri"), root)
-        tracking.check_reachable(uri)
-        tracking.ensure_store(uri, root)  # before parallel writers: first-time sqlite creation races
+        # start_parent creates the store (reachability checked) before any parallel writer starts:
+        # first-time sqlite creation races.
         parent = tracking.start_parent(f"sweep {' '.join(overrides)}", uri=uri, root=root, split=cfg["split"]["name"],
                                        tags={"sweep": " ".join(final), "retriever": cfg["retriever"]["name"]})  # fmt: skip
         env[ENV_PARENT] = parent
@@ -150,11 +149,10 @@ def run_sweep(
     write_points_csv(points, sweep_dir / "points.csv")
     plot = sweep_dir / "sweep.png"
     plot_points(points, plot)
-    if tracking_on and parent:
+    if parent and uri:
         from doceval import tracking
 
-        tracking.log_parent_artifacts(parent, uri=tracking.tracking_uri(cfg["tracking"].get("uri"), root), root=root,
-                                      files=[plot, sweep_dir / "points.csv"])  # fmt: skip
+        tracking.log_parent_artifacts(parent, uri=uri, root=root, files=[plot, sweep_dir / "points.csv"])
     return {"dir": sweep_dir, "points": points, "table": table, "parent": parent, "seconds": elapsed}
 
 
