@@ -13,9 +13,9 @@ import json
 import time
 from pathlib import Path
 
-from doceval.candidates import compute_candidates
-from doceval.config import compose
-from doceval.evaluate import EvalOptions, evaluate, load_inputs
+from doceval.config.compose import compose
+from doceval.harness.candidates import compute_candidates
+from doceval.harness.evaluate import EvalOptions, evaluate, load_inputs
 
 METRICS = (
     "hit_rate",

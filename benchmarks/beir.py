@@ -4,12 +4,12 @@
                               [--work DIR] [--bm25-protocol anserini] [--bm25-ablation] [--output JSON]
 
 PATH is a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), e.g. /work/shared/benchmarks/scifact.
-Nothing here is a special path for benchmarks: the data is imported with ``doceval.beir.import_beir`` into a
+Nothing here is a special path for benchmarks: the data is imported with ``doceval.inputs.beir.import_beir`` into a
 corpus + golden set in ``--work`` (default benchmarks/.work, git-ignored; never data/), the index is built with
-``doceval.index.build_index`` (all-MiniLM-L6-v2 behind the content-addressed embedding cache in
+``doceval.index.build.build_index`` (all-MiniLM-L6-v2 behind the content-addressed embedding cache in
 WORK/cache/embeddings.sqlite, so a rerun never re-embeds; store qdrant_local), candidates come from
-``doceval.candidates.retrieve_all`` with retrievers from ``doceval.retrievers.make_retriever`` (top 100), and the
-scores from ``doceval.metrics`` (build_matrix / retrieval_scores, floors at -inf).
+``doceval.harness.candidates.retrieve_all`` with retrievers from ``doceval.system.retrievers.make_retriever`` (top 100), and the
+scores from ``doceval.scoring.metrics`` (build_matrix / retrieval_scores, floors at -inf).
 
 Printed per system: nDCG@10, recall@100, MRR@10 and hit@10, the published nDCG@10 with the difference and
 whether it is within the target (BM25: within [0.665, 0.679] or 0.01 of it; all-MiniLM-L6-v2: 0.645 +- 0.01),
@@ -45,16 +45,16 @@ from typing import Any
 
 import numpy as np
 
-from doceval.beir import import_beir, read_qrels
-from doceval.candidates import retrieve_all
-from doceval.corpus import Corpus, load_corpus
-from doceval.embed import CachedEmbedder
 from doceval.errors import UsageError
-from doceval.golden import GoldenEntry, parse_golden
-from doceval.metrics import build_matrix, mean_or_none, retrieval_scores
-from doceval.retrievers import Ranked, Retriever, best_per_document, make_retriever
-from doceval.retrievers.base import pin_of
-from doceval.store import VectorStore
+from doceval.harness.candidates import retrieve_all
+from doceval.index.embed import CachedEmbedder
+from doceval.index.store import VectorStore
+from doceval.inputs.beir import import_beir, read_qrels
+from doceval.inputs.corpus import Corpus, load_corpus
+from doceval.inputs.golden import GoldenEntry, parse_golden
+from doceval.scoring.metrics import build_matrix, mean_or_none, retrieval_scores
+from doceval.system.retrievers import Ranked, Retriever, best_per_document, make_retriever
+from doceval.system.retrievers.base import pin_of
 
 DEPTH = 100
 PARITY_TOL = 1e-9
@@ -368,8 +368,8 @@ def run(args: argparse.Namespace) -> int:
     store: VectorStore | None = None
     embedder: CachedEmbedder | None = None
     if {"dense", "hybrid"} & set(args.retrievers):
-        from doceval.embed import make_embedder
-        from doceval.index import build_index
+        from doceval.index.build import build_index
+        from doceval.index.embed import make_embedder
 
         t0 = time.perf_counter()
         embedder = make_embedder(

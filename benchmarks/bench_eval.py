@@ -24,9 +24,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from doceval.candidates import load_candidates  # noqa: E402
-from doceval.config import load_params  # noqa: E402
-from doceval.evaluate import EvalOptions, evaluate  # noqa: E402
+from doceval.config.compose import load_params  # noqa: E402
+from doceval.harness.candidates import load_candidates  # noqa: E402
+from doceval.harness.evaluate import EvalOptions, evaluate  # noqa: E402
 
 
 def _serve(latency: float, conn: Connection) -> None:

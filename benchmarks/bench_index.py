@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from doceval.corpus import Partition, load_corpus
-from doceval.embed import CachedEmbedder, EmbeddingCache, MiniLMEmbedder
-from doceval.index import build_index
+from doceval.index.build import build_index
+from doceval.index.embed import CachedEmbedder, EmbeddingCache, MiniLMEmbedder
+from doceval.inputs.corpus import Partition, load_corpus
 
 
 def main() -> None:

@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from doceval.metrics import RETRIEVAL_METRICS, build_matrix, retrieval_scores
+from doceval.scoring.metrics import build_matrix, retrieval_scores
+from doceval.scoring.registry import AT_K_NAMES
 
 REPEATS = 3
 
@@ -144,7 +145,7 @@ def main() -> None:
     print(f"\nmeans at k={k}:")
     print(f"{'metric':<10} {'doceval':>10} {'pytrec_eval':>12} {'ranx':>10}")
     worst = 0.0
-    for name, ranx_name in zip(RETRIEVAL_METRICS, ["hit_rate", "recall", "mrr", "ndcg"], strict=True):
+    for name, ranx_name in zip(AT_K_NAMES, ["hit_rate", "recall", "mrr", "ndcg"], strict=True):
         mine = float(np.nanmean(ours[name]))
         theirs_r = float(ranx_res[f"{ranx_name}@{k}"])
         if name == "mrr":

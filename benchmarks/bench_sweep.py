@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from doceval.candidates import compute_candidates, load_candidates
-from doceval.config import load_params
-from doceval.evaluate import EvalOptions, evaluate, load_inputs
+from doceval.config.compose import load_params
+from doceval.harness.candidates import compute_candidates, load_candidates
+from doceval.harness.evaluate import EvalOptions, evaluate, load_inputs
 
 
 def main() -> None:

@@ -18,8 +18,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 @pytest.fixture(scope="session")
 def real_corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """data/docs as the docs stage builds it (wheels cached under data/cache/wheels: downloaded once)."""
-    from doceval.config import load_params
-    from doceval.docs import build_corpus, parse_specs
+    from doceval.config.compose import load_params
+    from doceval.inputs.docs import build_corpus, parse_specs
 
     params = load_params(ROOT / "params.yaml")
     out = tmp_path_factory.mktemp("real") / "docs"

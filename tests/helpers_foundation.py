@@ -11,7 +11,7 @@ import json
 import zipfile
 from pathlib import Path
 
-from doceval.docs import Document, write_corpus
+from doceval.inputs.docs import Document, write_corpus
 
 # ------------------------------------------------------------------------------------- fixture corpus
 
@@ -167,6 +167,6 @@ def make_wheel(
 @functools.cache
 def minilm():
     """The real all-MiniLM-L6-v2 embedder, loaded once per test session."""
-    from doceval.embed import MiniLMEmbedder
+    from doceval.index.embed import MiniLMEmbedder
 
     return MiniLMEmbedder()

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from openai_server import FakeOpenAI
 
-from doceval.agent.answerers import ExtractiveAnswerer, OpenAIAnswerer, is_refusal, make_answerer
-from doceval.agent.memory import Memory
-from doceval.agent.runner import load_journal, run_agent
-from doceval.agent.types import AgentRecord, MemoryItem, Passage, Probe, SearchResult
 from doceval.errors import UsageError
-from doceval.judge import OpenAIJudge, make_judge
-from doceval.metrics import contains_apis
+from doceval.scoring.judge import OpenAIJudge, make_judge
+from doceval.scoring.metrics import contains_apis
+from doceval.system.docchat.answerers import ExtractiveAnswerer, OpenAIAnswerer, is_refusal, make_answerer
+from doceval.system.docchat.memory import Memory
+from doceval.system.docchat.runner import load_journal, run_agent
+from doceval.system.docchat.types import AgentRecord, MemoryItem, Passage, Probe, SearchResult
 
 V1_DICT = Passage(
     "pydantic@1.10.17:pydantic.main.BaseModel.dict",
@@ -197,9 +197,9 @@ CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from doceval.agent.answerers import make_answerer
-    from doceval.agent.runner import run_agent
-    from doceval.agent.types import Passage, Probe, SearchResult
+    from doceval.system.docchat.answerers import make_answerer
+    from doceval.system.docchat.runner import run_agent
+    from doceval.system.docchat.types import Passage, Probe, SearchResult
 
     base_url, journal, cache, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     probes = [Probe(f"q{i}", f"What does api_{i} do?", "pydantic", "2.8.2", f"`api_{i}()`") for i in range(n)]

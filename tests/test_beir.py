@@ -19,15 +19,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from doceval import cli
-from doceval.beir import NO_REFERENCE, import_beir, read_qrels
-from doceval.candidates import retrieve_all
-from doceval.cli_beir import register
-from doceval.corpus import load_corpus
+from doceval.cli import main as cli_main
 from doceval.errors import UsageError
-from doceval.golden import parse_golden, select_split
-from doceval.metrics import build_matrix, retrieval_scores
-from doceval.retrievers import make_retriever
+from doceval.harness.candidates import retrieve_all
+from doceval.inputs.beir import NO_REFERENCE, import_beir, read_qrels
+from doceval.inputs.corpus import load_corpus
+from doceval.inputs.golden import parse_golden, select_split
+from doceval.scoring.metrics import build_matrix, retrieval_scores
+from doceval.system.retrievers import make_retriever
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,11 +67,9 @@ def tiny_copy(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def main(monkeypatch: pytest.MonkeyPatch) -> Main:
-    """doceval's CLI entry point with the beir subcommand registered (whether or not cli.py lists it yet)."""
-    if register not in cli._EXTRA:
-        monkeypatch.setattr(cli, "_EXTRA", [*cli._EXTRA, register])
-    return cli.main
+def main() -> Main:
+    """doceval's CLI entry point (the beir subcommand is registered by doceval.cli.main)."""
+    return cli_main
 
 
 # ------------------------------------------------------------------------------------------------ import

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from doceval.cli import main
-from doceval.config import compose, flatten
+from doceval.cli.main import main
+from doceval.config.compose import compose, flatten
 from doceval.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,8 +10,10 @@ import pytest
 import yaml
 from helpers_foundation import make_wheel
 
-from doceval.cli import main
-from doceval.docs import (
+from doceval.cli.main import main
+from doceval.common.io import sha256_file
+from doceval.errors import UsageError
+from doceval.inputs.docs import (
     Document,
     LibrarySpec,
     build_folder_corpus,
@@ -21,8 +23,6 @@ from doceval.docs import (
     fetch_wheel,
     write_corpus,
 )
-from doceval.errors import UsageError
-from doceval.io import sha256_file
 
 WHEEL_CACHE = Path(__file__).resolve().parents[1] / "data" / "cache" / "wheels"
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from helpers_foundation import minilm
 
-from doceval.embed import CachedEmbedder, EmbeddingCache, make_embedder
 from doceval.errors import UsageError
+from doceval.index.embed import CachedEmbedder, EmbeddingCache, make_embedder
 
 QUESTION = "How do I serialize a model to a dictionary?"
 PARAPHRASE = "Convert the model instance into a dict"

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from doceval.cli import main
-from doceval.docs import Document, write_corpus
-from doceval.floors import calibrate_library
-from doceval.metrics import build_matrix
+from doceval.cli.main import main
+from doceval.harness.floors import calibrate_library
+from doceval.inputs.docs import Document, write_corpus
+from doceval.scoring.metrics import build_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
 

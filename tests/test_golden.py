@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from doceval.cli import main
+from doceval.cli.main import main
 from doceval.errors import UsageError
-from doceval.golden import GoldenError, assign_splits, parse_golden, select_split, write_splits
+from doceval.inputs.golden import GoldenError, assign_splits, parse_golden, select_split, write_splits
 
 CORPUS_IDS = {"lib@1.0:lib.a", "lib@1.0:lib.b", "lib@2.0:lib.a"}
 
@@ -274,7 +274,7 @@ def test_cli_golden_validate_exit_codes(tmp_path, capsys):
 
 
 def test_cli_golden_validate_checks_ids_against_the_built_corpus(tmp_path, capsys):
-    from doceval.docs import Document, write_corpus
+    from doceval.inputs.docs import Document, write_corpus
 
     doc = Document("lib@1.0:lib.a", "lib", "1.0", "lib.a", "function", "def lib.a()\n\nDoes a.")
     write_corpus({"lib@1.0": [doc]}, tmp_path / "docs", 1500, {})

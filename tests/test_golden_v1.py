@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from doceval.corpus import load_corpus
-from doceval.golden import assign_splits, parse_golden
+from doceval.inputs.corpus import load_corpus
+from doceval.inputs.golden import assign_splits, parse_golden
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden" / "v1.jsonl"
 PINS = ("pydantic@1.10.17", "pydantic@2.8.2", "sqlalchemy@1.4.52", "sqlalchemy@2.0.31",

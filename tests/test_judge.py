@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from openai_server import FakeOpenAI
 
-from doceval.agent.answerers import ExtractiveAnswerer
-from doceval.agent.runner import run_agent
-from doceval.agent.types import Passage, Probe, SearchResult
 from doceval.errors import UsageError
-from doceval.judge import OpenAIJudge, make_judge, parse_verdict
+from doceval.scoring.judge import OpenAIJudge, make_judge, parse_verdict
+from doceval.system.docchat.answerers import ExtractiveAnswerer
+from doceval.system.docchat.runner import run_agent
+from doceval.system.docchat.types import Passage, Probe, SearchResult
 
 PROBE = Probe("j1", "How do I dump a model?", "pydantic", "2.8.2", "Call `model_dump()` on the instance.")
 

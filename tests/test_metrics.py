@@ -1,4 +1,4 @@
-"""Hand-computed cases for doceval.metrics (DESIGN.md section 4)."""
+"""Hand-computed cases for doceval.scoring.metrics (DESIGN.md section 4)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from doceval.metrics import (
-    RETRIEVAL_METRICS,
+from doceval.scoring.metrics import (
     CandidateMatrix,
     answer_scores,
     build_matrix,
     contains_apis,
     cut,
     mean_or_none,
-    refused_correctly,
     retrieval_scores,
 )
+from doceval.scoring.registry import AT_K_NAMES
 
 NO_FLOOR = -np.inf
 L2_3 = 1.0 / math.log2(3)  # discount at rank 2
@@ -177,7 +176,7 @@ def test_empty_candidate_lists() -> None:
     s = scores_for([[], [("a", 0.3)]], [{"a"}, {"a"}], k=3)
     np.testing.assert_array_equal(s["refused"], [True, False])
     np.testing.assert_array_equal(s["n_retrieved"], [0, 1])
-    for key in RETRIEVAL_METRICS:
+    for key in AT_K_NAMES:
         assert s[key][0] == 0.0  # in scope but nothing retrieved: a miss, not "not applicable"
         assert s[key][1] == 1.0
 
@@ -192,7 +191,7 @@ def test_all_lists_empty_gives_zero_width_matrix() -> None:
 
 def test_all_entries_out_of_scope_aggregate_is_none_not_zero() -> None:
     s = scores_for([[("a", 0.9)], []], [set(), set()], k=3)
-    for key in RETRIEVAL_METRICS:
+    for key in AT_K_NAMES:
         assert np.isnan(s[key]).all()
         assert mean_or_none(s[key]) is None
     np.testing.assert_array_equal(s["refused"], [False, True])
@@ -219,10 +218,14 @@ def test_retrieved_ids_follow_the_mask() -> None:
 # --- refused_correctly / contains_apis / mean_or_none -------------------------------------------------------
 
 
-def test_refused_correctly() -> None:
-    in_R = np.array([[False, False], [True, False], [False, True]])
-    np.testing.assert_array_equal(refused_correctly(in_R), [1.0, 0.0, 0.0])
-    assert refused_correctly(np.zeros((2, 0), dtype=bool)).tolist() == [1.0, 1.0]
+def test_refused_correctly_uses_the_label_and_the_floor() -> None:
+    # e0 and e1 are out of scope by label; e1 keeps a candidate above the floor, e0 has none; e2 is in scope.
+    m = build_matrix([[("a", 0.1)], [("b", 0.9)], [("c", 0.9)]], [set(), set(), {"c"}])
+    per = retrieval_scores(m, np.array([0.5, 0.5, 0.5]), 3, out_of_scope=np.array([True, True, False]))
+    np.testing.assert_array_equal(per["refused_correctly"], [1.0, 0.0, np.nan])
+    # Without labels, scope falls back to "no relevant documents".
+    per = retrieval_scores(m, np.array([0.5, 0.5, 0.5]), 3)
+    np.testing.assert_array_equal(per["refused_correctly"], [1.0, 0.0, np.nan])
 
 
 def test_contains_apis() -> None:

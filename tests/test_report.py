@@ -1,4 +1,4 @@
-"""Hand-checked cases for doceval.report (compare, gate, report.md, plot) and the compare/gate CLI.
+"""Hand-checked cases for doceval.results (compare, gate, report.md, plot) and the compare/gate CLI.
 
 Two small runs over the same six entries (four in scope a1..a4, two out of scope u1, u2):
 
@@ -35,12 +35,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-import doceval.cli
-import doceval.cli_report
-from doceval import report
+from doceval import results as report
+from doceval.cli import main as cli_main
 from doceval.errors import UsageError
-from doceval.metrics import mean_or_none
-from doceval.report import METRIC_KEYS, check_gate_config, compare, format_compare, gate, load_summary
+from doceval.results import check_gate_config, compare, format_compare, gate, load_summary
+from doceval.scoring.metrics import mean_or_none
+from doceval.scoring.registry import METRIC_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_GATE = ROOT / "conf" / "gate" / "default.yaml"
@@ -53,7 +53,7 @@ QUESTIONS = {"u1": "How do I call   pydantic.magic_validate()?", "u2": "What is 
 def _entry(eid: str, hit: float | None, mrr: float | None, rc: float | None, over: float | None,
            retrieved: list[list[Any]], refused: bool) -> dict[str, Any]:  # fmt: skip
     oos = eid.startswith("u")
-    scores: dict[str, float | None] = {m: None for m in METRIC_KEYS}
+    scores: dict[str, float | None] = {m: None for m in METRIC_NAMES}
     scores.update({"hit_rate": hit, "recall": hit, "mrr": mrr, "ndcg": hit, "refused_correctly": rc,
                    "overrefusal_rate": over, "refusal_rate": None if not oos else float(refused),
                    "version_correctness": None if oos else 1.0})  # fmt: skip
@@ -70,7 +70,7 @@ def _entry(eid: str, hit: float | None, mrr: float | None, rc: float | None, ove
 
 def _summary(entries: list[dict[str, Any]], md5: str = "0f" * 16) -> dict[str, Any]:
     metrics: dict[str, Any] = {}
-    for m in METRIC_KEYS:
+    for m in METRIC_NAMES:
         metrics[m] = mean_or_none(
             np.array([np.nan if e["scores"][m] is None else e["scores"][m] for e in entries])
         )
@@ -78,7 +78,7 @@ def _summary(entries: list[dict[str, Any]], md5: str = "0f" * 16) -> dict[str, A
                          "n_out_of_scope": sum(e["out_of_scope"] for e in entries), "n_judged": 0,
                          "judge_errors": 0}  # fmt: skip
     metrics["ci95"] = {m: None if metrics[m] is None else [max(0.0, metrics[m] - 0.2), min(1.0, metrics[m] + 0.2)]
-                       for m in METRIC_KEYS}  # fmt: skip
+                       for m in METRIC_NAMES}  # fmt: skip
     metrics["not_judged"] = True
     for name, key in (("by_library", "library"), ("by_kind", "kind")):
         groups: dict[str, Any] = {}
@@ -86,7 +86,7 @@ def _summary(entries: list[dict[str, Any]], md5: str = "0f" * 16) -> dict[str, A
             groups.setdefault(e[key], []).append(e)
         metrics[name] = {
             g: {**{m: mean_or_none(np.array([np.nan if e["scores"][m] is None else e["scores"][m] for e in rows]))
-                   for m in METRIC_KEYS},
+                   for m in METRIC_NAMES},
                 "n": len(rows), "n_in_scope": sum(not e["out_of_scope"] for e in rows),
                 "n_out_of_scope": sum(e["out_of_scope"] for e in rows)}
             for g, rows in sorted(groups.items())
@@ -456,7 +456,7 @@ def _yaml(path: Path, text: str) -> Path:
 
 def test_cli_compare_prints_table_and_exits_3_on_gate_fail(files: tuple[Path, Path], capsys: Any) -> None:
     base, new = files
-    rc = doceval.cli_report.main(["compare", str(base), str(new), "--gate", str(DEFAULT_GATE)])
+    rc = cli_main(["compare", str(base), str(new), "--gate", str(DEFAULT_GATE)])
     out, err = capsys.readouterr()
     assert rc == 3
     assert _row(out, "hit_rate")[:4] == ["hit_rate", "0.5000", "0.7500", "+0.2500"]
@@ -469,10 +469,10 @@ def test_cli_compare_prints_table_and_exits_3_on_gate_fail(files: tuple[Path, Pa
 def test_cli_compare_pass_no_gate_and_plot(files: tuple[Path, Path], tmp_path: Path, capsys: Any) -> None:
     base, new = files
     easy = _yaml(tmp_path / "easy.yaml", "thresholds: {hit_rate: 0.7}\n")
-    assert doceval.cli_report.main(["compare", str(base), str(new), "--gate", str(easy)]) == 0
+    assert cli_main(["compare", str(base), str(new), "--gate", str(easy)]) == 0
     assert capsys.readouterr().out.rstrip().endswith("CI gate (hit_rate >= 0.70): PASS")
     plot = tmp_path / "cmp.png"
-    assert doceval.cli_report.main(["compare", str(base), str(new), "--no-gate", "--plot", str(plot)]) == 0
+    assert cli_main(["compare", str(base), str(new), "--no-gate", "--plot", str(plot)]) == 0
     assert "CI gate" not in capsys.readouterr().out and plot.stat().st_size > 0
 
 
@@ -480,45 +480,45 @@ def test_cli_compare_usage_errors(files: tuple[Path, Path], tmp_path: Path, caps
                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     base, new = files
     other = _write(tmp_path / "other.json", _summary(new_summary()["entries"], md5="aa" * 16))
-    assert doceval.cli_report.main(["compare", str(base), str(other), "--no-gate"]) == 2
+    assert cli_main(["compare", str(base), str(other), "--no-gate"]) == 2
     assert "--allow-different-golden" in capsys.readouterr().err
     assert (
-        doceval.cli_report.main(["compare", str(base), str(other), "--no-gate", "--allow-different-golden"])
+        cli_main(["compare", str(base), str(other), "--no-gate", "--allow-different-golden"])
         == 0
     )
     capsys.readouterr()
     junk = _write(tmp_path / "junk.json", {"hello": 1})
-    assert doceval.cli_report.main(["compare", str(base), str(junk), "--no-gate"]) == 2
+    assert cli_main(["compare", str(base), str(junk), "--no-gate"]) == 2
     assert str(junk) in capsys.readouterr().err
     assert (
-        doceval.cli_report.main(["compare", str(base), str(new), "--gate", str(tmp_path / "nope.yaml")]) == 2
+        cli_main(["compare", str(base), str(new), "--gate", str(tmp_path / "nope.yaml")]) == 2
     )
     assert "--gate" in capsys.readouterr().err
     monkeypatch.chdir(tmp_path)  # the default conf/gate/default.yaml is not here
-    assert doceval.cli_report.main(["compare", str(base), str(new)]) == 2
+    assert cli_main(["compare", str(base), str(new)]) == 2
     assert "pass --gate PATH" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
-        doceval.cli_report.main(["compare", str(base)])
+        cli_main(["compare", str(base)])
     assert exc.value.code == 2
 
 
 def test_cli_gate_exit_codes(files: tuple[Path, Path], tmp_path: Path, capsys: Any) -> None:
     base, new = files
-    assert doceval.cli_report.main(["gate", str(new), "--config", str(DEFAULT_GATE)]) == 3
+    assert cli_main(["gate", str(new), "--config", str(DEFAULT_GATE)]) == 3
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "CI gate (hit_rate >= 0.60 and refused_correctly >= 1.00): FAIL"
     assert "short by 0.5000" in out
     ok = _yaml(tmp_path / "ok.yaml", "thresholds: {hit_rate: 0.5, refused_correctly: 1.0}\n")
-    assert doceval.cli_report.main(["gate", str(base), "--config", str(ok)]) == 0
+    assert cli_main(["gate", str(base), "--config", str(ok)]) == 0
     assert capsys.readouterr().out.strip() == "CI gate (hit_rate >= 0.50 and refused_correctly >= 1.00): PASS"
     nonreg = _yaml(tmp_path / "nr.yaml", "thresholds: {hit_rate: 0.0}\n"
                    "non_regression: {enabled: true, tolerance: 0.02, metrics: [hit_rate, mrr]}\n")  # fmt: skip
-    assert doceval.cli_report.main(["gate", str(base), "--config", str(nonreg), "--baseline", str(new)]) == 3
+    assert cli_main(["gate", str(base), "--config", str(nonreg), "--baseline", str(new)]) == 3
     assert "hit_rate dropped by 0.2500" in capsys.readouterr().out
     bad = _yaml(tmp_path / "bad.yaml", "thresholds: {hitrate: 0.6}\n")
-    assert doceval.cli_report.main(["gate", str(base), "--config", str(bad)]) == 2
+    assert cli_main(["gate", str(base), "--config", str(bad)]) == 2
     assert "valid metrics: hit_rate" in capsys.readouterr().err
-    assert doceval.cli_report.main(["gate", str(tmp_path / "missing.json"), "--config", str(ok)]) == 2
+    assert cli_main(["gate", str(tmp_path / "missing.json"), "--config", str(ok)]) == 2
     assert "missing.json" in capsys.readouterr().err
 
 
@@ -540,34 +540,31 @@ def test_cli_run_ids_resolve_through_tracking(files: tuple[Path, Path], tmp_path
     fake.load_summary_from_run = load_summary_from_run  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "doceval.tracking", fake)
     base_id, new_id = "a" * 32, "b" * 32
-    rc = doceval.cli_report.main(
+    rc = cli_main(
         ["compare", base_id, new_id, "--no-gate", "--tracking-uri", "sqlite:///x.db"]
     )
     assert rc == 0 and calls == [(base_id, "sqlite:///x.db"), (new_id, "sqlite:///x.db")]
     assert _row(capsys.readouterr().out, "hit_rate")[:4] == ["hit_rate", "0.5000", "0.7500", "+0.2500"]
     ok = _yaml(tmp_path / "ok.yaml", "thresholds: {hit_rate: 0.5}\n")
-    assert doceval.cli_report.main(["gate", base_id, "--config", str(ok)]) == 0
+    assert cli_main(["gate", base_id, "--config", str(ok)]) == 0
     assert calls[-1] == (base_id, "sqlite:///default.db")
     # A file of that name wins over the run id.
     _write(tmp_path / new_id, base_summary())
     monkeypatch.chdir(tmp_path)
-    assert doceval.cli_report.main(["gate", new_id, "--config", str(ok)]) == 0
+    assert cli_main(["gate", new_id, "--config", str(ok)]) == 0
     assert calls[-1] == (base_id, "sqlite:///default.db")
 
 
-# The real entry point (`python -m doceval.cli`), once the lead has wired cli_report into cli._EXTRA.
-WIRED = doceval.cli_report.register in doceval.cli._EXTRA
+# The real entry point, `python -m doceval.cli.main`, in a subprocess.
 
 
 def _doceval(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-m", "doceval.cli", *args], capture_output=True, text=True, env=env,
+    return subprocess.run([sys.executable, "-m", "doceval.cli.main", *args], capture_output=True, text=True, env=env,
                           cwd=ROOT, timeout=60)  # fmt: skip
 
 
 def test_doceval_cli_end_to_end(files: tuple[Path, Path], tmp_path: Path) -> None:
-    if not WIRED:
-        pytest.skip("not wired")
     base, new = files
     proc = _doceval("compare", str(base), str(new))  # default gate: conf/gate/default.yaml (cwd = repo root)
     assert proc.returncode == 3, proc.stderr

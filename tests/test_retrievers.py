@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 from helpers_foundation import EXPECTED_CHUNKS, PIN1, PIN2, build_fixture_corpus, minilm
 
-from doceval.corpus import Corpus, Partition, load_corpus
-from doceval.embed import CachedEmbedder
 from doceval.errors import UsageError
-from doceval.index import build_index
-from doceval.retrievers import best_per_document, make_retriever
-from doceval.retrievers.bm25 import BM25Retriever
-from doceval.retrievers.dense import DenseRetriever
-from doceval.retrievers.hybrid import HybridRetriever
-from doceval.retrievers.overlap import OverlapRetriever
-from doceval.retrievers.text import tokenize
-from doceval.store import VectorStore
+from doceval.index.build import build_index
+from doceval.index.embed import CachedEmbedder
+from doceval.index.store import VectorStore
+from doceval.inputs.corpus import Corpus, Partition, load_corpus
+from doceval.system.retrievers import best_per_document, make_retriever
+from doceval.system.retrievers.bm25 import BM25Retriever
+from doceval.system.retrievers.dense import DenseRetriever
+from doceval.system.retrievers.hybrid import HybridRetriever
+from doceval.system.retrievers.overlap import OverlapRetriever
+from doceval.system.retrievers.text import tokenize
 
 A = f"{PIN1}:demo.Model.dict"
 B = f"{PIN1}:demo.Model.json"

@@ -1,11 +1,11 @@
-"""Tests for doceval.stats: seeded bootstrap intervals and win/tie/loss counts."""
+"""Tests for doceval.scoring.stats: seeded bootstrap intervals and win/tie/loss counts."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from doceval.stats import bootstrap_ci, paired_bootstrap_ci, win_tie_loss
+from doceval.scoring.stats import bootstrap_ci, paired_bootstrap_ci, win_tie_loss
 
 SAMPLE = np.random.default_rng(1234).random(200)
 
@@ -46,7 +46,7 @@ def test_bootstrap_ci_hand_computed_cases() -> None:
 
 
 def test_bootstrap_ci_chunking_matches_a_single_pass(monkeypatch: pytest.MonkeyPatch) -> None:
-    import doceval.stats as stats
+    import doceval.scoring.stats as stats
 
     one_pass = bootstrap_ci(SAMPLE, n_boot=500, seed=11)
     # 200 * 7 elements per chunk forces many chunks drawn from the same generator: same draws, same interval.

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from helpers_foundation import EXPECTED_CHUNKS, PIN1, PIN2, build_fixture_corpus, fixture_documents, minilm
 
-from doceval.corpus import load_corpus
-from doceval.docs import write_corpus
-from doceval.embed import CachedEmbedder, EmbeddingCache
 from doceval.errors import UsageError
-from doceval.index import MANIFEST, build_index, check_index, index_hash
-from doceval.store import VectorStore, collection_name
+from doceval.index.build import MANIFEST, build_index, check_index, index_hash
+from doceval.index.embed import CachedEmbedder, EmbeddingCache
+from doceval.index.store import VectorStore, collection_name
+from doceval.inputs.corpus import load_corpus
+from doceval.inputs.docs import write_corpus
 
 LOCAL = {"name": "qdrant_local"}
 

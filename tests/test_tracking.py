@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
+import doceval
 from doceval import tracking
 from doceval.errors import UsageError
 
@@ -247,7 +248,7 @@ def test_log_run_contents_and_split_experiments(tmp_path: Path, template_db: Pat
     assert tags["golden_md5"] == "0123456789abcdef0123456789abcdef"
     assert tags["index_hash"] == "idx-hash-42"
     assert tags["floors_source"] == "calibrated:eval/calibration/floors.json"
-    assert tags["doceval_version"] == tracking.__version__
+    assert tags["doceval_version"] == doceval.__version__
     assert tags["stage"] == "evaluate" and tags["not_judged"] == "true"
 
     names = {a.path for a in client.list_artifacts(test_id)}

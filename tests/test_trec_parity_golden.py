@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from doceval.corpus import load_corpus
-from doceval.golden import parse_golden
-from doceval.metrics import build_matrix, retrieval_scores
-from doceval.retrievers import make_retriever
+from doceval.inputs.corpus import load_corpus
+from doceval.inputs.golden import parse_golden
+from doceval.scoring.metrics import build_matrix, retrieval_scores
+from doceval.system.retrievers import make_retriever
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

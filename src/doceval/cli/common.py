@@ -1,0 +1,64 @@
+"""What every `doceval` command shares: the argument parser class, stage flags and the headline table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from doceval.errors import EXIT_USAGE
+
+Command = Callable[[argparse.Namespace], int]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse exits 2 on bad usage already; make the message say how to get help."""
+
+    def error(self, message: str) -> Any:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def add_stage(sub: Any, name: str, func: Command, help_text: str) -> argparse.ArgumentParser:
+    """A DVC stage command: reads params.yaml (--params) and shows progress bars unless --quiet."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help_text, description=help_text)
+    p.add_argument("--params", default="params.yaml", help="composed configuration (default: params.yaml)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=func)
+    return p
+
+
+def stage_params(args: argparse.Namespace) -> dict[str, Any]:
+    from doceval.config.compose import load_params
+
+    return load_params(Path(args.params))
+
+
+def print_headline(summary: Mapping[str, Any]) -> None:
+    """The run's metrics as a terminal table: value, 95% interval and the population size n."""
+    from doceval.scoring.registry import METRICS
+
+    m = summary["metrics"]
+    cfg = summary["config"]
+    k = cfg["k"]
+    print(f"split={cfg['split']} k={k} retriever={cfg['retriever']['name']} floors={cfg['floors']['source']}")
+    print(f"{'metric':<22}{'value':>8}  {'95% CI':<17}{'n':>5}")
+    for metric in METRICS:
+        key = metric.name
+        label = metric.label(k)
+        value = m[key]
+        n = m["counts"].get(f"n_{key}", "")
+        if value is None:
+            shown = "not judged" if key == "answer_accuracy" and m.get("not_judged") else "n/a"
+            print(f"{label:<22}{shown:>8}  {'':<17}{n:>5}")
+            continue
+        ci = m["ci95"].get(key)
+        ci_text = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+        print(f"{label:<22}{value:>8.4f}  {ci_text:<17}{n:>5}")
+    c = m["counts"]
+    print(
+        f"entries={c['n_entries']} in_scope={c['n_in_scope']} out_of_scope={c['n_out_of_scope']} "
+        f"judged={c['n_judged']} judge_errors={c['judge_errors']}"
+    )

@@ -1,0 +1,193 @@
+"""Pipeline commands: `params`, the DVC stages (docs, index, retrieve, calibrate, evaluate, report), `eval`, `sweep`.
+
+Stage commands read params.yaml, as DVC runs them; `eval` and `sweep` compose conf/ with Hydra overrides given
+after their flags. Each command is a thin wrapper over :mod:`doceval.stages` or the harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from doceval.cli.common import add_stage, print_headline, stage_params
+from doceval.errors import EXIT_USAGE, UsageError
+
+
+def cmd_params(args: argparse.Namespace) -> int:
+    from doceval.config.compose import PARAMS, compose, dump_params
+
+    composed = compose(args.overrides)
+    text = dump_params(composed)
+    if args.check:
+        import yaml
+
+        current = yaml.safe_load(PARAMS.read_text(encoding="utf-8")) if PARAMS.is_file() else None
+        if current != composed:
+            print("params.yaml differs from conf/: run `doceval params` and commit it", file=sys.stderr)
+            return EXIT_USAGE
+        print("params.yaml matches conf/")
+        return 0
+    PARAMS.write_text(text, encoding="utf-8")
+    print(f"wrote {PARAMS}")
+    return 0
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    from doceval.stages import docs
+
+    docs.run(
+        stage_params(args),
+        progress=not args.quiet,
+        folder=args.folder,
+        library=args.library,
+        version=args.version,
+        only=args.only,
+    )
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from doceval.stages import index
+
+    index.run(stage_params(args), progress=not args.quiet)
+    return 0
+
+
+def cmd_retrieve(args: argparse.Namespace) -> int:
+    from doceval.stages import retrieve
+
+    retrieve.run(stage_params(args), progress=not args.quiet)
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from doceval.stages import calibrate
+
+    params = stage_params(args)
+    result = calibrate.run(params, progress=not args.quiet)
+    calibrate.track(params, result)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from doceval.stages import evaluate
+
+    params = stage_params(args)
+    summary = evaluate.run(params, progress=not args.quiet)
+    print_headline(summary)
+    evaluate.track(params, summary)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from doceval.stages import report
+
+    path, verdict = report.run(stage_params(args))
+    print(verdict.line)
+    print(f"report: {path}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """User command: the seed harness's flags plus Hydra overrides; writes one summary JSON."""
+    from doceval import tracking
+    from doceval.common.io import write_json_atomic
+    from doceval.config.compose import compose
+    from doceval.harness.evaluate import EvalOptions, evaluate
+    from doceval.harness.floors import parse_floor_flags
+
+    cfg = compose(args.overrides)
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: must be at least 1 (or omit it for every entry)")
+    options = EvalOptions(
+        golden=Path(args.corpus) if args.corpus else None,
+        split="__config__" if args.split is None else (None if args.split == "all" else args.split),
+        limit=args.limit,
+        score_floor=args.score_floor,
+        floor_flags=parse_floor_flags(args.floor or []),
+        no_judge=args.no_judge,
+        warm_memory=args.warm_memory,
+        progress=not args.quiet,
+    )
+    if args.no_track:
+        cfg["tracking"]["enabled"] = False
+    tracking.check_configured(cfg)
+    summary = evaluate(cfg, options)
+    output = Path(args.output)
+    write_json_atomic(output, summary)
+    print_headline(summary)
+    print(f"summary: {output}")
+    tracking.log_configured_run(cfg, summary, {}, run_name=output.stem, tags={"stage": "eval"})
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from doceval.harness.sweep import run_sweep
+
+    result = run_sweep(args.overrides, jobs=args.jobs, track=not args.no_track, progress=not args.quiet)
+    print(result["table"])
+    print(f"{len(result['points'])} points in {result['seconds']:.1f} s -> {result['dir']}")
+    if result["parent"]:
+        print(f"mlflow: parent run {result['parent']}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser("params", help="compose conf/ into params.yaml (Hydra)")
+    p.add_argument("--check", action="store_true", help="exit 2 if params.yaml differs from conf/")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. retriever=bm25")
+    p.set_defaults(func=cmd_params)
+
+    p = add_stage(
+        sub, "docs", cmd_docs, "build the documentation corpus from pinned wheels (or a docs folder)"
+    )
+    p.add_argument("--only", nargs="+", metavar="LIB@VERSION", help="build only these configured pins")
+    p.add_argument("--folder", help="a folder of markdown/rst docs instead of wheels")
+    p.add_argument("--library", help="library name for --folder")
+    p.add_argument("--version", help="version for --folder")
+
+    add_stage(sub, "index", cmd_index, "embed the corpus and write the Qdrant index")
+    add_stage(sub, "retrieve", cmd_retrieve, "cache the top-K candidates of every golden entry (no floor)")
+    add_stage(sub, "calibrate", cmd_calibrate, "pick per-library floors on the calibration split")
+    add_stage(
+        sub, "evaluate", cmd_evaluate, "score the held-out split with the calibrated floors (DVC stage)"
+    )
+    add_stage(sub, "report", cmd_report, "write eval/report.md with the gate's verdict (DVC stage)")
+
+    p = sub.add_parser("eval", help="evaluate a configuration on a split (flags + Hydra overrides)")
+    p.add_argument(
+        "--corpus",
+        "--golden",
+        dest="corpus",
+        metavar="PATH",
+        help="golden set JSONL (default: the `golden` key, data/golden/v1.jsonl)",
+    )
+    p.add_argument("--output", default="eval/runs/latest.json", metavar="PATH", help="summary JSON to write")
+    p.add_argument("--no-judge", action="store_true", help="skip the LLM judge (answer_accuracy: not judged)")
+    p.add_argument("--limit", type=int, metavar="N", help="only the first N entries of the split")
+    p.add_argument(
+        "--split", metavar="NAME", help="split to score (calibration, test, all); default from config"
+    )
+    p.add_argument(
+        "--score-floor", type=float, metavar="FLOAT", help="global floor (overrides calibrated floors)"
+    )
+    p.add_argument("--floor", action="append", metavar="LIB=VALUE", help="per-library floor (repeatable)")
+    p.add_argument("--warm-memory", action="store_true", help="keep the agent's memory across entries")
+    p.add_argument("--no-track", action="store_true", help="do not log the run to MLflow")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. retriever=bm25 k=10")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser(
+        "sweep", help="Hydra multirun over the cached candidates (e.g. -m floors.global=0.1,0.2)"
+    )
+    p.add_argument(
+        "-m", "--multirun", action="store_true", help="accepted for Hydra familiarity; sweeps always multirun"
+    )
+    p.add_argument("--jobs", type=int, default=2, help="parallel joblib workers (default 2)")
+    p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("overrides", nargs="+", help="Hydra overrides; comma lists / range() are swept")
+    p.set_defaults(func=cmd_sweep)

@@ -1,0 +1,155 @@
+"""`doceval compare` and `doceval gate`: thin wrappers over :mod:`doceval.results`.
+
+Registered by :mod:`doceval.cli.main`. An MLflow run id is resolved through :mod:`doceval.tracking`, imported
+only when an argument is a run id.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from doceval.errors import GateFailed, UsageError
+
+DEFAULT_GATE = "conf/gate/default.yaml"
+
+
+def _mlflow_loader(uri_flag: str | None) -> Callable[[str], Mapping[str, Any]]:
+    """Fetch a run's summary.json artifact through doceval.tracking (the only module that imports mlflow).
+
+    The store is --tracking-uri, else MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db. mlflow is imported only
+    when an argument actually is a run id.
+    """
+
+    def load(run_id: str) -> Mapping[str, Any]:
+        try:
+            tracking = importlib.import_module("doceval.tracking")
+        except ImportError as exc:
+            raise UsageError(
+                f"{run_id}: looks like an MLflow run id, but MLflow tracking is not available ({exc}); "
+                "pass the run's summary JSON instead"
+            ) from exc
+        root = Path.cwd()
+        uri = tracking.tracking_uri(uri_flag, root)
+        data: Mapping[str, Any] = tracking.load_summary_from_run(run_id, uri, root)
+        return data
+
+    return load
+
+
+def _gate_config(path: str, flag: str, explicit: bool) -> dict[str, Any]:
+    from doceval.results import load_gate_config
+
+    if not Path(path).is_file():
+        hint = "" if explicit else f" (the default; run from the repository root, or pass {flag} PATH)"
+        raise UsageError(f"{flag} {path}: gate config not found{hint}")
+    return load_gate_config(path)
+
+
+def _fail(result: Any, command: str) -> GateFailed:
+    n = len(result.failures)
+    return GateFailed(f"doceval {command}: gate FAIL ({n} condition{'s' if n != 1 else ''} failed)")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from doceval.results import compare, format_compare, gate, load_summary, plot_compare
+
+    if args.bootstrap < 1:
+        raise UsageError(f"--bootstrap {args.bootstrap}: must be at least 1")
+    gate_cfg = None if args.no_gate else _gate_config(args.gate, "--gate", args.gate != DEFAULT_GATE)
+    loader = _mlflow_loader(args.tracking_uri)
+    base = load_summary(args.base, loader)
+    new = load_summary(args.new, loader)
+    result = compare(
+        base,
+        new,
+        allow_different_golden=args.allow_different_golden,
+        n_boot=args.bootstrap,
+        seed=args.seed,
+        base_label=args.base,
+        new_label=args.new,
+    )
+    verdict = None if gate_cfg is None else gate(new, gate_cfg, baseline=base)
+    print(format_compare(result, None if verdict is None else verdict.line))
+    if verdict is not None:
+        for f in verdict.failures:
+            print(f"  - {f}")
+        for note in verdict.notes:
+            print(f"  note: {note}")
+    if args.plot:
+        print(f"wrote {plot_compare(result, args.plot)}")
+    if verdict is not None and not verdict.passed:
+        raise _fail(verdict, "compare")
+    return 0
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from doceval.results import gate, load_summary
+
+    cfg = _gate_config(args.config, "--config", args.config != DEFAULT_GATE)
+    loader = _mlflow_loader(args.tracking_uri)
+    summary = load_summary(args.summary, loader)
+    baseline = None if args.baseline is None else load_summary(args.baseline, loader)
+    verdict = gate(summary, cfg, baseline=baseline)
+    print(verdict.line)
+    for f in verdict.failures:
+        print(f"  - {f}")
+    for note in verdict.notes:
+        print(f"  note: {note}")
+    if baseline is not None and not cfg["non_regression"]["enabled"]:
+        print(f"  note: --baseline given but non_regression is disabled in {args.config}: baseline not used")
+    if not verdict.passed:
+        raise _fail(verdict, "gate")
+    return 0
+
+
+def _tracking_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--tracking-uri",
+        metavar="URI",
+        help="MLflow store for run-id arguments (default: MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)",
+    )
+
+
+def register(sub: Any) -> None:
+    """Add `compare` and `gate` to the `doceval` subparsers (neither reads params.yaml)."""
+    text = (
+        "compare two runs (summary JSON files or MLflow run ids) metric by metric, then apply the gate to NEW"
+    )
+    p = sub.add_parser("compare", help=text, description=text)
+    p.add_argument(
+        "base", metavar="BASE", help="baseline: summary JSON (doceval eval --output) or MLflow run id"
+    )
+    p.add_argument("new", metavar="NEW", help="new run: summary JSON or MLflow run id")
+    p.add_argument(
+        "--gate",
+        default=DEFAULT_GATE,
+        metavar="PATH",
+        help=f"gate config applied to NEW, BASE as non-regression baseline (default: {DEFAULT_GATE})",
+    )
+    p.add_argument("--no-gate", action="store_true", help="only compare; print no gate line, always exit 0")
+    p.add_argument(
+        "--allow-different-golden",
+        action="store_true",
+        help="compare runs over different golden sets or entry ids (pairs the shared entries)",
+    )
+    p.add_argument("--plot", metavar="PATH", help="also write a PNG of the changes with their intervals")
+    p.add_argument(
+        "--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    _tracking_flag(p)
+    p.set_defaults(func=cmd_compare)
+
+    text = "apply a gate config to a run summary: exit 0 on PASS, 3 on FAIL"
+    p = sub.add_parser("gate", help=text, description=text)
+    p.add_argument("summary", metavar="SUMMARY", help="summary JSON (doceval eval --output) or MLflow run id")
+    p.add_argument(
+        "--config", default=DEFAULT_GATE, metavar="PATH", help=f"gate config (default: {DEFAULT_GATE})"
+    )
+    p.add_argument("--baseline", metavar="SUMMARY", help="baseline summary for the non-regression check")
+    _tracking_flag(p)
+    p.set_defaults(func=cmd_gate)

@@ -1,0 +1,1 @@
+"""Shared plumbing: atomic file IO, hashing, JSONL scanning, run provenance."""

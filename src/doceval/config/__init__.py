@@ -1,0 +1,1 @@
+"""Configuration: Hydra composition of conf/, params.yaml for DVC stages, and the typed schema."""

@@ -1,0 +1,1 @@
+"""The harness: candidate caching, floors and their calibration, the evaluate core, sweeps."""

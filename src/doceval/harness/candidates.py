@@ -1,0 +1,168 @@
+"""Retrieve once, decide many: the top-K candidates of every golden entry with raw scores and no floor.
+
+Any (floor, k <= K) is then evaluated exactly from this cache without opening the index, which is what makes
+calibration sweeps fast and lets parallel sweep jobs run while the embedded Qdrant store allows one process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from doceval.common.io import iter_jsonl, read_json
+from doceval.errors import UsageError
+from doceval.inputs.corpus import Corpus
+from doceval.inputs.golden import GoldenEntry
+from doceval.system.retrievers import Ranked, Retriever, make_retriever
+
+CANDIDATES = "candidates.jsonl"
+META = "meta.json"
+
+
+@dataclass
+class CandidateSet:
+    """Candidates per entry id, plus what they were computed from."""
+
+    meta: dict[str, Any]
+    ranked: dict[str, Ranked]
+    routed: dict[str, str | None]  # entry id -> router refusal reason (None when routed)
+
+    @property
+    def depth(self) -> int:
+        return int(self.meta["candidates_k"])
+
+
+def retriever_fingerprint(retriever_cfg: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(dict(retriever_cfg), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def route(entry: GoldenEntry, corpus: Corpus) -> str | None:
+    """The router: the entry's library@version must be an indexed partition. Returns a refusal reason or None."""
+    if entry.pin in corpus.partitions:
+        return None
+    if entry.library in corpus.libraries:
+        known = ", ".join(p.split("@", 1)[1] for p in corpus.pins if p.startswith(entry.library + "@"))
+        return f"router: {entry.library} {entry.version} is not indexed (indexed versions: {known})"
+    return f"router: library {entry.library!r} is not indexed"
+
+
+@contextlib.contextmanager
+def open_retriever(params: Mapping[str, Any], corpus: Corpus) -> Iterator[Retriever]:
+    """The configured retriever; dense and hybrid open the index (checked against the corpus) for the block."""
+    from doceval.index.build import check_index
+    from doceval.index.embed import make_embedder
+    from doceval.index.store import VectorStore
+
+    cfg = params["retriever"]
+    if cfg.get("name") not in ("dense", "hybrid"):
+        yield make_retriever(cfg, corpus)
+        return
+    paths = params["paths"]
+    index_dir = Path(paths["index"])
+    manifest = check_index(index_dir, corpus)
+    embedder = make_embedder(params["embedder"], Path(paths["cache"]) / "embeddings.sqlite")
+    if embedder.fingerprint != manifest["model"]:
+        raise UsageError(
+            f"{index_dir}: index built with {manifest['model']}, but embedder is {embedder.fingerprint}; "
+            "rerun `dvc repro index`"
+        )
+    store_path = (
+        index_dir / "qdrant" if params["store"].get("name", "qdrant_local") == "qdrant_local" else None
+    )
+    with VectorStore(params["store"], path=store_path) as store:
+        yield make_retriever(cfg, corpus, store=store, embedder=embedder)
+
+
+def retrieve_all(
+    entries: Sequence[GoldenEntry], retriever: Retriever, corpus: Corpus, depth: int, progress: bool = True
+) -> tuple[dict[str, Ranked], dict[str, str | None]]:
+    from tqdm import tqdm
+
+    ranked: dict[str, Ranked] = {}
+    routed: dict[str, str | None] = {}
+    for entry in tqdm(entries, desc=f"retrieve ({retriever.name})", unit="q", disable=not progress):
+        reason = route(entry, corpus)
+        routed[entry.id] = reason
+        ranked[entry.id] = (
+            [] if reason else retriever.retrieve(entry.question, entry.library, entry.version, depth)
+        )
+    return ranked, routed
+
+
+def compute_candidates(
+    params: Mapping[str, Any],
+    corpus: Corpus,
+    entries: Sequence[GoldenEntry],
+    golden_path: Path,
+    golden_md5: str,
+    progress: bool = True,
+) -> CandidateSet:
+    """Retrieve the top-K of every entry with the configured retriever and record what they came from."""
+    depth = int(params["candidates_k"])
+    if depth < int(params["k"]):
+        raise UsageError(
+            f"candidates_k={depth} must be >= k={params['k']} (retrieve once, cut at any k <= K)"
+        )
+    with open_retriever(params, corpus) as retriever:
+        ranked, routed = retrieve_all(entries, retriever, corpus, depth, progress)
+    meta = {
+        "retriever": dict(params["retriever"]),
+        "retriever_fingerprint": retriever_fingerprint(params["retriever"]),
+        "score_range": list(retriever.score_range),
+        "candidates_k": depth,
+        "golden": str(golden_path),
+        "golden_md5": golden_md5,
+        "corpus_hash": corpus.manifest["content_hash"],
+        "index_hash": _index_hash(Path(params["paths"]["index"])),
+        "entries": len(entries),
+    }
+    return CandidateSet(meta, ranked, routed)
+
+
+def _index_hash(index_dir: Path) -> str | None:
+    manifest = index_dir / "manifest.json"
+    if not manifest.is_file():
+        return None
+    return str(json.loads(manifest.read_text()).get("content_hash"))
+
+
+def load_candidates(runs_dir: Path) -> CandidateSet:
+    folder = runs_dir / "candidates"
+    meta = read_json(folder / META, "candidate cache metadata", rerun="dvc repro retrieve")
+    ranked: dict[str, Ranked] = {}
+    routed: dict[str, str | None] = {}
+    for _, rec in iter_jsonl(folder / CANDIDATES):
+        ranked[rec["id"]] = [(str(d), float(s)) for d, s in rec["candidates"]]
+        routed[rec["id"]] = rec.get("router")
+    return CandidateSet(meta, ranked, routed)
+
+
+def check_candidates(
+    cands: CandidateSet,
+    entries: Sequence[GoldenEntry],
+    golden_md5: str,
+    retriever_cfg: Mapping[str, Any],
+    k: int,
+) -> None:
+    """Loud errors when the cache does not match what is being evaluated."""
+    if cands.meta.get("golden_md5") != golden_md5:
+        raise UsageError(
+            "candidate cache was built from another golden set (md5 differs); rerun `dvc repro retrieve`"
+        )
+    if cands.meta.get("retriever_fingerprint") != retriever_fingerprint(retriever_cfg):
+        raise UsageError(
+            f"candidate cache holds retriever {cands.meta['retriever']}, not {dict(retriever_cfg)}; "
+            "rerun `doceval retrieve` (or `dvc repro retrieve`) for this retriever"
+        )
+    if k > cands.depth:
+        raise UsageError(
+            f"k={k} exceeds the cached depth candidates_k={cands.depth}; raise candidates_k and retrieve"
+        )
+    missing = [e.id for e in entries if e.id not in cands.ranked]
+    if missing:
+        raise UsageError(f"candidate cache lacks entries {missing[:5]}...; rerun `dvc repro retrieve`")

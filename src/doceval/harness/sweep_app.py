@@ -1,0 +1,76 @@
+"""The Hydra application one sweep point runs in (`doceval sweep` launches it with `-m`).
+
+Each job evaluates from the cached candidates only: it never opens the Qdrant store, so parallel joblib workers
+do not fight over the embedded store's lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from doceval.common.io import write_json_atomic
+from doceval.errors import UsageError
+from doceval.harness.candidates import META, load_candidates
+from doceval.harness.evaluate import EvalOptions, evaluate
+
+ENV_PARENT = "DOCEVAL_SWEEP_PARENT"
+ENV_DIR = "DOCEVAL_SWEEP_DIR"
+ENV_ROOT = "DOCEVAL_PROJECT_ROOT"
+
+
+def run_point(
+    cfg: dict[str, Any], job_id: str, overrides: list[str], root: Path, out_dir: Path
+) -> dict[str, Any]:
+    runs = root / cfg["paths"]["runs"]
+    if not (runs / "candidates" / META).is_file():
+        raise UsageError(
+            "sweep: no cached candidates; run `dvc repro retrieve` (sweeps never open the index)"
+        )
+    cands = load_candidates(runs)
+    summary = evaluate(cfg, EvalOptions(candidates=cands, progress=False, run_dir=out_dir / "agent"))
+    write_json_atomic(out_dir / "summary.json", summary)
+    point = {
+        "job": job_id,
+        "overrides": overrides,
+        "metrics": {k: v for k, v in summary["metrics"].items() if not isinstance(v, dict)},
+    }
+    point["by_library"] = summary["metrics"]["by_library"]
+    parent = os.environ.get(ENV_PARENT)
+    if parent and cfg.get("tracking", {}).get("enabled", True):
+        from doceval import tracking
+
+        uri = tracking.tracking_uri(cfg["tracking"].get("uri"), root)
+        point["run_id"] = tracking.log_run(
+            summary, uri=uri, root=root, run_name=f"point-{job_id}", parent_run_id=parent,
+            extra_tags={"sweep_overrides": " ".join(overrides)}, golden_path=Path(summary["config"]["golden"]["path"]),
+        )  # fmt: skip
+    return point
+
+
+@hydra.main(config_path=None, config_name="config", version_base="1.3")
+def main(dcfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    root = Path(os.environ.get(ENV_ROOT, os.getcwd()))
+    os.chdir(root)  # paths in the config are relative to the project root
+    cfg = OmegaConf.to_container(dcfg, resolve=True)
+    assert isinstance(cfg, dict)
+    hc = HydraConfig.get()
+    job_id = str(hc.job.num)
+    overrides = list(hc.overrides.task)
+    sweep_dir = Path(os.environ.get(ENV_DIR, hc.sweep.dir))
+    out_dir = sweep_dir / "points" / job_id
+    point = run_point({str(k): v for k, v in cfg.items()}, job_id, overrides, root, out_dir)
+    write_json_atomic(sweep_dir / "points" / f"{job_id}.json", point)
+    print(json.dumps({"job": job_id, "overrides": overrides, "hit_rate": point["metrics"].get("hit_rate"),
+                      "refused_correctly": point["metrics"].get("refused_correctly")}))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""errors."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# Local servers (vLLM, Ollama, llama.cpp) ignore the key, but the client refuses to start without one.
+LOCAL_PLACEHOLDER_KEY = "not-needed"
+
+
+class LLMError(Exception):
+    """A call that failed for good: a non-retryable error, or retries exhausted. The message is redacted."""
+
+    def __init__(self, message: str, *, kind: str, attempts: int, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind  # "rate_limit", "server", "timeout", "connection", "malformed", "client"
+        self.attempts = attempts
+        self.status = status
+
+
+class BudgetExceeded(Exception):
+    """Raised before a call whose estimated cost would take spending over the budget."""
+
+    def __init__(self, spent_usd: float, estimate_usd: float, budget_usd: float) -> None:
+        super().__init__(
+            f"LLM budget of ${budget_usd:.4f} reached: ${spent_usd:.4f} spent or reserved, "
+            f"the next call could cost up to ${estimate_usd:.4f}"
+        )
+        self.spent_usd = spent_usd
+        self.estimate_usd = estimate_usd
+        self.budget_usd = budget_usd
+
+
+class _Malformed(Exception):
+    """A 2xx reply whose body is not the expected shape (treated like a transient server fault)."""
+
+
+_KEYLIKE = re.compile(r"(sk-|Bearer\s+)[A-Za-z0-9_\-.*]{4,}")
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """Remove API keys from text: the given secrets verbatim, and anything shaped like ``sk-...``."""
+    for secret in secrets:
+        if secret and len(secret) >= 4 and secret != LOCAL_PLACEHOLDER_KEY:
+            text = text.replace(secret, "***")
+    return _KEYLIKE.sub(r"\1***", text)

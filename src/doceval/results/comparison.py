@@ -1,0 +1,216 @@
+"""compare."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from doceval.errors import UsageError
+from doceval.results.summaries import (
+    Summary,
+    _column,
+    _doc_ids,
+    _entries,
+    _golden_md5,
+    _one_line,
+    check_summary,
+)
+from doceval.scoring.metrics import mean_or_none
+from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
+from doceval.scoring.stats import paired_bootstrap_ci, win_tie_loss
+
+
+@dataclass
+class MetricChange:
+    metric: str
+    base: float | None  # mean over the compared entries where the metric applies (None: nothing to average)
+    new: float | None
+    change: float | None  # new - base
+    ci: tuple[float, float] | None  # paired 95% bootstrap interval of mean(new - base)
+    wins: int  # entries where NEW is better (for overrefusal_rate: lower)
+    ties: int
+    losses: int
+    n_paired: int  # entries scored (non-null) in both runs
+
+
+@dataclass
+class Unanswerable:
+    id: str
+    question: str
+    sources: list[str]  # empty: no sources reached the agent
+    refused: bool | None
+
+
+@dataclass
+class CompareResult:
+    base_label: str
+    new_label: str
+    rows: list[MetricChange]
+    unanswerable: list[Unanswerable]  # every out-of-scope entry of NEW (among the compared entries)
+    n_compared: int
+    only_in_base: list[str] = field(default_factory=list)
+    only_in_new: list[str] = field(default_factory=list)
+    base_md5: str | None = None
+    new_md5: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def row(self, metric: str) -> MetricChange:
+        for r in self.rows:
+            if r.metric == metric:
+                return r
+        raise KeyError(metric)
+
+
+def compare(
+    base: Summary,
+    new: Summary,
+    *,
+    allow_different_golden: bool = False,
+    n_boot: int = 1000,
+    seed: int = 0,
+    base_label: str = "BASE",
+    new_label: str = "NEW",
+) -> CompareResult:
+    """Compare two runs metric by metric, pairing entries by id.
+
+    Runs scored on different golden sets (``config.golden.md5`` differ) or over different entry ids are
+    refused unless ``allow_different_golden``; then only the shared entries are compared and the result says
+    how many were dropped.
+    """
+    base = check_summary(base, base_label)
+    new = check_summary(new, new_label)
+    notes: list[str] = []
+    b_md5, n_md5 = _golden_md5(base), _golden_md5(new)
+    flag = "--allow-different-golden"
+    if b_md5 and n_md5 and b_md5 != n_md5:
+        if not allow_different_golden:
+            raise UsageError(
+                f"{base_label} and {new_label} were scored on different golden sets (config.golden.md5 "
+                f"{b_md5} vs {n_md5}); compare runs over the same golden set, or pass {flag} to compare the "
+                "entries they share"
+            )
+        notes.append(f"different golden sets (md5 {b_md5} vs {n_md5}): entries paired by id")
+    elif not (b_md5 and n_md5):
+        notes.append("golden md5 missing from a summary's config: same golden set not verified")
+
+    b_by_id = {e["id"]: e for e in base["entries"]}
+    n_by_id = {e["id"]: e for e in new["entries"]}
+    only_b = [i for i in b_by_id if i not in n_by_id]
+    only_n = [i for i in n_by_id if i not in b_by_id]
+    if only_b or only_n:
+        what = (
+            f"{len(only_b)} entries only in {base_label} (e.g. {', '.join(only_b[:3]) or '-'}), "
+            f"{len(only_n)} only in {new_label} (e.g. {', '.join(only_n[:3]) or '-'})"
+        )
+        if not allow_different_golden:
+            raise UsageError(
+                f"{base_label} and {new_label} cover different entries: {what}; "
+                f"compare runs over the same split and --limit, or pass {flag} to compare the shared entries"
+            )
+    ids = [i for i in n_by_id if i in b_by_id]
+    if not ids:
+        raise UsageError(f"{base_label} and {new_label} have no entry ids in common: nothing to compare")
+    if only_b or only_n:
+        notes.append(
+            f"dropped {_entries(len(only_b) + len(only_n))} not in both runs ({len(only_b)} only in "
+            f"{base_label}, {len(only_n)} only in {new_label}); compared the {_entries(len(ids))} shared"
+        )
+
+    b_rows = [b_by_id[i] for i in ids]
+    n_rows = [n_by_id[i] for i in ids]
+    rows: list[MetricChange] = []
+    for m in METRIC_NAMES:
+        bc, nc = _column(b_rows, m), _column(n_rows, m)
+        bv, nv = mean_or_none(bc), mean_or_none(nc)
+        if not (only_b or only_n):
+            for label, summary, value in ((base_label, base, bv), (new_label, new, nv)):
+                reported = summary["metrics"].get(m)
+                if (reported is None) != (value is None) or (
+                    reported is not None and value is not None and abs(float(reported) - value) > 1e-6
+                ):
+                    notes.append(
+                        f"{label}: metrics.{m} = {reported} but its entries average to {value}; "
+                        "using the entries"
+                    )
+        ci = paired_bootstrap_ci(bc, nc, n_boot=n_boot, seed=seed)
+        w, t, lo = win_tie_loss(nc, bc) if m in LOWER_IS_BETTER else win_tie_loss(bc, nc)
+        rows.append(
+            MetricChange(
+                metric=m,
+                base=bv,
+                new=nv,
+                change=None if bv is None or nv is None else nv - bv,
+                ci=None if ci is None else (float(ci[0]), float(ci[1])),
+                wins=w,
+                ties=t,
+                losses=lo,
+                n_paired=int((~(np.isnan(bc) | np.isnan(nc))).sum()),
+            )
+        )
+
+    unanswerable = [
+        Unanswerable(e["id"], _one_line(e.get("question", "")), _doc_ids(e), e.get("refused"))
+        for e in n_rows
+        if e.get("out_of_scope")
+    ]
+    return CompareResult(
+        base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes
+    )
+
+
+def _num(v: float | None) -> str:
+    if v is None or math.isnan(v):
+        return "n/a"
+    return f"{0.0 if round(v, 4) == 0 else v:.4f}"
+
+
+def _signed(v: float | None) -> str:
+    if v is None or math.isnan(v):
+        return "n/a"
+    return f"{0.0 if round(v, 4) == 0 else v:+.4f}"
+
+
+def _interval(ci: tuple[float, float] | None) -> str:
+    return "n/a" if ci is None else f"[{_signed(ci[0])}, {_signed(ci[1])}]"
+
+
+# metric, baseline, new, change, interval, W/T/L, n  (93 columns with the separators)
+_WIDTHS = (19, 8, 8, 8, 18, 15, 5)
+_HEADER = ("metric", "baseline", "new", "change", "95% CI of change", "W/T/L", "n")
+
+
+def _table_line(cells: Sequence[str]) -> str:
+    parts = []
+    for i, (cell, width) in enumerate(zip(cells, _WIDTHS, strict=True)):
+        parts.append(cell.ljust(width) if i in (0, 4) else cell.rjust(width))
+    return "  ".join(parts).rstrip()
+
+
+def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
+    """The side-by-side table, the ``unanswerable:`` lines for NEW, then the gate line."""
+    lines = [f"baseline: {result.base_label}", f"new:      {result.new_label}"]
+    lines += [f"note: {n}" for n in result.notes]
+    lines += ["", _table_line(_HEADER), _table_line(["-" * w for w in _WIDTHS])]
+    for r in result.rows:
+        name = r.metric + ("*" if r.metric in LOWER_IS_BETTER else "")
+        wtl = f"{r.wins}/{r.ties}/{r.losses}" if r.n_paired else "-"
+        lines.append(
+            _table_line(
+                [name, _num(r.base), _num(r.new), _signed(r.change), _interval(r.ci), wtl, str(r.n_paired)]
+            )
+        )
+    lines += [
+        "change = new - baseline; interval: paired bootstrap over the n entries scored in both runs;",
+        "W/T/L = entries where new is better/equal/worse; * lower is better.",
+        "",
+    ]
+    if not result.unanswerable:
+        lines.append(f"no out-of-scope entries in {result.new_label}: nothing to list as unanswerable")
+    for u in result.unanswerable:
+        lines.append(f"unanswerable: {u.question} -> {', '.join(u.sources) if u.sources else 'no sources'}")
+    if gate_line:
+        lines += ["", gate_line]
+    return "\n".join(lines)

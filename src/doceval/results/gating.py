@@ -1,0 +1,178 @@
+"""gate."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from doceval.errors import UsageError
+from doceval.results.summaries import Summary, check_summary
+from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
+
+_EPS = 1e-9  # float slack for gate comparisons: 0.6 >= 0.60 must hold whatever the summation order
+
+
+@dataclass
+class GateFailure:
+    metric: str
+    condition: str  # e.g. "hit_rate >= 0.60" or "no regression > 0.02 vs baseline"
+    value: float | None  # the measured value (None: not measured)
+    by: float | None  # how far it missed (positive), None when not measured
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+@dataclass
+class GateResult:
+    passed: bool
+    line: str
+    failures: list[GateFailure]
+    conditions: list[str]
+    notes: list[str] = field(default_factory=list)
+
+
+def _fmt_threshold(v: float) -> str:
+    s = f"{v:.2f}"
+    return s if abs(float(s) - v) < 1e-12 else f"{v:.6g}"
+
+
+def load_gate_config(path: str | Path) -> dict[str, Any]:
+    """A gate config YAML (``conf/gate/*.yaml``, or a params.yaml with a ``gate`` block), checked."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"{p}: gate config not found; pass an existing conf/gate/*.yaml")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{p}: not valid YAML ({exc}); fix the file or pass another gate config") from exc
+    if isinstance(data, dict) and "thresholds" not in data and isinstance(data.get("gate"), dict):
+        data = data["gate"]
+    return check_gate_config(data, str(p))
+
+
+def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
+    """Validate a gate config; unknown keys or metric names are errors (a typo must not pass silently)."""
+    valid = f"valid metrics: {', '.join(METRIC_NAMES)}"
+    if not isinstance(cfg, Mapping):
+        raise UsageError(f"{where}: expected a mapping with 'thresholds' and 'non_regression'")
+    unknown_keys = sorted(set(cfg) - {"thresholds", "non_regression"})
+    if unknown_keys:
+        raise UsageError(
+            f"{where}: unknown key(s) {', '.join(unknown_keys)}; expected thresholds, non_regression"
+        )
+    thresholds = cfg.get("thresholds") or {}
+    if not isinstance(thresholds, Mapping):
+        raise UsageError(f"{where}: thresholds must map metric names to numbers, e.g. hit_rate: 0.60")
+    for m, t in thresholds.items():
+        if m not in METRIC_NAMES:
+            raise UsageError(f"{where}: thresholds.{m}: unknown metric; {valid}")
+        if isinstance(t, bool) or not isinstance(t, int | float) or math.isnan(t):
+            raise UsageError(f"{where}: thresholds.{m}: {t!r} is not a number")
+    nr = cfg.get("non_regression") or {}
+    if not isinstance(nr, Mapping):
+        raise UsageError(f"{where}: non_regression must be a mapping (enabled, tolerance, metrics)")
+    unknown_keys = sorted(set(nr) - {"enabled", "tolerance", "metrics"})
+    if unknown_keys:
+        raise UsageError(
+            f"{where}: non_regression: unknown key(s) {', '.join(unknown_keys)}; "
+            "expected enabled, tolerance, metrics"
+        )
+    enabled = nr.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise UsageError(f"{where}: non_regression.enabled: {enabled!r} is not true/false")
+    tol = nr.get("tolerance", 0.0)
+    if isinstance(tol, bool) or not isinstance(tol, int | float) or not tol >= 0:
+        raise UsageError(f"{where}: non_regression.tolerance: {tol!r} must be a number >= 0")
+    nr_metrics = nr.get("metrics") or []
+    if not isinstance(nr_metrics, list):
+        raise UsageError(f"{where}: non_regression.metrics must be a list of metric names")
+    for m in nr_metrics:
+        if m not in METRIC_NAMES:
+            raise UsageError(f"{where}: non_regression.metrics: {m!r} is an unknown metric; {valid}")
+    if enabled and not nr_metrics:
+        raise UsageError(f"{where}: non_regression is enabled but lists no metrics")
+    if not thresholds and not enabled:
+        raise UsageError(
+            f"{where}: no thresholds and non_regression disabled: such a gate always passes; add thresholds"
+        )
+    return {
+        "thresholds": {str(m): float(t) for m, t in thresholds.items()},
+        "non_regression": {
+            "enabled": enabled,
+            "tolerance": float(tol),
+            "metrics": [str(m) for m in nr_metrics],
+        },
+    }
+
+
+def gate(summary: Summary, gate_cfg: Mapping[str, Any], baseline: Summary | None = None) -> GateResult:
+    """Apply thresholds (``>=``; ``<=`` for overrefusal_rate) and, with a baseline, non-regression.
+
+    A threshold on a metric the summary does not measure (null) fails as "not measured".
+    """
+    cfg = check_gate_config(gate_cfg)
+    summary = check_summary(summary, "summary")
+    metrics = summary["metrics"]
+    failures: list[GateFailure] = []
+    conditions: list[str] = []
+    notes: list[str] = []
+    for m, t in cfg["thresholds"].items():
+        lower = m in LOWER_IS_BETTER
+        cond = f"{m} {'<=' if lower else '>='} {_fmt_threshold(t)}"
+        conditions.append(cond)
+        v = metrics.get(m)
+        if v is None:
+            failures.append(GateFailure(m, cond, None, None, f"{cond}: not measured (null in the summary)"))
+            continue
+        miss = (v - t) if lower else (t - v)
+        if miss > _EPS:
+            word = "over" if lower else "short"
+            failures.append(
+                GateFailure(m, cond, float(v), miss, f"{cond}: {m} = {v:.4f}, {word} by {miss:.4f}")
+            )
+    nr = cfg["non_regression"]
+    if nr["enabled"]:
+        tol = nr["tolerance"]
+        if baseline is None:
+            notes.append("non_regression is enabled but no baseline summary was given: not checked")
+        else:
+            baseline = check_summary(baseline, "baseline")
+            cond = f"no regression > {_fmt_threshold(tol)} in {', '.join(nr['metrics'])} vs baseline"
+            conditions.append(cond)
+            for m in nr["metrics"]:
+                v, b = metrics.get(m), baseline["metrics"].get(m)
+                if v is None or b is None:
+                    where = "the summary" if v is None else "the baseline"
+                    failures.append(
+                        GateFailure(
+                            m,
+                            cond,
+                            None if v is None else float(v),
+                            None,
+                            f"{m} non-regression: not measured (null in {where})",
+                        )
+                    )
+                    continue
+                worse = (v - b) if m in LOWER_IS_BETTER else (b - v)
+                if worse > tol + _EPS:
+                    verb = "rose" if m in LOWER_IS_BETTER else "dropped"
+                    failures.append(
+                        GateFailure(
+                            m,
+                            cond,
+                            float(v),
+                            worse - tol,
+                            f"{m} {verb} by {worse:.4f} ({b:.4f} -> {v:.4f}), beyond the tolerance {tol:.4f} "
+                            f"by {worse - tol:.4f}",
+                        )
+                    )
+    passed = not failures
+    line = f"CI gate ({' and '.join(conditions)}): {'PASS' if passed else 'FAIL'}"
+    return GateResult(passed, line, failures, conditions, notes)

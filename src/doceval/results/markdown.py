@@ -1,0 +1,259 @@
+"""report.md."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from doceval.results.comparison import _num
+from doceval.results.summaries import Summary, _column, _doc_ids, _one_line, check_summary
+from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
+
+
+def _md(text: Any) -> str:
+    return _one_line(text).replace("|", "\\|")
+
+
+def _table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], align: Sequence[str] | None = None
+) -> list[str]:
+    align = align or ["l"] + ["r"] * (len(header) - 1)
+    rule = ["---:" if a == "r" else "---" for a in align]
+    return [
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(rule) + " |",
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
+
+
+def _n_of(summary: Summary, metric: str) -> int:
+    counts = summary["metrics"].get("counts") or {}
+    n = counts.get(f"n_{metric}")
+    if isinstance(n, int):
+        return n
+    return int((~np.isnan(_column(summary["entries"], metric))).sum())
+
+
+def _group_table(groups: Mapping[str, Any], label: str) -> list[str]:
+    if not groups:
+        return ["(none)"]
+    shown = [
+        m
+        for m in METRIC_NAMES
+        if any(isinstance(g, Mapping) and g.get(m) is not None for g in groups.values())
+    ]
+    header = [label, "n", "in scope", "out of scope", *shown]
+    rows = []
+    # Groups with no in-scope entry (typically one unindexed library each) would bury the table: one row for
+    # all of them, its refusal metrics weighted by each group's out-of-scope count.
+    only_oos = {k: g for k, g in groups.items() if isinstance(g, Mapping) and not g.get("n_in_scope")}
+    if len(only_oos) > 1 and label != "kind":
+        groups = {k: g for k, g in groups.items() if k not in only_oos}
+        n_oos = sum(int(g.get("n_out_of_scope") or 0) for g in only_oos.values())
+        merged: dict[str, Any] = {"n": sum(int(g.get("n") or 0) for g in only_oos.values()), "n_in_scope": 0,
+                                  "n_out_of_scope": n_oos}  # fmt: skip
+        for m in ("refused_correctly", "refusal_rate"):
+            pairs = [
+                (float(g[m]), int(g.get("n_out_of_scope") or 0))
+                for g in only_oos.values()
+                if g.get(m) is not None and g.get("n_out_of_scope")
+            ]
+            weight = sum(w for _, w in pairs)
+            merged[m] = sum(v * w for v, w in pairs) / weight if weight else None
+        plural = {"library": "libraries"}.get(label, label + "s")
+        groups = {**groups, f"({len(only_oos)} {plural} with no in-scope entry)": merged}
+    for name, g in groups.items():
+        g = g if isinstance(g, Mapping) else {}
+        rows.append(
+            [
+                _md(name),
+                str(g.get("n", "")),
+                str(g.get("n_in_scope", "")),
+                str(g.get("n_out_of_scope", "")),
+                *(_num(g.get(m)) for m in shown),
+            ]
+        )
+    out = _table(header, rows)
+    hidden = [m for m in METRIC_NAMES if m not in shown]
+    if hidden:
+        out += ["", f"Not measured in any group: {', '.join(hidden)}."]
+    return out
+
+
+def _yes_no(value: Any) -> str:
+    return "yes" if value is True else "no" if value is False else "?"
+
+
+def _triple(values: Any) -> str:
+    if not values:
+        return "-"
+    return " / ".join(f"{float(v):.4f}" for v in values)
+
+
+def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None) -> str:
+    """report.md: headline metrics with intervals, counts, breakdowns, floors, provenance, leaks."""
+    summary = check_summary(summary, "summary")
+    m = summary["metrics"]
+    cfg = summary.get("config") or {}
+    counts = m.get("counts") or {}
+    ci95 = m.get("ci95") or {}
+    golden = cfg.get("golden") or {}
+    retriever = (cfg.get("retriever") or {}).get("name", "?")
+    out = ["# doceval report", ""]
+    out.append(
+        f"Split `{cfg.get('split')}`, k = {cfg.get('k')}, retriever `{retriever}`, golden set "
+        f"`{golden.get('path')}` (md5 `{golden.get('md5')}`), {len(summary['entries'])} entries."
+    )
+    out += ["", "## Headline metrics", ""]
+    rows = []
+    for key in METRIC_NAMES:
+        name = key + (" (lower is better)" if key in LOWER_IS_BETTER else "")
+        v = m.get(key)
+        ci = ci95.get(key)
+        if v is None and key == "answer_accuracy" and m.get("not_judged"):
+            value = "not judged"
+        elif v is None:
+            value = "n/a (no entries)"
+        else:
+            value = _num(v)
+        ci_text = f"[{_num(ci[0])}, {_num(ci[1])}]" if isinstance(ci, list | tuple) and len(ci) == 2 else "-"
+        rows.append([name, value, ci_text, str(_n_of(summary, key))])
+    out += _table(["metric", "value", "95% CI", "n"], rows, ["l", "r", "l", "r"])
+    if m.get("answer_accuracy") is None and m.get("not_judged"):
+        out += ["", "answer_accuracy: not judged (no judge ran for this run)."]
+    if counts.get("judge_errors"):
+        out += ["", f"**{counts['judge_errors']} judge errors**: excluded from answer_accuracy."]
+
+    out += ["", "## Counts", ""]
+    out += _table(["count", "value"], [[_md(k), str(v)] for k, v in counts.items()]) if counts else ["(none)"]
+    for title, key, label in (
+        ("Per library", "by_library", "library"),
+        ("Per library@version", "by_pin", "pin"),
+        ("Per kind", "by_kind", "kind"),
+    ):
+        out += ["", f"## {title}", ""]
+        out += _group_table(m.get(key) or {}, label)
+
+    floors = cfg.get("floors") or {}
+    out += ["", "## Floors", ""]
+    if floors:
+        out.append(f"Source: `{floors.get('source', '?')}`. Global floor: {_num(floors.get('global'))}.")
+        per = floors.get("per_library") or {}
+        if per:
+            out += [""] + _table(["library", "floor"], [[_md(k), f"{float(v):.4f}"] for k, v in per.items()])
+        else:
+            out += ["", "No per-library floors: every library uses the global floor."]
+        prov = floors.get("provenance") or {}
+        if prov:
+            out += ["", "Floors provenance: " + ", ".join(f"{k} `{_md(v)}`" for k, v in prov.items()) + "."]
+    else:
+        out.append("Not recorded in this summary.")
+
+    if calibration is not None:
+        out += ["", "## Calibration", ""]
+        # Either {"per_library": {lib: {...}}, "objective", "split"} or the floors artifact itself
+        # ({"per_library": {lib: floor}, "libraries": {lib: {...}}, "provenance": {"objective", "split"}}).
+        cal_prov = calibration.get("provenance") or {}
+        objective_name = calibration.get("objective") or cal_prov.get("objective")
+        out.append(
+            f"Objective `{objective_name}`, maximised per library on split "
+            f"`{calibration.get('split') or cal_prov.get('split')}`."
+        )
+        per_lib = calibration.get("libraries") or calibration.get("per_library") or {}
+        rows, unsep = [], []
+        for lib, c in per_lib.items():
+            c = c if isinstance(c, Mapping) else {"floor": c}
+            sep = c.get("separable")
+            sep_text = "yes" if sep is True else "**no**" if sep is False else "?"
+            objective = c.get("objective")
+            rows.append(
+                [
+                    _md(lib),
+                    _num(None if c.get("floor") is None else float(c["floor"])),
+                    _num(None if objective is None else float(objective)),
+                    sep_text,
+                    _triple(c.get("in_scope_top")),
+                    _triple(c.get("out_of_scope_top")),
+                ]
+            )
+            if sep is False:
+                unsep.append(str(lib))
+        out.append("")
+        out += (
+            _table(
+                [
+                    "library",
+                    "floor",
+                    "objective",
+                    "separable",
+                    "in-scope relevant score (min / median / max)",
+                    "out-of-scope top score (min / median / max)",
+                ],
+                rows,
+                ["l", "r", "r", "l", "l", "l"],
+            )
+            if rows
+            else ["(no libraries)"]
+        )
+        out.append("")
+        if unsep:
+            out.append(
+                f"No floor separates in-scope from out-of-scope scores for: {', '.join(unsep)}. "
+                "The chosen floor trades hits for correct refusals there."
+            )
+        elif rows:
+            out.append("For every library some floor separates in-scope from out-of-scope scores.")
+        differ = []
+        if floors:
+            for lib, c in per_lib.items():
+                want = c.get("floor") if isinstance(c, Mapping) else c
+                got = (floors.get("per_library") or {}).get(lib, floors.get("global", 0.0))
+                if want is not None and abs(float(got) - float(want)) > 1e-12:
+                    differ.append(f"{lib} (calibrated {float(want):.4f}, used {float(got):.4f})")
+        if differ:
+            out += ["", f"**Note**: this run did not use the calibrated floors for: {', '.join(differ)}."]
+
+    prov = cfg.get("provenance") or {}
+    out += ["", "## Provenance", ""]
+    dirty = prov.get("git_dirty")
+    out += [
+        f"- git commit: `{prov.get('git_commit')}`"
+        + (
+            " (**dirty**: uncommitted changes, the numbers may not be reproducible)"
+            if dirty
+            else " (clean)"
+            if dirty is False
+            else " (dirty flag unknown)"
+        ),
+        f"- golden set: `{golden.get('path')}` md5 `{golden.get('md5')}`",
+    ]
+    for key in ("run_key", "corpus_hash"):
+        if cfg.get(key):
+            out.append(f"- {key}: `{cfg[key]}`")
+    if prov.get("python"):
+        out.append(f"- python: {prov['python']}")
+
+    out += ["", "## Out-of-scope entries that still got sources", ""]
+    leaks = [e for e in summary["entries"] if e.get("out_of_scope") and _doc_ids(e)]
+    n_oos = sum(bool(e.get("out_of_scope")) for e in summary["entries"])
+    if leaks:
+        out.append(f"{len(leaks)} of {n_oos} out-of-scope entries got sources:")
+        out.append("")
+        out += _table(
+            ["id", "question", "sources", "agent refused"],
+            [
+                [
+                    _md(e["id"]),
+                    _md(e.get("question", "")),
+                    ", ".join(f"`{d}`" for d in _doc_ids(e)),
+                    _yes_no(e.get("refused")),
+                ]
+                for e in leaks
+            ],
+            ["l", "l", "l", "l"],
+        )
+    else:
+        out.append(f"None: all {n_oos} out-of-scope entries got no sources.")
+    return "\n".join(out) + "\n"

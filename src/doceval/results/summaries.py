@@ -1,0 +1,125 @@
+"""loading."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from doceval.errors import UsageError
+from doceval.scoring.registry import METRIC_NAMES
+
+Summary = Mapping[str, Any]
+MlflowLoader = Callable[[str], Mapping[str, Any]]
+
+_RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+_FIX = "pass a summary JSON written by `doceval eval --output PATH`"
+
+
+def load_summary(path_or_run_id: str | Path, mlflow_loader: MlflowLoader | None = None) -> dict[str, Any]:
+    """A run summary from a JSON file, or from MLflow when the argument is a run id (32 hex characters).
+
+    Anything that is not a summary (missing file, bad JSON, missing ``metrics``/``entries``, malformed
+    entries, duplicate entry ids) raises a :class:`UsageError` naming the file and the fix.
+    """
+    text = str(path_or_run_id)
+    path = Path(text)
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory, not a run summary; {_FIX}")
+    if not path.is_file():
+        if _RUN_ID.match(text.lower()):
+            if mlflow_loader is None:
+                raise UsageError(
+                    f"{text}: no such file, and it looks like an MLflow run id but MLflow lookup is not "
+                    "available "
+                    f"here; {_FIX}"
+                )
+            data: Any = mlflow_loader(text.lower())
+            return check_summary(data, f"MLflow run {text}")
+        raise UsageError(f"{path}: run summary not found; {_FIX}, or an MLflow run id (32 hex characters)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not a text file, so not a run summary; {_FIX}") from exc
+    except json.JSONDecodeError as exc:
+        raise UsageError(
+            f"{path}:{exc.lineno}: not valid JSON ({exc.msg}), so not a run summary; {_FIX}"
+        ) from exc
+    return check_summary(data, str(path))
+
+
+def check_summary(data: Any, where: str) -> dict[str, Any]:
+    """Check the shape of a summary (``where`` names it in errors) and return it as a dict."""
+
+    def bad(what: str) -> UsageError:
+        return UsageError(f"{where}: not a doceval run summary ({what}); {_FIX}")
+
+    if not isinstance(data, dict):
+        raise bad(f"top level is a JSON {type(data).__name__}, expected an object")
+    missing = [k for k in ("metrics", "entries") if k not in data]
+    if missing:
+        raise bad(f"missing key{'s' if len(missing) > 1 else ''} {', '.join(repr(k) for k in missing)}")
+    metrics, entries = data["metrics"], data["entries"]
+    if not isinstance(metrics, dict):
+        raise bad("'metrics' is not an object")
+    if not isinstance(entries, list):
+        raise bad("'entries' is not a list")
+    if not isinstance(data.get("config", {}), dict):
+        raise bad("'config' is not an object")
+    for m in METRIC_NAMES:
+        v = metrics.get(m)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+            raise bad(f"metrics.{m} is {v!r}, expected a number or null")
+    seen: set[str] = set()
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict):
+            raise bad(f"entries[{i}] is not an object")
+        if not isinstance(e.get("id"), str):
+            raise bad(f"entries[{i}] has no string 'id'")
+        if not isinstance(e.get("scores"), dict):
+            raise bad(f"entries[{i}] ({e['id']}) has no 'scores' object")
+        if e["id"] in seen:
+            raise bad(f"entries[{i}]: duplicate entry id {e['id']!r}")
+        seen.add(e["id"])
+        for m in METRIC_NAMES:
+            v = e["scores"].get(m)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+                raise bad(f"entries[{i}] ({e['id']}).scores.{m} is {v!r}, expected a number or null")
+    return data
+
+
+def _golden_md5(summary: Summary) -> str | None:
+    golden = (summary.get("config") or {}).get("golden") or {}
+    md5 = golden.get("md5") if isinstance(golden, dict) else None
+    return str(md5) if md5 else None
+
+
+def _doc_ids(entry: Mapping[str, Any]) -> list[str]:
+    """The document ids an entry retrieved (after floors and the cut at k), in rank order."""
+    out: list[str] = []
+    for item in entry.get("retrieved") or []:
+        if isinstance(item, list | tuple) and item:
+            out.append(str(item[0]))
+        elif isinstance(item, dict) and "id" in item:
+            out.append(str(item["id"]))
+        else:
+            out.append(str(item))
+    return out
+
+
+def _entries(n: int) -> str:
+    return f"{n} {'entry' if n == 1 else 'entries'}"
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def _column(entries: Sequence[Mapping[str, Any]], metric: str) -> np.ndarray:
+    return np.array(
+        [np.nan if (v := e["scores"].get(metric)) is None else float(v) for e in entries], dtype=np.float64
+    )

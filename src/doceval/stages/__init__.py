@@ -1,0 +1,1 @@
+"""One thin ``run(params)`` per DVC stage (docs, index, retrieve, calibrate, evaluate, report)."""

@@ -1,0 +1,72 @@
+"""DVC stage `calibrate`: floors on the calibration split -> eval/calibration (floors.json, curves, plot)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from doceval.common.io import sha256_file, write_json_atomic
+from doceval.harness.calibrate import calibrate, overlap_notes, plot_calibration, write_curves
+from doceval.harness.candidates import CANDIDATES, check_candidates, load_candidates
+from doceval.harness.evaluate import EvalOptions, evaluate, load_inputs
+from doceval.harness.floors import Floors
+from doceval.inputs.golden import select_split
+
+
+def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
+    from doceval import tracking
+
+    tracking.check_configured(params)
+    """floors.json + curves + plot into eval/calibration; a calibration-split summary logged to MLflow."""
+    out = Path(params["paths"]["eval"]) / "calibration"
+    opts = EvalOptions(progress=progress)
+    corpus, all_entries, golden_path, golden_md5 = load_inputs(params, opts)
+    split = params["calibration"]["split"]
+    entries = select_split(all_entries, split, golden_path)
+    runs = Path(params["paths"]["runs"])
+    cands = load_candidates(runs)
+    check_candidates(cands, all_entries, golden_md5, params["retriever"], int(params["k"]))
+    artifact = calibrate(
+        params, entries, cands, corpus.libraries, golden_md5, sha256_file(runs / "candidates" / CANDIDATES)
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out / "floors.json", artifact)
+    write_curves(artifact, out / "curves")
+    plot_calibration(artifact, out / "floors.png")
+    # The calibration split scored with its own floors: recorded apart, never the headline.
+    floors = Floors(
+        artifact["global"],
+        dict(artifact["per_library"]),
+        source=f"calibrated:{out / 'floors.json'}",
+        provenance=artifact["provenance"],
+    )
+    summary = evaluate(params, EvalOptions(split=split, candidates=cands, progress=progress, floors=floors))
+    write_json_atomic(out / "summary.json", summary)
+    for note in overlap_notes(artifact):
+        print("note:", note)
+    print(
+        json.dumps(
+            {
+                "global": artifact["global"],
+                "per_library": artifact["per_library"],
+                "hit_rate": summary["metrics"]["hit_rate"],
+                "refused_correctly": summary["metrics"]["refused_correctly"],
+            }
+        )
+    )
+    return {"artifact": artifact, "summary": summary, "out": out}
+
+
+def track(params: Mapping[str, Any], result: Mapping[str, Any]) -> str | None:
+    from doceval import tracking
+
+    out: Path = result["out"]
+    return tracking.log_configured_run(
+        params,
+        result["summary"],
+        {"floors.json": out / "floors.json", "floors.png": out / "floors.png"},
+        run_name="calibrate",
+        tags={"stage": "calibrate"},
+    )

@@ -1,0 +1,157 @@
+"""Answerers: turn the passages that cleared the floors (plus surfaced memory) into an answer or a refusal."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from doceval.errors import UsageError
+from doceval.llm import LLMConfig, PromptTemplate, TemplatedChat
+from doceval.system.docchat.types import MemoryItem, Passage, Probe
+
+# What the answer prompt tells the model to reply when the passages do not answer the question.
+REFUSAL_MARKER = "I don't know"
+
+
+@runtime_checkable
+class Answerer(Protocol):
+    name: str
+
+    def answer(
+        self, probe: Probe, passages: list[Passage], memory: list[MemoryItem]
+    ) -> tuple[str | None, bool, str | None]:
+        """(answer, refused, reason). A refusal has answer None and a reason."""
+        ...
+
+
+def is_refusal(reply: str) -> bool:
+    """The model's own refusal: the marker anywhere in the reply (curly quotes and case ignored)."""
+    norm = reply.replace("\u2019", "'").casefold()
+    return REFUSAL_MARKER.casefold() in norm
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def _first_sentences(text: str, n: int) -> str:
+    flat = " ".join(text.split())
+    return " ".join(_SENTENCE_END.split(flat)[:n])
+
+
+def _clip(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return cut + " ..."
+
+
+class ExtractiveAnswerer:
+    """Offline default: the answer is built from the passages themselves, so it needs no model.
+
+    Each of the top passages contributes its header line (the signature) and the first sentences of its body.
+    Surfaced memory is appended as ``Related earlier answer: ...`` lines, which is what makes a memory leak
+    observable offline.
+    """
+
+    name = "extractive"
+
+    def __init__(
+        self, max_passages: int = 3, sentences: int = 2, max_chars: int = 700, memory_chars: int = 240
+    ) -> None:
+        self.max_passages = max_passages
+        self.sentences = sentences
+        self.max_chars = max_chars
+        self.memory_chars = memory_chars
+
+    def answer(
+        self, probe: Probe, passages: list[Passage], memory: list[MemoryItem]
+    ) -> tuple[str | None, bool, str | None]:
+        if not passages:
+            return None, True, "no passages to answer from"
+        parts = []
+        for p in passages[: self.max_passages]:
+            header, _, body = p.text.strip().partition("\n")
+            lead = _first_sentences(body, self.sentences)
+            parts.append(f"{header.strip()}: {lead}" if lead else header.strip())
+        text = _clip(
+            f"According to the {probe.library} {probe.version} docs: " + " | ".join(parts), self.max_chars
+        )
+        for item in memory:
+            text += "\nRelated earlier answer: " + _clip(" ".join(item.answer.split()), self.memory_chars)
+        return text, False, None
+
+
+def _format_passages(passages: Sequence[Passage]) -> str:
+    return "\n\n".join(f"[{p.doc_id}]\n{p.text.strip()}" for p in passages)
+
+
+def _format_memory(memory: Sequence[MemoryItem]) -> str:
+    if not memory:
+        return "(none)"
+    return "\n\n".join(f"Q ({m.library} {m.version}): {m.question}\nA: {m.answer}" for m in memory)
+
+
+class OpenAIAnswerer(TemplatedChat):
+    """An OpenAI-compatible chat model (OpenAI, or a local vLLM/Ollama/llama.cpp server via ``base_url``)."""
+
+    name = "openai"
+
+    def __init__(self, cfg: LLMConfig, template: PromptTemplate, *, max_passages: int | None = None) -> None:
+        super().__init__(cfg, template, "answerer")
+        self.max_passages = max_passages
+
+    def messages(
+        self, probe: Probe, passages: list[Passage], memory: list[MemoryItem]
+    ) -> list[dict[str, str]]:
+        shown = passages if self.max_passages is None else passages[: self.max_passages]
+        return self.template.render(
+            library=probe.library,
+            version=probe.version,
+            passages=_format_passages(shown),
+            memory=_format_memory(memory),
+            question=probe.question,
+            refusal=REFUSAL_MARKER,
+        )
+
+    def answer(
+        self, probe: Probe, passages: list[Passage], memory: list[MemoryItem]
+    ) -> tuple[str | None, bool, str | None]:
+        # No passages: refuse without a call (the runner normally refuses before reaching the answerer).
+        if not passages:
+            return None, True, "no passages to answer from"
+        result = self.client.complete(
+            self.messages(probe, passages, memory), template_id=self.template.template_id
+        )
+        reply = result.content.strip()
+        if not reply or is_refusal(reply):
+            return None, True, "model refused"
+        return reply, False, None
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def make_answerer(cfg: Mapping[str, Any]) -> Answerer:
+    """``{"name": "extractive", ...}`` or ``{"name": "openai", "model": ...}`` (keys: :class:`LLMConfig`)."""
+    name = str(cfg.get("name", "extractive"))
+    if name == "extractive":
+        allowed = {"name", "max_passages", "sentences", "max_chars", "memory_chars"}
+        unknown = sorted(set(cfg) - allowed)
+        if unknown:
+            raise UsageError(
+                f"answerer: unknown key(s) {', '.join(unknown)} for answerer=extractive; allowed: "
+                + ", ".join(sorted(allowed))
+            )
+        try:
+            opts = {k: int(v) for k, v in cfg.items() if k != "name"}
+        except (TypeError, ValueError):
+            raise UsageError(f"answerer: extractive options must be integers (got {dict(cfg)})") from None
+        return ExtractiveAnswerer(**opts)
+    if name == "openai":
+        extra = {k: v for k, v in cfg.items() if k != "max_passages"}
+        llm_cfg = LLMConfig.from_mapping(extra, "answerer")
+        template = PromptTemplate.load(str(cfg.get("template") or "answer.txt"))
+        max_passages = cfg.get("max_passages")
+        return OpenAIAnswerer(llm_cfg, template, max_passages=int(max_passages) if max_passages else None)
+    raise UsageError(f"answerer.name: unknown answerer {name!r}; choose extractive or openai")

@@ -1,0 +1,214 @@
+"""runs."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from doceval import __version__
+from doceval.errors import UsageError
+from doceval.tracking.locking import _store_lock
+from doceval.tracking.secrets import _leaks, _secret_key, scrub, secret_values
+from doceval.tracking.shaping import (
+    MAX_TAG_LEN,
+    _golden_input,
+    _redact_file,
+    _split_of,
+    build_metrics,
+    build_params,
+    build_tags,
+    entries_csv,
+    sanitize_key,
+)
+from doceval.tracking.store import _client, _experiment_id, ensure_store
+from doceval.tracking.uris import _display, check_reachable, experiment_name
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+_BATCH = 100  # MAX_PARAMS_TAGS_PER_BATCH (metrics allow 1000, entities per batch 1000)
+
+
+def _stage_artifact(name: str, src: Path, into: Path, secrets: list[str]) -> tuple[Path, str | None]:
+    """Copy a caller's artifact (file or folder) into the staging area, secrets redacted; returns the local
+    path to log and its artifact folder (``plots/pr.png`` -> logged as pr.png under plots/)."""
+    parts = [p for p in Path(name).parts if p not in ("", ".", "..", "/")]
+    rel = Path(*parts) if parts else Path(src.name)
+    folder = None if str(rel.parent) in ("", ".") else rel.parent.as_posix()
+    if src.is_file():
+        dst = into / rel.name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        _redact_file(src, dst, secrets)
+        return dst, folder
+    if src.is_dir():
+        dst = into / rel.name
+        for file in sorted(p for p in src.rglob("*") if p.is_file()):
+            target = dst / file.relative_to(src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _redact_file(file, target, secrets)
+        dst.mkdir(parents=True, exist_ok=True)
+        return dst, rel.as_posix()
+    raise UsageError(f"artifact {name}: {src} does not exist")
+
+
+def _parent_experiment(client: MlflowClient, parent_run_id: str, uri: str) -> str:
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return str(client.get_run(parent_run_id).info.experiment_id)
+    except MlflowException as exc:
+        raise UsageError(f"parent run {parent_run_id} not found in {_display(uri)}: {exc.message}") from None
+
+
+def _log_golden(client: MlflowClient, run_id: str, dataset_input: Any) -> None:
+    """log_inputs, retried: two runs registering the same new dataset in one experiment at once (a parallel
+    sweep against a server) race on its primary key; the loser finds it on the next try."""
+    from mlflow.exceptions import MlflowException
+
+    for attempt in range(3):
+        try:
+            client.log_inputs(run_id, datasets=[dataset_input])
+            return
+        except MlflowException:
+            if attempt == 2:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def log_run(
+    summary: Mapping[str, Any],
+    *,
+    uri: str,
+    root: Path | None = None,
+    run_name: str | None = None,
+    parent_run_id: str | None = None,
+    artifacts: Mapping[str, Path] | None = None,
+    extra_tags: Mapping[str, str] | None = None,
+    flat_config: Mapping[str, Any] | None = None,
+    usage: Mapping[str, Any] | None = None,
+    golden_path: Path | None = None,
+) -> str:
+    """Log one evaluation summary as a finished MLflow run; returns the run id.
+
+    The experiment follows ``config.split`` (a child of ``parent_run_id`` goes to its parent's experiment,
+    which MLflow needs to nest it). Artifacts: summary.json, entries.csv, config.yaml and every file (or
+    folder) in ``artifacts`` under its key's name."""
+    from mlflow.entities import Metric, Param
+    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+    config_raw = summary.get("config") or {}
+    secrets = secret_values(config_raw, flat_config or {})
+    clean = scrub(summary, secrets)
+    config: dict[str, Any] = clean.get("config") or {}
+    split = _split_of(config)
+    params = build_params(config_raw, flat_config, secrets)  # raw: leaking values are dropped, not redacted
+    usage_block = usage if usage is not None else (config_raw.get("usage") or None)
+    metrics = build_metrics(clean.get("metrics") or {}, usage_block)
+    tags = build_tags(config, clean.get("metrics") or {}, extra_tags, secrets)
+    if parent_run_id:
+        tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
+
+    ensure_store(uri, root)
+    with tempfile.TemporaryDirectory(prefix="doceval-mlflow-") as tmp:
+        staged = Path(tmp)
+        files: list[tuple[Path, str | None]] = []
+        (staged / "summary.json").write_text(
+            json.dumps(clean, indent=2, default=str) + "\n", encoding="utf-8"
+        )
+        (staged / "entries.csv").write_text(entries_csv(clean.get("entries") or []), encoding="utf-8")
+        (staged / "config.yaml").write_text(
+            yaml.safe_dump(json.loads(json.dumps(config, default=str)), sort_keys=False, allow_unicode=True),
+            encoding="utf-8",
+        )
+        files += [(staged / n, None) for n in ("summary.json", "entries.csv", "config.yaml")]
+        for i, (name, src) in enumerate((artifacts or {}).items()):
+            files.append(_stage_artifact(str(name), Path(src), staged / "extra" / str(i), secrets))
+
+        with _store_lock(uri):
+            client = _client(uri)
+            if parent_run_id:
+                experiment_id = _parent_experiment(client, parent_run_id, uri)
+            else:
+                experiment_id = _experiment_id(client, experiment_name(split), uri)
+            run = client.create_run(experiment_id, run_name=run_name, tags=tags)
+            run_id = str(run.info.run_id)
+            try:
+                now = int(time.time() * 1000)
+                for batch in _chunks([Param(k, v) for k, v in params.items()], _BATCH):
+                    client.log_batch(run_id, params=batch)
+                for mbatch in _chunks([Metric(k, v, now, 0) for k, v in metrics.items()], 1000):
+                    client.log_batch(run_id, metrics=mbatch)
+                if golden_path is not None:
+                    md5 = (config.get("golden") or {}).get("md5")
+                    _log_golden(client, run_id, _golden_input(Path(golden_path), md5, split))
+                for path, artifact_path in files:
+                    if path.is_dir():
+                        client.log_artifacts(run_id, str(path), artifact_path=artifact_path)
+                    else:
+                        client.log_artifact(run_id, str(path), artifact_path=artifact_path)
+            except BaseException:
+                client.set_terminated(run_id, "FAILED")
+                raise
+            client.set_terminated(run_id, "FINISHED")
+    return run_id
+
+
+def start_parent(name: str, *, uri: str, root: Path | None = None, split: str | None,
+                 tags: Mapping[str, str] | None = None) -> str:  # fmt: skip
+    """Create a sweep's parent run (finished at once); children attach with ``log_run(parent_run_id=...)``."""
+    ensure_store(uri, root)
+    secrets = secret_values(tags or {})
+    all_tags = {
+        "split": split or "all",
+        "doceval_version": __version__,
+        "doceval.harness.sweep": "parent",
+        **(tags or {}),
+    }
+    clean = {sanitize_key(k): str(v)[:MAX_TAG_LEN] for k, v in all_tags.items()
+             if v is not None and not _secret_key(str(k)) and not _leaks(str(v), secrets)}  # fmt: skip
+    with _store_lock(uri):
+        client = _client(uri)
+        experiment_id = _experiment_id(client, experiment_name(split), uri)
+        run = client.create_run(experiment_id, run_name=name, tags=clean)
+        client.set_terminated(run.info.run_id, "FINISHED")
+    return str(run.info.run_id)
+
+
+def log_parent_artifacts(run_id: str, *, uri: str, root: Path | None = None, files: list[Path]) -> None:
+    """Attach a finished sweep's points table and plot to its parent run (missing files are skipped)."""
+    with _store_lock(uri):
+        client = _client(uri)
+        for path in files:
+            if path.is_file():
+                client.log_artifact(run_id, str(path))
+
+
+def load_summary_from_run(run_id: str, uri: str, root: Path | None = None) -> dict[str, Any]:
+    """The summary.json artifact of a logged run (for ``doceval compare RUN_ID RUN_ID``)."""
+    from mlflow.exceptions import MlflowException
+
+    check_reachable(uri)
+    client = _client(uri)
+    try:
+        client.get_run(run_id)
+    except MlflowException as exc:
+        raise UsageError(f"MLflow run {run_id} not found in {_display(uri)}: {exc.message}") from None
+    with tempfile.TemporaryDirectory(prefix="doceval-mlflow-") as tmp:
+        try:
+            local = client.download_artifacts(run_id, "summary.json", dst_path=tmp)
+        except (MlflowException, OSError) as exc:
+            raise UsageError(f"MLflow run {run_id} has no summary.json artifact ({exc}); "
+                             "was it logged by doceval?") from None  # fmt: skip
+        data: dict[str, Any] = json.loads(Path(local).read_text(encoding="utf-8"))
+    return data

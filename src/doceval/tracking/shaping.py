@@ -1,0 +1,197 @@
+"""shaping."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from doceval import __version__
+from doceval.config.compose import flatten
+from doceval.tracking.secrets import _MIN_SUBSTRING_SECRET, REDACTED, _leaks, _secret_key
+
+if TYPE_CHECKING:
+    pass
+
+MAX_PARAM_LEN = 6000  # mlflow.utils.validation.MAX_PARAM_VAL_LENGTH
+MAX_TAG_LEN = 8000  # MAX_TAG_VAL_LENGTH
+MAX_KEY_LEN = 250  # MAX_ENTITY_KEY_LENGTH
+ENTRY_COLUMNS = ("id", "split", "library", "version", "kind", "out_of_scope", "refused")
+
+
+def sanitize_key(key: str) -> str:
+    """A valid MLflow param/metric/tag name: [\\w./ -] only (no colon: Windows), no path tricks, <= 250."""
+    name = re.sub(r"[^\w.\-/ ]", "_", str(key))
+    name = re.sub(r"/{2,}", "/", name).strip("/")
+    name = "/".join(p if p not in (".", "..") else p.replace(".", "_") for p in name.split("/"))
+    name = name.lstrip(".") or "_"
+    return name[:MAX_KEY_LEN]
+
+
+def _param_value(value: Any) -> str:
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, Mapping | list | tuple):
+        text = json.dumps(value, default=str, sort_keys=True)
+    else:
+        text = str(value)
+    return text if len(text) <= MAX_PARAM_LEN else text[: MAX_PARAM_LEN - 3] + "..."
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    f = float(value)
+    return f if math.isfinite(f) else None
+
+
+def build_params(
+    config: Mapping[str, Any], flat_config: Mapping[str, Any] | None, secrets: list[str]
+) -> dict[str, str]:
+    source = (
+        flat_config
+        if flat_config is not None
+        else {k: v for k, v in config.items() if k not in ("usage", "provenance")}
+    )
+    params: dict[str, str] = {}
+    for key, value in flatten(source).items():
+        if not key or _secret_key(key):
+            continue
+        text = _param_value(value)
+        if _leaks(text, secrets) or (isinstance(value, str) and _leaks(value, secrets)):
+            continue
+        params.setdefault(sanitize_key(key), text)
+    return params
+
+
+def build_metrics(metrics: Mapping[str, Any], usage: Mapping[str, Any] | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+
+    def put(name: str, value: Any) -> None:
+        v = _num(value)
+        if v is not None:
+            out.setdefault(sanitize_key(name), v)
+
+    for name, value in metrics.items():
+        put(name, value)
+    for name, value in (metrics.get("counts") or {}).items():
+        put(name, value)
+    for name, ci in (metrics.get("ci95") or {}).items():
+        if isinstance(ci, list | tuple) and len(ci) == 2:
+            put(f"{name}_ci_lo", ci[0])
+            put(f"{name}_ci_hi", ci[1])
+    for lib, block in (metrics.get("by_library") or {}).items():
+        if isinstance(block, Mapping):
+            for name, value in block.items():
+                put(f"{lib}.{name}", value)
+    if usage:
+        by_role = usage.get("by_role", usage) if isinstance(usage, Mapping) else {}
+        totals: dict[str, float] = {}
+        for role, fields in (by_role or {}).items():
+            if not isinstance(fields, Mapping):
+                continue
+            for field, value in fields.items():
+                v = _num(value)
+                if v is not None:
+                    put(f"usage.{role}.{field}", v)
+                    totals[field] = totals.get(field, 0.0) + v
+        if len([r for r in (by_role or {}).values() if isinstance(r, Mapping)]) > 1:
+            for field, value in totals.items():
+                put(f"usage.total.{field}", value)
+        cache = usage.get("cache") if isinstance(usage, Mapping) else None
+        for field, value in (cache or {}).items() if isinstance(cache, Mapping) else ():
+            put(f"usage.cache.{field}", value)
+    return out
+
+
+def _split_of(config: Mapping[str, Any]) -> str | None:
+    split = config.get("split")
+    if isinstance(split, Mapping):
+        split = split.get("name")
+    return None if split is None else str(split)
+
+
+def build_tags(config: Mapping[str, Any], metrics: Mapping[str, Any], extra: Mapping[str, Any] | None,
+               secrets: list[str]) -> dict[str, str]:  # fmt: skip
+    prov = config.get("provenance") or {}
+    retriever = config.get("retriever")
+    dirty = prov.get("git_dirty")
+    tags: dict[str, Any] = {
+        "split": _split_of(config) or "all",
+        "retriever": retriever.get("name") if isinstance(retriever, Mapping) else retriever,
+        "k": config.get("k"),
+        "git_commit": prov.get("git_commit"),
+        "git_dirty": None if dirty is None else str(bool(dirty)).lower(),
+        "golden_md5": (config.get("golden") or {}).get("md5"),
+        "index_hash": (config.get("candidates") or {}).get("index_hash"),
+        "floors_source": (config.get("floors") or {}).get("source"),
+        "run_key": config.get("run_key"),
+        "doceval_version": __version__,
+    }
+    if isinstance(metrics.get("not_judged"), bool):
+        tags["not_judged"] = str(metrics["not_judged"]).lower()
+    if prov.get("git_commit"):
+        tags["mlflow.source.git.commit"] = prov["git_commit"]
+    tags.update(extra or {})
+    out: dict[str, str] = {}
+    for key, value in tags.items():
+        if value is None or _secret_key(str(key)):
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        if _leaks(text, secrets):
+            continue
+        out[sanitize_key(key)] = text[:MAX_TAG_LEN]
+    return out
+
+
+def entries_csv(entries: list[Mapping[str, Any]]) -> str:
+    score_keys: list[str] = []
+    for e in entries:
+        for k in e.get("scores") or {}:
+            if k not in score_keys:
+                score_keys.append(k)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow([*ENTRY_COLUMNS, *score_keys])
+
+    def cell(v: Any) -> Any:
+        return "" if v is None else v
+
+    for e in entries:
+        scores = e.get("scores") or {}
+        writer.writerow([cell(e.get(c)) for c in ENTRY_COLUMNS] + [cell(scores.get(k)) for k in score_keys])
+    return buf.getvalue()
+
+
+def _golden_input(golden_path: Path, md5: str | None, split: str | None) -> Any:
+    from mlflow.entities import Dataset, DatasetInput, InputTag
+    from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
+
+    path = Path(golden_path)
+    rows: int | None = None
+    if path.is_file():
+        data = path.read_bytes()
+        md5 = md5 or hashlib.md5(data).hexdigest()
+        rows = sum(1 for line in data.splitlines() if line.strip())
+    digest = (md5 or "unknown")[:36]
+    profile = json.dumps({"num_rows": rows}) if rows is not None else None
+    dataset = Dataset(name="golden", digest=digest, source_type="local",
+                      source=json.dumps({"uri": path.resolve().as_uri()}), profile=profile)  # fmt: skip
+    tags = [InputTag(key=MLFLOW_DATASET_CONTEXT, value="evaluation")]
+    if split:
+        tags.append(InputTag(key="split", value=split))
+    return DatasetInput(dataset=dataset, tags=tags)
+
+
+def _redact_file(src: Path, dst: Path, secrets: list[str]) -> None:
+    data = src.read_bytes()
+    for s in secrets:
+        if len(s) >= _MIN_SUBSTRING_SECRET:
+            data = data.replace(s.encode(), REDACTED.encode())
+    dst.write_bytes(data)
