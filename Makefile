@@ -4,30 +4,43 @@ export PATH := $(CURDIR)/.venv/bin:$(PATH)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: setup repro test lint params bench mlflow-ui
+.PHONY: help setup repro test test-full lint format params bench mlflow-ui
 
-setup:
+help:  ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+setup:  ## create .venv with the pinned dependencies (idempotent)
 	./scripts/setup.sh
 
-repro: setup
+repro: setup  ## reproduce the headline numbers (dvc repro) and show them
 	$(VENV)/dvc repro
 	$(VENV)/dvc metrics show
 
-test: setup
+test: setup  ## ruff, mypy and the fast tests (no tests marked slow): the inner loop
 	$(VENV)/ruff check src tests benchmarks
+	$(VENV)/mypy
+	$(VENV)/python -m pytest -q -m "not slow"
+
+test-full: setup  ## everything CI runs (.ci/run): lint, format check, mypy and the whole test suite
+	$(VENV)/ruff check src tests benchmarks
+	$(VENV)/ruff format --check src tests benchmarks
 	$(VENV)/mypy
 	$(VENV)/python -m pytest -q
 
-lint: setup
+lint: setup  ## ruff (check + format check) and mypy
 	$(VENV)/ruff check src tests benchmarks
 	$(VENV)/ruff format --check src tests benchmarks
 	$(VENV)/mypy
 
-params: setup
+format: setup  ## apply ruff's fixes and formatting
+	$(VENV)/ruff check --fix src tests benchmarks
+	$(VENV)/ruff format src tests benchmarks
+
+params: setup  ## recompose params.yaml from conf/
 	$(VENV)/doceval params
 
-bench: setup
-	$(VENV)/python benchmarks/run_all.py
+bench: setup  ## run benchmarks/ and write the figures into the README (add ARGS=--scifact PATH)
+	$(VENV)/python benchmarks/run_all.py $(ARGS)
 
-mlflow-ui: setup
+mlflow-ui: setup  ## the MLflow UI on http://127.0.0.1:5000 over ./mlruns
 	$(VENV)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlruns/mlflow.db --port 5000

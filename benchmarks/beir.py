@@ -3,7 +3,8 @@
     python benchmarks/beir.py PATH [--split test] [--retrievers bm25 dense] [--limit-queries N]
                               [--work DIR] [--bm25-protocol anserini] [--bm25-ablation] [--output JSON]
 
-PATH is a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), e.g. /work/shared/benchmarks/scifact.
+PATH is a BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), e.g. a SciFact download (not part of
+the repository: pass its path).
 Nothing here is a special path for benchmarks: the data is imported with ``doceval.inputs.beir.import_beir`` into a
 corpus + golden set in ``--work`` (default benchmarks/.work, git-ignored; never data/), the index is built with
 ``doceval.index.build.build_index`` (all-MiniLM-L6-v2 behind the content-addressed embedding cache in
@@ -59,7 +60,7 @@ from doceval.system.retrievers.base import pin_of
 DEPTH = 100
 PARITY_TOL = 1e-9
 TARGET_SLACK = 0.01
-# Published nDCG@10 on the BEIR test split (low, high); see /work/shared/benchmarks/scifact/README.md.
+# Published nDCG@10 on the BEIR test split (low, high): the BEIR paper, Pyserini's regression and MTEB.
 PUBLISHED: dict[str, dict[str, tuple[float, float, str]]] = {
     "scifact": {
         "bm25": (0.665, 0.679, "BM25 Anserini multifield 0.665 (BEIR paper) / flat 0.679 (Pyserini)"),

@@ -1,6 +1,6 @@
 """Run the benchmark suite and write its figures into the README's benchmark section.
 
-    python benchmarks/run_all.py [--scifact ../shared/benchmarks/scifact] [--quick] [--no-readme]
+    python benchmarks/run_all.py [--scifact PATH/TO/scifact] [--quick] [--no-readme]
 
 Each benchmark is a script in this folder that prints its own table, with every ratio measured side by side
 in the same run. This runs them one after another (so they do not compete for the two cores), collects their
@@ -41,8 +41,12 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default = ROOT.parent / "shared" / "benchmarks" / "scifact"
-    parser.add_argument("--scifact", type=Path, default=default if default.is_dir() else None)
+    parser.add_argument(
+        "--scifact",
+        type=Path,
+        metavar="PATH",
+        help="a BEIR SciFact folder (not part of the repository); without it the SciFact run is skipped",
+    )
     parser.add_argument(
         "--quick", action="store_true", help="index a 2,000-chunk sample; skip the clean-clone run"
     )

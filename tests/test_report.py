@@ -607,3 +607,37 @@ def test_report_merges_groups_without_in_scope_entries_into_one_weighted_row() -
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:4] == ["4", "0", "4"]
     assert "0.2500" in cells  # (1 x 1.0 + 3 x 0.0) / 4 out-of-scope entries
+
+
+def _at_k(summary: dict[str, Any], k: int) -> dict[str, Any]:
+    return {**summary, "config": {**summary["config"], "k": k}}
+
+
+def test_compare_refuses_different_k_unless_allowed() -> None:
+    base, new = base_summary(), _at_k(new_summary(), 10)
+    with pytest.raises(UsageError, match=r"different k \(k=5 vs k=10\).*--allow-different-k"):
+        compare(base, new)
+    result = compare(base, new, allow_different_k=True)
+    assert any("k=5" in n and "k=10" in n for n in result.notes)
+    assert result.row("hit_rate").change == compare(base, new_summary()).row("hit_rate").change
+
+
+def test_gate_non_regression_refuses_a_baseline_at_another_k() -> None:
+    cfg: dict[str, Any] = {"thresholds": {"hit_rate": 0.0},
+           "non_regression": {"enabled": True, "tolerance": 0.02, "metrics": ["hit_rate"]}}  # fmt: skip
+    with pytest.raises(UsageError, match="--allow-different-k"):
+        gate(_with({"hit_rate": 0.6}), cfg, baseline=_at_k(_with({"hit_rate": 0.6}), 3))
+    res = gate(_with({"hit_rate": 0.6}), cfg, baseline=_at_k(_with({"hit_rate": 0.6}), 3), allow_different_k=True)
+    assert res.passed and any("k=3" in n for n in res.notes)
+
+
+def test_cli_compare_and_gate_allow_different_k(files: tuple[Path, Path], tmp_path: Path, capsys: Any) -> None:
+    base, _ = files
+    other = _write(tmp_path / "k10.json", _at_k(new_summary(), 10))
+    assert cli_main(["compare", str(base), str(other), "--no-gate"]) == 2
+    assert "--allow-different-k" in capsys.readouterr().err
+    assert cli_main(["compare", str(base), str(other), "--no-gate", "--allow-different-k"]) == 0
+    assert "different cut-offs" in capsys.readouterr().out
+    nonreg = _yaml(tmp_path / "nr.yaml", "thresholds: {hit_rate: 0.0}\nnon_regression: {enabled: true, tolerance: 1.0, metrics: [hit_rate]}\n")
+    assert cli_main(["gate", str(other), "--config", str(nonreg), "--baseline", str(base)]) == 2
+    assert cli_main(["gate", str(other), "--config", str(nonreg), "--baseline", str(base), "--allow-different-k"]) == 0

@@ -67,12 +67,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
         base,
         new,
         allow_different_golden=args.allow_different_golden,
+        allow_different_k=args.allow_different_k,
         n_boot=args.bootstrap,
         seed=args.seed,
         base_label=args.base,
         new_label=args.new,
     )
-    verdict = None if gate_cfg is None else gate(new, gate_cfg, baseline=base)
+    verdict = (
+        None
+        if gate_cfg is None
+        else gate(new, gate_cfg, baseline=base, allow_different_k=args.allow_different_k)
+    )
     print(format_compare(result, None if verdict is None else verdict.line))
     if verdict is not None:
         for f in verdict.failures:
@@ -93,7 +98,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     loader = _mlflow_loader(args.tracking_uri)
     summary = load_summary(args.summary, loader)
     baseline = None if args.baseline is None else load_summary(args.baseline, loader)
-    verdict = gate(summary, cfg, baseline=baseline)
+    verdict = gate(summary, cfg, baseline=baseline, allow_different_k=args.allow_different_k)
     print(verdict.line)
     for f in verdict.failures:
         print(f"  - {f}")
@@ -104,6 +109,14 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if not verdict.passed:
         raise _fail(verdict, "gate")
     return 0
+
+
+def _allow_k_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--allow-different-k",
+        action="store_true",
+        help="compare runs cut at different k (refused by default: hit_rate@3 and hit_rate@10 differ in kind)",
+    )
 
 
 def _tracking_flag(p: argparse.ArgumentParser) -> None:
@@ -136,6 +149,7 @@ def register(sub: Any) -> None:
         action="store_true",
         help="compare runs over different golden sets or entry ids (pairs the shared entries)",
     )
+    _allow_k_flag(p)
     p.add_argument("--plot", metavar="PATH", help="also write a PNG of the changes with their intervals")
     p.add_argument(
         "--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)"
@@ -151,5 +165,6 @@ def register(sub: Any) -> None:
         "--config", default=DEFAULT_GATE, metavar="PATH", help=f"gate config (default: {DEFAULT_GATE})"
     )
     p.add_argument("--baseline", metavar="SUMMARY", help="baseline summary for the non-regression check")
+    _allow_k_flag(p)
     _tracking_flag(p)
     p.set_defaults(func=cmd_gate)

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from doceval.common.io import scan_jsonl, sha256_file
+from doceval.common.io import scan_jsonl, sha256_file, write_text_atomic
 from doceval.errors import UsageError
 from doceval.inputs.docs import Document, normalise_name, write_corpus
 from doceval.inputs.golden import parse_golden
@@ -195,13 +194,6 @@ def read_qrels(path: Path, problems: _Problems | None = None) -> dict[str, dict[
     return qrels
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def import_beir(
     folder: Path,
     split: str,
@@ -306,7 +298,7 @@ def import_beir(
         },
     }
     manifest = write_corpus({pin: documents}, Path(out_docs), chunk_chars, {pin: source})
-    _atomic_write_text(Path(out_golden), "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))
+    write_text_atomic(Path(out_golden), "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))
     # The output must pass the same validator every golden set passes (against the corpus just written).
     parse_golden(Path(out_golden), corpus_ids={d.doc_id for d in documents})
     n_qrels = sum(len(j) for j in qrels.values())

@@ -26,7 +26,7 @@ class RetryPolicy:
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """Exponential backoff with jitter (50-100% of the step), at least the server's Retry-After."""
-        step = min(self.max_delay_s, self.base_delay_s * (2**attempt))
+        step = min(self.max_delay_s, self.base_delay_s * 2.0**attempt)
         delay = step * (0.5 + random.random() / 2)
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.max_delay_s))

@@ -11,13 +11,14 @@ import numpy as np
 from doceval.errors import UsageError
 from doceval.results.summaries import (
     Summary,
-    _column,
     _doc_ids,
     _entries,
     _golden_md5,
     _one_line,
+    check_same_k,
     check_summary,
 )
+from doceval.scoring.aggregate import column
 from doceval.scoring.metrics import mean_or_none
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 from doceval.scoring.stats import paired_bootstrap_ci, win_tie_loss
@@ -69,6 +70,7 @@ def compare(
     new: Summary,
     *,
     allow_different_golden: bool = False,
+    allow_different_k: bool = False,
     n_boot: int = 1000,
     seed: int = 0,
     base_label: str = "BASE",
@@ -78,11 +80,14 @@ def compare(
 
     Runs scored on different golden sets (``config.golden.md5`` differ) or over different entry ids are
     refused unless ``allow_different_golden``; then only the shared entries are compared and the result says
-    how many were dropped.
+    how many were dropped. Runs cut at different k are refused unless ``allow_different_k``.
     """
     base = check_summary(base, base_label)
     new = check_summary(new, new_label)
     notes: list[str] = []
+    k_note = check_same_k(base, new, base_label, new_label, allow_different_k=allow_different_k)
+    if k_note:
+        notes.append(k_note)
     b_md5, n_md5 = _golden_md5(base), _golden_md5(new)
     flag = "--allow-different-golden"
     if b_md5 and n_md5 and b_md5 != n_md5:
@@ -123,7 +128,7 @@ def compare(
     n_rows = [n_by_id[i] for i in ids]
     rows: list[MetricChange] = []
     for m in METRIC_NAMES:
-        bc, nc = _column(b_rows, m), _column(n_rows, m)
+        bc, nc = column(b_rows, m), column(n_rows, m)
         bv, nv = mean_or_none(bc), mean_or_none(nc)
         if not (only_b or only_n):
             for label, summary, value in ((base_label, base, bv), (new_label, new, nv)):

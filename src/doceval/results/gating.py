@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from doceval.errors import UsageError
-from doceval.results.summaries import Summary, check_summary
+from doceval.results.summaries import Summary, check_same_k, check_summary
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 
 _EPS = 1e-9  # float slack for gate comparisons: 0.6 >= 0.60 must hold whatever the summation order
@@ -112,10 +112,17 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
     }
 
 
-def gate(summary: Summary, gate_cfg: Mapping[str, Any], baseline: Summary | None = None) -> GateResult:
-    """Apply thresholds (``>=``; ``<=`` for overrefusal_rate) and, with a baseline, non-regression.
+def gate(
+    summary: Summary,
+    gate_cfg: Mapping[str, Any],
+    baseline: Summary | None = None,
+    *,
+    allow_different_k: bool = False,
+) -> GateResult:
+    """Apply thresholds (``>=``; ``<=`` for lower-is-better metrics) and, with a baseline, non-regression.
 
-    A threshold on a metric the summary does not measure (null) fails as "not measured".
+    A threshold on a metric the summary does not measure (null) fails as "not measured". A baseline cut at
+    another k is refused (UsageError) unless ``allow_different_k``.
     """
     cfg = check_gate_config(gate_cfg)
     summary = check_summary(summary, "summary")
@@ -144,6 +151,11 @@ def gate(summary: Summary, gate_cfg: Mapping[str, Any], baseline: Summary | None
             notes.append("non_regression is enabled but no baseline summary was given: not checked")
         else:
             baseline = check_summary(baseline, "baseline")
+            k_note = check_same_k(
+                baseline, summary, "baseline", "summary", allow_different_k=allow_different_k
+            )
+            if k_note:
+                notes.append(k_note)
             cond = f"no regression > {_fmt_threshold(tol)} in {', '.join(nr['metrics'])} vs baseline"
             conditions.append(cond)
             for m in nr["metrics"]:

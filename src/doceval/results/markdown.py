@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from doceval.results.comparison import _num
-from doceval.results.summaries import Summary, _column, _doc_ids, _one_line, check_summary
+from doceval.results.summaries import Summary, _doc_ids, _one_line, check_summary
+from doceval.scoring.aggregate import column
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 
 
@@ -33,7 +34,7 @@ def _n_of(summary: Summary, metric: str) -> int:
     n = counts.get(f"n_{metric}")
     if isinstance(n, int):
         return n
-    return int((~np.isnan(_column(summary["entries"], metric))).sum())
+    return int((~np.isnan(column(summary["entries"], metric))).sum())
 
 
 def _group_table(groups: Mapping[str, Any], label: str) -> list[str]:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from doceval.errors import UsageError
 from doceval.scoring.registry import METRIC_NAMES
@@ -119,7 +117,27 @@ def _one_line(text: Any) -> str:
     return " ".join(str(text).split())
 
 
-def _column(entries: Sequence[Mapping[str, Any]], metric: str) -> np.ndarray:
-    return np.array(
-        [np.nan if (v := e["scores"].get(metric)) is None else float(v) for e in entries], dtype=np.float64
-    )
+def _k(summary: Summary) -> int | None:
+    k = summary.get("config", {}).get("k")
+    return k if isinstance(k, int) and not isinstance(k, bool) else None
+
+
+def check_same_k(
+    base: Summary, new: Summary, base_label: str, new_label: str, *, allow_different_k: bool = False
+) -> str | None:
+    """Refuse two runs cut at different k (hit_rate@3 vs hit_rate@10 is no comparison); returns a note.
+
+    With ``allow_different_k`` the comparison goes ahead and the note says so; a summary without a k
+    (hand-written) gives a note that the cut-off was not verified.
+    """
+    bk, nk = _k(base), _k(new)
+    if bk is None or nk is None:
+        return "k missing from a summary's config: same cut-off not verified"
+    if bk == nk:
+        return None
+    if not allow_different_k:
+        raise UsageError(
+            f"{base_label} and {new_label} were cut at different k (k={bk} vs k={nk}): their retrieval metrics "
+            "measure different things; compare runs with the same k, or pass --allow-different-k"
+        )
+    return f"different cut-offs: {base_label} k={bk}, {new_label} k={nk} (--allow-different-k)"
