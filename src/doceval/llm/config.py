@@ -1,11 +1,16 @@
-"""config."""
+"""LLM client configuration (one block per role) and the OpenAI client factory; the API key comes from the
+environment only.
+"""
 
 from __future__ import annotations
 
+import math
+import operator
 import os
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, Union, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
 import openai
@@ -16,41 +21,74 @@ from doceval.llm.errors import LOCAL_PLACEHOLDER_KEY
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 
 
-_CONFIG_CONTROL_KEYS = ("name", "template")  # used by the answerer/judge factories, not by the client
+# Keys of an answerer/judge block used by the answerer/judge factories, not by the client.
+CONTROL_KEYS = ("name", "template")
+_BOUNDS: dict[str, tuple[str, Callable[[Any, Any], bool]]] = {
+    "ge": (">=", operator.ge),
+    "gt": (">", operator.gt),
+    "le": ("<=", operator.le),
+}
+
+
+def _base_type(hint: Any) -> Any:
+    """``int | None`` -> int, ``Mapping[str, Any] | None`` -> Mapping."""
+    options = get_args(hint) if get_origin(hint) in (Union, types.UnionType) else (hint,)
+    kind = next(a for a in options if a is not type(None))
+    return get_origin(kind) or kind
+
+
+def _is_a(value: Any, kind: Any) -> bool:
+    """bool is not a number (``k: true`` is a typo, not 1); an int is a float."""
+    if isinstance(value, bool):
+        return kind is bool
+    if kind is float:
+        return isinstance(value, int | float) and not math.isnan(value)
+    return isinstance(value, kind)
+
+
+def _rules(default: Any = MISSING, **rules: Any) -> Any:
+    """A field with its valid range (ge/gt/le) and an example, read by from_mapping below and by the config
+    schema (doceval.config.schema), which validates the answerer/judge blocks with these very fields."""
+    return field(default=default, metadata=rules)
 
 
 @dataclass(frozen=True)
 class LLMConfig:
     """Client and generation settings shared by the answerer and the judge (one instance per role)."""
 
-    model: str
-    base_url: str | None = None
-    api_key_env: str = DEFAULT_API_KEY_ENV
-    temperature: float = 0.0
-    max_tokens: int = 512
+    model: str = _rules(nonempty=True, example="gpt-4o-mini")
+    base_url: str | None = _rules(None, example="http://127.0.0.1:11434/v1")
+    api_key_env: str = _rules(DEFAULT_API_KEY_ENV, nonempty=True, example=DEFAULT_API_KEY_ENV)
+    temperature: float = _rules(0.0, ge=0, le=2, example="0.0")
+    max_tokens: int = _rules(512, ge=1, example="512")
     seed: int | None = None
-    response_format: Mapping[str, Any] | None = None
-    timeout_s: float = 60.0
-    max_retries: int = 5
-    retry_base_delay_s: float = 1.0
-    retry_max_delay_s: float = 30.0
-    max_concurrency: int = 8
-    price_per_1k_prompt: float = 0.0
-    price_per_1k_completion: float = 0.0
-    cache_path: str | None = "data/cache/llm.sqlite"
+    response_format: Mapping[str, Any] | None = None  # free-form: the API's own (config.schema.OPEN_MAPPINGS)
+    timeout_s: float = _rules(60.0, gt=0, example="60")
+    max_retries: int = _rules(5, ge=0, example="5")
+    retry_base_delay_s: float = _rules(1.0, ge=0)
+    retry_max_delay_s: float = _rules(30.0, ge=0)
+    max_concurrency: int = _rules(8, ge=1, example="8")
+    price_per_1k_prompt: float = _rules(0.0, ge=0)
+    price_per_1k_completion: float = _rules(0.0, ge=0)
+    cache_path: str | None = "data/cache/llm.sqlite"  # null or "": no response cache
 
     @classmethod
     def from_mapping(cls, cfg: Mapping[str, Any], section: str) -> LLMConfig:
-        """Validate a config block (e.g. ``answerer``); errors name ``section.key`` and the fix."""
+        """Validate a config block (e.g. ``answerer``); errors name ``section.key`` and the fix.
+
+        The same rules as the config schema applies to a composed config (types from the annotations: a bool is
+        not a number, an int is a float; ranges from the field metadata), for callers that build a block in code.
+        """
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(cfg) - known - set(_CONFIG_CONTROL_KEYS))
+        unknown = sorted(set(cfg) - known - set(CONTROL_KEYS))
         if unknown:
             raise UsageError(
                 f"{section}: unknown key(s) {', '.join(unknown)}; "
-                f"allowed: {', '.join(sorted(known))}, name, template"
+                f"allowed: {', '.join(sorted(known))}, {', '.join(CONTROL_KEYS)}"
             )
         if not cfg.get("model"):
             raise UsageError(f"{section}.model: required for an OpenAI-compatible model (e.g. gpt-4o-mini)")
+        hints = get_type_hints(cls)
         values: dict[str, Any] = {}
         for f in fields(cls):
             if f.name == "cache_path" and f.name in cfg and not cfg[f.name]:
@@ -59,31 +97,14 @@ class LLMConfig:
             if f.name not in cfg or cfg[f.name] is None:
                 continue
             raw = cfg[f.name]
-            try:
-                if f.name in ("temperature", "timeout_s", "retry_base_delay_s", "retry_max_delay_s") or (
-                    f.name.startswith("price_")
-                ):
-                    values[f.name] = float(raw)
-                elif f.name in ("max_tokens", "seed", "max_retries", "max_concurrency"):
-                    if isinstance(raw, bool) or int(raw) != raw:
-                        raise ValueError(raw)
-                    values[f.name] = int(raw)
-                elif f.name == "response_format":
-                    if not isinstance(raw, Mapping):
-                        raise ValueError(raw)
-                    values[f.name] = dict(raw)
-                else:
-                    values[f.name] = str(raw)
-            except (TypeError, ValueError):
-                raise UsageError(f"{section}.{f.name}: invalid value {raw!r} (expected {f.type})") from None
-        out = cls(**values)
-        for name in ("max_tokens", "max_concurrency"):
-            if getattr(out, name) < 1:
-                raise UsageError(f"{section}.{name}: must be >= 1 (got {getattr(out, name)})")
-        for name in ("max_retries", "timeout_s", "price_per_1k_prompt", "price_per_1k_completion"):
-            if getattr(out, name) < 0:
-                raise UsageError(f"{section}.{name}: must be >= 0 (got {getattr(out, name)})")
-        return out
+            kind = _base_type(hints[f.name])
+            if not _is_a(raw, kind):
+                raise UsageError(f"{section}.{f.name}: invalid value {raw!r} (expected {kind.__name__})")
+            for rule, (op, holds) in _BOUNDS.items():
+                if rule in f.metadata and not holds(raw, f.metadata[rule]):
+                    raise UsageError(f"{section}.{f.name}: must be {op} {f.metadata[rule]} (got {raw})")
+            values[f.name] = float(raw) if kind is float else dict(raw) if kind is Mapping else raw
+        return cls(**values)
 
     def public_dict(self) -> dict[str, Any]:
         """The config as recorded in a run (holds the key's env var name, never the key)."""

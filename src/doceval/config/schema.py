@@ -1,0 +1,277 @@
+"""The typed configuration: one dataclass per block of conf/ (and so of params.yaml).
+
+``doceval.config.compose.validate_config`` walks a composed dict against :class:`Config` once, at the edge (the
+end of ``compose()`` and ``load_params()``): every key must be declared (a typo or a ``+retriever._target_=x``
+is an error, not a silent no-op) and every value must have its declared type and range. Nothing here fills in
+defaults: those are written once, in conf/. The dataclasses are a schema only, never instantiated; an openai
+answerer/judge block also takes the fields of ``doceval.llm.LLMConfig`` (see EXTENDED_BY).
+
+Conventions read by the validator:
+
+- a field without a default must be present; one with a default may be absent (the code reading it falls back);
+- ``spec(...)`` metadata: ``ge``/``gt``/``le`` bounds, ``choices`` (a tuple, or a function for lists owned by
+  other modules), ``keys`` (allowed mapping keys), ``nonempty``, ``pattern``, ``what`` (a custom description),
+  ``example`` (shown in the error as the fix) and ``key`` (the YAML name when it is a Python keyword);
+- a union of dataclasses is one block chosen by its first, ``Literal``-typed field (``retriever.name``);
+- :data:`OPEN_MAPPINGS` lists the only places where a mapping's keys are free-form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import MISSING, dataclass, field
+from typing import Any, Literal
+
+# Dotted paths whose values are free-form mappings handed to user code (an API's own options, extra keyword
+# arguments). Keys below them are not checked; elsewhere every key must be declared. A path listed here is
+# accepted even if no dataclass declares it, so a new hook (say "retriever.kwargs") is one line.
+OPEN_MAPPINGS: frozenset[str] = frozenset({"answerer.response_format", "judge.response_format"})
+
+
+def spec(default: Any = MISSING, **rules: Any) -> Any:
+    """A dataclass field with validation rules (see the module docstring); no default = the key is required."""
+    return field(default=default, metadata=rules)
+
+
+def _metric_names() -> tuple[str, ...]:
+    from doceval.scoring.registry import METRIC_NAMES
+
+    return METRIC_NAMES
+
+
+def _objectives() -> tuple[str, ...]:
+    from doceval.harness.floors import OBJECTIVES
+
+    return tuple(OBJECTIVES)
+
+
+# ------------------------------------------------------------------------------------------------ blocks
+
+
+@dataclass(frozen=True, kw_only=True)
+class Library:
+    name: str = spec(nonempty=True, example="pydantic")
+    version: str = spec(
+        nonempty=True, what="a string (quote it: YAML reads 3.0 as a number)", example="'2.8.2'"
+    )
+    sha256: str | None = spec(
+        None, pattern=r"[0-9a-f]{64}", what="64 lowercase hex digits (the wheel's sha256)"
+    )
+    exclude: list[str] = spec(None, example="['pydantic/v1/*']")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Docs:
+    chunk_chars: int = spec(ge=1, example="1500")
+    folder: str | None = spec()
+    folder_library: str | None = spec()
+    folder_version: str | None = spec(what="a string (quote it: YAML reads 3.0 as a number)")
+    libraries: list[Library] = spec()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrieverOverlap:
+    name: Literal["overlap"]
+    min_score: float = spec(ge=0, example="0.0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrieverBM25:
+    name: Literal["bm25"]
+    k1: float = spec(ge=0, example="1.5")
+    b: float = spec(ge=0, le=1, example="0.75")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrieverDense:
+    name: Literal["dense"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrieverHybrid:
+    name: Literal["hybrid"]
+    k1: float = spec(ge=0, example="1.5")  # the lexical half is BM25
+    b: float = spec(ge=0, le=1, example="0.75")
+    rrf_k: int = spec(ge=0, example="60")
+    depth: int = spec(ge=1, example="100")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmbedderMiniLM:
+    name: Literal["minilm"]
+    batch_size: int = spec(ge=1, example="64")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmbedderOpenAI:
+    name: Literal["openai"]
+    base_url: str | None = spec(example="http://127.0.0.1:8000/v1")
+    model: str = spec(nonempty=True, example="text-embedding-3-small")
+    api_key_env: str = spec(nonempty=True, example="OPENAI_API_KEY")
+    batch_size: int = spec(ge=1, example="64")
+    # Read by doceval.llm.embed_texts when present (not in conf/: its fallbacks apply).
+    dim: int | None = spec(None, ge=1)
+    timeout_s: float = spec(None, gt=0)
+    max_retries: int = spec(None, ge=0)
+    retry_base_delay_s: float = spec(None, ge=0)
+    retry_max_delay_s: float = spec(None, ge=0)
+    max_concurrency: int = spec(None, ge=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreQdrantLocal:
+    name: Literal["qdrant_local"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreQdrantServer:
+    name: Literal["qdrant_server"]
+    url: str | None = spec(example="http://127.0.0.1:6333")  # null: $QDRANT_URL
+    api_key_env: str = spec(nonempty=True, example="QDRANT_API_KEY")
+    timeout_s: int = spec(ge=1, example="30")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnswererExtractive:
+    name: Literal["extractive"]
+    max_passages: int = spec(ge=1, example="3")
+    sentences: int = spec(None, ge=1)
+    max_chars: int = spec(None, ge=1)
+    memory_chars: int = spec(None, ge=0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnswererOpenAI:
+    """Plus every field of ``doceval.llm.LLMConfig`` (model, base_url, ..., with its ranges): see EXTENDED_BY."""
+
+    name: Literal["openai"]
+    template: str = spec(nonempty=True, example="answer.txt")
+    max_passages: int | None = spec(None, ge=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgeNone:
+    name: Literal["none"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class JudgeOpenAI:
+    """Plus every field of ``doceval.llm.LLMConfig``: see EXTENDED_BY."""
+
+    name: Literal["openai"]
+    template: str = spec(nonempty=True, example="judge.txt")
+
+
+def _llm_config() -> type:
+    # Imported only when an openai block is checked: doceval.llm loads the openai package (a second or so).
+    from doceval.llm.config import LLMConfig
+
+    return LLMConfig
+
+
+# Blocks that also take every field of another dataclass. LLMConfig declares the client keys, their defaults and
+# ranges once; doceval.llm must not import doceval.config (the index stage's DVC deps stop at doceval.llm).
+EXTENDED_BY: dict[type, Callable[[], type]] = {AnswererOpenAI: _llm_config, JudgeOpenAI: _llm_config}
+
+
+@dataclass(frozen=True, kw_only=True)
+class FloorsCalibrated:
+    source: Literal["calibrated"]
+    path: str = spec(nonempty=True, example="eval/calibration/floors.json")
+    global_: float = spec(key="global", example="0.0")  # used for a library the artifact lacks
+    per_library: dict[str, float] = spec()
+
+
+@dataclass(frozen=True, kw_only=True)
+class FloorsConfig:
+    source: Literal["config"]
+    path: str | None = spec(None)
+    global_: float = spec(key="global", example="0.3")
+    per_library: dict[str, float] = spec()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Split:
+    name: str | None = spec(example="test")  # null: every entry
+
+
+@dataclass(frozen=True, kw_only=True)
+class NonRegression:
+    enabled: bool = spec(example="true")
+    tolerance: float = spec(ge=0, example="0.02")
+    metrics: list[str] = spec(choices=_metric_names, example="[hit_rate,mrr]")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gate:
+    thresholds: dict[str, float] = spec(keys=_metric_names, ge=0, le=1)
+    non_regression: NonRegression = spec()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration:
+    objective: str = spec(choices=_objectives, example="hit_rate+refused_correctly")
+    split: str = spec(nonempty=True, example="calibration")
+    grid_points: int = spec(ge=2, example="101")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Memory:
+    isolate: bool = spec(example="false")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Paths:
+    docs: str = spec(nonempty=True, example="data/docs")
+    index: str = spec(nonempty=True, example="data/index")
+    runs: str = spec(nonempty=True, example="data/runs")
+    cache: str = spec(nonempty=True, example="data/cache")
+    eval: str = spec(nonempty=True, example="eval")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tracking:
+    enabled: bool = spec(example="false")
+    uri: str | None = spec(example="http://127.0.0.1:5000")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    """The whole run, across roles: the LLM budget (answerer and judge together) and the agent's concurrency."""
+
+    budget_usd: float | None = spec(ge=0, example="5.0")
+    max_concurrency: int = spec(ge=1, example="8")
+
+
+Retriever = RetrieverOverlap | RetrieverBM25 | RetrieverDense | RetrieverHybrid
+Embedder = EmbedderMiniLM | EmbedderOpenAI
+Store = StoreQdrantLocal | StoreQdrantServer
+Answerer = AnswererExtractive | AnswererOpenAI
+Judge = JudgeNone | JudgeOpenAI
+Floors = FloorsCalibrated | FloorsConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """conf/config.yaml composed: the groups first, then the top-level keys (as params.yaml lists them)."""
+
+    docs: Docs
+    retriever: Retriever
+    embedder: Embedder
+    store: Store
+    answerer: Answerer
+    judge: Judge
+    floors: Floors
+    split: Split
+    gate: Gate
+    calibration: Calibration
+    k: int = spec(ge=1, example="5")
+    candidates_k: int = spec(ge=1, example="100")
+    limit: int | None = spec(ge=1, example="50")
+    seed: int = spec(ge=0, example="0")  # numpy's default_rng refuses a negative seed
+    bootstrap: int = spec(ge=1, example="1000")
+    memory: Memory
+    golden: str = spec(nonempty=True, example="data/golden/v1.jsonl")
+    paths: Paths
+    tracking: Tracking
+    run: Run

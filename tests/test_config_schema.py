@@ -1,0 +1,302 @@
+"""The typed configuration schema: every shipped option validates, every bad value or unknown key is a usage
+error (exit 2) that names the dotted key before any work is done, and LLMConfig agrees with the schema."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, cast, get_args, get_type_hints
+
+import pytest
+import yaml
+from openai_server import FakeOpenAI
+from test_eval_cli import DOCS, GOLDEN
+
+from doceval.cli.main import main
+from doceval.config import schema
+from doceval.config.compose import compose, load_params, validate_config
+from doceval.errors import UsageError
+from doceval.llm.config import CONTROL_KEYS, LLMConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+OPTIONS = [
+    (g.name, p.stem)
+    for g in sorted(CONF.iterdir())
+    if g.is_dir() and g.name != "experiment"
+    for p in sorted(g.glob("*.yaml"))
+]
+EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+
+
+def _set(cfg: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(cfg)
+    *head, last = dotted.split(".")
+    block = out
+    for key in head:
+        block = block[key]
+    block[last] = value
+    return out
+
+
+@pytest.fixture(scope="module")
+def shipped() -> dict[str, Any]:
+    return compose([], conf_dir=CONF)
+
+
+# ------------------------------------------------------------------------------------ shipped files validate
+
+
+@pytest.mark.parametrize("group,option", OPTIONS)
+def test_every_group_option_composes_and_validates(group: str, option: str) -> None:
+    cfg = compose([f"{group}={option}"], conf_dir=CONF)  # compose() validates, complete
+    assert validate_config(cfg) == cfg
+    option_file = yaml.safe_load((CONF / group / f"{option}.yaml").read_text()) or {}
+    option_file.pop("defaults", None)
+    assert {k: cfg[group][k] for k in option_file} == option_file  # returned unchanged, nothing added
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_every_experiment_composes_and_validates(experiment: str) -> None:
+    cfg = compose([f"experiment={experiment}"], conf_dir=CONF)
+    assert validate_config(cfg) == cfg
+
+
+def test_shipped_config_has_the_run_block_and_no_role_budget(shipped: dict[str, Any]) -> None:
+    assert shipped["run"] == {"budget_usd": None, "max_concurrency": 8}
+    assert "budget_usd" not in compose(["answerer=openai"], conf_dir=CONF)["answerer"]
+    assert yaml.safe_load((ROOT / "params.yaml").read_text()) == shipped
+
+
+@pytest.mark.parametrize("role", ["answerer", "judge"])
+def test_shipped_openai_blocks_validate_and_build_an_llm_config(role: str) -> None:
+    block = compose([f"{role}=openai"], conf_dir=CONF)[role]
+    assert block == yaml.safe_load((CONF / role / "openai.yaml").read_text())
+    cfg = LLMConfig.from_mapping({k: v for k, v in block.items() if k != "max_passages"}, role)
+    assert cfg.model == "gpt-4o-mini" and cfg.timeout_s == 60.0 and isinstance(cfg.timeout_s, float)
+
+
+def test_schema_names_match_the_code() -> None:
+    from doceval.system.retrievers import NAMES
+
+    variants = get_args(get_type_hints(schema.Config)["retriever"])
+    assert {get_args(get_type_hints(v)["name"])[0] for v in variants} == set(NAMES)
+    own = {f.name for f in fields(schema.JudgeOpenAI)}
+    assert own == set(CONTROL_KEYS) and not own & {f.name for f in fields(LLMConfig)}
+
+
+# ----------------------------------------------------------------------------------------- type rules
+
+
+@pytest.mark.parametrize(
+    "key,value,needle",
+    [
+        ("k", True, "k=true: expected an integer >= 1 (e.g. k=5)"),  # bool is not an int
+        ("k", 5.0, "k=5.0: expected an integer"),  # no silent truncation, even of a whole float
+        ("k", "5", "k='5'"),
+        ("seed", -1, "seed=-1: expected an integer >= 0"),
+        ("memory.isolate", 1, "memory.isolate=1: expected true or false"),
+        ("tracking.uri", 5, "tracking.uri=5: expected a string or null"),
+        ("floors.global", math.nan, "floors.global=nan: expected a number"),
+        ("retriever.name", "bm25", "retriever.k1: missing"),
+        ("retriever.name", "nope", "retriever.name=nope: expected one of overlap, bm25, dense, hybrid"),
+        ("floors.source", "config", None),  # path may stay with source=config
+        ("floors.source", "cli", "floors.source=cli: expected one of calibrated, config"),
+        ("gate.thresholds", {"hit_rat": 0.5}, "gate.thresholds.hit_rat: unknown key; valid keys: hit_rate"),
+        (
+            "gate.thresholds",
+            {"hit_rate": 1.5},
+            "gate.thresholds.hit_rate=1.5: expected a number >= 0 and <= 1",
+        ),
+        ("gate.non_regression.metrics", ["mrr", "x"], "gate.non_regression.metrics[1]=x: expected one of"),
+        ("calibration.objective", "f1", "calibration.objective=f1: expected one of decision_accuracy"),
+        ("calibration.grid_points", 1, "calibration.grid_points=1: expected an integer >= 2"),
+        (
+            "docs.libraries",
+            [{"name": "a", "version": 3.0}],
+            "docs.libraries[0].version=3.0: expected a string",
+        ),
+        ("docs.libraries", [{"name": "a", "version": "1", "sha256": "ab"}], "docs.libraries[0].sha256=ab"),
+        ("docs.libraries", [{"name": "a", "version": "1", "url": "x"}], "docs.libraries[0].url: unknown key"),
+        ("paths.runs", "", "paths.runs='': expected a non-empty string"),
+        ("run.budget_usd", -1, "run.budget_usd=-1: expected a number >= 0 or null"),
+        ("run.budget_usd", 5, None),  # an int is a float
+        ("run.max_concurrency", 0, "run.max_concurrency=0: expected an integer >= 1"),
+        ("judge.name", "openai", "judge.template: missing"),
+    ],
+)
+def test_values_are_checked_by_type_and_range(
+    shipped: dict[str, Any], key: str, value: Any, needle: str | None
+) -> None:
+    cfg = _set(shipped, key, value)
+    if needle is None:
+        assert validate_config(cfg) == cfg
+        return
+    with pytest.raises(UsageError) as err:
+        validate_config(cfg)
+    assert needle in str(err.value)
+
+
+def test_missing_keys_are_errors_when_composed_only(shipped: dict[str, Any]) -> None:
+    partial = {"docs": shipped["docs"], "paths": {"docs": "data/docs"}}
+    with pytest.raises(UsageError, match=r"^k: missing; expected an integer >= 1 \(e.g. k=5\)$"):
+        validate_config({k: v for k, v in shipped.items() if k != "k"})
+    with pytest.raises(UsageError, match=r"^paths\.index: missing"):
+        validate_config(_set(shipped, "paths", {"docs": "d"}))
+    assert validate_config(partial, "params.yaml", complete=False) == partial
+
+
+def test_open_mappings_are_the_only_free_form_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(UsageError, match=r"retriever\.kwargs: unknown key; valid keys: name"):
+        compose(["+retriever.kwargs={alpha: 1}"], conf_dir=CONF)
+    monkeypatch.setattr(schema, "OPEN_MAPPINGS", schema.OPEN_MAPPINGS | {"retriever.kwargs"})
+    cfg = compose(["+retriever.kwargs={alpha: 1, beta: [x]}"], conf_dir=CONF)
+    assert cfg["retriever"] == {"name": "dense", "kwargs": {"alpha": 1, "beta": ["x"]}}
+    cfg = compose(
+        ["answerer=openai", "+answerer.response_format={type: json_object, x: {y: true}}"], conf_dir=CONF
+    )
+    assert cfg["answerer"]["response_format"] == {"type": "json_object", "x": {"y": True}}
+    # A free-form field the hook does not list is a bug in the schema, not a user error.
+    monkeypatch.setattr(schema, "OPEN_MAPPINGS", frozenset())
+    with pytest.raises(TypeError, match="OPEN_MAPPINGS"):
+        validate_config(cfg)
+
+
+# ------------------------------------------------------------------------------ LLMConfig agrees with schema
+
+
+def _llm_bounds() -> list[tuple[str, str, float]]:
+    out = []
+    for f in fields(LLMConfig):
+        for rule in ("ge", "gt", "le"):
+            if rule in f.metadata:
+                out.append((f.name, rule, f.metadata[rule]))
+    return out
+
+
+@pytest.mark.parametrize("name,rule,bound", _llm_bounds())
+def test_llm_config_and_schema_share_ranges(name: str, rule: str, bound: float) -> None:
+    block = yaml.safe_load((CONF / "judge" / "openai.yaml").read_text())
+    hint = get_type_hints(LLMConfig)[name]
+    is_int = hint is int or int in get_args(hint)
+    step = 1 if is_int else 0.5
+    outside = bound - step if rule in ("ge", "gt") else bound + step
+    inside = bound + step if rule == "gt" else bound
+    cfg = compose(["judge=openai"], conf_dir=CONF)
+    for value, ok in ((inside, True), (outside, False)):
+        value = int(value) if is_int else float(value)
+        if ok:
+            LLMConfig.from_mapping({**block, name: value}, "judge")
+            validate_config(_set(cfg, f"judge.{name}", value))
+            continue
+        with pytest.raises(UsageError, match=rf"judge\.{name}"):
+            LLMConfig.from_mapping({**block, name: value}, "judge")
+        with pytest.raises(UsageError, match=rf"judge\.{name}={value}: expected"):
+            validate_config(_set(cfg, f"judge.{name}", value))
+
+
+@pytest.mark.parametrize("name,value", [("max_tokens", True), ("max_tokens", 2.5), ("temperature", "0.5")])
+def test_llm_config_and_schema_share_types(name: str, value: Any) -> None:
+    with pytest.raises(UsageError, match=rf"answerer\.{name}: invalid value"):
+        LLMConfig.from_mapping({"model": "m", name: value}, "answerer")
+    cfg = compose(["answerer=openai"], conf_dir=CONF)
+    with pytest.raises(UsageError, match=rf"answerer\.{name}=.*: expected"):
+        validate_config(_set(cfg, f"answerer.{name}", value))
+
+
+# ------------------------------------------------------------------------- the CLI: exit 2 before any work
+
+
+@pytest.fixture
+def bare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """conf/ only: no corpus, golden set or index, so anything past validation fails differently."""
+    (tmp_path / "conf").symlink_to(CONF)
+    monkeypatch.chdir(tmp_path)
+
+    def no_work(*args: object, **kwargs: object) -> None:
+        raise AssertionError("evaluate() ran although the config is invalid")
+
+    monkeypatch.setattr("doceval.harness.evaluate.evaluate", no_work)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    "override,needle",
+    [
+        ("k=2.5", "k=2.5: expected an integer >= 1 (e.g. k=5)"),
+        ("k=true", "k=true: expected an integer >= 1"),
+        ("k=abc", "k=abc: expected an integer >= 1"),
+        ("k=0", "k=0: expected an integer >= 1"),
+        ("limit=abc", "limit=abc: expected an integer >= 1 or null"),
+        ("seed=abc", "seed=abc: expected an integer >= 0"),
+        ("bootstrap=0", "bootstrap=0: expected an integer >= 1 (e.g. bootstrap=1000)"),
+        ("bootstrap=-5", "bootstrap=-5: expected an integer >= 1"),
+        ("candidates_k=1.5", "candidates_k=1.5: expected an integer >= 1"),
+        ("+retriever._target_=x", "retriever._target_: unknown key; valid keys: name"),
+        ("+answerer.foo=1", "answerer.foo: unknown key; valid keys: name, max_passages"),
+        ("run.max_concurrency=0", "run.max_concurrency=0: expected an integer >= 1"),
+        ("tracking.enabled=maybe", "tracking.enabled=maybe: expected true or false"),
+    ],
+)
+def test_bad_override_exits_2_naming_the_key(
+    bare: Path, capsys: pytest.CaptureFixture[str], override: str, needle: str
+) -> None:
+    assert main(["eval", "--no-track", "--quiet", "--output", "out.json", override]) == 2
+    err = capsys.readouterr().err
+    assert f"doceval eval: error: {needle}" in err and "Traceback" not in err
+    assert not (bare / "out.json").exists()
+
+
+@pytest.mark.parametrize(
+    "key,value,needle",
+    [
+        ("k", 2.5, "k=2.5: expected an integer >= 1"),
+        ("retriever", {"name": "dense", "_target_": "x"}, "retriever._target_: unknown key"),
+        ("docs", {"libraries": [{"name": "click", "version": 8.1}]}, "docs.libraries[0].version=8.1"),
+    ],
+)
+def test_bad_params_yaml_exits_2_naming_the_key(
+    bare: Path, capsys: pytest.CaptureFixture[str], shipped: dict[str, Any], key: str, value: Any, needle: str
+) -> None:
+    params = bare / "params.yaml"
+    params.write_text(yaml.safe_dump({**shipped, key: value}))
+    with pytest.raises(UsageError, match="rerun `doceval params`"):
+        load_params(params)
+    assert main(["evaluate", "--params", str(params), "--quiet"]) == 2
+    assert f"{params}: {needle}" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ end to end: the shipped openai blocks run
+
+
+def test_eval_with_the_shipped_openai_answerer_and_judge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, openai_server: FakeOpenAI
+) -> None:
+    from doceval.inputs.docs import Document, write_corpus
+
+    (tmp_path / "conf").symlink_to(CONF)
+    docs = {}
+    for pin, items in DOCS.items():
+        lib, version = pin.split("@")
+        docs[pin] = [Document(f"{pin}:{p}", lib, version, p, "function", text) for p, text in items]
+    write_corpus(docs, tmp_path / "data" / "docs", 1500, {})
+    golden = tmp_path / "data" / "golden" / "v1.jsonl"
+    golden.parent.mkdir(parents=True)
+    # The fake server's judge marks an answer correct when it names every `name()` of the reference.
+    lines = [
+        {**e, "reference_answer": " ".join(f"{a}()" for a in cast(list[str], e["expected_apis"]))}
+        for e in GOLDEN
+    ]
+    golden.write_text("".join(json.dumps(e) + "\n" for e in lines))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    url = openai_server.base_url
+    args = ["eval", "--no-track", "--quiet", "--output", "out.json", "--limit", "3", "retriever=bm25",
+            "floors=zero", "answerer=openai", "judge=openai", f"answerer.base_url={url}", f"judge.base_url={url}"]  # fmt: skip
+    assert main(args) == 0
+    metrics = json.loads((tmp_path / "out.json").read_text())["metrics"]
+    assert metrics["answer_accuracy"] is not None and metrics["not_judged"] is False
+    assert openai_server.chat_requests > 0
