@@ -68,7 +68,9 @@ def main() -> None:
     url = parent.recv()
     llm = {"base_url": url, "model": "fake", "api_key_env": "DOCEVAL_BENCH_KEY", "max_concurrency": args.concurrency,
            "cache_path": str(tmp / "llm.sqlite"), "max_retries": 2}  # fmt: skip
-    cfg = {**base, "answerer": {"name": "openai", **llm}, "judge": {"name": "openai", **llm}}
+    # run.max_concurrency: entries answered (then judged) at once; the clients' own bound is the same.
+    run = {**(base.get("run") or {}), "max_concurrency": args.concurrency}
+    cfg = {**base, "run": run, "answerer": {"name": "openai", **llm}, "judge": {"name": "openai", **llm}}
     try:
         for label in ("cold cache", "warm cache"):
             before = _requests(url)

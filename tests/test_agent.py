@@ -1,4 +1,6 @@
-"""The agent runner: refusals, memory isolation vs warm memory, journal/resume (SIGKILL), budget, secrets."""
+"""The agent runner: refusals, memory isolation vs warm memory, journal/resume (SIGKILL), budget, secrets.
+
+The agent only answers; its answers are judged afterwards by doceval.scoring.judging (tests/test_judge.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from openai_server import FakeOpenAI
 
 from doceval.errors import UsageError
 from doceval.scoring.judge import OpenAIJudge, make_judge
+from doceval.scoring.judging import judge_answers
 from doceval.scoring.metrics import contains_apis
 from doceval.system.docchat.answerers import ExtractiveAnswerer, OpenAIAnswerer, is_refusal, make_answerer
 from doceval.system.docchat.memory import Memory
@@ -36,11 +39,16 @@ V2_DUMP = Passage(
     "def pydantic.main.BaseModel.model_dump(self, *, mode='python')\n\n"
     "Use `model_dump()` to convert a model instance to a dictionary. Fields can be excluded.",
 )
-P1 = Probe("p1", "How do I convert a model to a dict?", "pydantic", "1.10.17", "Call `.dict()` on the model.")
-P2 = Probe(
-    "p2", "How do I convert a model instance to a dict?", "pydantic", "2.8.2", "Call `model_dump()` on it."
-)
-FLASK = Probe("f1", "How do I declare a route?", "flask", "3.0.0", "")
+P1 = Probe("p1", "How do I convert a model to a dict?", "pydantic", "1.10.17")
+P2 = Probe("p2", "How do I convert a model instance to a dict?", "pydantic", "2.8.2")
+FLASK = Probe("f1", "How do I declare a route?", "flask", "3.0.0")
+# Reference answers are labels: the judge gets them, the agent never sees them.
+REFS = {
+    "p1": "Call `.dict()` on the model.",
+    "p2": "Call `model_dump()` on it.",
+    "p3": "Call `model_dump()`.",
+    "f1": "",
+}
 EXPECTED, FORBIDDEN = ["model_dump"], [".dict()"]
 
 
@@ -133,15 +141,18 @@ def test_memory_recall_same_library_by_jaccard_deterministic() -> None:
 def test_refused_search_skips_answerer_and_judge(server: FakeOpenAI, tmp_path: Path) -> None:
     answerer = CountingAnswerer()
     judge = make_judge(llm_cfg(server, tmp_path))
-    out = run_agent([FLASK, P2], search, answerer, judge, progress=False)
+    assert judge is not None
+    out = run_agent([FLASK, P2], search, answerer, progress=False)
     rec = out.records["f1"]
     assert (
         rec.refused and rec.answer is None and rec.refusal_reason == "router: library 'flask' is not indexed"
     )
-    assert rec.verdict is None and rec.judge_error is None and rec.usage == {}
-    assert answerer.calls == ["p2"]
-    assert out.records["p2"].verdict is True and server.chat_requests == 1  # judged once, the answer only
-    assert out.usage["judge"]["requests"] == 1 and "answerer" not in out.usage
+    assert rec.usage == {} and not hasattr(rec, "verdict")  # the agent never grades itself
+    assert answerer.calls == ["p2"] and server.chat_requests == 0 and out.usage == {}
+    judged = judge_answers([FLASK, P2], out.records, REFS, judge, progress=False)
+    assert list(judged.verdicts) == ["p2"]  # the refused entry was never judged
+    assert judged.verdicts["p2"].verdict is True and server.chat_requests == 1  # judged once, the answer only
+    assert judged.total_usage()["judge"]["requests"] == 1 and "answerer" not in judged.total_usage()
 
 
 @pytest.mark.parametrize("kind", ["extractive", "openai"])
@@ -151,8 +162,8 @@ def test_warm_memory_leaks_an_old_api_isolation_prevents_it(
     def make() -> Any:
         return ExtractiveAnswerer() if kind == "extractive" else make_answerer(llm_cfg(server, tmp_path))
 
-    isolated = run_agent([P1, P2], search, make(), None, progress=False)
-    warm = run_agent([P1, P2], search, make(), None, warm_memory=True, progress=False)
+    isolated = run_agent([P1, P2], search, make(), progress=False)
+    warm = run_agent([P1, P2], search, make(), warm_memory=True, progress=False)
     assert isolated.records["p2"].memory_used == []
     assert warm.records["p2"].memory_used == [P1.question]
     assert contains_apis(isolated.records["p2"].answer, EXPECTED, FORBIDDEN)
@@ -162,16 +173,16 @@ def test_warm_memory_leaks_an_old_api_isolation_prevents_it(
         dataclasses.replace(P1, id=f"a{i}") if i % 2 else dataclasses.replace(P2, id=f"a{i}")
         for i in range(8)
     ]
-    out = run_agent(many, search, make(), None, max_concurrency=4, progress=False)
+    out = run_agent(many, search, make(), max_concurrency=4, progress=False)
     assert all(r.memory_used == [] for r in out.records.values())
 
 
 def test_resume_skips_journaled_entries_and_replays_warm_memory(tmp_path: Path) -> None:
     journal = tmp_path / "run" / "journal.jsonl"
     first = CountingAnswerer()
-    run_agent([P1], search, first, None, warm_memory=True, journal_path=journal, progress=False)
+    run_agent([P1], search, first, warm_memory=True, journal_path=journal, progress=False)
     second = CountingAnswerer()
-    out = run_agent([P1, P2], search, second, None, warm_memory=True, journal_path=journal, progress=False)
+    out = run_agent([P1, P2], search, second, warm_memory=True, journal_path=journal, progress=False)
     assert out.resumed == 1 and second.calls == ["p2"]
     # p1 came from the journal but still reached p2 through memory, as in an uninterrupted warm run.
     assert out.records["p2"].memory_used == [P1.question]
@@ -181,11 +192,11 @@ def test_resume_skips_journaled_entries_and_replays_warm_memory(tmp_path: Path) 
 
 def test_torn_last_journal_line_is_redone_and_bad_lines_are_reported(tmp_path: Path) -> None:
     journal = tmp_path / "journal.jsonl"
-    run_agent([P1], search, ExtractiveAnswerer(), None, journal_path=journal, progress=False)
+    run_agent([P1], search, ExtractiveAnswerer(), journal_path=journal, progress=False)
     with journal.open("a") as fh:
         fh.write('{"id": "p2", "answer": "half')  # killed mid-write
     answerer = CountingAnswerer()
-    out = run_agent([P1, P2], search, answerer, None, journal_path=journal, progress=False)
+    out = run_agent([P1, P2], search, answerer, journal_path=journal, progress=False)
     assert answerer.calls == ["p2"] and out.resumed == 1
     assert [json.loads(x)["id"] for x in journal.read_text().splitlines()] == ["p1", "p2"]
     journal.write_text('{"id": "p1"}\n' + journal.read_text())
@@ -202,7 +213,7 @@ CHILD = textwrap.dedent(
     from doceval.system.docchat.types import Passage, Probe, SearchResult
 
     base_url, journal, cache, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    probes = [Probe(f"q{i}", f"What does api_{i} do?", "pydantic", "2.8.2", f"`api_{i}()`") for i in range(n)]
+    probes = [Probe(f"q{i}", f"What does api_{i} do?", "pydantic", "2.8.2") for i in range(n)]
 
     def search(p):
         i = p.id[1:]
@@ -210,7 +221,7 @@ CHILD = textwrap.dedent(
 
     answerer = make_answerer({"name": "openai", "base_url": base_url, "model": "m", "cache_path": cache,
                               "max_retries": 1, "retry_base_delay_s": 0.01})
-    out = run_agent(probes, search, answerer, None, journal_path=Path(journal), max_concurrency=2, progress=False)
+    out = run_agent(probes, search, answerer, journal_path=Path(journal), max_concurrency=2, progress=False)
     print("resumed", out.resumed, "records", len(out.records))
     """
 )
@@ -255,9 +266,7 @@ def test_budget_stop_keeps_finished_records_and_resume_completes(server: FakeOpe
     cfg = llm_cfg(server, tmp_path, price_per_1k_prompt=1.0, price_per_1k_completion=1.0, max_tokens=20)
     probes = [dataclasses.replace(P2, id=f"b{i}", question=f"{P2.question} ({i})") for i in range(10)]
     journal = tmp_path / "journal.jsonl"
-    out = run_agent(
-        probes, search, make_answerer(cfg), None, journal_path=journal, budget_usd=1.5, progress=False
-    )
+    out = run_agent(probes, search, make_answerer(cfg), journal_path=journal, budget_usd=1.5, progress=False)
     assert out.stopped_reason == "budget"
     done = len(out.records)
     assert 0 < done < 10
@@ -266,12 +275,10 @@ def test_budget_stop_keeps_finished_records_and_resume_completes(server: FakeOpe
     assert server.chat_requests == done  # the call that would exceed was never sent
     # The same budget covers the whole run (resumed cost counts): it stops again straight away.
     again = run_agent(
-        probes, search, make_answerer(cfg), None, journal_path=journal, budget_usd=1.5, progress=False
+        probes, search, make_answerer(cfg), journal_path=journal, budget_usd=1.5, progress=False
     )
     assert again.stopped_reason == "budget" and again.resumed == done and len(again.records) == done
-    final = run_agent(
-        probes, search, make_answerer(cfg), None, journal_path=journal, budget_usd=10, progress=False
-    )
+    final = run_agent(probes, search, make_answerer(cfg), journal_path=journal, budget_usd=10, progress=False)
     assert final.stopped_reason is None and len(final.records) == 10 and final.resumed == done
     assert sorted(json.loads(x)["id"] for x in journal.read_text().splitlines()) == sorted(
         p.id for p in probes
@@ -284,11 +291,11 @@ def test_answerer_failures_are_not_journaled_and_stop_the_run(server: FakeOpenAI
     probes = [dataclasses.replace(P2, id=f"e{i}", question=f"q {i}") for i in range(8)]
     server.fail_next(100, 500)
     journal = tmp_path / "journal.jsonl"
-    out = run_agent(probes, search, make_answerer(cfg), None, journal_path=journal, progress=False)
+    out = run_agent(probes, search, make_answerer(cfg), journal_path=journal, progress=False)
     assert out.stopped_reason == "errors" and len(out.errors) == 5 and out.records == {}
     assert "HTTP 500" in next(iter(out.errors.values()))
     assert not journal.exists() or journal.read_text() == ""
-    warm = run_agent(probes, search, make_answerer(cfg), None, warm_memory=True, progress=False)
+    warm = run_agent(probes, search, make_answerer(cfg), warm_memory=True, progress=False)
     assert warm.stopped_reason == "errors" and list(warm.errors) == ["e0"]  # order matters: stop at once
 
 
@@ -300,24 +307,26 @@ def test_secret_key_never_leaks(server: FakeOpenAI, tmp_path: Path, monkeypatch:
     answerer = make_answerer(llm_cfg(server, tmp_path))
     judge = make_judge(llm_cfg(server, tmp_path))
     assert isinstance(answerer, OpenAIAnswerer) and isinstance(judge, OpenAIJudge)
-    journal = tmp_path / "journal.jsonl"
+    journal, verdicts = tmp_path / "journal.jsonl", tmp_path / "judge.jsonl"
     server.fail_next(2, 429)  # retries log warnings
-    out = run_agent([P1, P2, FLASK], search, answerer, judge, journal_path=journal, progress=False)
+    out = run_agent([P1, P2, FLASK], search, answerer, journal_path=journal, progress=False)
+    judged = judge_answers([P1, P2, FLASK], out.records, REFS, judge, journal_path=verdicts, progress=False)
     server.judge_mode = "malformed"
-    out2 = run_agent(
-        [dataclasses.replace(P2, id="p3", question="other")], search, answerer, judge, progress=False
-    )
-    assert out2.records["p3"].judge_error
+    p3 = dataclasses.replace(P2, id="p3", question="other")
+    out2 = run_agent([p3], search, answerer, progress=False)
+    judged2 = judge_answers([p3], out2.records, REFS, judge, progress=False)
+    assert judged2.verdicts["p3"].judge_error
     bad = make_answerer(llm_cfg(server, tmp_path, base_url=server.base_url + "/missing", cache_path=""))
-    out3 = run_agent([P2], search, bad, None, progress=False)
+    out3 = run_agent([P2], search, bad, progress=False)
     assert "HTTP 404" in out3.errors["p2"]
-    assert out.records["p2"].verdict is True and out.records["p1"].verdict is True
+    assert judged.verdicts["p2"].verdict is True and judged.verdicts["p1"].verdict is True
 
     blobs = [p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()]
-    assert any(b"p2" in b for b in blobs) and len(blobs) >= 2  # journal + sqlite (and its WAL) were scanned
+    # Both journals and the sqlite cache (and its WAL) were scanned.
+    assert any(b"p2" in b for b in blobs) and len(blobs) >= 3 and verdicts.is_file()
     for blob in blobs:
         assert sentinel.encode() not in blob
-    returned = json.dumps([dataclasses.asdict(o) for o in (out, out2, out3)])
+    returned = json.dumps([dataclasses.asdict(o) for o in (out, out2, out3, judged, judged2)])
     assert sentinel not in returned
     assert all(sentinel not in repr(x) for x in (answerer, judge, answerer.client, answerer.cfg))
     assert sentinel not in json.dumps([answerer.cfg.public_dict(), judge.cfg.public_dict()])
@@ -327,18 +336,29 @@ def test_secret_key_never_leaks(server: FakeOpenAI, tmp_path: Path, monkeypatch:
 
 
 def test_records_roundtrip_through_json() -> None:
-    out = run_agent([P2], search, ExtractiveAnswerer(), None, progress=False)
+    out = run_agent([P2], search, ExtractiveAnswerer(), progress=False)
     rec = out.records["p2"]
     assert AgentRecord.from_json(json.loads(json.dumps(dataclasses.asdict(rec)))) == rec
 
 
+def test_journals_from_when_the_runner_also_judged_still_load(tmp_path: Path) -> None:
+    journal = tmp_path / "journal.jsonl"
+    old = {"id": "p1", "answer": "Use `.dict()`.", "refused": False, "refusal_reason": None, "verdict": True,
+           "verdict_reason": "ok", "judge_error": None, "memory_used": [], "usage": {"judge": {"requests": 1}}}  # fmt: skip
+    journal.write_text(json.dumps(old) + "\n")
+    answerer = CountingAnswerer()
+    out = run_agent([P1, P2], search, answerer, journal_path=journal, progress=False)
+    assert out.resumed == 1 and answerer.calls == ["p2"]
+    assert out.records["p1"].answer == "Use `.dict()`." and out.records["p1"].usage == old["usage"]
+
+
 def test_duplicate_probe_ids_are_rejected() -> None:
     with pytest.raises(UsageError, match="duplicated: p1"):
-        run_agent([P1, P1], search, ExtractiveAnswerer(), None, progress=False)
+        run_agent([P1, P1], search, ExtractiveAnswerer(), progress=False)
 
 
 def test_progress_bar_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    run_agent([P1, P2], search, ExtractiveAnswerer(), None, progress=True)
+    run_agent([P1, P2], search, ExtractiveAnswerer(), progress=True)
     assert "2/2" in capsys.readouterr().err
 
 
@@ -346,6 +366,6 @@ def test_runner_concurrency_is_bounded_end_to_end(tmp_path: Path) -> None:
     probes = [dataclasses.replace(P2, id=f"c{i}", question=f"{P2.question} #{i}") for i in range(20)]
     with FakeOpenAI(latency_s=0.05) as srv:
         answerer = make_answerer(llm_cfg(srv, tmp_path, max_concurrency=4))
-        out = run_agent(probes, search, answerer, None, max_concurrency=16, progress=False)
+        out = run_agent(probes, search, answerer, max_concurrency=16, progress=False)
         assert len(out.records) == 20 and out.usage["answerer"]["requests"] == 20
         assert 1 < srv.peak_inflight <= 4  # the client's bound holds under a wider runner pool

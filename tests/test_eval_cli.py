@@ -1,5 +1,6 @@
-"""`doceval eval` end to end on a tiny corpus (bm25, offline), floors and calibration by hand, and every bad
-input the harness promises to reject with exit code 2."""
+"""`doceval eval` end to end on a tiny corpus (bm25; offline, and with an OpenAI-compatible answerer and judge
+on the local test server: answering then judging, both resumable, one budget), floors and calibration by hand,
+and every bad input the harness promises to reject with exit code 2."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from openai_server import FakeOpenAI
 
 from doceval.cli.main import main
 from doceval.harness.floors import calibrate_library
@@ -103,6 +105,8 @@ def test_eval_writes_a_summary_with_effective_config(project: Path) -> None:
     assert m["answer_accuracy"] is None and m["not_judged"] is True
     assert m["counts"]["n_in_scope"] == 2 and m["counts"]["n_out_of_scope"] == 2
     assert m["ci95"]["hit_rate"] is not None
+    # k travels with the metrics it applies to.
+    assert m["cutoffs"] == {"hit_rate": 5, "recall": 5, "mrr": 5, "ndcg": 5}
 
 
 def test_floor_above_every_score_refuses_everything(project: Path) -> None:
@@ -241,3 +245,115 @@ def test_floors_calibrated_for_another_retriever_are_refused(
     artifact["provenance"]["retriever"] = {"name": "bm25", "k1": 1.5, "b": 0.75}
     (project / "floors.json").write_text(json.dumps(artifact))
     assert main(args) == 0
+
+
+# ------------------------------------------------------------------------------------ LLM answerer and judge
+
+
+def llm_overrides(server: FakeOpenAI, *extra: str) -> list[str]:
+    url = server.base_url
+    return [*overrides(), "answerer=openai", "judge=openai", f"answerer.base_url={url}", f"judge.base_url={url}",
+            "answerer.model=m", "judge.model=j", "answerer.max_retries=0", "judge.max_retries=0", *extra]  # fmt: skip
+
+
+def judge_prompts(server: FakeOpenAI) -> list[str]:
+    """The <answer> of every judge request the server saw."""
+    texts = ["\n".join(m["content"] for m in body["messages"]) for body in server.bodies]
+    return [t.split("<answer>")[1].split("</answer>")[0].strip() for t in texts if '"verdict"' in t]
+
+
+def test_llm_eval_answers_then_judges_and_resumes_from_both_journals(
+    project: Path, openai_server: FakeOpenAI
+) -> None:
+    args = eval_args("--split", "test", *llm_overrides(openai_server))
+    assert main(args) == 0
+    summary = json.loads((project / "out.json").read_text())
+    m, usage, rows = summary["metrics"], summary["config"]["usage"], summary["entries"]
+    answered = [e for e in rows if not e["refused"]]
+    assert answered and any(e["refused"] for e in rows)  # u1 is refused by the router
+    # Judged once per answer given; a refused entry never reaches the judge.
+    assert sorted(judge_prompts(openai_server)) == sorted(e["answer"] for e in answered)
+    assert all(e["verdict"] is None and e["judge_error"] is None for e in rows if e["refused"])
+    assert (
+        m["not_judged"] is False
+        and m["counts"]["n_judged"] == len(answered)
+        and m["counts"]["judge_errors"] == 0
+    )
+    assert m["answer_accuracy"] is not None
+    assert usage["by_role"]["answerer"]["requests"] == len(answered)
+    assert usage["by_role"]["judge"]["requests"] == len(answered)
+    assert usage["this_invocation"] == usage["by_role"] and usage["resumed"] == 0
+    run_dir = project / "data" / "runs" / "eval" / summary["config"]["run_key"]
+    assert len((run_dir / "journal.jsonl").read_text().splitlines()) == len(rows)
+    assert len((run_dir / "judge.jsonl").read_text().splitlines()) == len(answered)
+
+    # The same command again: everything comes from the journals, not even the LLM cache is asked.
+    openai_server.reset_stats()
+    assert main(args) == 0
+    again = json.loads((project / "out.json").read_text())
+    assert openai_server.requests == 0 and again["config"]["usage"]["this_invocation"] == {}
+    assert again["config"]["usage"]["resumed"] == len(rows)
+    assert again["config"]["usage"]["resumed_verdicts"] == len(answered)
+    assert again["config"]["usage"]["by_role"] == usage["by_role"]  # the whole run's cost, resumed included
+    assert again["metrics"] == m and again["entries"] == rows
+
+
+def test_judge_errors_are_counted_and_excluded_from_accuracy(
+    project: Path, openai_server: FakeOpenAI
+) -> None:
+    openai_server.judge_mode = "malformed"
+    assert main(eval_args("--split", "test", *llm_overrides(openai_server))) == 0
+    summary = json.loads((project / "out.json").read_text())
+    m, rows = summary["metrics"], summary["entries"]
+    answered = [e for e in rows if not e["refused"]]
+    assert m["counts"]["judge_errors"] == len(answered) and m["counts"]["n_judged"] == 0
+    assert all(
+        e["verdict"] is None and e["judge_error"].startswith("malformed judge output") for e in answered
+    )
+    in_scope_answered = [e for e in answered if not e["out_of_scope"]]
+    assert in_scope_answered and all(e["scores"]["answer_accuracy"] is None for e in in_scope_answered)
+    assert m["not_judged"] is False
+
+
+def test_one_run_budget_stops_answering_or_judging_cleanly_and_resumes(
+    project: Path, openai_server: FakeOpenAI, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Judging costs far more than answering here, so a budget can cover the answers but not one verdict.
+    prices = ["answerer.price_per_1k_prompt=0.001", "judge.price_per_1k_prompt=1.0"]
+    priced = eval_args("--split", "test", *llm_overrides(openai_server, *prices, "answerer.cache_path=priced.sqlite",
+                                                           "judge.cache_path=priced.sqlite"))  # fmt: skip
+    assert main(priced) == 0
+    cost = json.loads((project / "out.json").read_text())["config"]["usage"]["by_role"]
+    answers_usd, judge_usd = cost["answerer"]["cost_usd"], cost["judge"]["cost_usd"]
+    (project / "out.json").unlink()
+    capsys.readouterr()
+    openai_server.reset_stats()
+
+    def run(budget: float | None) -> int:
+        value = "null" if budget is None else repr(budget)
+        return main(
+            eval_args("--split", "test", *llm_overrides(openai_server, *prices, f"++run.budget_usd={value}"))
+        )
+
+    assert run(answers_usd / 10) == 2
+    err = capsys.readouterr().err
+    assert "the agent stopped before answering" in err and f"run.budget_usd={answers_usd / 10}" in err
+    assert "rerun the same command to resume" in err and not (project / "out.json").exists()
+    assert openai_server.chat_requests == 0  # the first answer could already exceed it: nothing was sent
+
+    assert run(2 * answers_usd + judge_usd / 10) == 2
+    err = capsys.readouterr().err
+    assert "the judge stopped before judging" in err and "run.budget_usd=" in err and "judge.jsonl" in err
+    answered = openai_server.chat_requests
+    assert answered > 0 and not judge_prompts(openai_server)  # every answer, and not one verdict
+
+    openai_server.reset_stats()
+    assert run(None) == 0
+    summary = json.loads((project / "out.json").read_text())
+    usage = summary["config"]["usage"]
+    assert usage["resumed"] == len(summary["entries"]) and "answerer" not in usage["this_invocation"]
+    assert usage["this_invocation"]["judge"]["requests"] == openai_server.chat_requests == answered
+    assert usage["by_role"]["answerer"]["cost_usd"] == pytest.approx(
+        answers_usd
+    )  # resumed answers' cost kept
+    assert summary["config"]["run"]["budget_usd"] is None

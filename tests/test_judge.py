@@ -1,7 +1,16 @@
-"""The LLM judge: verdict parsing, rubric prompt, and judge errors (never scored right or wrong)."""
+"""The LLM judge: verdict parsing, rubric prompt, judge errors (never scored right or wrong), and judging a
+run's recorded answers afterwards (doceval.scoring.judging): refusals never judged, bounded concurrency, the
+shared budget, and the verdict journal (resume, SIGKILL)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -9,12 +18,16 @@ import pytest
 from openai_server import FakeOpenAI
 
 from doceval.errors import UsageError
+from doceval.llm import Ledger
 from doceval.scoring.judge import OpenAIJudge, make_judge, parse_verdict
-from doceval.system.docchat.answerers import ExtractiveAnswerer
+from doceval.scoring.judging import judge_answers, load_verdicts
+from doceval.seam import Answer
+from doceval.system.docchat.answerers import ExtractiveAnswerer, make_answerer
 from doceval.system.docchat.runner import run_agent
 from doceval.system.docchat.types import Passage, Probe, SearchResult
 
-PROBE = Probe("j1", "How do I dump a model?", "pydantic", "2.8.2", "Call `model_dump()` on the instance.")
+PROBE = Probe("j1", "How do I dump a model?", "pydantic", "2.8.2")
+REF = "Call `model_dump()` on the instance."
 
 
 @pytest.fixture
@@ -66,8 +79,8 @@ def test_parse_verdict_rejects_malformed(reply: str) -> None:
 
 def test_judge_rubric_verdicts(server: FakeOpenAI, tmp_path: Path) -> None:
     judge = judge_for(server, tmp_path)
-    assert judge.judge(PROBE, "Use `model_dump()`.") == (True, "all reference APIs present", None)
-    verdict, reason, error = judge.judge(PROBE, "Use `.dict()`.")
+    assert judge.judge(PROBE, "Use `model_dump()`.", REF) == (True, "all reference APIs present", None)
+    verdict, reason, error = judge.judge(PROBE, "Use `.dict()`.", REF)
     assert verdict is False and reason == "missing model_dump()" and error is None
     prompt = "\n".join(m["content"] for m in server.bodies[0]["messages"])
     assert (
@@ -81,36 +94,46 @@ def test_judge_rubric_verdicts(server: FakeOpenAI, tmp_path: Path) -> None:
 def test_malformed_judge_output_is_a_judge_error_and_not_cached(server: FakeOpenAI, tmp_path: Path) -> None:
     judge = judge_for(server, tmp_path)
     server.judge_mode = "malformed"
-    verdict, reason, error = judge.judge(PROBE, "Use `model_dump()`.")
+    verdict, reason, error = judge.judge(PROBE, "Use `model_dump()`.", REF)
     assert verdict is None and reason is None
     assert error is not None and error.startswith("malformed judge output: no JSON object")
-    judge.judge(PROBE, "Use `model_dump()`.")
+    judge.judge(PROBE, "Use `model_dump()`.", REF)
     assert server.chat_requests == 2  # asked again: the unparsable reply was not cached
     server.judge_mode = "rule"
-    assert judge.judge(PROBE, "Use `model_dump()`.")[0] is True
-    assert judge.judge(PROBE, "Use `model_dump()`.")[0] is True
+    assert judge.judge(PROBE, "Use `model_dump()`.", REF)[0] is True
+    assert judge.judge(PROBE, "Use `model_dump()`.", REF)[0] is True
     assert server.chat_requests == 3  # the good verdict was cached
 
 
 def test_exhausted_retries_are_a_judge_error(server: FakeOpenAI, tmp_path: Path) -> None:
     judge = judge_for(server, tmp_path)
     server.fail_next(2, 500)
-    verdict, reason, error = judge.judge(PROBE, "Use `model_dump()`.")
+    verdict, reason, error = judge.judge(PROBE, "Use `model_dump()`.", REF)
     assert verdict is None and reason is None
     assert error is not None and error.startswith("judge call failed:") and "HTTP 500" in error
 
 
-def test_runner_records_judge_errors_with_verdict_none(server: FakeOpenAI, tmp_path: Path) -> None:
+def test_judge_errors_are_recorded_with_verdict_none(server: FakeOpenAI, tmp_path: Path) -> None:
     judge = judge_for(server, tmp_path)
     server.judge_mode = "malformed"
     passage = Passage("pydantic@2.8.2:pydantic.main.BaseModel.model_dump", 0.9, "def model_dump()\n\nDumps.")
     out = run_agent(
-        [PROBE], lambda p: SearchResult([passage], False, None), ExtractiveAnswerer(), judge, progress=False
+        [PROBE], lambda p: SearchResult([passage], False, None), ExtractiveAnswerer(), progress=False
     )
-    rec = out.records["j1"]
-    assert not rec.refused and rec.verdict is None and rec.verdict_reason is None
+    assert not out.records["j1"].refused
+    judged = judge_answers(
+        [PROBE], out.records, {"j1": REF}, judge, journal_path=tmp_path / "j.jsonl", progress=False
+    )
+    rec = judged.verdicts["j1"]
+    assert rec.verdict is None and rec.verdict_reason is None
     assert rec.judge_error is not None and rec.judge_error.startswith("malformed judge output")
     assert rec.usage["judge"]["requests"] == 1
+    # A judge error is a result like any verdict: journaled, so a rerun does not ask again.
+    again = judge_answers(
+        [PROBE], out.records, {"j1": REF}, judge, journal_path=tmp_path / "j.jsonl", progress=False
+    )
+    assert again.resumed == 1 and again.verdicts["j1"].judge_error == rec.judge_error
+    assert server.chat_requests == 1
 
 
 def test_make_judge() -> None:
@@ -119,3 +142,177 @@ def test_make_judge() -> None:
         make_judge({"name": "gpt4"})
     with pytest.raises(UsageError, match=r"judge\.model: required"):
         make_judge({"name": "openai", "base_url": "http://127.0.0.1:1/v1"})
+
+
+# ------------------------------------------------------------------------------------------- judging a run
+
+
+def answered(i: int, *, refused: bool = False, answer: str | None = "Use `model_dump()`.") -> Answer:
+    if refused:
+        return Answer(f"a{i}", None, True, "router: not indexed", {})
+    return Answer(f"a{i}", answer, False, None, {})
+
+
+def probes_and_refs(n: int) -> tuple[list[Probe], dict[str, str]]:
+    probes = [dataclasses.replace(PROBE, id=f"a{i}", question=f"How do I dump model {i}?") for i in range(n)]
+    return probes, {p.id: REF for p in probes}
+
+
+class CountingJudge:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def judge(self, probe: Probe, answer: str, reference: str) -> tuple[bool | None, str | None, str | None]:
+        self.calls.append(probe.id)
+        return True, "ok", None
+
+
+def test_refused_entries_and_missing_answers_are_never_judged() -> None:
+    probes, refs = probes_and_refs(5)
+    # a1 refused, a2 has no answer text, a3 has no answer recorded at all.
+    answers = {
+        "a0": answered(0),
+        "a1": answered(1, refused=True),
+        "a2": answered(2, answer=None),
+        "a4": answered(4),
+    }
+    judge = CountingJudge()
+    out = judge_answers(probes, answers, refs, judge, progress=False)
+    assert judge.calls == ["a0", "a4"] and list(out.verdicts) == ["a0", "a4"]
+    assert out.todo == 2 and out.resumed == 0 and out.stopped_reason is None
+
+
+def test_judging_resumes_from_its_journal_without_reasking(server: FakeOpenAI, tmp_path: Path) -> None:
+    probes, refs = probes_and_refs(6)
+    answers = {p.id: answered(i) for i, p in enumerate(probes)}
+    journal = tmp_path / "run" / "judge.jsonl"
+    first = judge_answers(probes[:4], answers, refs, judge_for(server, tmp_path, cache_path=""),
+                          journal_path=journal, progress=False)  # fmt: skip
+    assert len(first.verdicts) == 4 and server.chat_requests == 4
+    with journal.open("a") as fh:
+        fh.write('{"id": "a4", "input_sha": "ha')  # killed mid-write: that verdict is redone
+    server.reset_stats()
+    # No LLM cache: only the journal can spare the judge the four entries it already graded.
+    judge = judge_for(server, tmp_path, cache_path="")
+    again = judge_answers(
+        probes, answers, refs, judge, journal_path=journal, max_concurrency=3, progress=False
+    )
+    assert again.resumed == 4 and list(again.verdicts) == [p.id for p in probes]
+    assert server.chat_requests == 2  # a4 and a5 only
+    ids = [json.loads(x)["id"] for x in journal.read_text().splitlines()]
+    assert ids[:4] == ["a0", "a1", "a2", "a3"] and sorted(ids[4:]) == ["a4", "a5"]  # each entry once
+    assert again.total_usage()["judge"]["requests"] == 6  # resumed verdicts' usage included
+    # A changed answer is judged again: a journaled verdict covers only the answer it graded.
+    answers["a0"] = answered(0, answer="Use `.dict()`.")
+    server.reset_stats()
+    third = judge_answers(probes, answers, refs, judge, journal_path=journal, progress=False)
+    assert third.resumed == 5 and server.chat_requests == 1 and third.verdicts["a0"].verdict is False
+    assert load_verdicts(journal)["a0"].verdict is False  # last line wins
+    journal.write_text('{"id": "a0"}\n' + journal.read_text())
+    with pytest.raises(UsageError, match=r"judge.jsonl:1: not a judge journal record"):
+        load_verdicts(journal)
+
+
+def test_judging_concurrency_is_bounded(tmp_path: Path) -> None:
+    probes, refs = probes_and_refs(12)
+    answers = {p.id: answered(i) for i, p in enumerate(probes)}
+    with FakeOpenAI(latency_s=0.05) as srv:
+        judge = judge_for(srv, tmp_path, max_concurrency=8)
+        out = judge_answers(probes, answers, refs, judge, max_concurrency=3, progress=False)
+        assert len(out.verdicts) == 12 and 1 < srv.peak_inflight <= 3
+
+
+def test_one_budget_covers_answering_and_judging(server: FakeOpenAI, tmp_path: Path) -> None:
+    priced = {"price_per_1k_prompt": 1.0, "price_per_1k_completion": 1.0, "cache_path": ""}
+    passage = Passage("pydantic@2.8.2:m.model_dump", 0.9, "def m.model_dump()\n\nUse `model_dump()`.")
+    probes, refs = probes_and_refs(6)
+    answerer = make_answerer({"name": "openai", "base_url": server.base_url, "model": "m", "max_tokens": 20,
+                              "max_retries": 0, **priced})  # fmt: skip
+    judge = judge_for(server, tmp_path, max_tokens=20, **priced)
+
+    def search(probe: Probe) -> SearchResult:
+        return SearchResult([passage], False, None)
+
+    # Price one run of the answers and one verdict, then budget for the answers and about three verdicts.
+    measure = Ledger()
+    priced_run = run_agent(probes, search, answerer, ledger=measure, progress=False)
+    judge_answers(probes[:1], priced_run.records, refs, judge, ledger=measure, progress=False)
+    verdict_cost = measure.snapshot()["judge"]["cost_usd"]
+    budget = measure.snapshot()["answerer"]["cost_usd"] + 3 * verdict_cost
+    server.reset_stats()
+    ledger = Ledger(budget_usd=budget)
+    out = run_agent(probes, search, answerer, ledger=ledger, progress=False)
+    assert out.stopped_reason is None and len(out.records) == 6
+    answer_cost = sum(r.cost_usd for r in out.records.values())
+    journal = tmp_path / "judge.jsonl"
+    judged = judge_answers(
+        probes, out.records, refs, judge, ledger=ledger, journal_path=journal, progress=False
+    )
+    assert judged.stopped_reason == "budget" and 0 < len(judged.verdicts) < 6
+    assert answer_cost + sum(v.cost_usd for v in judged.verdicts.values()) <= budget
+    assert len(journal.read_text().splitlines()) == len(judged.verdicts)  # finished verdicts were kept
+    assert server.chat_requests == 6 + len(judged.verdicts)  # the call that would exceed was never sent
+    # Resumed with a larger budget: only the rest is judged.
+    done = len(judged.verdicts)
+    final = judge_answers(probes, out.records, refs, judge, ledger=Ledger(budget_usd=5.0), journal_path=journal,
+                          progress=False)  # fmt: skip
+    assert final.stopped_reason is None and final.resumed == done and len(final.verdicts) == 6
+    assert server.chat_requests == 6 + 6
+    with pytest.raises(ValueError, match="budget"):
+        run_agent(probes, lambda p: SearchResult([], True, "x"), answerer, ledger=ledger, budget_usd=1.0)
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from doceval.scoring.judge import make_judge
+    from doceval.scoring.judging import judge_answers
+    from doceval.seam import Answer, Probe
+
+    base_url, journal, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    probes = [Probe(f"q{i}", f"What does api_{i} do?", "pydantic", "2.8.2") for i in range(n)]
+    answers = {p.id: Answer(p.id, f"Use `api_{p.id[1:]}()`.", False, None, {}) for p in probes}
+    refs = {p.id: f"Call `api_{p.id[1:]}()`." for p in probes}
+    # No LLM cache: only the journal can spare the judge what it already graded.
+    judge = make_judge({"name": "openai", "base_url": base_url, "model": "j", "cache_path": "", "max_retries": 1,
+                        "retry_base_delay_s": 0.01})
+    out = judge_answers(probes, answers, refs, judge, journal_path=Path(journal), max_concurrency=2, progress=False)
+    print("resumed", out.resumed, "verdicts", len(out.verdicts), "correct", sum(v.verdict is True for v in out.verdicts.values()))
+    """
+)
+
+
+def test_judging_killed_with_sigkill_resumes_without_reasking(tmp_path: Path) -> None:
+    n = 24
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    journal = tmp_path / "judge.jsonl"
+    with FakeOpenAI(latency_s=0.1) as srv:
+        args = [sys.executable, str(script), srv.base_url, str(journal), str(n)]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if journal.exists() and len(journal.read_bytes().splitlines()) >= 4:
+                break
+            if proc.poll() is not None:
+                break
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
+        first_ids = [json.loads(x)["id"] for x in journal.read_text().splitlines() if x.endswith("}")]
+        assert 4 <= len(first_ids) < n
+        deadline = time.monotonic() + 5
+        while srv.inflight and time.monotonic() < deadline:  # the killed child's requests still get counted
+            time.sleep(0.01)
+        requests_before = srv.chat_requests
+        srv.reset_stats()
+        rerun = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        assert rerun.returncode == 0, rerun.stderr
+        assert f"resumed {len(first_ids)} verdicts {n} correct {n}" in rerun.stdout
+        ids = [json.loads(x)["id"] for x in journal.read_text().splitlines()]
+        assert sorted(ids) == sorted(f"q{i}" for i in range(n))  # every entry judged exactly once
+        assert srv.chat_requests == n - len(first_ids)  # journaled verdicts were not asked again
+        # At most the two requests in flight at the kill are asked twice.
+        assert requests_before + srv.chat_requests <= n + 2

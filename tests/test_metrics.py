@@ -1,4 +1,4 @@
-"""Hand-computed cases for doceval.scoring.metrics (DESIGN.md section 4)."""
+"""Hand-computed cases for doceval.scoring.metrics (docs/design.md section 4)."""
 
 from __future__ import annotations
 

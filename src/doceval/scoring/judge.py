@@ -1,5 +1,7 @@
-"""LLM-as-judge: grade an answer against the version's reference answer.
+"""LLM-as-judge: grade an answer against the version's reference answer (run over a system's answers by
+:mod:`doceval.scoring.judging`).
 
+The reference answer is a label: it comes from the golden set, never through the probe the system saw.
 A judge never guesses: an unparsable verdict or a failed call is a *judge error* (verdict None), which the
 metrics count and exclude from answer_accuracy instead of scoring it right or wrong.
 """
@@ -13,12 +15,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from doceval.errors import UsageError
 from doceval.llm import LLMConfig, LLMError, PromptTemplate, TemplatedChat, redact
-from doceval.system.docchat.types import Probe
+from doceval.seam import Probe
 
 
 @runtime_checkable
 class Judge(Protocol):
-    def judge(self, probe: Probe, answer: str) -> tuple[bool | None, str | None, str | None]:
+    def judge(self, probe: Probe, answer: str, reference: str) -> tuple[bool | None, str | None, str | None]:
         """(verdict, reason, error); verdict is None exactly when error is set."""
         ...
 
@@ -62,20 +64,22 @@ class OpenAIJudge(TemplatedChat):
     def __init__(self, cfg: LLMConfig, template: PromptTemplate) -> None:
         super().__init__(cfg, template, "judge")
 
-    def messages(self, probe: Probe, answer: str) -> list[dict[str, str]]:
+    def messages(self, probe: Probe, answer: str, reference: str) -> list[dict[str, str]]:
         return self.template.render(
             library=probe.library,
             version=probe.version,
             question=probe.question,
-            reference=probe.reference_answer,
+            reference=reference,
             answer=answer,
         )
 
-    def judge(self, probe: Probe, answer: str) -> tuple[bool | None, str | None, str | None]:
+    def judge(self, probe: Probe, answer: str, reference: str) -> tuple[bool | None, str | None, str | None]:
         try:
             # An unparsable reply is kept out of the cache, so a rerun asks again instead of replaying it.
             result = self.client.complete(
-                self.messages(probe, answer), template_id=self.template.template_id, cache_if=_is_parsable
+                self.messages(probe, answer, reference),
+                template_id=self.template.template_id,
+                cache_if=_is_parsable,
             )
         except LLMError as exc:
             return None, None, f"judge call failed: {exc}"

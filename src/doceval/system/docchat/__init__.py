@@ -1,4 +1,4 @@
-"""The agent under test: router/search -> memory -> answerer -> judge, run by :mod:`doceval.system.docchat.runner`.
+"""The agent under test: router/search -> memory -> answerer, run by :mod:`doceval.system.docchat.runner`.
 
 Only the light data types are re-exported here; import ``answerers`` / ``runner`` (which pull in the LLM
 client) from their modules.

@@ -1,9 +1,16 @@
-"""Data passed between the agent's parts (router/search -> memory -> answerer -> judge -> runner)."""
+"""Data passed between the agent's parts (router/search -> memory -> answerer -> runner).
+
+:class:`Probe` (what the agent is asked) lives in :mod:`doceval.seam` and is re-exported here.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+from doceval.seam import Answer, Probe, sum_usage
+
+__all__ = ["AgentRecord", "MemoryItem", "Passage", "Probe", "RunOutcome", "SearchResult"]
 
 
 @dataclass(frozen=True)
@@ -22,17 +29,6 @@ class MemoryItem:
 
 
 @dataclass
-class Probe:
-    """One golden entry as the agent sees it (labels such as ``out_of_scope`` stay with the metrics)."""
-
-    id: str
-    question: str
-    library: str
-    version: str
-    reference_answer: str
-
-
-@dataclass
 class SearchResult:
     passages: list[Passage]
     refused: bool
@@ -40,25 +36,20 @@ class SearchResult:
 
 
 @dataclass
-class AgentRecord:
-    """One entry's outcome; JSON-serialisable via ``dataclasses.asdict`` (one journal line)."""
+class AgentRecord(Answer):
+    """One entry's answer as the agent journals it (one JSON line), plus the memory it surfaced."""
 
-    id: str
-    answer: str | None
-    refused: bool
-    refusal_reason: str | None
-    verdict: bool | None
-    verdict_reason: str | None
-    judge_error: str | None
     memory_used: list[str]  # questions surfaced from memory
-    usage: dict[str, dict[str, float]]  # per role, this entry's LLM calls only
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> AgentRecord:
-        """Inverse of :meth:`to_json`; raises KeyError/TypeError on a record of another shape."""
+        """Inverse of :meth:`to_json`; raises KeyError/TypeError on a record of another shape.
+
+        Keys it does not know are ignored, so journals written when the runner also judged still load.
+        """
         names = [f.name for f in fields(cls)]
         missing = [n for n in names if n not in data]
         if missing:
@@ -73,9 +64,10 @@ class AgentRecord:
 class RunOutcome:
     """What :func:`doceval.system.docchat.runner.run_agent` returns.
 
-    ``usage`` and ``cache`` cover the LLM calls of this invocation (failed and retried calls included); the
-    per-entry ``AgentRecord.usage`` of every record (resumed ones included) sums to the whole run's cost.
-    ``errors`` lists entries whose answerer failed for good (not journaled, so a rerun retries them).
+    ``usage`` and ``cache`` are the ledger's totals (failed and retried calls included; with a ledger passed
+    in, everything it recorded so far); the per-entry ``AgentRecord.usage`` of every record (resumed ones
+    included) sums to the whole run's answering cost. ``errors`` lists entries whose answerer failed for good
+    (not journaled, so a rerun retries them).
     """
 
     records: dict[str, AgentRecord]
@@ -87,10 +79,4 @@ class RunOutcome:
 
     def total_usage(self) -> dict[str, dict[str, float]]:
         """Per-role sum of every record's usage (resumed entries included)."""
-        out: dict[str, dict[str, float]] = {}
-        for rec in self.records.values():
-            for role, counts in rec.usage.items():
-                acc = out.setdefault(role, {})
-                for key, value in counts.items():
-                    acc[key] = acc.get(key, 0) + value
-        return out
+        return sum_usage(*(rec.usage for rec in self.records.values()))

@@ -1,0 +1,134 @@
+"""The package's dependency rules, checked on the source: every import statement of every module (imports
+inside functions and under TYPE_CHECKING included), resolved to absolute module names.
+
+- scoring never imports the system under test (a scorer must not depend on what it grades);
+- the system never imports the harness or the scorers (a system never grades itself);
+- library code never imports the CLI;
+- one module owns each heavy third-party client: mlflow (doceval/tracking), qdrant_client
+  (doceval/index/store.py), openai (doceval/llm).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PKG = SRC / "doceval"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(source: str, module: str, is_package: bool) -> set[str]:
+    """Absolute names of everything ``source`` imports: ``import a.b`` -> a.b; ``from a import b`` -> a and
+    a.b (b may be a submodule); relative imports resolved against ``module``."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+    return found
+
+
+def imports_of(path: Path) -> set[str]:
+    return imported_modules(path.read_text(encoding="utf-8"), module_name(path), path.name == "__init__.py")
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+MODULES = sorted(PKG.rglob("*.py"))
+
+
+def modules_under(*rel: str) -> list[Path]:
+    return [p for p in MODULES if any(p == PKG / r or (PKG / r) in p.parents for r in rel)]
+
+
+def violations(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(
+        f"{p.relative_to(SRC)} imports {name}"
+        for p in paths
+        for name in imports_of(p)
+        if any(within(name, f) for f in forbidden)
+    )
+
+
+# (description, modules that must not import, forbidden module prefixes)
+RULES = [
+    ("scoring never imports the system under test", modules_under("scoring"), ("doceval.system",)),
+    (
+        "the system never imports the harness or the scorers",
+        modules_under("system"),
+        ("doceval.harness", "doceval.scoring"),
+    ),
+    (
+        "library code never imports the CLI",
+        [p for p in MODULES if p not in modules_under("cli")],
+        ("doceval.cli",),
+    ),
+    (
+        "only doceval/tracking imports mlflow",
+        [p for p in MODULES if p not in modules_under("tracking")],
+        ("mlflow",),
+    ),
+    (
+        "only doceval/index/store.py imports qdrant_client",
+        [p for p in MODULES if p != PKG / "index" / "store.py"],
+        ("qdrant_client",),
+    ),
+    ("only doceval/llm imports openai", [p for p in MODULES if p not in modules_under("llm")], ("openai",)),
+]
+
+
+@pytest.mark.parametrize(("rule", "paths", "forbidden"), RULES, ids=[r[0] for r in RULES])
+def test_dependency_rule(rule: str, paths: list[Path], forbidden: tuple[str, ...]) -> None:
+    assert paths, f"{rule}: no modules found; has the package moved?"
+    assert not violations(paths, forbidden), f"{rule}: " + "; ".join(violations(paths, forbidden))
+
+
+def test_the_rules_cover_the_modules_they_name() -> None:
+    names = {module_name(p) for p in MODULES}
+    assert {"doceval.scoring.judge", "doceval.scoring.judging", "doceval.system.docchat.runner"} <= names
+    assert {"doceval.seam", "doceval.index.store", "doceval.llm.config", "doceval.tracking.runs"} <= names
+
+
+@pytest.mark.parametrize(
+    ("source", "module", "is_package", "expected"),
+    [
+        ("import openai", "doceval.scoring.x", False, "openai"),
+        ("from mlflow.entities import Metric", "doceval.results.x", False, "mlflow.entities"),
+        (
+            "def f():\n    from doceval.system.docchat import runner",
+            "doceval.scoring.x",
+            False,
+            "doceval.system.docchat",
+        ),
+        ("from ..system import docchat", "doceval.scoring.judging", False, "doceval.system.docchat"),
+        ("from . import judge", "doceval.scoring", True, "doceval.scoring.judge"),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import doceval.cli",
+            "doceval.x",
+            False,
+            "doceval.cli",
+        ),
+    ],
+)
+def test_the_import_scan_sees_every_form_of_import(
+    source: str, module: str, is_package: bool, expected: str
+) -> None:
+    """Guards the checker itself: a scan that missed function-level, relative or TYPE_CHECKING imports would
+    pass every rule above vacuously."""
+    assert expected in imported_modules(source, module, is_package)
