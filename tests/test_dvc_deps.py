@@ -23,6 +23,8 @@ def _only_docstring(path: Path) -> bool:
     return path.name == "__init__.py" and all(
         isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body
     )
+
+
 # Package data read at run time by a package (not imported, so not seen by the import walk).
 DATA = {"doceval.llm": [SRC / "doceval" / "prompts"]}
 

@@ -482,17 +482,12 @@ def test_cli_compare_usage_errors(files: tuple[Path, Path], tmp_path: Path, caps
     other = _write(tmp_path / "other.json", _summary(new_summary()["entries"], md5="aa" * 16))
     assert cli_main(["compare", str(base), str(other), "--no-gate"]) == 2
     assert "--allow-different-golden" in capsys.readouterr().err
-    assert (
-        cli_main(["compare", str(base), str(other), "--no-gate", "--allow-different-golden"])
-        == 0
-    )
+    assert cli_main(["compare", str(base), str(other), "--no-gate", "--allow-different-golden"]) == 0
     capsys.readouterr()
     junk = _write(tmp_path / "junk.json", {"hello": 1})
     assert cli_main(["compare", str(base), str(junk), "--no-gate"]) == 2
     assert str(junk) in capsys.readouterr().err
-    assert (
-        cli_main(["compare", str(base), str(new), "--gate", str(tmp_path / "nope.yaml")]) == 2
-    )
+    assert cli_main(["compare", str(base), str(new), "--gate", str(tmp_path / "nope.yaml")]) == 2
     assert "--gate" in capsys.readouterr().err
     monkeypatch.chdir(tmp_path)  # the default conf/gate/default.yaml is not here
     assert cli_main(["compare", str(base), str(new)]) == 2
@@ -540,9 +535,7 @@ def test_cli_run_ids_resolve_through_tracking(files: tuple[Path, Path], tmp_path
     fake.load_summary_from_run = load_summary_from_run  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "doceval.tracking", fake)
     base_id, new_id = "a" * 32, "b" * 32
-    rc = cli_main(
-        ["compare", base_id, new_id, "--no-gate", "--tracking-uri", "sqlite:///x.db"]
-    )
+    rc = cli_main(["compare", base_id, new_id, "--no-gate", "--tracking-uri", "sqlite:///x.db"])
     assert rc == 0 and calls == [(base_id, "sqlite:///x.db"), (new_id, "sqlite:///x.db")]
     assert _row(capsys.readouterr().out, "hit_rate")[:4] == ["hit_rate", "0.5000", "0.7500", "+0.2500"]
     ok = _yaml(tmp_path / "ok.yaml", "thresholds: {hit_rate: 0.5}\n")
@@ -627,17 +620,29 @@ def test_gate_non_regression_refuses_a_baseline_at_another_k() -> None:
            "non_regression": {"enabled": True, "tolerance": 0.02, "metrics": ["hit_rate"]}}  # fmt: skip
     with pytest.raises(UsageError, match="--allow-different-k"):
         gate(_with({"hit_rate": 0.6}), cfg, baseline=_at_k(_with({"hit_rate": 0.6}), 3))
-    res = gate(_with({"hit_rate": 0.6}), cfg, baseline=_at_k(_with({"hit_rate": 0.6}), 3), allow_different_k=True)
+    res = gate(
+        _with({"hit_rate": 0.6}), cfg, baseline=_at_k(_with({"hit_rate": 0.6}), 3), allow_different_k=True
+    )
     assert res.passed and any("k=3" in n for n in res.notes)
 
 
-def test_cli_compare_and_gate_allow_different_k(files: tuple[Path, Path], tmp_path: Path, capsys: Any) -> None:
+def test_cli_compare_and_gate_allow_different_k(
+    files: tuple[Path, Path], tmp_path: Path, capsys: Any
+) -> None:
     base, _ = files
     other = _write(tmp_path / "k10.json", _at_k(new_summary(), 10))
     assert cli_main(["compare", str(base), str(other), "--no-gate"]) == 2
     assert "--allow-different-k" in capsys.readouterr().err
     assert cli_main(["compare", str(base), str(other), "--no-gate", "--allow-different-k"]) == 0
     assert "different cut-offs" in capsys.readouterr().out
-    nonreg = _yaml(tmp_path / "nr.yaml", "thresholds: {hit_rate: 0.0}\nnon_regression: {enabled: true, tolerance: 1.0, metrics: [hit_rate]}\n")
+    nonreg = _yaml(
+        tmp_path / "nr.yaml",
+        "thresholds: {hit_rate: 0.0}\nnon_regression: {enabled: true, tolerance: 1.0, metrics: [hit_rate]}\n",
+    )
     assert cli_main(["gate", str(other), "--config", str(nonreg), "--baseline", str(base)]) == 2
-    assert cli_main(["gate", str(other), "--config", str(nonreg), "--baseline", str(base), "--allow-different-k"]) == 0
+    assert (
+        cli_main(
+            ["gate", str(other), "--config", str(nonreg), "--baseline", str(base), "--allow-different-k"]
+        )
+        == 0
+    )

@@ -1,7 +1,7 @@
 """Import BEIR-format data (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``) as a doceval corpus and
 golden set, so standard IR benchmarks run through the same index, retrievers and metrics as the docs.
 
-Mapping (DESIGN.md sections 2-3):
+Mapping (docs/design.md sections 2-3):
 
 - the whole BEIR corpus is one partition ``LIB@VERSION`` (default ``beir-<folder name>@1``); a BEIR document
   ``_id`` becomes the document id ``LIB@VERSION:<_id>``;

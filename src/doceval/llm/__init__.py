@@ -1,6 +1,6 @@
 """OpenAI-compatible LLM access: client factory, retries, bounded concurrency, response cache, accounting.
 
-This is the only module that imports ``openai``. Everything that talks to a model (answerer, judge,
+This is the only package that imports ``openai``. Everything that talks to a model (answerer, judge,
 embedder) goes through it, so retries, caching, cost accounting and the budget behave the same everywhere.
 
 - The ``openai`` client runs with ``max_retries=0``; the retry loop is ours, so every attempt is counted and

@@ -1,4 +1,6 @@
-"""cache."""
+"""Content-addressed sqlite cache of successful completions: every generation parameter is in the key, errors are
+never cached.
+"""
 
 from __future__ import annotations
 

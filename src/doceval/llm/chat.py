@@ -1,4 +1,6 @@
-"""chat."""
+"""The chat client (one per role): cache, budget reservation, retries and usage accounting around one completion;
+and TemplatedChat, what the OpenAI answerer and judge share.
+"""
 
 from __future__ import annotations
 

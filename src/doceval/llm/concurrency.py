@@ -1,4 +1,6 @@
-"""concurrency."""
+"""Bounded concurrency: run a function over items with at most N calls in flight, lazily, so a stop starts
+nothing new.
+"""
 
 from __future__ import annotations
 

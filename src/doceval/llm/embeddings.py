@@ -1,4 +1,6 @@
-"""embeddings."""
+"""Embeddings through an OpenAI-compatible endpoint (the `embedder=openai` option), batched, with the same
+retries.
+"""
 
 from __future__ import annotations
 

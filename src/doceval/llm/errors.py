@@ -1,4 +1,4 @@
-"""errors."""
+"""LLM errors (a failed call, a budget stop) and the redaction of key-like strings from messages."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""ledger."""
+"""Per-role usage accounting (tokens, requests, cache hits, cost) and the budget, enforced before a call that
+could exceed it.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""prompts."""
+"""Prompt templates: shipped (doceval/prompts/) or a user's file, with a content hash that enters the cache key."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""retries."""
+"""Retries with exponential backoff and jitter on 429, 5xx and timeouts, honouring Retry-After; our loop, so
+every attempt is counted.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Reading run summaries, comparing two runs side by side, the CI gate, report.md and the comparison plot.
 
 A run summary is what ``doceval eval --output PATH`` writes: ``{"metrics": {...}, "config": {...},
-"entries": [...]}`` (DESIGN.md sections 4 and 8). Every summary metric is the mean of the non-null per-entry
+"entries": [...]}`` (docs/design.md sections 4 and 8). Every summary metric is the mean of the non-null per-entry
 values of the same name, so two runs are compared entry by entry, paired by entry id.
 
 Nothing here imports mlflow: an MLflow run id is resolved through an optional ``mlflow_loader`` callable that

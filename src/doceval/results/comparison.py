@@ -1,4 +1,6 @@
-"""compare."""
+"""`compare`: two runs metric by metric, paired by entry id, with paired bootstrap intervals, W/T/L and the
+unanswerable list.
+"""
 
 from __future__ import annotations
 

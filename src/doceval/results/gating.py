@@ -1,4 +1,6 @@
-"""gate."""
+"""The CI gate: thresholds and non-regression against a baseline, from a gate config (conf/gate/); exit 3 on FAIL
+is the CLI's.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""report.md."""
+"""report.md: headline with intervals, breakdowns per library, pin and kind, calibration, and the unanswerable
+entries.
+"""
 
 from __future__ import annotations
 

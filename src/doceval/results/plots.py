@@ -1,4 +1,4 @@
-"""The side-by-side comparison plot (PNG)"""
+"""The side-by-side comparison plot (PNG): each metric's change with its 95% interval."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""loading."""
+"""Loading and checking run summaries (files or MLflow run ids through a loader), and the same-k check."""
 
 from __future__ import annotations
 

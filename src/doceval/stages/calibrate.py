@@ -16,10 +16,10 @@ from doceval.inputs.golden import select_split
 
 
 def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
+    """floors.json + curves + plot into eval/calibration; the calibration split scored with them."""
     from doceval import tracking
 
     tracking.check_configured(params)
-    """floors.json + curves + plot into eval/calibration; a calibration-split summary logged to MLflow."""
     out = Path(params["paths"]["eval"]) / "calibration"
     opts = EvalOptions(progress=progress)
     corpus, all_entries, golden_path, golden_md5 = load_inputs(params, opts)

@@ -1,4 +1,4 @@
-"""MLflow tracking: the only module in doceval that imports mlflow (lazily, so other commands start fast).
+"""MLflow tracking: the only package in doceval that imports mlflow (lazily, so other commands start fast).
 
 Store layout (default): ``<root>/mlruns/mlflow.db`` (sqlite, addressed by an ABSOLUTE URI so that `dvc exp`
 temp workspaces log to the same store) with artifacts under ``<root>/mlruns/artifacts/<experiment>/``.

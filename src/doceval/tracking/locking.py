@@ -1,4 +1,6 @@
-"""locking."""
+"""A cross-process file lock around sqlite store writes: MLflow's migrations crash when several processes create
+a store at once.
+"""
 
 from __future__ import annotations
 

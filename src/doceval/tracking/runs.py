@@ -1,4 +1,6 @@
-"""runs."""
+"""Logging runs: one evaluation summary as a finished MLflow run (params, metrics, tags, artifacts, golden
+dataset input), sweep parents, and reading a logged summary back.
+"""
 
 from __future__ import annotations
 

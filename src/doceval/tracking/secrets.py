@@ -1,4 +1,4 @@
-"""secrets."""
+"""Secrets: which config values and environment variables are secret, and scrubbing them from everything logged."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""shaping."""
+"""Shaping a summary for MLflow: flat params and metrics within MLflow's limits, tags, the per-entry CSV."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""store."""
+"""The MLflow store: client construction, experiments created once under the lock."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""URIs."""
+"""Tracking URIs: the default sqlite store under ./mlruns (absolute), normalisation, artifact roots, and the
+reachability check made before any work.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,198 @@
+"""docs/architecture.md names everything a newcomer looks for, the dependency rules it states hold, and the
+repository refers to no file outside itself.
+
+Conventions (stated at the top of docs/architecture.md): modules by dotted path in backticks
+(`doceval.scoring.registry`), config groups as `conf/<group>/` and options as `group=option`, CLI commands in
+full (`doceval golden validate`), metrics by their registry name (`hit_rate`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import subprocess
+from pathlib import Path
+
+from doceval.cli.main import build_parser
+from doceval.scoring.registry import METRIC_NAMES
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+CONF = ROOT / "conf"
+DOC = ROOT / "docs" / "architecture.md"
+TEXT = DOC.read_text(encoding="utf-8")
+TICKED = set(re.findall(r"`([^`\n]+)`", TEXT))
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted((SRC / "doceval").rglob("*.py"))}
+GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir())
+
+
+def _missing(names: list[str], shown: str) -> str:
+    return f"docs/architecture.md does not name these ({shown}): {', '.join(names)}"
+
+
+def test_every_module_is_named() -> None:
+    missing = [name for name in MODULES if name not in TICKED]
+    assert not missing, _missing(missing, "add a row `doceval.x.y` | its job, to the modules table")
+
+
+def test_the_modules_table_names_only_modules_that_exist() -> None:
+    rows = re.findall(r"^\| `(doceval[\w.]*)` \|", TEXT, flags=re.MULTILINE)
+    assert rows, "no modules table found in docs/architecture.md"
+    stale = [name for name in rows if name not in MODULES]
+    assert not stale, f"docs/architecture.md lists modules that do not exist (renamed or removed?): {stale}"
+
+
+def test_every_metric_is_named() -> None:
+    missing = [name for name in METRIC_NAMES if name not in TICKED]
+    assert not missing, _missing(missing, "metrics from doceval.scoring.registry")
+
+
+def test_every_config_group_and_option_is_named() -> None:
+    wanted = ["conf/config.yaml"]
+    for group in GROUPS:
+        wanted.append(f"conf/{group}/")
+        wanted += [f"{group}={p.stem}" for p in sorted((CONF / group).glob("*.yaml"))]
+    missing = [w for w in wanted if w not in TICKED]
+    assert not missing, _missing(missing, "config groups as `conf/<group>/`, options as `group=option`")
+
+
+def test_named_config_options_exist() -> None:
+    named = [m.groups() for t in TICKED if (m := re.fullmatch(r"(\w+)=(\w+)", t)) and m.group(1) in GROUPS]
+    stale = [f"{g}={o}" for g, o in named if not (CONF / g / f"{o}.yaml").is_file()]
+    assert not stale, f"docs/architecture.md names config options that do not exist: {stale}"
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found: list[tuple[str, ...]] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found.append((*prefix, name))
+                found += _commands(sub, (*prefix, name))
+    return found
+
+
+def test_the_parser_walk_finds_nested_subcommands() -> None:
+    commands = _commands(build_parser())
+    assert ("eval",) in commands and ("golden", "validate") in commands and ("beir", "import") in commands
+
+
+def test_every_cli_command_is_named() -> None:
+    missing = []
+    for path in _commands(build_parser()):
+        name = "doceval " + " ".join(path)
+        if not re.search(rf"`{re.escape(name)}[` ]", TEXT):
+            missing.append(name)
+    assert not missing, _missing(missing, "CLI commands, in full, in the CLI table")
+
+
+# ----------------------------------------------------------------------------------------- dependency rules
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Every module ``path`` imports, at top level or inside functions; relative imports resolved."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}
+    return found
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+# (importer package, forbidden import, the rule as docs/architecture.md states it)
+FORBIDDEN = [
+    ("doceval.scoring", "doceval.system", "scoring never imports the system under test"),
+    ("doceval.system", "doceval.harness", "the system never imports the harness"),
+    ("doceval.system", "doceval.scoring", "the system never imports the scorers"),
+]
+# (third-party package, the only doceval package or module allowed to import it)
+ONLY = [("mlflow", "doceval.tracking"), ("qdrant_client", "doceval.index.store"), ("openai", "doceval.llm")]
+
+
+def _rules_broken(module: str, imported: str) -> list[str]:
+    broken = [rule for src, target, rule in FORBIDDEN if _within(module, src) and _within(imported, target)]
+    if _within(imported, "doceval.cli") and not _within(module, "doceval.cli"):
+        broken.append("library code never imports the CLI")
+    broken += [
+        f"only {owner} may" for lib, owner in ONLY if _within(imported, lib) and not _within(module, owner)
+    ]
+    return broken
+
+
+def test_dependency_rules_hold() -> None:
+    broken = [
+        f"{module} imports {name} ({rule})"
+        for module, path in MODULES.items()
+        for name in sorted(_imports(path, module))
+        for rule in _rules_broken(module, name)
+    ]
+    assert not broken, "dependency rules of docs/architecture.md broken:\n" + "\n".join(broken)
+
+
+# ------------------------------------------------------------------------------- no references outside the repo
+
+# Built from pieces so this file does not match itself.
+OUTSIDE = re.compile("|".join(map(re.escape, ("../" + "shared", "/work/" + "shared", "DESIGN" + ".md"))))
+ALLOWED = {"docs/design.md"}
+
+
+def test_no_tracked_file_refers_outside_the_repository() -> None:
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split("\0")
+    hits = []
+    for rel in filter(None, listed):
+        path = ROOT / rel
+        if rel in ALLOWED or not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue  # binary
+        for n, line in enumerate(text.splitlines(), start=1):
+            if OUTSIDE.search(line):
+                hits.append(f"{rel}:{n}: {line.strip()[:100]}")
+    assert not hits, (
+        "tracked files refer to files outside the repository (the contracts live in docs/design.md; "
+        "name data sets by what to download, not by a path on one machine):\n" + "\n".join(hits)
+    )
+
+
+def test_design_section_citations_exist() -> None:
+    """Code and docs cite "docs/design.md section N": every cited N is a numbered section there."""
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    sections = set(re.findall(r"^## (\d+)\. ", design, flags=re.MULTILINE))
+    cite = re.compile(r"design\.md[`)\]]*\s+sections?\s+(\d+(?:\s*(?:-|–|,|and)\s*\d+)*)")
+    bad = []
+    texts = [*(ROOT / "src").rglob("*.py"), *(ROOT / "tests").glob("*.py"), *ROOT.glob("*.md")]
+    texts += [*(ROOT / "docs").glob("*.md"), *(ROOT / "data" / "golden").glob("*.md")]
+    for path in sorted(texts):
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for match in cite.finditer(line):
+                bad += [
+                    f"{path.relative_to(ROOT)}:{n}: section {num}"
+                    for num in re.findall(r"\d+", match.group(1))
+                    if num not in sections
+                ]
+    assert sections and not bad, f"citations of sections docs/design.md does not have: {bad}"
