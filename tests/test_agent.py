@@ -7,17 +7,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from openai_server import FakeOpenAI
+from sigkill import kill_once_journaled
 
 from doceval.errors import UsageError
 from doceval.scoring.judge import OpenAIJudge, make_judge
@@ -234,18 +233,7 @@ def test_run_killed_with_sigkill_and_resumed_answers_each_entry_once(tmp_path: P
     journal, cache = tmp_path / "journal.jsonl", tmp_path / "llm.sqlite"
     with FakeOpenAI(latency_s=0.1) as srv:
         args = [sys.executable, str(script), srv.base_url, str(journal), str(cache), str(n)]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if journal.exists() and len(journal.read_bytes().splitlines()) >= 4:
-                break
-            if proc.poll() is not None:
-                break
-            time.sleep(0.005)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
-        first_ids = [json.loads(x)["id"] for x in journal.read_text().splitlines() if x.endswith("}")]
+        first_ids = kill_once_journaled(args, journal)
         assert 4 <= len(first_ids) < n
         first_questions = {f"What does api_{i[1:]} do?" for i in first_ids}
 

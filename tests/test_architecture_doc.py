@@ -9,7 +9,6 @@ full (`doceval golden validate`), metrics by their registry name (`hit_rate`).
 from __future__ import annotations
 
 import argparse
-import ast
 import re
 import subprocess
 from pathlib import Path
@@ -96,58 +95,7 @@ def test_every_cli_command_is_named() -> None:
     assert not missing, _missing(missing, "CLI commands, in full, in the CLI table")
 
 
-# ----------------------------------------------------------------------------------------- dependency rules
-
-
-def _imports(path: Path, module: str) -> set[str]:
-    """Every module ``path`` imports, at top level or inside functions; relative imports resolved."""
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parts, base] if base else parts)
-            found.add(base)
-            found |= {f"{base}.{a.name}" for a in node.names}
-    return found
-
-
-def _within(name: str, package: str) -> bool:
-    return name == package or name.startswith(package + ".")
-
-
-# (importer package, forbidden import, the rule as docs/architecture.md states it)
-FORBIDDEN = [
-    ("doceval.scoring", "doceval.system", "scoring never imports the system under test"),
-    ("doceval.system", "doceval.harness", "the system never imports the harness"),
-    ("doceval.system", "doceval.scoring", "the system never imports the scorers"),
-]
-# (third-party package, the only doceval package or module allowed to import it)
-ONLY = [("mlflow", "doceval.tracking"), ("qdrant_client", "doceval.index.store"), ("openai", "doceval.llm")]
-
-
-def _rules_broken(module: str, imported: str) -> list[str]:
-    broken = [rule for src, target, rule in FORBIDDEN if _within(module, src) and _within(imported, target)]
-    if _within(imported, "doceval.cli") and not _within(module, "doceval.cli"):
-        broken.append("library code never imports the CLI")
-    broken += [
-        f"only {owner} may" for lib, owner in ONLY if _within(imported, lib) and not _within(module, owner)
-    ]
-    return broken
-
-
-def test_dependency_rules_hold() -> None:
-    broken = [
-        f"{module} imports {name} ({rule})"
-        for module, path in MODULES.items()
-        for name in sorted(_imports(path, module))
-        for rule in _rules_broken(module, name)
-    ]
-    assert not broken, "dependency rules of docs/architecture.md broken:\n" + "\n".join(broken)
+# The dependency rules the page states are checked by tests/test_dependency_rules.py.
 
 
 # ------------------------------------------------------------------------------- no references outside the repo

@@ -10,44 +10,12 @@ inside functions and under TYPE_CHECKING included), resolved to absolute module 
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+from import_graph import SRC, imported_modules, imports_of, module_name, within
 
-SRC = Path(__file__).resolve().parents[1] / "src"
 PKG = SRC / "doceval"
-
-
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def imported_modules(source: str, module: str, is_package: bool) -> set[str]:
-    """Absolute names of everything ``source`` imports: ``import a.b`` -> a.b; ``from a import b`` -> a and
-    a.b (b may be a submodule); relative imports resolved against ``module``."""
-    package = module if is_package else module.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            found.add(base)
-            found |= {f"{base}.{alias.name}" for alias in node.names}
-    return found
-
-
-def imports_of(path: Path) -> set[str]:
-    return imported_modules(path.read_text(encoding="utf-8"), module_name(path), path.name == "__init__.py")
-
-
-def within(name: str, prefix: str) -> bool:
-    return name == prefix or name.startswith(prefix + ".")
 
 
 MODULES = sorted(PKG.rglob("*.py"))

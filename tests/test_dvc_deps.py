@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from import_graph import import_closure
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -27,47 +28,6 @@ def _only_docstring(path: Path) -> bool:
 
 # Package data read at run time by a package (not imported, so not seen by the import walk).
 DATA = {"doceval.llm": [SRC / "doceval" / "prompts"]}
-
-
-def _module_file(name: str) -> Path | None:
-    path = SRC / name.replace(".", "/")
-    if (path / "__init__.py").is_file():
-        return path / "__init__.py"
-    if path.with_suffix(".py").is_file():
-        return path.with_suffix(".py")
-    return None
-
-
-def _imports(path: Path, module: str) -> set[str]:
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*parts, base] if base else parts)
-            found.add(base)
-            found |= {f"{base}.{a.name}" for a in node.names}
-    return {name for name in found if name.split(".")[0] == "doceval"}
-
-
-def import_closure(module: str) -> dict[str, Path]:
-    """Every doceval module ``module`` can import (parents of submodules included), with its file."""
-    seen: dict[str, Path] = {}
-    todo = [module]
-    while todo:
-        name = todo.pop()
-        path = _module_file(name)
-        if path is None or name in seen:
-            continue
-        seen[name] = path
-        parts = name.split(".")
-        todo += [".".join(parts[:i]) for i in range(1, len(parts))]
-        todo += sorted(_imports(path, name))
-    return seen
 
 
 def _covered(path: Path, deps: list[Path]) -> bool:

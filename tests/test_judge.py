@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import signal
 import subprocess
 import sys
 import textwrap
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 from openai_server import FakeOpenAI
+from sigkill import kill_once_journaled
 
 from doceval.errors import UsageError
 from doceval.llm import Ledger
@@ -290,18 +290,7 @@ def test_judging_killed_with_sigkill_resumes_without_reasking(tmp_path: Path) ->
     journal = tmp_path / "judge.jsonl"
     with FakeOpenAI(latency_s=0.1) as srv:
         args = [sys.executable, str(script), srv.base_url, str(journal), str(n)]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if journal.exists() and len(journal.read_bytes().splitlines()) >= 4:
-                break
-            if proc.poll() is not None:
-                break
-            time.sleep(0.005)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
-        first_ids = [json.loads(x)["id"] for x in journal.read_text().splitlines() if x.endswith("}")]
+        first_ids = kill_once_journaled(args, journal)
         assert 4 <= len(first_ids) < n
         deadline = time.monotonic() + 5
         while srv.inflight and time.monotonic() < deadline:  # the killed child's requests still get counted
