@@ -1,8 +1,13 @@
-"""Retrievers behind one interface: ``retrieve(question, library, version, k) -> [(doc_id, score), ...]``."""
+"""Retrievers behind one interface: ``retrieve(question, library, version, k) -> [(doc_id, score), ...]``.
+
+A registry maps ``retriever.name`` to a builder, so a new retriever is a module, a ``conf/retriever/NAME.yaml``
+and one ``@register_retriever("NAME")`` builder here; the harness only ever calls :func:`make_retriever`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from doceval.errors import UsageError
@@ -11,36 +16,136 @@ from doceval.index.store import VectorStore
 from doceval.inputs.corpus import Corpus
 from doceval.system.retrievers.base import Ranked, Retriever, best_per_document
 
-NAMES = ("overlap", "bm25", "dense", "hybrid")
+__all__ = [
+    "NAMES",
+    "RETRIEVERS",
+    "Builder",
+    "Ranked",
+    "Registered",
+    "Resources",
+    "Retriever",
+    "best_per_document",
+    "make_retriever",
+    "register_retriever",
+]
 
-__all__ = ["NAMES", "Ranked", "Retriever", "best_per_document", "make_retriever"]
+
+@dataclass(frozen=True)
+class Resources:
+    """What :func:`make_retriever` was given; a builder takes what it needs."""
+
+    name: str
+    corpus: Corpus | None = None
+    store: VectorStore | None = None
+    embedder: CachedEmbedder | None = None
+
+    def need_corpus(self) -> Corpus:
+        if self.corpus is None:
+            raise UsageError(
+                f"retriever={self.name} needs the docs corpus; run `dvc repro docs` (or `doceval docs`) first"
+            )
+        return self.corpus
+
+    def need_index(self) -> tuple[VectorStore, CachedEmbedder]:
+        if self.store is None or self.embedder is None:
+            raise UsageError(f"retriever={self.name} needs the index; run `dvc repro index` first")
+        return self.store, self.embedder
+
+
+Builder = Callable[[Mapping[str, Any], Resources], Retriever]
+
+
+@dataclass(frozen=True)
+class Registered:
+    build: Builder
+    needs_corpus: bool
+
+
+RETRIEVERS: dict[str, Registered] = {}
+
+
+def register_retriever(name: str, *, needs_corpus: bool = True) -> Callable[[Builder], Builder]:
+    """Decorator: ``builder(cfg, resources) -> Retriever`` serves ``retriever.name == name``.
+
+    ``needs_corpus=False`` lets it be built with ``corpus=None`` (a retriever that brings its own documents).
+    """
+
+    def decorate(build: Builder) -> Builder:
+        if name in RETRIEVERS and RETRIEVERS[name].build is not build:
+            raise ValueError(f"retriever {name!r} is registered twice")
+        RETRIEVERS[name] = Registered(build, needs_corpus)
+        return build
+
+    return decorate
 
 
 def make_retriever(
     cfg: Mapping[str, Any],
-    corpus: Corpus,
+    corpus: Corpus | None,
     store: VectorStore | None = None,
     embedder: CachedEmbedder | None = None,
 ) -> Retriever:
-    """Build the retriever named by ``cfg['name']``; dense and hybrid need the opened store and embedder."""
+    """Build the retriever named by ``cfg['name']``; dense and hybrid need the opened store and embedder, all
+    but ``function`` need the corpus."""
+    name = cfg.get("name")
+    entry = RETRIEVERS.get(name) if isinstance(name, str) else None
+    if entry is None:
+        raise UsageError(f"retriever={name!r} is not known; choose one of: {', '.join(RETRIEVERS)}")
+    resources = Resources(str(name), corpus, store, embedder)
+    if entry.needs_corpus:
+        resources.need_corpus()
+    return entry.build(cfg, resources)
+
+
+# ----------------------------------------------------------------- the built-in retrievers
+# Imported inside the builders: bm25s and the embedder stack load only for the retriever that runs.
+
+
+def _bm25(cfg: Mapping[str, Any], corpus: Corpus) -> Retriever:
     from doceval.system.retrievers.bm25 import BM25Retriever
-    from doceval.system.retrievers.dense import DenseRetriever
-    from doceval.system.retrievers.hybrid import HybridRetriever
+
+    return BM25Retriever(corpus, k1=float(cfg.get("k1", 1.5)), b=float(cfg.get("b", 0.75)))
+
+
+@register_retriever("overlap")
+def _build_overlap(cfg: Mapping[str, Any], res: Resources) -> Retriever:
     from doceval.system.retrievers.overlap import OverlapRetriever
 
-    name = cfg.get("name")
-    if name == "overlap":
-        return OverlapRetriever(corpus, min_score=float(cfg.get("min_score", 0.0)))
-    if name == "bm25":
-        return BM25Retriever(corpus, k1=float(cfg.get("k1", 1.5)), b=float(cfg.get("b", 0.75)))
-    if name in ("dense", "hybrid"):
-        if store is None or embedder is None:
-            raise UsageError(f"retriever={name} needs the index; run `dvc repro index` first")
-        dense = DenseRetriever(store, embedder, set(corpus.pins))
-        if name == "dense":
-            return dense
-        lexical = BM25Retriever(corpus, k1=float(cfg.get("k1", 1.5)), b=float(cfg.get("b", 0.75)))
-        return HybridRetriever(
-            lexical, dense, rrf_k=int(cfg.get("rrf_k", 60)), depth=int(cfg.get("depth", 100))
-        )
-    raise UsageError(f"retriever={name!r} is not known; choose one of: {', '.join(NAMES)}")
+    return OverlapRetriever(res.need_corpus(), min_score=float(cfg.get("min_score", 0.0)))
+
+
+@register_retriever("bm25")
+def _build_bm25(cfg: Mapping[str, Any], res: Resources) -> Retriever:
+    return _bm25(cfg, res.need_corpus())
+
+
+@register_retriever("dense")
+def _build_dense(cfg: Mapping[str, Any], res: Resources) -> Retriever:
+    from doceval.system.retrievers.dense import DenseRetriever
+
+    store, embedder = res.need_index()
+    return DenseRetriever(store, embedder, set(res.need_corpus().pins))
+
+
+@register_retriever("hybrid")
+def _build_hybrid(cfg: Mapping[str, Any], res: Resources) -> Retriever:
+    from doceval.system.retrievers.dense import DenseRetriever
+    from doceval.system.retrievers.hybrid import HybridRetriever
+
+    store, embedder = res.need_index()
+    corpus = res.need_corpus()
+    dense = DenseRetriever(store, embedder, set(corpus.pins))
+    return HybridRetriever(
+        _bm25(cfg, corpus), dense, rrf_k=int(cfg.get("rrf_k", 60)), depth=int(cfg.get("depth", 100))
+    )
+
+
+@register_retriever("function", needs_corpus=False)
+def _build_function(cfg: Mapping[str, Any], res: Resources) -> Retriever:
+    from doceval.system.retrievers.function import FunctionRetriever
+
+    return FunctionRetriever.from_config(cfg)
+
+
+# The shipped names (conf/retriever/ and the schema agree on them); RETRIEVERS also holds later registrations.
+NAMES: tuple[str, ...] = tuple(RETRIEVERS)

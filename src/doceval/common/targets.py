@@ -1,0 +1,136 @@
+"""User code named in the config as ``"MODULE:ATTR"``: import it (current directory first) and say where it came
+from, so a run records which code it evaluated (a user retriever, an agent adapter)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import os
+import re
+import sys
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from doceval.common.io import sha256_file
+from doceval.errors import UsageError
+
+_NAME = r"[^\W\d]\w*"
+# MODULE:ATTR, both dotted identifiers: "pkg.mod:factory", "mod:Class.method".
+TARGET_PATTERN = rf"{_NAME}(?:\.{_NAME})*:{_NAME}(?:\.{_NAME})*"
+
+
+def cwd_first_on_path() -> None:
+    """Put the current directory first on sys.path, as ``python -m`` does: a console script (`doceval`) starts
+    with its bin folder there instead, and ``retriever.target=my_module:fn`` must find ./my_module.py."""
+    cwd = os.getcwd()
+    if sys.path and sys.path[0] in ("", cwd):
+        return
+    sys.path.insert(0, cwd)
+
+
+def load_target(target: str, what: str) -> Any:
+    """The object ``target`` (``"MODULE:ATTR"``, ATTR may be dotted) names, imported with the current directory
+    first on sys.path. ``what`` is the config key holding it (``retriever.target``), named in every error.
+
+    Raises UsageError (exit 2) for a malformed target, a module that is not found (naming the sys.path
+    searched), a module whose import fails, or a missing attribute.
+    """
+    if not isinstance(target, str) or not re.fullmatch(TARGET_PATTERN, target.strip()):
+        raise UsageError(
+            f"{what}={target!r}: expected MODULE:ATTR, a module on the Python path and a name in it "
+            f"(e.g. {what}=my_retriever:retrieve for retrieve() in ./my_retriever.py)"
+        )
+    module_name, _, attr = target.strip().partition(":")
+    cwd_first_on_path()
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            searched = ", ".join(p or os.getcwd() for p in sys.path)
+            raise UsageError(
+                f"{what}={target}: no module named {exc.name!r} on the Python path (searched, in order: "
+                f"{searched}); run from the folder holding {module_name.split('.')[0]}.py, "
+                f"or add its folder to PYTHONPATH, or pip install it"
+            ) from exc
+        # The user's module was found, but something it imports was not.
+        raise UsageError(
+            f"{what}={target}: importing {module_name!r} failed: {exc}; install {exc.name!r} "
+            f"in this environment ({sys.executable})"
+        ) from exc
+    except SyntaxError as exc:
+        raise UsageError(
+            f"{what}={target}: {exc.filename}:{exc.lineno}: syntax error in {module_name!r}: {exc.msg}"
+        ) from exc
+    except Exception as exc:  # the user's module raised at import time: report it as bad input
+        raise UsageError(
+            f"{what}={target}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
+        ) from exc
+    found: Any = module
+    for i, part in enumerate(attr.split(".")):
+        if not hasattr(found, part):
+            owner = module_name + "".join("." + p for p in attr.split(".")[:i])
+            where = getattr(module, "__file__", None) or module_name
+            raise UsageError(
+                f"{what}={target}: {owner!r} ({where}) has no attribute {part!r}; "
+                f"name a function or class defined there ({what}=MODULE:ATTR)"
+            )
+        found = getattr(found, part)
+    return found
+
+
+@lru_cache(maxsize=1)
+def _distributions() -> dict[str, list[str]]:
+    # Scans every installed distribution's metadata once per process (a few hundred ms on a big venv).
+    return dict(metadata.packages_distributions())
+
+
+def provenance_of(obj: Any) -> dict[str, Any]:
+    """Where ``obj``'s code came from: its module, the sha256 of the module's source file and, when the module
+    belongs to an installed distribution, that distribution and its version.
+
+    The file hash is kept even for installed code: an editable install changes without a version bump. A
+    callable with no source file (defined in a notebook cell) is hashed by its own source text when Python can
+    find it; ``source_sha256`` is None only when neither exists.
+    """
+    module = inspect.getmodule(obj)
+    out: dict[str, Any] = {
+        "module": module.__name__ if module is not None else getattr(obj, "__module__", None),
+        "qualname": getattr(obj, "__qualname__", type(obj).__qualname__),
+        "source_file": None,
+        "source_sha256": None,
+    }
+    file = _source_file(module) if module is not None else None
+    if file is not None:
+        # Relative to the working directory when under it, so the same checkout elsewhere records the same.
+        cwd = Path.cwd().resolve()
+        out["source_file"] = str(file.relative_to(cwd) if file.is_relative_to(cwd) else file)
+        out["source_sha256"] = sha256_file(file)
+    else:
+        try:
+            text = inspect.getsource(obj)
+        except (OSError, TypeError):
+            text = None
+        if text is not None:
+            out["source_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    top = str(out["module"] or "").split(".")[0]
+    dists = _distributions().get(top) if top else None
+    if dists:
+        out["distribution"] = dists[0]
+        try:
+            out["distribution_version"] = metadata.version(dists[0])
+        except metadata.PackageNotFoundError:
+            out["distribution_version"] = None
+    return out
+
+
+def _source_file(module: Any) -> Path | None:
+    try:
+        name = inspect.getsourcefile(module)
+    except TypeError:  # a built-in module
+        return None
+    if name is None or not Path(name).is_file():
+        return None
+    return Path(name).resolve()

@@ -1,0 +1,250 @@
+"""The user's own retriever: a Python function named by ``retriever.target=MODULE:ATTR``.
+
+``ATTR(question, k)`` returns up to k document ids best first, or ``(id, score)`` pairs; an empty list is a
+refusal. ``library``/``version`` are passed as keyword arguments when the function accepts them. With
+``+retriever.kwargs.NAME=VALUE`` overrides ATTR is a factory, called once with them, that returns the function
+(or an object with a ``.retrieve(question, k, ...)`` method); a class is always such a factory. No docs corpus is
+needed: library and version come from the probe.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from doceval.common.targets import load_target, provenance_of
+from doceval.errors import UsageError
+from doceval.system.retrievers.base import Ranked
+
+_EXAMPLE = "def retrieve(question, k, library=None, version=None) -> list[str]"
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return repr(text if len(text) <= limit else text[: limit - 3] + "...")
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):  # some built-ins and C callables have none: call and see
+        return None
+
+
+class FunctionRetriever:
+    name = "function"
+    # User scores may be on any scale (a distance, a logit), so no floor is out of range.
+    score_range = (-math.inf, math.inf)
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        where: str,
+        target: str,
+        kwargs: Mapping[str, Any] | None = None,
+        origin: Any = None,
+    ) -> None:
+        """Use :meth:`from_target`, :meth:`from_config` or :meth:`from_callable`.
+
+        ``fn`` is the retrieve callable; ``where`` prefixes every error (``retriever.target=mod:fn``); ``origin``
+        is the object whose code :meth:`describe` hashes (the factory, when there is one).
+        """
+        self.target = target
+        self.kwargs: dict[str, Any] = dict(kwargs or {})
+        self.where = where
+        self._fn = fn
+        self._origin = fn if origin is None else origin
+        # None until the first non-empty result fixes it: True for (id, score) pairs, False for bare ids.
+        self.scored: bool | None = None
+        self._lock = threading.Lock()  # the agent may retrieve from several threads
+        sig = _signature(fn)
+        self._passes = {"library": False, "version": False}
+        if sig is not None:
+            params = sig.parameters.values()
+            any_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+            for key in self._passes:
+                p = sig.parameters.get(key)
+                self._passes[key] = any_kw or (
+                    p is not None
+                    and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+                )
+            try:
+                sig.bind("question", 1, **self._extra("lib", "1"))
+            except TypeError as exc:
+                raise UsageError(
+                    f"{where}: {getattr(fn, '__qualname__', fn)!r}{sig} cannot be called as (question, k): "
+                    f"{exc}; define it as {_EXAMPLE}"
+                ) from None
+
+    # ------------------------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> FunctionRetriever:
+        """The ``retriever`` block: ``target`` (MODULE:ATTR) and ``kwargs`` (factory arguments, may be empty)."""
+        target = cfg.get("target")
+        if target is None:
+            raise UsageError(
+                "retriever=function needs retriever.target=MODULE:ATTR, e.g. "
+                "`doceval eval retriever=function retriever.target=my_retriever:retrieve` for retrieve() "
+                "in ./my_retriever.py"
+            )
+        kwargs = cfg.get("kwargs") or {}
+        if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
+            raise UsageError(
+                f"retriever.kwargs={kwargs!r}: expected a mapping of keyword arguments for the factory "
+                "(set them as +retriever.kwargs.NAME=VALUE)"
+            )
+        return cls.from_target(target, kwargs)
+
+    @classmethod
+    def from_target(cls, target: str, kwargs: Mapping[str, Any] | None = None) -> FunctionRetriever:
+        where = f"retriever.target={target}"
+        attr = load_target(target, "retriever.target")
+        fn = cls._build(attr, dict(kwargs or {}), where, "+retriever.kwargs.NAME=VALUE")
+        return cls(fn, where=where, target=target, kwargs=kwargs, origin=attr)
+
+    @classmethod
+    def from_callable(
+        cls, fn: Any, name: str = "callable", kwargs: Mapping[str, Any] | None = None
+    ) -> FunctionRetriever:
+        """For the Python API: ``fn`` is the retrieve function, an object with ``.retrieve``, or (with ``kwargs``,
+        or when it is a class) a factory of either. ``name`` stands for the target in errors and
+        :meth:`describe`."""
+        where = f"retriever callable {name!r}"
+        built = cls._build(fn, dict(kwargs or {}), where, "kwargs=")
+        return cls(built, where=where, target=name, kwargs=kwargs, origin=fn)
+
+    @staticmethod
+    def _build(attr: Any, kwargs: dict[str, Any], where: str, how: str) -> Callable[..., Any]:
+        """The retrieve callable from ATTR: itself, or what the factory ATTR(**kwargs) returns."""
+        if not callable(attr):
+            raise UsageError(
+                f"{where}: names a value of type {type(attr).__name__}, not a function; point it at {_EXAMPLE}, "
+                "or a factory returning one"
+            )
+        if not kwargs and not inspect.isclass(attr):
+            return attr  # type: ignore[no-any-return]
+        names = ", ".join(sorted(kwargs)) or "(none)"
+        sig = _signature(attr)
+        if sig is not None:
+            try:
+                sig.bind(**kwargs)
+            except TypeError as exc:
+                raise UsageError(
+                    f"{where}: the factory{sig} does not accept the kwargs {names}: {exc}; "
+                    f"fix or drop the {how} overrides"
+                ) from None
+        try:
+            made = attr(**kwargs)
+        except TypeError as exc:
+            raise UsageError(f"{where}: the factory rejected the kwargs {names}: {exc}") from exc
+        except (
+            Exception
+        ) as exc:  # the user's factory refused its arguments (a ValueError on a bad value, say)
+            raise UsageError(
+                f"{where}: the factory called with kwargs {names} raised {type(exc).__name__}: {exc}"
+            ) from exc
+        method = getattr(made, "retrieve", None)
+        if callable(method):
+            return method  # type: ignore[no-any-return]
+        if callable(made):
+            return made  # type: ignore[no-any-return]
+        raise UsageError(
+            f"{where}: the factory returned a value of type {type(made).__name__}, which is neither callable nor has a "
+            f".retrieve(question, k) method; return {_EXAMPLE} or an object with that method"
+        )
+
+    # ----------------------------------------------------------------------------------------- retrieve
+
+    def _extra(self, library: str, version: str) -> dict[str, str]:
+        pairs = {"library": library, "version": version}
+        return {key: value for key, value in pairs.items() if self._passes[key]}
+
+    def retrieve(self, question: str, library: str, version: str, k: int) -> Ranked:
+        try:
+            result = self._fn(question, k, **self._extra(library, version))
+        except Exception as exc:
+            exc.add_note(f"raised by {self.where} on the question {_short(question)}")
+            raise
+        return self._check(result, question, k)
+
+    def _check(self, result: Any, question: str, k: int) -> Ranked:
+        about = f"{self.where} on the question {_short(question)}"
+        if not isinstance(result, list):
+            raise UsageError(
+                f"{about}: returned a value of type {type(result).__name__}; return a list of document ids best first, "
+                "or of (id, score) pairs ([] to refuse)"
+            )
+        ids: list[str] = []
+        scores: list[float] = []
+        scored: bool | None = None
+        for i, item in enumerate(result):
+            if isinstance(item, str):
+                doc_id, score, pair = item, None, False
+            elif isinstance(item, list | tuple):
+                if len(item) != 2:
+                    raise UsageError(
+                        f"{about}: item {i} has {len(item)} values; a scored item is a pair (id, score)"
+                    )
+                doc_id, score, pair = item[0], item[1], True
+            else:
+                raise UsageError(
+                    f"{about}: item {i} is of type {type(item).__name__} ({item!r:.60}); "
+                    "expected a str document id or an (id, score) pair"
+                )
+            if not isinstance(doc_id, str):
+                raise UsageError(
+                    f"{about}: item {i} has the id {doc_id!r:.60} ({type(doc_id).__name__}); "
+                    "document ids are str, like 'pydantic@2.8.2:pydantic.main.BaseModel'"
+                )
+            if scored is not None and pair != scored:
+                raise UsageError(f"{about}: mixes bare ids and (id, score) pairs; return one form")
+            scored = pair
+            value = 0.0
+            if pair:
+                # bool is an int to Python but never a score; NaN would pass or fail every floor at random.
+                if not isinstance(score, numbers.Real) or isinstance(score, bool) or math.isnan(score):
+                    raise UsageError(
+                        f"{about}: item {i} ({doc_id!r}) has the score {score!r:.60}; expected a number"
+                    )
+                value = float(score)
+            ids.append(doc_id)
+            scores.append(value)
+        if scored is None:
+            return []  # refused
+        with self._lock:
+            if self.scored is None:
+                self.scored = scored
+            elif self.scored != scored:
+                before = "(id, score) pairs" if self.scored else "bare ids"
+                now = "(id, score) pairs" if scored else "bare ids"
+                raise UsageError(
+                    f"{about}: returned {now}, but {before} for earlier questions; return one form for every "
+                    "question (floors need scores on one scale)"
+                )
+        # Duplicates collapse keeping the first, as best_per_document keeps the best; list order is the ranking.
+        first: dict[str, float] = {}
+        for doc_id, score in zip(ids, scores, strict=True):
+            first.setdefault(doc_id, score)
+        ranked: Ranked = list(first.items())[: max(k, 0)]
+        if not scored:
+            # Rank as score (k, k-1, ...): the order survives every consumer; floors are not applied to these.
+            ranked = [(doc_id, float(k - rank)) for rank, (doc_id, _) in enumerate(ranked)]
+        return ranked
+
+    # -------------------------------------------------------------------------------------- provenance
+
+    def describe(self) -> dict[str, Any]:
+        """What ran: the target, the factory kwargs and where its code came from (sha256 of the source file, or
+        the installed distribution and version), so two runs of different user code never look alike."""
+        return {
+            "name": self.name,
+            "target": self.target,
+            "kwargs": dict(self.kwargs),
+            **provenance_of(self._origin),
+        }
