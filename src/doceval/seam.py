@@ -1,5 +1,6 @@
 """The seam between the harness and a system under test: what the harness hands a system (a :class:`Probe`)
-and what the system hands back (an :class:`Answer`).
+and what the system hands back (an :class:`Answer` from DocChat, a :class:`SystemResponse` from an external
+agent).
 
 Both sides import this module and nothing of each other: the system never sees a label (scope, relevant
 documents, reference answer), and the scorers never see the system's internals.
@@ -7,7 +8,9 @@ documents, reference answer), and the scorers never see the system's internals.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,76 @@ class Answer:
     @property
     def cost_usd(self) -> float:
         return usage_cost(self.usage)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One source an external system cited: a document id and its score, if the system gave one."""
+
+    id: str
+    score: float | None  # None: the system gave no score
+
+
+@dataclass
+class SystemResponse:
+    """An external system's reply to one probe, as recorded (and journaled) by the harness.
+
+    ``error`` set means the call failed (transport, timeout after retries, a reply of the wrong shape): the
+    entry is NOT scored, and in particular never counted as a refusal.
+    """
+
+    id: str  # the probe id
+    answer: str | None
+    sources: list[Source]  # ranked, best first, as returned (the harness cuts at k)
+    refused: bool
+    reason: str | None  # refusal reason, if the system gave one
+    usage: dict[str, Any]  # token usage etc. if the system returned it ({} otherwise)
+    extra: dict[str, Any]  # every other key the system returned, kept verbatim
+    session_id: str
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "answer": self.answer,
+            "sources": [{"id": s.id, "score": s.score} for s in self.sources],
+            "refused": self.refused,
+            "reason": self.reason,
+            "usage": self.usage,
+            "extra": self.extra,
+            "session_id": self.session_id,
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SystemResponse:
+        """The inverse of :meth:`to_json`; KeyError/TypeError/ValueError on another shape (a journal line)."""
+        sources: list[Source] = []
+        for item in _typed(data, "sources", list):
+            score = item["score"]
+            if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+                raise TypeError(f"source score must be a number or null, got {score!r}")
+            sources.append(Source(id=_typed(item, "id", str), score=None if score is None else float(score)))
+        return cls(
+            id=_typed(data, "id", str),
+            answer=_typed(data, "answer", str, nullable=True),
+            sources=sources,
+            refused=_typed(data, "refused", bool),
+            reason=_typed(data, "reason", str, nullable=True),
+            usage=dict(_typed(data, "usage", dict)),
+            extra=dict(_typed(data, "extra", dict)),
+            session_id=_typed(data, "session_id", str),
+            error=_typed(data, "error", str, nullable=True),
+        )
+
+
+def _typed(data: Mapping[str, Any], key: str, kind: type, nullable: bool = False) -> Any:
+    value = data[key]
+    if value is None and nullable:
+        return None
+    if not isinstance(value, kind):
+        raise TypeError(f"{key!r} must be {kind.__name__}{' or null' if nullable else ''}, got {value!r}")
+    return value
 
 
 def usage_cost(usage: dict[str, dict[str, float]]) -> float:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import types
 from collections.abc import Mapping, Sequence
@@ -20,9 +21,29 @@ from doceval.errors import UsageError
 
 CONF_DIR = Path("conf")
 PARAMS = Path("params.yaml")
+CONF_ENV = "DOCEVAL_CONF"
+# The conf/ of the source tree doceval runs from (src/doceval/config/compose.py -> the repository root).
+SOURCE_CONF = Path(__file__).resolve().parents[3] / "conf"
 
 
-def compose(overrides: Sequence[str] = (), conf_dir: Path = CONF_DIR) -> dict[str, Any]:
+def find_conf_dir() -> Path:
+    """Where the Hydra configuration is: ./conf (a doceval project), else $DOCEVAL_CONF, else the conf/ of the
+    doceval checkout this code runs from, so a user's own project needs no copy of conf/ (paths in the
+    config stay relative to the working directory: the user's golden set, eval/ and mlruns/ live there)."""
+    for candidate in (
+        CONF_DIR,
+        Path(os.environ.get(CONF_ENV, "")) if os.environ.get(CONF_ENV) else None,
+        SOURCE_CONF,
+    ):
+        if candidate is not None and (candidate / "config.yaml").is_file():
+            return candidate
+    raise UsageError(
+        f"{CONF_DIR}/config.yaml not found: run doceval from a project with a conf/ folder, or set "
+        f"{CONF_ENV}=PATH/TO/conf"
+    )
+
+
+def compose(overrides: Sequence[str] = (), conf_dir: Path | None = None) -> dict[str, Any]:
     """Compose ``conf/config.yaml`` with Hydra overrides into a plain dict, validated by the typed schema.
 
     Unknown groups or options (Hydra), unknown keys, wrong types and out-of-range values (the schema) become a
@@ -34,6 +55,7 @@ def compose(overrides: Sequence[str] = (), conf_dir: Path = CONF_DIR) -> dict[st
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    conf_dir = find_conf_dir() if conf_dir is None else conf_dir
     if not (conf_dir / "config.yaml").is_file():
         raise UsageError(f"{conf_dir}/config.yaml not found: run doceval from the project root")
     try:
@@ -264,7 +286,7 @@ def _check_block(value: Any, cls: type, path: str, complete: bool, note: str = "
     keys = _declared(cls)
     for key in value:
         sub = _join(path, key)
-        if key not in keys and not (sub in schema.OPEN_MAPPINGS and isinstance(value[key], Mapping)):
+        if key not in keys:
             raise UsageError(f"{sub}: unknown key; valid keys: {', '.join(keys)}{note}")
     for key, (f, hint) in keys.items():
         sub = _join(path, key)

@@ -25,7 +25,9 @@ from typing import Any, Literal
 # Dotted paths whose values are free-form mappings handed to user code (an API's own options, extra keyword
 # arguments). Keys below them are not checked; elsewhere every key must be declared. A path listed here is
 # accepted even if no dataclass declares it, so a new hook (say "retriever.kwargs") is one line.
-OPEN_MAPPINGS: frozenset[str] = frozenset({"answerer.response_format", "judge.response_format"})
+OPEN_MAPPINGS: frozenset[str] = frozenset(
+    {"answerer.response_format", "judge.response_format", "retriever.kwargs", "agent.headers_env"}
+)
 
 
 def spec(default: Any = MISSING, **rules: Any) -> Any:
@@ -70,6 +72,38 @@ class Docs:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AgentDocChat:
+    name: Literal["docchat"]  # doceval's own pipeline: the retriever, memory and answerer blocks
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentFunction:
+    name: Literal["function"]
+    # Null in conf/ (the option must compose as shipped); doceval.harness.agents.make_agent refuses null with
+    # "agent=function needs agent.target=MODULE:ATTR". Same grammar as doceval.common.targets.TARGET_PATTERN.
+    target: str | None = spec(
+        pattern=r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*",
+        what="MODULE:ATTR (a function on the Python path, the current directory first)",
+        example="my_agent:answer",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentHttp:
+    name: Literal["http"]
+    url: str | None = spec(  # null in conf/; make_agent refuses it ("agent=http needs agent.url=URL")
+        pattern=r"https?://\S+", what="an http:// or https:// URL", example="http://127.0.0.1:8000/ask"
+    )
+    # Header name -> name of the environment variable whose value is sent (an OPEN_MAPPINGS entry).
+    headers_env: dict[str, str] = spec(nonempty=True, example="{Authorization: MY_AGENT_TOKEN}")
+    timeout_s: float = spec(gt=0, example="30")
+    max_retries: int = spec(ge=0, example="3")
+    # Read by make_agent when present (not in conf/: doceval.common.retry's defaults apply).
+    retry_base_delay_s: float = spec(None, ge=0)
+    retry_max_delay_s: float = spec(None, ge=0)
+
+
+@dataclass(frozen=True, kw_only=True)
 class RetrieverOverlap:
     name: Literal["overlap"]
     min_score: float = spec(ge=0, example="0.0")
@@ -94,6 +128,19 @@ class RetrieverHybrid:
     b: float = spec(ge=0, le=1, example="0.75")
     rrf_k: int = spec(ge=0, example="60")
     depth: int = spec(ge=1, example="100")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetrieverFunction:
+    name: Literal["function"]
+    # Null in conf/ (the option must compose as shipped); building the retriever without one is a UsageError that
+    # says to set retriever.target=MODULE:ATTR. Same grammar as doceval.common.targets.TARGET_PATTERN.
+    target: str | None = spec(
+        pattern=r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*",
+        what="MODULE:ATTR (a function on the Python path, the current directory first)",
+        example="my_retriever:retrieve",
+    )
+    kwargs: dict[str, Any] = spec(example="{}")  # free-form: the factory's keyword arguments
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -243,12 +290,13 @@ class Run:
     max_concurrency: int = spec(ge=1, example="8")
 
 
-Retriever = RetrieverOverlap | RetrieverBM25 | RetrieverDense | RetrieverHybrid
+Retriever = RetrieverOverlap | RetrieverBM25 | RetrieverDense | RetrieverHybrid | RetrieverFunction
 Embedder = EmbedderMiniLM | EmbedderOpenAI
 Store = StoreQdrantLocal | StoreQdrantServer
 Answerer = AnswererExtractive | AnswererOpenAI
 Judge = JudgeNone | JudgeOpenAI
 Floors = FloorsCalibrated | FloorsConfig
+Agent = AgentDocChat | AgentFunction | AgentHttp
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,6 +304,7 @@ class Config:
     """conf/config.yaml composed: the groups first, then the top-level keys (as params.yaml lists them)."""
 
     docs: Docs
+    agent: Agent
     retriever: Retriever
     embedder: Embedder
     store: Store

@@ -1,38 +1,24 @@
-"""Retries with exponential backoff and jitter on 429, 5xx and timeouts, honouring Retry-After; our loop, so
-every attempt is counted.
+"""Retries of LLM calls: which openai failures are transient (429, 408, 5xx, timeouts, connection errors,
+malformed bodies), on the generic loop of :mod:`doceval.common.retry` (backoff with jitter, Retry-After, every
+attempt counted), with failures turned into redacted :class:`LLMError`.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 import openai
 
+from doceval.common import retry
+from doceval.common.retry import RetryPolicy
 from doceval.llm.errors import LLMError, _Malformed, redact
 
-log = logging.getLogger(__name__)
+__all__ = ["RetryPolicy", "call_with_retries"]
+
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    max_retries: int = 5
-    base_delay_s: float = 1.0
-    max_delay_s: float = 30.0
-
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        """Exponential backoff with jitter (50-100% of the step), at least the server's Retry-After."""
-        step = min(self.max_delay_s, self.base_delay_s * 2.0**attempt)
-        delay = step * (0.5 + random.random() / 2)
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.max_delay_s))
-        return delay
 
 
 def _classify(exc: BaseException) -> tuple[str, int | None] | None:
@@ -83,41 +69,32 @@ def call_with_retries(
 
     Raises :class:`LLMError` (redacted) when retries run out or the error is one a retry cannot fix.
     """
-    attempt = 0
-    while True:
+    attempts = 0
+
+    def counted() -> None:
+        nonlocal attempts
+        attempts += 1
         if on_attempt:
             on_attempt()
-        try:
-            return call()
-        except Exception as exc:  # noqa: BLE001 - classified below; unknown errors are re-raised
-            kind_status = _classify(exc)
-            if kind_status is None:
-                if isinstance(exc, openai.OpenAIError):
-                    raise LLMError(
-                        f"{what} failed: {_describe(exc, secrets)}",
-                        kind="client",
-                        attempts=attempt + 1,
-                        status=getattr(exc, "status_code", None),
-                    ) from None  # the original may quote a (masked) key
-                raise
-            kind, status = kind_status
-            if attempt >= policy.max_retries:
-                raise LLMError(
-                    f"{what} failed after {attempt + 1} attempt(s): {_describe(exc, secrets)}",
-                    kind=kind,
-                    attempts=attempt + 1,
-                    status=status,
-                ) from None
-            delay = policy.delay(attempt, _retry_after(exc))
-            log.warning(
-                "%s: %s; retry %d/%d in %.2fs",
-                what,
-                _describe(exc, secrets),
-                attempt + 1,
-                policy.max_retries,
-                delay,
-            )
-            if on_retry:
-                on_retry()
-            sleep(delay)
-            attempt += 1
+
+    try:
+        return retry.call_with_retries(
+            call,
+            policy,
+            classify=_classify,
+            retry_after=_retry_after,
+            what=what,
+            describe=lambda exc: _describe(exc, secrets),
+            sleep=sleep,
+            on_attempt=counted,
+            on_retry=on_retry,
+        )
+    except retry.RetriesExhausted as exc:
+        raise LLMError(str(exc), kind=exc.kind, attempts=exc.attempts, status=exc.status) from None
+    except openai.OpenAIError as exc:  # not retryable (a 4xx other than 408/429)
+        raise LLMError(
+            f"{what} failed: {_describe(exc, secrets)}",
+            kind="client",
+            attempts=attempts,
+            status=getattr(exc, "status_code", None),
+        ) from None  # the original may quote a (masked) key

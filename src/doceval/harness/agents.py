@@ -1,0 +1,335 @@
+"""External agents as systems under test: the user's own assistant behind a Python callable (``agent=function``)
+or an HTTP endpoint (``agent=http``, :mod:`doceval.harness.agent_http`), and the loop that replays probes
+through one (:func:`run_external`).
+
+A system is called with the probe only (question, library, version) plus a session id; labels never leave the
+harness. Its reply must be a JSON object/mapping with ``answer`` (str or null), ``sources`` (a list of id
+strings or ``{"id": str, "score": number}`` objects, best first) and ``refused`` (bool); optional ``reason``
+(the refusal reason) and ``usage`` (a mapping); every other key is kept verbatim in ``extra``. A reply of
+another shape, an exception or a call that failed after its retries is an *error* for that entry: recorded
+with its message, never scored (in particular never as a refusal), and tried again on a rerun.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from tqdm import tqdm
+
+from doceval.common.concurrency import iter_concurrent
+from doceval.common.journal import Journal, load_records
+from doceval.common.targets import load_target, provenance_of
+from doceval.errors import UsageError
+from doceval.harness.agent_http import AgentCallError, HttpAgent
+from doceval.seam import Probe, Source, SystemResponse
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "AgentCallError",
+    "ExternalAgent",
+    "ExternalOutcome",
+    "FunctionAgent",
+    "HttpAgent",
+    "function_agent",
+    "load_journal",
+    "make_agent",
+    "parse_response",
+    "run_external",
+]
+
+AGENT_NAMES = ("docchat", "function", "http")
+_CALL = "(question=..., library=..., version=..., session_id=...)"
+_RESERVED = ("answer", "sources", "refused", "reason", "usage")
+
+
+class ExternalAgent(Protocol):
+    name: str  # "function" or "http"
+
+    def describe(self) -> dict[str, Any]:
+        """Provenance for the summary and MLflow: the target and its source sha256 (or package version), or
+        the URL with credentials redacted; never a header value."""
+        ...
+
+    def check(self) -> None:
+        """Before any work: raise UsageError when the system cannot be reached."""
+        ...
+
+    def call(self, probe: Probe, session_id: str) -> Mapping[str, Any]:
+        """One raw call; raises on failure."""
+        ...
+
+
+# ----------------------------------------------------------------------------------- agent=function
+
+
+class FunctionAgent:
+    """A Python callable ``fn(question=..., library=..., version=..., session_id=...)`` returning the reply."""
+
+    name = "function"
+
+    def __init__(self, fn: Callable[..., Mapping[str, Any]], target: str) -> None:
+        self._fn = fn
+        self.target = target
+        self._provenance = provenance_of(fn)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "target": self.target, **self._provenance}
+
+    def check(self) -> None:
+        return None  # resolving the target and its signature already ran in make_agent/function_agent
+
+    def call(self, probe: Probe, session_id: str) -> Mapping[str, Any]:
+        return self._fn(
+            question=probe.question, library=probe.library, version=probe.version, session_id=session_id
+        )
+
+
+def function_agent(fn: Callable[..., Mapping[str, Any]], name: str = "callable") -> ExternalAgent:
+    """An external agent from a callable, for the Python API (``name`` is recorded as its target)."""
+    if not callable(fn):
+        raise UsageError(f"function_agent({name}): {type(fn).__name__} object is not callable")
+    _check_signature(fn, f"function_agent({name})", "accept these keyword arguments (or **kwargs)")
+    return FunctionAgent(fn, name)
+
+
+def resolve_target(target: str) -> Callable[..., Mapping[str, Any]]:
+    """``MODULE:ATTR`` imported with the current directory first on sys.path (:mod:`doceval.common.targets`),
+    callable with the agent's keyword arguments; every failure a UsageError naming ``agent.target``."""
+    importlib.invalidate_caches()  # a module file written moments ago (tests, notebooks)
+    obj = load_target(target, "agent.target")
+    attr = target.strip().partition(":")[2]
+    if not callable(obj):
+        raise UsageError(
+            f"agent.target={target}: {attr!r} is a {type(obj).__name__}, not callable; "
+            "point agent.target at a function"
+        )
+    _check_signature(obj, f"agent.target={target}", f"give {attr} these keyword parameters (or **kwargs)")
+    fn: Callable[..., Mapping[str, Any]] = obj
+    return fn
+
+
+def _check_signature(fn: Callable[..., Any], where: str, fix: str) -> None:
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # some builtins have none; the first call will tell
+    try:
+        sig.bind(question="", library="", version="", session_id="")
+    except TypeError as exc:
+        raise UsageError(
+            f"{where}: the signature {sig} cannot be called as f{_CALL} ({exc}); {fix}"
+        ) from None
+
+
+# ----------------------------------------------------------------------------------------- factory
+
+
+def make_agent(cfg: Mapping[str, Any]) -> ExternalAgent | None:
+    """The system under test named by the ``agent`` block; None for ``agent=docchat`` (doceval's own)."""
+    name = cfg.get("name", "docchat")
+    if name == "docchat":
+        return None
+    if name == "function":
+        target = cfg.get("target")
+        if not isinstance(target, str) or not target.strip():
+            raise UsageError(
+                "agent=function needs agent.target=MODULE:ATTR (e.g. agent.target=my_agent:answer, for a "
+                f"function answer{_CALL} in my_agent.py in the current directory)"
+            )
+        return FunctionAgent(resolve_target(target.strip()), target.strip())
+    if name == "http":
+        return HttpAgent.from_config(cfg)
+    raise UsageError(f"agent.name={name}: expected one of {', '.join(AGENT_NAMES)}")
+
+
+# --------------------------------------------------------------------------------- reading a reply
+
+
+class InvalidResponse(Exception):
+    """A reply of the wrong shape; the message is ``"invalid response: ..."``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"invalid response: {message}")
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _source(item: Any, i: int) -> Source:
+    if isinstance(item, str) and item:
+        return Source(item, None)
+    if isinstance(item, Mapping) and isinstance(item.get("id"), str) and item["id"]:
+        score = item.get("score")
+        if score is None:
+            return Source(item["id"], None)
+        if isinstance(score, int | float) and not isinstance(score, bool):
+            return Source(item["id"], float(score))
+        raise InvalidResponse(f"sources[{i}].score must be a number, got {_type_name(score)}")
+    raise InvalidResponse(
+        f'sources[{i}] must be an id string or {{"id": str, "score": number}}, got {_type_name(item)}'
+    )
+
+
+def parse_response(probe_id: str, session_id: str, raw: Any) -> SystemResponse:
+    """A system's reply as a :class:`SystemResponse`; :class:`InvalidResponse` on another shape."""
+    if not isinstance(raw, Mapping):
+        raise InvalidResponse(f"expected a JSON object/mapping, got {_type_name(raw)}")
+    for key in ("answer", "sources", "refused"):
+        if key not in raw:
+            raise InvalidResponse(f"missing {key!r} (a reply needs answer, sources and refused)")
+    answer, sources, refused = raw["answer"], raw["sources"], raw["refused"]
+    if answer is not None and not isinstance(answer, str):
+        raise InvalidResponse(f"'answer' must be a string or null, got {_type_name(answer)}")
+    if not isinstance(sources, list):
+        raise InvalidResponse(f"'sources' must be a list, got {_type_name(sources)}")
+    if not isinstance(refused, bool):
+        raise InvalidResponse(f"'refused' must be true or false, got {_type_name(refused)}")
+    reason = raw.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise InvalidResponse(f"'reason' must be a string or null, got {_type_name(reason)}")
+    usage = raw.get("usage")
+    extra = {str(k): v for k, v in raw.items() if k not in _RESERVED}
+    if "usage" in raw and not isinstance(usage, Mapping):
+        extra["usage"] = usage  # not a usage block we understand: kept as returned
+    response = SystemResponse(
+        id=probe_id,
+        answer=answer,
+        sources=[_source(item, i) for i, item in enumerate(sources)],
+        refused=refused,
+        reason=reason,
+        usage=dict(usage) if isinstance(usage, Mapping) else {},
+        extra=extra,
+        session_id=session_id,
+    )
+    try:  # the journal and the summary are JSON: a value that is not would fail far from its cause
+        json.dumps({"usage": response.usage, "extra": response.extra})
+    except (TypeError, ValueError) as exc:
+        raise InvalidResponse(f"a value is not JSON-serialisable ({exc})") from None
+    return response
+
+
+def _error_text(exc: Exception) -> str:
+    if isinstance(exc, AgentCallError | InvalidResponse):
+        return str(exc)
+    return f"exception: {type(exc).__name__}: {str(exc)[:300]}"
+
+
+# -------------------------------------------------------------------------------------------- the run
+
+
+@dataclass
+class ExternalOutcome:
+    responses: dict[str, SystemResponse]  # every probe answered OR errored, in probe order
+    n_errors: int
+    stopped: bool  # max_errors exceeded: entries not attempted are absent from responses
+    resumed: int
+
+
+def load_journal(path: Path) -> dict[str, SystemResponse]:
+    """Responses already journaled (last one wins per id), errored ones included."""
+    records = load_records(path, SystemResponse.from_json, "an external agent journal record")
+    return {r.id: r for r in records}
+
+
+def run_external(
+    probes: Sequence[Probe],
+    agent: ExternalAgent,
+    *,
+    warm_memory: bool = False,
+    journal_path: Path | None = None,
+    max_concurrency: int = 8,
+    max_errors: int | None = None,
+    progress: bool = True,
+) -> ExternalOutcome:
+    """Send every probe to ``agent`` once; see the module docstring for what a reply must hold.
+
+    - Sessions: a fresh session id per probe (``doceval-<run>-<probe id>``), so the system's memory cannot
+      carry one answer into the next; ``warm_memory`` uses one session id for the whole run and calls strictly
+      in probe order, one at a time (a resumed warm run keeps the journaled session id).
+    - ``journal_path``: every finished response (ok or error) is appended before it counts; a rerun skips
+      entries journaled ok and calls the errored ones again.
+    - ``max_errors``: once more entries than this have errored, no new call starts; calls in flight finish
+      (and are journaled and returned) and the outcome says ``stopped``.
+    """
+    ids = [p.id for p in probes]
+    if len(set(ids)) != len(ids):
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        raise UsageError(f"probe ids must be unique; duplicated: {', '.join(dupes[:5])}")
+    wanted = set(ids)
+    previous = load_journal(journal_path) if journal_path is not None else {}
+    done = {i: r for i, r in previous.items() if i in wanted and r.error is None}
+
+    run_tag = f"doceval-{uuid.uuid4().hex[:12]}"
+    warm_session = run_tag
+    if warm_memory:
+        earlier = {r.session_id for r in done.values()}
+        if len(earlier) == 1:
+            warm_session = earlier.pop()  # the system's memory of the resumed entries lives there
+
+    results: dict[str, SystemResponse] = dict(done)
+    lock = threading.Lock()
+    journal = Journal(journal_path)
+
+    def process(probe: Probe) -> SystemResponse:
+        session_id = warm_session if warm_memory else f"{run_tag}-{probe.id}"
+        try:
+            response = parse_response(probe.id, session_id, agent.call(probe, session_id))
+        except Exception as exc:  # noqa: BLE001 - any failure of the system is that entry's error
+            response = SystemResponse(
+                id=probe.id,
+                answer=None,
+                sources=[],
+                refused=False,
+                reason=None,
+                usage={},
+                extra={},
+                session_id=session_id,
+                error=_error_text(exc),
+            )
+        journal.append(response.to_json())  # here, not in the loop: calls in flight at a stop still count
+        with lock:
+            results[probe.id] = response
+        return response
+
+    todo = [p for p in probes if p.id not in done]
+    concurrency = 1 if warm_memory else max(1, max_concurrency)
+    bar = tqdm(total=len(probes), initial=len(done), desc=f"agent ({agent.name})", unit="entry",
+               disable=not progress)  # fmt: skip
+    n_errors = 0
+    stopped = False
+    try:
+        with contextlib.closing(iter_concurrent(process, todo, concurrency)) as outcomes:
+            for _, response in outcomes:
+                bar.update(1)
+                if response.error is None:
+                    continue
+                n_errors += 1
+                bar.set_postfix(errors=n_errors, refresh=False)
+                log.warning("%s: %s", response.id, response.error)
+                if max_errors is not None and n_errors > max_errors:
+                    log.error("stopping: %d entries errored (max_errors=%d)", n_errors, max_errors)
+                    stopped = True
+                    break
+    finally:
+        bar.close()
+        journal.close()
+
+    ordered = {p.id: results[p.id] for p in probes if p.id in results}
+    return ExternalOutcome(
+        responses=ordered,
+        n_errors=sum(1 for r in ordered.values() if r.error is not None),
+        stopped=stopped,
+        resumed=len(done),
+    )

@@ -1,0 +1,103 @@
+"""A user's assistant behind HTTP on 127.0.0.1 for the tests, with programmable faults per question."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+def reply_for(question: str) -> dict[str, Any]:
+    return {
+        "answer": f"answer to {question}",
+        "sources": ["pydantic@2.8.2:a", {"id": "pydantic@2.8.2:b", "score": 0.5}],
+        "refused": False,
+        "usage": {"total_tokens": 7},
+        "trace_id": f"t-{question}",
+    }
+
+
+class FakeAgent:
+    """An HTTP agent on 127.0.0.1:<free port>. ``faults[question]`` is consumed one per request; ``always``
+    applies to every request for a question. It records each request's body and Authorization header."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self.auth: list[str | None] = []
+        self.faults: dict[str, list[str]] = {}
+        self.always: dict[str, str] = {}
+        self.delay_s = 0.0
+        self.in_flight = 0
+        self.peak = 0
+        agent = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with agent.lock:
+                    agent.requests.append(body)
+                    agent.auth.append(self.headers.get("Authorization"))
+                    queue = agent.faults.get(body["question"], [])
+                    fault = queue.pop(0) if queue else agent.always.get(body["question"])
+                    agent.in_flight += 1
+                    agent.peak = max(agent.peak, agent.in_flight)
+                try:
+                    time.sleep(agent.delay_s)
+                    self.respond(body, fault)
+                except OSError:
+                    pass  # the client timed out and hung up
+                finally:
+                    with agent.lock:
+                        agent.in_flight -= 1
+
+            def respond(self, body: dict[str, Any], fault: str | None) -> None:
+                status, headers, payload = 200, {}, reply_for(body["question"])
+                if fault == "500":
+                    status = 500
+                elif fault == "404":
+                    status = 404
+                elif fault == "429":
+                    status, headers = 429, {"Retry-After": "7"}
+                elif fault == "slow":
+                    time.sleep(1.0)
+                elif fault == "no_refused":
+                    del payload["refused"]
+                elif fault == "bad_sources":
+                    payload["sources"] = "pydantic@2.8.2:a"
+                data = b"{not json" if fault == "bad_json" else json.dumps(payload).encode()
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/ask"
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    def count(self, question: str) -> int:
+        return sum(1 for r in self.requests if r["question"] == question)
+
+
+@contextmanager
+def running_agent() -> Iterator[FakeAgent]:
+    srv = FakeAgent()
+    srv.thread.start()
+    try:
+        yield srv
+    finally:
+        srv.server.shutdown()
+        srv.server.server_close()
