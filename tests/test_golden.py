@@ -74,8 +74,14 @@ def test_bad_json(tmp_path):
 
 
 def test_a_line_that_is_not_an_object(tmp_path):
+    path = write(tmp_path, [entry(), '["q1"]', "42"])
+    assert problems(path) == [
+        f"{path}:2: (entry): each line must be a JSON object",
+        f"{path}:3: (entry): each line must be a JSON object",
+    ]
+    # A file that starts with `[` is a JSON array of entries, not JSONL.
     path = write(tmp_path, ['["q1"]'])
-    assert problems(path) == [f"{path}:1: (entry): each line must be a JSON object"]
+    assert problems(path) == [f"{path}: entry 1: (entry): each entry must be a JSON object"]
 
 
 def test_missing_field(tmp_path):
@@ -211,9 +217,13 @@ def test_select_split_with_no_entries_lists_the_known_splits(tmp_path):
         select_split(entries, "calibration", path)
     assert "--split calibration" in str(err.value) and str(path) in str(err.value)
     assert "known splits: test" in str(err.value)
-    untagged = parse_golden(write(tmp_path, [entry(id="a")]))
-    with pytest.raises(UsageError, match="every entry is untagged"):
-        select_split(untagged, "test")
+
+
+def test_an_untagged_golden_set_is_unaffected_by_the_split(tmp_path):
+    """The seed's rule: untagged entries belong to every split, so an untagged set runs whole."""
+    untagged = parse_golden(write(tmp_path, [entry(id="a"), entry(id="b")]))
+    assert [e.id for e in select_split(untagged, "test")] == ["a", "b"]
+    assert [e.id for e in select_split(untagged, "calibration")] == ["a", "b"]
 
 
 def _many_entries(tmp_path: Path) -> list:

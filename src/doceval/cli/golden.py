@@ -7,26 +7,46 @@ from pathlib import Path
 from typing import Any
 
 from doceval.cli.common import Parser
+from doceval.errors import UsageError
+
+DEFAULT_CORPUS = "data/docs"
 
 
 def cmd_golden_validate(args: argparse.Namespace) -> int:
     from doceval.inputs.corpus import load_corpus
-    from doceval.inputs.golden import format_statistics, parse_golden, statistics
+    from doceval.inputs.golden import DEFAULT_PIN, format_statistics, parse_golden, read_ids, statistics
 
-    corpus_ids = None if args.no_corpus else load_corpus(Path(args.corpus)).doc_ids()
-    entries = parse_golden(Path(args.path), corpus_ids=corpus_ids)
-    print(
-        f"{args.path}: {len(entries)} entries, valid"
-        + ("" if corpus_ids is not None else " (corpus not checked)")
-    )
+    if args.ids and args.corpus:
+        raise UsageError(
+            "--ids and --corpus: choose one (--ids checks relevant ids against a list, --corpus against "
+            "a built doceval corpus)"
+        )
+    if args.ids:
+        corpus_ids: frozenset[str] | None = read_ids(Path(args.ids))
+        entries = parse_golden(
+            Path(args.path),
+            corpus_ids=corpus_ids,
+            default_pin=DEFAULT_PIN,
+            ids_source=f"{args.ids} (--ids)",
+        )
+        checked = f" (relevant ids checked against {args.ids})"
+    elif args.no_corpus:
+        entries = parse_golden(Path(args.path), default_pin=DEFAULT_PIN)
+        checked = " (corpus not checked)"
+    else:
+        corpus_ids = load_corpus(Path(args.corpus or DEFAULT_CORPUS)).doc_ids()
+        entries = parse_golden(Path(args.path), corpus_ids=corpus_ids)
+        checked = ""
+    print(f"{args.path}: {len(entries)} entries, valid{checked}")
     print(format_statistics(statistics(entries)))
     return 0
 
 
 def cmd_golden_split(args: argparse.Namespace) -> int:
-    from doceval.inputs.golden import write_splits
+    from doceval.inputs.golden import DEFAULT_PIN, write_splits
 
-    counts = write_splits(Path(args.path), seed=args.seed)
+    # Splitting checks no ids: an entry without library/version is stratified under the default pin.
+    counts = write_splits(Path(args.path), seed=args.seed, default_pin=DEFAULT_PIN)
     print(f"{args.path}: split tags written with seed {args.seed}: {counts}")
     return 0
 
@@ -36,11 +56,22 @@ def register(sub: Any) -> None:
         dest="golden_command", required=True, parser_class=Parser
     )
     p = golden.add_parser(
-        "validate", help="check a golden set against the design's rules and the built corpus"
+        "validate",
+        help="check a golden set (JSONL or a JSON array) against the design's rules and the built corpus",
     )
     p.add_argument("path")
-    p.add_argument("--corpus", default="data/docs", help="built corpus directory (default: data/docs)")
-    p.add_argument("--no-corpus", action="store_true", help="skip the check that relevant ids exist")
+    p.add_argument("--corpus", help=f"built corpus directory (default: {DEFAULT_CORPUS})")
+    p.add_argument(
+        "--no-corpus",
+        action="store_true",
+        help="skip the check that relevant ids exist; entries may omit library/version (default pin)",
+    )
+    p.add_argument(
+        "--ids",
+        metavar="FILE",
+        help="your document ids, one per line (# comment lines): every relevant id must be one of them; "
+        "implies --no-corpus",
+    )
     p.set_defaults(func=cmd_golden_validate)
     p = golden.add_parser(
         "split", help="(re)assign calibration/test tags, stratified by library@version and kind"

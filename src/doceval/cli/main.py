@@ -1,6 +1,7 @@
 """`doceval` entry point: builds the parser from the command modules and maps errors to exit codes.
 
-Exit codes (docs/design.md section 8): 0 ok/PASS, 1 unexpected error, 2 bad input or usage, 3 gate FAIL.
+Exit codes (docs/design.md section 8): 0 ok/PASS, 1 unexpected error, 2 bad input or usage, 3 gate FAIL,
+4 run incomplete (more system errors than --max-errors; the summary is written, marked incomplete).
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from doceval.cli import beir, golden, pipeline, results
+from doceval.cli import beir, golden, ids, pipeline, results
 from doceval.cli.common import Parser
-from doceval.errors import EXIT_UNEXPECTED, EXIT_USAGE, GateFailed, UsageError
+from doceval.errors import EXIT_UNEXPECTED, EXIT_USAGE, GateFailed, RunIncomplete, UsageError
 
 DESCRIPTION = "doceval: evaluate documentation assistants against a labelled golden set"
 
@@ -19,7 +20,7 @@ DESCRIPTION = "doceval: evaluate documentation assistants against a labelled gol
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="doceval", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in (pipeline, golden, results, beir):
+    for module in (pipeline, golden, ids, results, beir):
         module.register(sub)
     return parser
 
@@ -32,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"doceval {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except GateFailed as exc:
+    except (GateFailed, RunIncomplete) as exc:
         print(str(exc), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

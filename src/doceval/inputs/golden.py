@@ -1,18 +1,26 @@
-"""Golden sets: load, validate (every problem with file:line:field), select a split, summarise."""
+"""Golden sets: load, validate (every problem with file:line:field), select a split, summarise.
+
+A golden set is JSONL (one entry per line) or a JSON array of entry objects (a file whose first character,
+after optional whitespace and a BOM, is ``[``). Problems name the file and ``LINE`` for JSONL, or
+``entry N (id X)`` for an array.
+"""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from doceval.common.io import scan_jsonl
 from doceval.errors import UsageError
 
 KNOWN_SPLITS = ("calibration", "test")
+
+# The pin an entry without `library` and `version` gets when no doceval corpus is configured (your own
+# documents and retriever): every such entry is about one library, `docs@1` (docs/design.md section 3).
+DEFAULT_PIN: tuple[str, str] = ("docs", "1")
 
 
 @dataclass(frozen=True)
@@ -39,12 +47,14 @@ class GoldenEntry:
 @dataclass(frozen=True)
 class Problem:
     path: str
-    line: int
+    line: int  # JSONL: the line; JSON array: the entry's position, from 1
     field: str
     message: str
+    entry: str | None = None  # JSON array: "entry N (id X)", shown in place of the line number
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.field}: {self.message}"
+        where = f"{self.path}: {self.entry}" if self.entry else f"{self.path}:{self.line}"
+        return f"{where}: {self.field}: {self.message}"
 
 
 class GoldenError(UsageError):
@@ -70,32 +80,101 @@ _FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
 }
 
 
-def _check_record(rec: Any, where: str, line: int, problems: list[Problem]) -> bool:
+_PIN_FIELDS = ("library", "version")
+
+Report = Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
+class _Record:
+    """One raw entry of the file: where it is, the parsed value (or why it could not be parsed)."""
+
+    position: int  # JSONL: line number; JSON array: position from 1
+    value: Any
+    bad: str | None
+    in_array: bool
+
+    @property
+    def label(self) -> str | None:
+        if not self.in_array:
+            return None
+        rid = self.value.get("id") if isinstance(self.value, dict) else None
+        return f"entry {self.position}" + (f" (id {rid})" if isinstance(rid, str) and rid.strip() else "")
+
+
+def _read_records(path: Path) -> tuple[bool, list[_Record]]:
+    """``(is_array, records)``: a JSON array's elements, or JSONL's non-blank lines (numbered from 1)."""
+    text = path.read_text(encoding="utf-8-sig")  # a BOM is dropped, not a JSON error
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            bad = f"not valid JSON: {exc.msg} at column {exc.colno} (the file is read as a JSON array)"
+            return True, [_Record(exc.lineno, None, bad, in_array=False)]
+        return True, [_Record(i, rec, None, in_array=True) for i, rec in enumerate(data, start=1)]
+    records = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(_Record(lineno, json.loads(line), None, in_array=False))
+        except json.JSONDecodeError as exc:
+            records.append(
+                _Record(lineno, None, f"not valid JSON: {exc.msg} at column {exc.colno}", in_array=False)
+            )
+    return False, records
+
+
+def _check_record(rec: Any, in_array: bool, report: Report, default_pin: tuple[str, str] | None) -> bool:
     if not isinstance(rec, dict):
-        problems.append(Problem(where, line, "(entry)", "each line must be a JSON object"))
+        report("(entry)", f"each {'entry' if in_array else 'line'} must be a JSON object")
         return False
     ok = True
+    optional = _PIN_FIELDS if default_pin is not None else ()
     for name, (types, human) in _FIELDS.items():
         if name not in rec:
-            problems.append(Problem(where, line, name, f'missing; add "{name}" ({human})'))
-            ok = False
+            if name not in optional:
+                report(name, f'missing; add "{name}" ({human})')
+                ok = False
         elif not isinstance(rec[name], types) or (bool in types) != isinstance(rec[name], bool):
-            problems.append(Problem(where, line, name, f"must be {human}, got {type(rec[name]).__name__}"))
+            report(name, f"must be {human}, got {type(rec[name]).__name__}")
             ok = False
         elif isinstance(rec[name], list) and not all(isinstance(x, str) and x for x in rec[name]):
-            problems.append(Problem(where, line, name, "every item must be a non-empty string"))
+            report(name, "every item must be a non-empty string")
+            ok = False
+    if default_pin is not None:
+        present = [name for name in _PIN_FIELDS if name in rec]
+        if len(present) == 1:
+            (missing,) = (name for name in _PIN_FIELDS if name not in rec)
+            report(
+                missing,
+                f'missing; "library" and "version" go together: add "{missing}", or remove '
+                f'"{present[0]}" for the default pin {"@".join(default_pin)}',
+            )
             ok = False
     for name in ("id", "question", "library", "version", "kind"):
         if isinstance(rec.get(name), str) and not rec[name].strip():
-            problems.append(Problem(where, line, name, "must not be empty"))
+            report(name, "must not be empty")
             ok = False
     return ok
 
 
 def parse_golden(
-    path: Path, corpus_ids: Collection[str] | None = None, known_splits: Iterable[str] = KNOWN_SPLITS
+    path: Path,
+    corpus_ids: Collection[str] | None = None,
+    known_splits: Iterable[str] = KNOWN_SPLITS,
+    *,
+    default_pin: tuple[str, str] | None = None,
+    ids_source: str | None = None,
 ) -> list[GoldenEntry]:
-    """Load and validate a golden JSONL file; raise GoldenError listing every problem found."""
+    """Load and validate a golden set (JSONL or a JSON array); raise GoldenError listing every problem.
+
+    ``corpus_ids``: every relevant id must be one of these (None: not checked). ``default_pin``: None when a
+    doceval corpus is configured: ``library`` and ``version`` are required and relevant ids must be documents
+    of the entry's pin (``LIB@VERSION:...``). Given (your own documents, no doceval corpus): an entry without
+    both gets this pin, and relevant ids are yours, in any form. ``ids_source`` names where ``corpus_ids``
+    come from in messages (default: the built corpus).
+    """
     if not path.is_file():
         raise UsageError(
             f"{path}: golden set not found (the `golden` key in params.yaml or --golden names it)"
@@ -104,18 +183,29 @@ def parse_golden(
     splits = set(known_splits)
     problems: list[Problem] = []
     entries: list[GoldenEntry] = []
-    first_line: dict[str, int] = {}
-    for line, rec, bad in scan_jsonl(path):
-        if bad:
-            problems.append(Problem(where, line, "(json)", bad))
+    first_at: dict[str, int] = {}
+    in_array, records = _read_records(path)
+    seen_as = "entry" if in_array else "line"
+    for record in records:
+        position, label = record.position, record.label
+
+        def report(name: str, message: str, position: int = position, label: str | None = label) -> None:
+            problems.append(Problem(where, position, name, message, label))
+
+        if record.bad:
+            report("(json)", record.bad)
             continue
-        if not _check_record(rec, where, line, problems):
+        rec = record.value
+        if not _check_record(rec, record.in_array, report, default_pin):
             continue
+        library, version = (
+            (rec["library"], rec["version"]) if "library" in rec or default_pin is None else default_pin
+        )
         entry = GoldenEntry(
             id=rec["id"],
             question=rec["question"],
-            library=rec["library"].lower(),
-            version=rec["version"],
+            library=library.lower(),
+            version=version,
             out_of_scope=rec["out_of_scope"],
             relevant_ids=tuple(dict.fromkeys(rec["relevant_ids"])),
             reference_answer=rec["reference_answer"],
@@ -123,68 +213,40 @@ def parse_golden(
             forbidden_apis=tuple(rec["forbidden_apis"]),
             split=rec["split"],
             kind=rec["kind"],
-            line=line,
+            line=position,
             extra={k: v for k, v in rec.items() if k not in _FIELDS},
         )
-        if entry.id in first_line:
-            problems.append(
-                Problem(
-                    where, line, "id", f"duplicate id {entry.id!r} (first on line {first_line[entry.id]})"
-                )
-            )
+        if entry.id in first_at:
+            report("id", f"duplicate id {entry.id!r} (first on {seen_as} {first_at[entry.id]})")
             continue
-        first_line[entry.id] = line
+        first_at[entry.id] = position
         if entry.split is not None and entry.split not in splits:
-            problems.append(
-                Problem(
-                    where,
-                    line,
-                    "split",
-                    f"unknown split {entry.split!r}; use one of {sorted(splits)} or null",
-                )
-            )
+            report("split", f"unknown split {entry.split!r}; use one of {sorted(splits)} or null")
         if not entry.out_of_scope and not entry.relevant_ids:
-            problems.append(
-                Problem(
-                    where,
-                    line,
-                    "relevant_ids",
-                    "an in-scope entry needs at least one relevant document id (or set out_of_scope: true)",
-                )
+            report(
+                "relevant_ids",
+                "an in-scope entry needs at least one relevant document id (or set out_of_scope: true)",
             )
         if entry.out_of_scope and entry.relevant_ids:
-            problems.append(
-                Problem(
-                    where,
-                    line,
-                    "relevant_ids",
-                    "an out-of-scope entry must have no relevant ids (empty the list or set "
-                    "out_of_scope: false)",
-                )
+            report(
+                "relevant_ids",
+                "an out-of-scope entry must have no relevant ids (empty the list or set out_of_scope: false)",
             )
         if not entry.out_of_scope and not entry.reference_answer.strip():
-            problems.append(
-                Problem(where, line, "reference_answer", "an in-scope entry needs a reference answer")
-            )
+            report("reference_answer", "an in-scope entry needs a reference answer")
         for doc_id in entry.relevant_ids:
-            if not doc_id.startswith(f"{entry.pin}:"):
-                problems.append(
-                    Problem(
-                        where,
-                        line,
-                        "relevant_ids",
-                        f"{doc_id!r} is not a document of {entry.pin} (ids are LIB@VERSION:path)",
-                    )
+            if default_pin is None and not doc_id.startswith(f"{entry.pin}:"):
+                report(
+                    "relevant_ids",
+                    f"{doc_id!r} is not a document of {entry.pin} (ids are LIB@VERSION:path)",
                 )
             elif corpus_ids is not None and doc_id not in corpus_ids:
-                problems.append(
-                    Problem(
-                        where,
-                        line,
-                        "relevant_ids",
-                        f"{doc_id!r} is not in the built corpus; check the dotted path "
-                        "(rebuild with `dvc repro docs` if the corpus is stale)",
-                    )
+                report(
+                    "relevant_ids",
+                    f"{doc_id!r} is not in {ids_source}"
+                    if ids_source
+                    else f"{doc_id!r} is not in the built corpus; check the dotted path "
+                    "(rebuild with `dvc repro docs` if the corpus is stale)",
                 )
         entries.append(entry)
     if problems:
@@ -194,19 +256,40 @@ def parse_golden(
     return entries
 
 
+def read_ids(path: Path) -> frozenset[str]:
+    """Document ids from a text file, one per line; blank lines and lines starting with ``#`` are skipped.
+
+    Only a whole line is a comment: ``handbook/returns.md#late-fees`` is an id.
+    """
+    if not path.is_file():
+        raise UsageError(f"--ids {path}: file not found (one document id per line)")
+    ids = {
+        line.strip()
+        for line in path.read_text(encoding="utf-8-sig").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    }
+    if not ids:
+        raise UsageError(f"--ids {path}: no document ids in it (one id per line; `#` starts a comment line)")
+    return frozenset(ids)
+
+
 def select_split(
     entries: Sequence[GoldenEntry], split: str | None, path: Path | None = None
 ) -> list[GoldenEntry]:
     """Entries of ``split``; untagged entries belong to every split; ``None`` selects everything."""
     if split is None:
         return list(entries)
-    chosen = [e for e in entries if e.split is None or e.split == split]
-    if not any(e.split == split for e in entries):
-        known = sorted({e.split for e in entries if e.split is not None})
+    # The seed's rule: untagged entries belong to every split, so an untagged golden set runs whole. A split
+    # that no entry is tagged with, in a set that has tags, is a typo or another set's split: an error.
+    known = sorted({e.split for e in entries if e.split is not None})
+    if known and split not in known:
         raise UsageError(
             f"--split {split}: no entries are tagged {split!r} in {path or 'the golden set'}; "
-            f"known splits: {', '.join(known) or '(none: every entry is untagged, use split=all)'}"
+            f"known splits: {', '.join(known)} (or split=all)"
         )
+    chosen = [e for e in entries if e.split is None or e.split == split]
+    if not chosen:
+        raise UsageError(f"--split {split}: {path or 'the golden set'} has no entries")
     return chosen
 
 
@@ -257,16 +340,20 @@ def assign_splits(entries: Sequence[GoldenEntry], seed: int = 0) -> dict[str, st
     return assignment
 
 
-def write_splits(path: Path, seed: int = 0) -> dict[str, int]:
-    """Rewrite ``path`` with ``split`` tags from :func:`assign_splits`, keeping line order and other fields."""
-    entries = parse_golden(path, known_splits=KNOWN_SPLITS)
+def write_splits(path: Path, seed: int = 0, *, default_pin: tuple[str, str] | None = None) -> dict[str, int]:
+    """Rewrite ``path`` with ``split`` tags from :func:`assign_splits`, keeping entry order and other fields.
+
+    A JSONL file stays JSONL (one entry per line); a JSON array is rewritten as an indented JSON array.
+    """
+    entries = parse_golden(path, known_splits=KNOWN_SPLITS, default_pin=default_pin)
     assignment = assign_splits(entries, seed)
-    lines = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        rec = json.loads(line)
+    in_array, records = _read_records(path)
+    recs = [r.value for r in records]
+    for rec in recs:
         rec["split"] = assignment[rec["id"]]
-        lines.append(json.dumps(rec, ensure_ascii=False))
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if in_array:
+        text = json.dumps(recs, indent=2, ensure_ascii=False) + "\n"
+    else:
+        text = "\n".join(json.dumps(rec, ensure_ascii=False) for rec in recs) + "\n"
+    path.write_text(text, encoding="utf-8")
     return dict(Counter(assignment.values()))

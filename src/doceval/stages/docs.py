@@ -1,4 +1,9 @@
-"""DVC stage `docs`: the documentation corpus (data/docs) from the pinned wheels, or from a docs folder."""
+"""DVC stage `docs`: the documentation corpus (data/docs) from the pinned wheels, or from a docs folder.
+
+`doceval docs --folder DIR` (the command line, not params.yaml) builds a separate corpus in its own
+directory (`--out`, default `data/folders/LIB@VERSION`), never in `paths.docs`, the DVC output, unless
+`--out` names it.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from doceval.errors import UsageError
-from doceval.inputs.docs import build_corpus, build_folder_corpus, parse_specs
+from doceval.inputs.docs import build_corpus, build_folder_corpus, normalise_name, parse_specs
+
+FOLDERS_DIR = Path("data/folders")
+
+
+def folder_out(library: str, version: str, out: str | None = None) -> Path:
+    """Where `docs --folder` writes: ``out``, or ``data/folders/LIB@VERSION`` (the normalised pin)."""
+    return Path(out) if out else FOLDERS_DIR / f"{normalise_name(library)}@{version}"
 
 
 def run(
@@ -19,16 +31,32 @@ def run(
     library: str | None = None,
     version: str | None = None,
     only: Sequence[str] | None = None,
+    out: str | None = None,
 ) -> dict[str, Any]:
     docs_cfg = params["docs"]
-    out = Path(params["paths"]["docs"])
-    folder = folder or docs_cfg.get("folder")
+    docs_dir = Path(params["paths"]["docs"])
+    if out and not folder:
+        raise UsageError("docs --out: only with --folder (the wheel corpus is the DVC output paths.docs)")
     if folder:
+        # A folder named on the command line gets its own corpus directory, outside DVC's outputs.
         library = library or docs_cfg.get("folder_library")
         version = version or docs_cfg.get("folder_version")
         if not library or not version:
             raise UsageError("docs --folder needs --library NAME and --version VERSION for the document ids")
-        manifest = build_folder_corpus(Path(folder), library, version, out, int(docs_cfg["chunk_chars"]))
+        target = folder_out(library, version, out)
+        manifest = build_folder_corpus(Path(folder), library, version, target, int(docs_cfg["chunk_chars"]))
+    elif docs_cfg.get("folder"):
+        # docs.folder in params.yaml: the DVC stage builds paths.docs from the folder.
+        library = docs_cfg.get("folder_library")
+        version = docs_cfg.get("folder_version")
+        if not library or not version:
+            raise UsageError(
+                "docs.folder needs docs.folder_library and docs.folder_version for the document ids"
+            )
+        target = docs_dir
+        manifest = build_folder_corpus(
+            Path(docs_cfg["folder"]), library, version, target, int(docs_cfg["chunk_chars"])
+        )
     else:
         specs = parse_specs(docs_cfg["libraries"])
         if only:
@@ -40,7 +68,8 @@ def run(
                 )
             specs = [known[p] for p in only]
         cache = Path(params["paths"]["cache"]) / "wheels"
-        manifest = build_corpus(specs, out, cache, int(docs_cfg["chunk_chars"]), progress=progress)
+        target = docs_dir
+        manifest = build_corpus(specs, target, cache, int(docs_cfg["chunk_chars"]), progress=progress)
     print(
         json.dumps(
             {
@@ -50,4 +79,21 @@ def run(
             }
         )
     )
+    if folder:
+        _print_next_steps(manifest, target, docs_dir)
     return manifest
+
+
+def _print_next_steps(manifest: Mapping[str, Any], target: Path, docs_dir: Path) -> None:
+    pins = ", ".join(f"{p} ({v['documents']} documents)" for p, v in manifest["pins"].items())
+    print(f"wrote {pins} to {target}")
+    if target.resolve() == docs_dir.resolve():
+        print(
+            f"note: {target} is paths.docs, the docs stage's DVC output; `dvc repro` rebuilds it from params"
+        )
+        return
+    print(f"list its ids:        doceval ids --docs {target}")
+    print(
+        "evaluate against it: doceval eval --golden GOLDEN --split all --no-track "
+        f"retriever=bm25 floors=zero paths.docs={target}"
+    )
