@@ -15,7 +15,8 @@ from pathlib import Path
 
 from doceval.config.compose import compose
 from doceval.harness.candidates import compute_candidates
-from doceval.harness.evaluate import EvalOptions, evaluate, load_inputs
+from doceval.harness.evaluate import evaluate
+from doceval.harness.plan import EvalOptions, load_inputs
 
 METRICS = (
     "hit_rate",

@@ -21,7 +21,8 @@ import numpy as np
 
 from doceval.config.compose import load_params
 from doceval.harness.candidates import compute_candidates, load_candidates
-from doceval.harness.evaluate import EvalOptions, evaluate, load_inputs
+from doceval.harness.evaluate import evaluate
+from doceval.harness.plan import EvalOptions, load_inputs
 
 
 def main() -> None:

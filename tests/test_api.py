@@ -1,20 +1,101 @@
-"""The Python API is the CLI's code: composing, gating and comparing give what the commands print."""
+"""The Python API (`from doceval import evaluate, compare, gate`) is the CLI's code with the user's system as a
+parameter: a retriever function or an assistant callable, on the user's own golden set and ids."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import doceval
 from doceval import api
-from doceval.harness.evaluate import evaluate as harness_evaluate
-from doceval.results import gate as results_gate
 
 ROOT = Path(__file__).resolve().parents[1]
+DOCS = {"D1": "late fees are five dollars per day", "D2": "returns are accepted within thirty days",
+        "D3": "shipping is free over fifty dollars"}  # fmt: skip
+ROWS = [
+    {
+        "id": "q1",
+        "question": "how much are late fees",
+        "relevant_ids": ["D1"],
+        "reference_answer": "5 dollars",
+    },
+    {
+        "id": "q2",
+        "question": "when are returns accepted",
+        "relevant_ids": ["D2", "D3"],
+        "reference_answer": "30",
+    },
+    {"id": "q3", "question": "do you sell pizza", "relevant_ids": [], "reference_answer": ""},
+]
 
 
-def test_api_names_are_the_library_functions() -> None:
-    assert api.evaluate is harness_evaluate and api.gate is results_gate
+@pytest.fixture
+def golden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)  # a user's own project: no conf/, no corpus
+    rows = [{**r, "out_of_scope": not r["relevant_ids"], "expected_apis": [], "forbidden_apis": [],
+             "split": None, "kind": "lookup" if r["relevant_ids"] else "off_topic"} for r in ROWS]  # fmt: skip
+    path = tmp_path / "golden.json"
+    path.write_text(json.dumps(rows), encoding="utf-8")  # a JSON array, no library/version
+    return path
+
+
+def overlap(question: str, k: int) -> list[tuple[str, float]]:
+    words = set(question.split())
+    scored = [(d, float(len(words & set(t.split())))) for d, t in DOCS.items()]
+    return [(d, s) for d, s in sorted(scored, key=lambda x: -x[1]) if s >= 2][:k]
+
+
+def ids_only(question: str, k: int) -> list[str]:
+    return [d for d, _ in overlap(question, k)]
+
+
+def test_top_level_names_are_the_api() -> None:
+    assert doceval.evaluate is api.evaluate and doceval.compare is api.compare and doceval.gate is api.gate
+
+
+def test_evaluate_a_retriever_function_hand_computed(golden: Path) -> None:
+    s = doceval.evaluate(golden, retriever=overlap, k=2)
+    m = s["metrics"]
+    # q1: D1 at rank 1 (hit, rr 1, recall 1); q2: D2 (2 shared words) at rank 1, D3 not retrieved: recall 1/2.
+    assert (m["hit_rate"], m["mrr"], m["recall"]) == (1.0, 1.0, 0.75)
+    assert m["refused_correctly"] == 1.0 and m["cutoffs"]["hit_rate"] == 2  # q3 shares < 2 words: refused
+    assert s["config"]["system"]["retriever"]["target"].endswith(":overlap")
+    assert (
+        s["config"]["floors"]["source"] == "config"
+    )  # floors=zero: calibrated floors never reach a callable
+    unscored = doceval.evaluate(golden, retriever=ids_only, k=2)
+    assert unscored["metrics"]["hit_rate"] == 1.0 and unscored["config"]["floors"]["source"].startswith(
+        "none"
+    )
+    assert all(score is None for e in unscored["entries"] for _, score in e["retrieved"])
+
+
+def test_evaluate_an_assistant_compare_and_gate(golden: Path) -> None:
+    sessions: list[str] = []
+
+    def assistant(question: str, library: str, version: str, session_id: str) -> dict[str, Any]:
+        sessions.append(session_id)
+        hits = overlap(question, 3)
+        answer = " ".join(DOCS[d] for d, _ in hits) or None
+        return {"answer": answer, "sources": [{"id": d, "score": s} for d, s in hits], "refused": not hits}
+
+    base = doceval.evaluate(golden, retriever=overlap, k=2)
+    new = doceval.evaluate(golden, agent=assistant, k=2)
+    assert len(set(sessions)) == 3  # a fresh session per entry
+    assert new["metrics"]["hit_rate"] == 1.0 and new["metrics"]["overrefusal_rate"] == 0.0
+    assert new["metrics"]["refusal_rate"] == 1.0 and new["metrics"]["counts"]["system_errors"] == 0
+    result = doceval.compare(base, new)
+    assert result.row("hit_rate").change == 0.0 and result.n_compared == 3
+    assert doceval.gate(new, {"hit_rate": 0.6, "refused_correctly": 1.0}).passed
+    assert not doceval.gate(new, {"recall": 0.9}).passed
+
+
+def test_both_systems_at_once_is_a_usage_error(golden: Path) -> None:
+    with pytest.raises(doceval.errors.UsageError, match="not both"):
+        doceval.evaluate(golden, retriever=overlap, agent=lambda **_: {})
 
 
 def test_compose_through_the_api_matches_params_yaml(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -89,7 +89,7 @@ def overrides() -> list[str]:
 def test_eval_writes_a_summary_with_effective_config(project: Path) -> None:
     assert main(eval_args("--split", "test", *overrides())) == 0
     summary = json.loads((project / "out.json").read_text())
-    assert set(summary) == {"metrics", "config", "entries"}
+    assert set(summary) == {"metrics", "config", "entries", "complete"} and summary["complete"] is True
     ids = [e["id"] for e in summary["entries"]]
     assert ids == ["a1", "a2", "u1", "u2"]  # the untagged u2 belongs to every split
     cfg = summary["config"]

@@ -489,9 +489,9 @@ def test_cli_compare_usage_errors(files: tuple[Path, Path], tmp_path: Path, caps
     assert str(junk) in capsys.readouterr().err
     assert cli_main(["compare", str(base), str(new), "--gate", str(tmp_path / "nope.yaml")]) == 2
     assert "--gate" in capsys.readouterr().err
-    monkeypatch.chdir(tmp_path)  # the default conf/gate/default.yaml is not here
-    assert cli_main(["compare", str(base), str(new)]) == 2
-    assert "pass --gate PATH" in capsys.readouterr().err
+    monkeypatch.chdir(tmp_path)  # a user's own folder: no conf/ here, so the shipped default gate applies
+    assert cli_main(["compare", str(base), str(new)]) == 3
+    assert "CI gate (hit_rate >= 0.60 and refused_correctly >= 1.00): FAIL" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:
         cli_main(["compare", str(base)])
     assert exc.value.code == 2

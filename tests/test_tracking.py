@@ -456,3 +456,20 @@ def test_real_mlflow_server(tmp_path: Path, mlflow_server: Server | None) -> Non
     assert [r["info"]["run_id"] for r in found["runs"]] == [run_id]
     assert api("experiments/get-by-name?experiment_name=doceval-calibration")["experiment"]["name"]
     assert tracking.load_summary_from_run(run_id, uri, tmp_path)["metrics"]["recall_at_k"] == 0.75
+
+
+def test_header_variables_of_an_http_agent_are_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """agent.headers_env maps header names to variable NAMES; every variable's value is scrubbed."""
+    monkeypatch.setenv("MY_AGENT_TOKEN", "Bearer agent-secret-123456")
+    cfg = {
+        "agent": {
+            "name": "http",
+            "url": "http://127.0.0.1:1/ask",
+            "headers_env": {"Authorization": "MY_AGENT_TOKEN"},
+        }
+    }
+    secrets = tracking.secret_values(cfg)
+    assert "Bearer agent-secret-123456" in secrets
+    assert "agent-secret-123456" not in json.dumps(
+        tracking.scrub({"note": "Bearer agent-secret-123456"}, secrets)
+    )

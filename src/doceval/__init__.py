@@ -1,3 +1,19 @@
-"""doceval: an evaluation harness for version-pinned documentation QA assistants."""
+"""doceval: an evaluation harness for version-pinned documentation QA assistants.
+
+``from doceval import evaluate, compare, gate`` is the Python API (:mod:`doceval.api`), loaded on first use so
+that ``import doceval`` (and every CLI command) stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+__all__ = ["__version__", "compare", "evaluate", "gate"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("evaluate", "compare", "gate"):
+        return getattr(importlib.import_module("doceval.api"), name)
+    raise AttributeError(f"module 'doceval' has no attribute {name!r}")

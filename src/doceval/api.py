@@ -1,16 +1,134 @@
-"""The Python API: what the CLI does, callable from a notebook or a pytest test (the same code, no subprocess).
+"""The Python API, for notebooks and pytest: the same code as the CLI, with the user's system as a parameter.
 
-from doceval.api import compose, evaluate, compare, gate, load_summary
+    from doceval import evaluate, compare, gate
 
-cfg = compose(["retriever=bm25", "k=10"])        # conf/ + Hydra overrides, validated
-summary = evaluate(cfg)                          # {"metrics", "config", "entries"}
-gate(summary, cfg["gate"]).passed
+    def retrieve(question, k):                 # your retriever: ids best first, or (id, score) pairs
+        ...
+
+    base = evaluate("golden.jsonl", retriever=retrieve, k=3)
+    new = evaluate("golden.jsonl", agent=my_assistant)    # my_assistant(question=, library=, version=, session_id=)
+    print(compare(base, new).rows)
+    assert gate(new, {"hit_rate": 0.6, "refused_correctly": 1.0}).passed
+
+A summary is the dict ``doceval eval --output`` writes (``{"metrics", "config", "entries", "complete"}``),
+so ``compare``/``gate`` take either a summary from here or a file path or MLflow run id.
 """
 
 from __future__ import annotations
 
-from doceval.config.compose import compose, load_params
-from doceval.harness.evaluate import EvalOptions, evaluate
-from doceval.results import compare, gate, load_summary
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
-__all__ = ["EvalOptions", "compare", "compose", "evaluate", "gate", "load_params", "load_summary"]
+from doceval.config.compose import compose, load_params
+from doceval.errors import UsageError
+from doceval.harness.evaluate import evaluate as evaluate_config
+from doceval.harness.plan import EvalOptions
+from doceval.results import CompareResult, GateResult, load_summary
+from doceval.results import compare as compare_summaries
+from doceval.results import gate as gate_summary
+
+__all__ = ["EvalOptions", "compare", "compose", "evaluate", "evaluate_config", "gate", "load_params"]
+
+Summary = dict[str, Any]
+
+
+def _name(fn: Any) -> str:
+    module = getattr(fn, "__module__", None) or "?"
+    return f"{module}:{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+
+def evaluate(
+    golden: str | Path,
+    *,
+    retriever: Callable[..., Any] | None = None,
+    agent: Callable[..., Mapping[str, Any]] | None = None,
+    k: int | None = None,
+    split: str | None = None,
+    overrides: Sequence[str] = (),
+    judge: bool = False,
+    warm_memory: bool = False,
+    max_errors: int | None = None,
+    track: bool = False,
+    progress: bool = False,
+) -> Summary:
+    """Evaluate a golden set (JSONL or JSON array) and return its summary.
+
+    - ``retriever``: ``retrieve(question, k)`` (library/version keywords passed when it accepts them)
+      returning ids best first or ``(id, score)`` pairs; doceval's agent answers from what it retrieves.
+    - ``agent``: the user's whole assistant, ``agent(question=, library=, version=, session_id=)`` returning
+      ``{"answer", "sources", "refused"}``; a fresh session id per entry unless ``warm_memory``.
+    - Neither: the configured system (conf/ + ``overrides``, e.g. ``["retriever=bm25"]``).
+    - ``k`` (default: the config's), ``split`` (default: every entry), ``judge`` (the configured judge; off by
+      default: answer_accuracy is then "not judged"), ``track`` (log to MLflow, off by default).
+    A user's callable runs without floors unless ``overrides`` name some: calibrated floors belong to the
+    retriever they were calibrated for.
+    """
+    if retriever is not None and agent is not None:
+        raise UsageError("evaluate: pass retriever= or agent=, not both (an agent brings its own retrieval)")
+    extra = [f"k={k}"] if k is not None else []
+    if retriever is not None and not any(o.split("=", 1)[0].lstrip("+~") == "floors" for o in overrides):
+        extra.append("floors=zero")
+    cfg = compose([*overrides, *extra])
+    options = EvalOptions(
+        golden=Path(golden),
+        split=split,
+        no_judge=not judge,
+        warm_memory=warm_memory,
+        progress=progress,
+        max_errors=max_errors,
+    )
+    if retriever is not None:
+        from doceval.system.retrievers.function import FunctionRetriever
+
+        name = _name(retriever)
+        options.retriever = FunctionRetriever.from_callable(retriever, name=name)
+        # The summary names the user's callable, and no floors of another retriever can match it.
+        cfg["retriever"] = {"name": "function", "target": name, "kwargs": {}}
+    if agent is not None:
+        from doceval.harness.agents import function_agent
+
+        options.agent = function_agent(agent, name=_name(agent))
+    cfg["tracking"] = {**cfg["tracking"], "enabled": track}
+    summary = evaluate_config(cfg, options)
+    if track:
+        from doceval import tracking
+
+        tracking.log_configured_run(cfg, summary, {}, run_name="api", tags={"stage": "api"})
+    return summary
+
+
+def _summary(value: Mapping[str, Any] | str | Path) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else load_summary(value)
+
+
+def compare(
+    base: Mapping[str, Any] | str | Path, new: Mapping[str, Any] | str | Path, **options: Any
+) -> CompareResult:
+    """Side by side, paired by entry id (``doceval compare``); summaries, summary files or MLflow run ids."""
+    return compare_summaries(_summary(base), _summary(new), **options)
+
+
+def gate(
+    summary: Mapping[str, Any] | str | Path,
+    thresholds: Mapping[str, float] | None = None,
+    *,
+    config: Mapping[str, Any] | str | Path | None = None,
+    baseline: Mapping[str, Any] | str | Path | None = None,
+) -> GateResult:
+    """The CI gate (``doceval gate``): ``thresholds`` such as ``{"hit_rate": 0.6}``, or a gate ``config``
+    (a mapping or a conf/gate YAML path; default conf/gate/default.yaml)."""
+    from doceval.results import load_gate_config
+
+    if thresholds is not None:
+        cfg: Mapping[str, Any] = {"thresholds": dict(thresholds), "non_regression": {"enabled": False}}
+    elif config is None:
+        from doceval.config.compose import find_conf_dir
+
+        cfg = load_gate_config(find_conf_dir() / "gate" / "default.yaml")
+    elif isinstance(config, str | Path):
+        cfg = load_gate_config(config)
+    else:
+        cfg = config
+    base = None if baseline is None else _summary(baseline)
+    return gate_summary(_summary(summary), cfg, baseline=base)

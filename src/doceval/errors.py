@@ -1,4 +1,4 @@
-"""Errors that map to the documented exit codes (0 ok, 1 unexpected, 2 bad input, 3 gate FAIL)."""
+"""Errors that map to the documented exit codes (0 ok, 1 unexpected, 2 bad input, 3 gate FAIL, 4 incomplete)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ EXIT_OK = 0
 EXIT_UNEXPECTED = 1
 EXIT_USAGE = 2
 EXIT_GATE_FAIL = 3
+EXIT_INCOMPLETE = 4
 
 
 class UsageError(Exception):
@@ -18,3 +19,9 @@ class GateFailed(Exception):
     """A gate evaluated to FAIL."""
 
     exit_code = EXIT_GATE_FAIL
+
+
+class RunIncomplete(Exception):
+    """A run stopped early on purpose (``--max-errors`` exceeded): its summary is written, marked incomplete."""
+
+    exit_code = EXIT_INCOMPLETE

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from doceval.common.naming import system_label
 from doceval.errors import EXIT_USAGE
 
 Command = Callable[[argparse.Namespace], int]
@@ -43,7 +44,7 @@ def print_headline(summary: Mapping[str, Any]) -> None:
     m = summary["metrics"]
     cfg = summary["config"]
     k = cfg["k"]
-    print(f"split={cfg['split']} k={k} retriever={cfg['retriever']['name']} floors={cfg['floors']['source']}")
+    print(f"split={cfg['split'] or 'all'} k={k} system={system_label(cfg)} floors={cfg['floors']['source']}")
     print(f"{'metric':<22}{'value':>8}  {'95% CI':<17}{'n':>5}")
     for metric in METRICS:
         key = metric.name
@@ -60,5 +61,7 @@ def print_headline(summary: Mapping[str, Any]) -> None:
     c = m["counts"]
     print(
         f"entries={c['n_entries']} in_scope={c['n_in_scope']} out_of_scope={c['n_out_of_scope']} "
-        f"judged={c['n_judged']} judge_errors={c['judge_errors']}"
+        f"judged={c['n_judged']} judge_errors={c['judge_errors']} system_errors={c.get('system_errors', 0)}"
     )
+    if not summary.get("complete", True):
+        print(f"INCOMPLETE: {summary['incomplete']['reason']}")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from doceval.cli.common import add_stage, print_headline, stage_params
-from doceval.errors import EXIT_USAGE, UsageError
+from doceval.errors import EXIT_USAGE, RunIncomplete, UsageError
 
 
 def cmd_params(args: argparse.Namespace) -> int:
@@ -44,6 +44,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
         library=args.library,
         version=args.version,
         only=args.only,
+        out=args.out,
     )
     return 0
 
@@ -110,6 +111,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         no_judge=args.no_judge,
         warm_memory=args.warm_memory,
         progress=not args.quiet,
+        max_errors=args.max_errors,
     )
     if args.no_track:
         cfg["tracking"]["enabled"] = False
@@ -120,6 +122,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     print_headline(summary)
     print(f"summary: {output}")
     tracking.log_configured_run(cfg, summary, {}, run_name=output.stem, tags={"stage": "eval"})
+    if not summary.get("complete", True):
+        raise RunIncomplete(
+            f"doceval eval: run incomplete: {summary['incomplete']['reason']}; the summary covers "
+            f"{summary['incomplete']['entries_scored']} of {summary['incomplete']['entries_in_split']} entries "
+            f"({output}); fix the system or raise --max-errors, then rerun (answered entries are not redone)"
+        )
     return 0
 
 
@@ -147,6 +155,11 @@ def register(sub: Any) -> None:
     p.add_argument("--folder", help="a folder of markdown/rst docs instead of wheels")
     p.add_argument("--library", help="library name for --folder")
     p.add_argument("--version", help="version for --folder")
+    p.add_argument(
+        "--out",
+        metavar="DIR",
+        help="where --folder writes its corpus (default: data/folders/LIB@VERSION, never paths.docs)",
+    )
 
     add_stage(sub, "index", cmd_index, "embed the corpus and write the Qdrant index")
     add_stage(sub, "retrieve", cmd_retrieve, "cache the top-K candidates of every golden entry (no floor)")
@@ -174,7 +187,17 @@ def register(sub: Any) -> None:
         "--score-floor", type=float, metavar="FLOAT", help="global floor (overrides calibrated floors)"
     )
     p.add_argument("--floor", action="append", metavar="LIB=VALUE", help="per-library floor (repeatable)")
-    p.add_argument("--warm-memory", action="store_true", help="keep the agent's memory across entries")
+    p.add_argument(
+        "--warm-memory",
+        action="store_true",
+        help="keep the agent's memory across entries (an external assistant gets one session id for the run)",
+    )
+    p.add_argument(
+        "--max-errors",
+        type=int,
+        metavar="N",
+        help="stop cleanly (exit 4, summary marked incomplete) once more than N entries had a system error",
+    )
     p.add_argument("--no-track", action="store_true", help="do not log the run to MLflow")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. retriever=bm25 k=10")

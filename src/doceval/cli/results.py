@@ -43,6 +43,11 @@ def _mlflow_loader(uri_flag: str | None) -> Callable[[str], Mapping[str, Any]]:
 def _gate_config(path: str, flag: str, explicit: bool) -> dict[str, Any]:
     from doceval.results import load_gate_config
 
+    if not explicit and not Path(path).is_file():
+        # Outside a doceval project (a user's own folder), the default gate is the shipped one.
+        from doceval.config.compose import find_conf_dir
+
+        path = str(find_conf_dir() / "gate" / "default.yaml")
     if not Path(path).is_file():
         hint = "" if explicit else f" (the default; run from the repository root, or pass {flag} PATH)"
         raise UsageError(f"{flag} {path}: gate config not found{hint}")

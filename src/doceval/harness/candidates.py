@@ -52,8 +52,9 @@ def route(entry: GoldenEntry, corpus: Corpus) -> str | None:
 
 
 @contextlib.contextmanager
-def open_retriever(params: Mapping[str, Any], corpus: Corpus) -> Iterator[Retriever]:
-    """The configured retriever; dense and hybrid open the index (checked against the corpus) for the block."""
+def open_retriever(params: Mapping[str, Any], corpus: Corpus | None) -> Iterator[Retriever]:
+    """The configured retriever; dense and hybrid open the index (checked against the corpus) for the block.
+    A user's retriever function needs no corpus (``corpus`` None)."""
     from doceval.index.build import check_index
     from doceval.index.embed import make_embedder
     from doceval.index.store import VectorStore
@@ -62,6 +63,8 @@ def open_retriever(params: Mapping[str, Any], corpus: Corpus) -> Iterator[Retrie
     if cfg.get("name") not in ("dense", "hybrid"):
         yield make_retriever(cfg, corpus)
         return
+    if corpus is None:
+        raise UsageError(f"retriever={cfg.get('name')} needs the docs corpus; run `dvc repro docs` first")
     paths = params["paths"]
     index_dir = Path(paths["index"])
     manifest = check_index(index_dir, corpus)
@@ -79,14 +82,20 @@ def open_retriever(params: Mapping[str, Any], corpus: Corpus) -> Iterator[Retrie
 
 
 def retrieve_all(
-    entries: Sequence[GoldenEntry], retriever: Retriever, corpus: Corpus, depth: int, progress: bool = True
+    entries: Sequence[GoldenEntry],
+    retriever: Retriever,
+    corpus: Corpus | None,
+    depth: int,
+    progress: bool = True,
 ) -> tuple[dict[str, Ranked], dict[str, str | None]]:
+    """Top-``depth`` per entry, and the router's verdict (no router without a doceval corpus: the user's
+    retriever sees every question)."""
     from tqdm import tqdm
 
     ranked: dict[str, Ranked] = {}
     routed: dict[str, str | None] = {}
     for entry in tqdm(entries, desc=f"retrieve ({retriever.name})", unit="q", disable=not progress):
-        reason = route(entry, corpus)
+        reason = None if corpus is None else route(entry, corpus)
         routed[entry.id] = reason
         ranked[entry.id] = (
             [] if reason else retriever.retrieve(entry.question, entry.library, entry.version, depth)
@@ -96,20 +105,26 @@ def retrieve_all(
 
 def compute_candidates(
     params: Mapping[str, Any],
-    corpus: Corpus,
+    corpus: Corpus | None,
     entries: Sequence[GoldenEntry],
     golden_path: Path,
     golden_md5: str,
     progress: bool = True,
+    retriever: Retriever | None = None,
 ) -> CandidateSet:
-    """Retrieve the top-K of every entry with the configured retriever and record what they came from."""
+    """Retrieve the top-K of every entry with the configured retriever (or ``retriever``, a user's object from
+    the Python API) and record what they came from."""
     depth = int(params["candidates_k"])
     if depth < int(params["k"]):
         raise UsageError(
             f"candidates_k={depth} must be >= k={params['k']} (retrieve once, cut at any k <= K)"
         )
-    with open_retriever(params, corpus) as retriever:
+    if retriever is not None:
         ranked, routed = retrieve_all(entries, retriever, corpus, depth, progress)
+    else:
+        with open_retriever(params, corpus) as retriever:
+            ranked, routed = retrieve_all(entries, retriever, corpus, depth, progress)
+    describe = getattr(retriever, "describe", None)
     meta = {
         "retriever": dict(params["retriever"]),
         "retriever_fingerprint": retriever_fingerprint(params["retriever"]),
@@ -117,9 +132,12 @@ def compute_candidates(
         "candidates_k": depth,
         "golden": str(golden_path),
         "golden_md5": golden_md5,
-        "corpus_hash": corpus.manifest["content_hash"],
-        "index_hash": _index_hash(Path(params["paths"]["index"])),
+        "corpus_hash": None if corpus is None else corpus.manifest["content_hash"],
+        "index_hash": None if corpus is None else _index_hash(Path(params["paths"]["index"])),
         "entries": len(entries),
+        # A retriever returning bare ids has no scores: floors and calibration do not apply to it.
+        "scored": getattr(retriever, "scored", True) is not False,
+        "system": describe() if callable(describe) else {"retriever": params["retriever"].get("name")},
     }
     return CandidateSet(meta, ranked, routed)
 

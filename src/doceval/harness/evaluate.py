@@ -1,98 +1,43 @@
-"""`evaluate(cfg)`: replay a golden split through the DocChat agent and score it. Pure apart from file reads,
-the journals and the LLM cache; the CLI and the DVC stage are thin wrappers around it.
+"""`evaluate(cfg)`: replay a golden split through the system under test and score it. Pure apart from file
+reads, the journals and the LLM cache; the CLI, the DVC stage and the Python API are thin wrappers around it.
 
-The steps, in order: :func:`plan_run` (what is evaluated), :func:`score_retrieval`, :func:`prepare_agent`
-and :func:`open_ledger` (how the LLM work runs), :func:`run_system` (the agent answers),
-:func:`score_answers` (the judge grades, then the answer metrics), :func:`build_summary`. Per-entry scores
-come first (every summary metric is the mean of the entries' column of the same name, NaN meaning "does not
-apply"), aggregates second; the metrics themselves come from :mod:`doceval.scoring.registry`.
+The steps, in order: :func:`~doceval.harness.plan.plan_run` (what is evaluated), :func:`prepare_agent` and
+:func:`open_ledger` (how the LLM work runs), then for doceval's agent :func:`score_retrieval` (candidates,
+floors, k) before :func:`run_docchat`, and for the user's assistant :func:`run_assistant` before
+:func:`score_sources` (its returned sources, cut at k); then :func:`score_answers` (the judge grades, then
+the answer metrics) and :func:`build_summary`. Per-entry scores come first (every summary metric is the
+mean of the entries' column of the same name, NaN meaning "does not apply"), aggregates second; the metrics
+themselves come from :mod:`doceval.scoring.registry`. An entry whose system call failed (a system error) is
+counted and shown, and scored by no metric.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from doceval.common.io import md5_file
 from doceval.common.provenance import provenance, source_hash
 from doceval.errors import UsageError
-from doceval.harness.candidates import CandidateSet, check_candidates, compute_candidates, load_candidates
-from doceval.harness.floors import Floors, check_floors, resolve_floors
-from doceval.inputs.corpus import Corpus, load_corpus
-from doceval.inputs.golden import GoldenEntry, parse_golden, select_split
+from doceval.harness.plan import EvalOptions, RunPlan, plan_run
 from doceval.scoring.aggregate import aggregate
 from doceval.scoring.metrics import answer_scores, build_matrix, cut, retrieval_scores
 from doceval.scoring.registry import ANSWER_NAMES, AT_K_NAMES, METRIC_NAMES, RETRIEVAL_NAMES
-from doceval.seam import Probe, sum_usage
+from doceval.seam import Answer, sum_usage
 
 if TYPE_CHECKING:  # the LLM client is imported only when the agent runs
     from doceval.llm import Ledger
     from doceval.scoring.judge import Judge
     from doceval.scoring.judging import JudgeRecord, JudgingOutcome
     from doceval.system.docchat.answerers import Answerer
-    from doceval.system.docchat.types import RunOutcome
 
-
-@dataclass
-class EvalOptions:
-    """What the CLI flags add on top of the composed config (never written back into it)."""
-
-    golden: Path | None = None
-    split: str | None = "__config__"
-    limit: int | None = None
-    score_floor: float | None = None
-    floor_flags: dict[str, float] = field(default_factory=dict)
-    no_judge: bool = False
-    warm_memory: bool = False
-    progress: bool = True
-    candidates: CandidateSet | None = None  # reuse a loaded cache (sweeps)
-    floors: Floors | None = None  # explicit floors (the calibrate stage scoring its own split)
-    run_dir: Path | None = None  # where the agent's and the judge's journals live (resumable runs)
-
-
-def _split_of(cfg: Mapping[str, Any], options: EvalOptions) -> str | None:
-    if options.split != "__config__":
-        return options.split
-    name = cfg["split"]["name"]
-    return None if name is None else str(name)
-
-
-def load_inputs(cfg: Mapping[str, Any], options: EvalOptions) -> tuple[Corpus, list[GoldenEntry], Path, str]:
-    corpus = load_corpus(Path(cfg["paths"]["docs"]))
-    golden_path = options.golden or Path(cfg["golden"])
-    entries = parse_golden(golden_path, corpus_ids=corpus.doc_ids())
-    return corpus, entries, golden_path, md5_file(golden_path)
-
-
-def candidates_for(
-    cfg: Mapping[str, Any],
-    options: EvalOptions,
-    corpus: Corpus,
-    all_entries: Sequence[GoldenEntry],
-    golden_path: Path,
-    golden_md5: str,
-    k: int,
-) -> CandidateSet:
-    """The cached candidates when they match this golden set and retriever; otherwise retrieve live."""
-    if options.candidates is not None:
-        check_candidates(options.candidates, all_entries, golden_md5, cfg["retriever"], k)
-        return options.candidates
-    runs = Path(cfg["paths"]["runs"])
-    if (runs / "candidates" / "meta.json").is_file():
-        cached = load_candidates(runs)
-        try:
-            check_candidates(cached, all_entries, golden_md5, cfg["retriever"], k)
-            return cached
-        except UsageError:
-            pass  # another retriever or golden set: retrieve live below, leaving the cache alone
-    live = {**cfg, "candidates_k": max(int(cfg["candidates_k"]), k)}
-    return compute_candidates(live, corpus, all_entries, golden_path, golden_md5, options.progress)
+__all__ = ["EvalOptions", "evaluate"]
 
 
 def run_key(parts: Mapping[str, Any]) -> str:
@@ -100,67 +45,48 @@ def run_key(parts: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
-class RunPlan:
-    """What one evaluation covers: the cut-off, the entries of the split and the inputs they are scored on."""
-
-    k: int
-    limit: int | None
-    split: str | None
-    corpus: Corpus
-    golden_path: Path
-    golden_md5: str
-    entries: list[GoldenEntry]
-    floors: Floors
-    candidates: CandidateSet
-
-    def probes(self) -> list[Probe]:
-        """The entries as the system sees them: the question and its library version, no labels."""
-        return [Probe(e.id, e.question, e.library, e.version) for e in self.entries]
-
-
-def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
-    """Resolve k, limit and split, load the corpus and the golden set, and pick the floors and candidates
-    (checked against each other). Every bad input is a UsageError here, before any model is called."""
-    k = int(cfg["k"])
-    if k < 1:
-        raise UsageError(f"k={k}: must be at least 1")
-    limit = options.limit if options.limit is not None else cfg.get("limit")
-    if limit is not None and int(limit) < 1:
-        raise UsageError(f"--limit {limit}: must be at least 1 (or omit it for every entry)")
-    split = _split_of(cfg, options)
-    corpus, all_entries, golden_path, golden_md5 = load_inputs(cfg, options)
-    entries = select_split(all_entries, split, golden_path)
-    if limit is not None:
-        entries = entries[: int(limit)]
-    floors = options.floors or resolve_floors(
-        cfg["floors"], split, options.score_floor, options.floor_flags, retriever=cfg["retriever"]
-    )
-    cands = candidates_for(cfg, options, corpus, all_entries, golden_path, golden_md5, k)
-    check_floors(floors, corpus.libraries, cands.meta["score_range"], str(cfg["retriever"]["name"]))
-    return RunPlan(k, limit, split, corpus, golden_path, golden_md5, entries, floors, cands)
-
-
-@dataclass(frozen=True)
 class RetrievalScores:
     per_entry: dict[str, np.ndarray]  # every retrieval metric of the registry, NaN where it does not apply
-    retrieved: dict[str, list[tuple[str, float]]]  # R per entry id (after floors and k), in rank order
+    retrieved: dict[str, list[tuple[str, float | None]]]  # R per entry id (after floors and k), rank order
 
 
-def score_retrieval(plan: RunPlan) -> RetrievalScores:
-    """Per-entry retrieval scores from the cached candidates, the floors and the cut at k. R is also what the
-    agent's search tool returns, so retrieval and answers are scored on the same passages."""
+def _score(
+    plan: RunPlan, ranked: list[list[tuple[str, float]]]
+) -> tuple[dict[str, np.ndarray], list[list[tuple[str, float]]]]:
+    """The registry's retrieval metrics over ranked lists, and R (after floors and k) per entry."""
     entries = plan.entries
-    ranked = [plan.candidates.ranked[e.id] for e in entries]
     matrix = build_matrix(ranked, [set(e.relevant_ids) for e in entries])
     floor_vec = plan.floors.vector(entries)
     out_of_scope = np.array([e.out_of_scope for e in entries], dtype=bool)
     per = retrieval_scores(matrix, floor_vec, plan.k, out_of_scope=out_of_scope)
     in_r = cut(matrix, floor_vec, plan.k)
-    retrieved = {
-        e.id: [(matrix.doc_ids[i][j], float(matrix.scores[i, j])) for j in np.flatnonzero(in_r[i])]
-        for i, e in enumerate(entries)
-    }
-    return RetrievalScores({m: per[m] for m in RETRIEVAL_NAMES}, retrieved)
+    rows = [[(matrix.doc_ids[i][j], float(matrix.scores[i, j])) for j in np.flatnonzero(in_r[i])]
+            for i in range(len(entries))]  # fmt: skip
+    return {m: per[m] for m in RETRIEVAL_NAMES}, rows
+
+
+def score_retrieval(plan: RunPlan) -> RetrievalScores:
+    """Per-entry retrieval scores from the candidates, the floors and the cut at k. R is also what the agent's
+    search tool returns, so retrieval and answers are scored on the same passages."""
+    assert plan.candidates is not None
+    per, rows = _score(plan, [plan.candidates.ranked[e.id] for e in plan.entries])
+    # A retriever that returns bare ids has no scores to show: its rank-keeping stand-ins are not reported.
+    keep = plan.scored
+    retrieved = {e.id: [(d, s if keep else None) for d, s in rows[i]] for i, e in enumerate(plan.entries)}
+    return RetrievalScores(per, retrieved)
+
+
+def score_sources(plan: RunPlan, replies: Mapping[str, Reply]) -> RetrievalScores:
+    """Retrieval scores from the sources an assistant returned, in its order, cut at k (no floors: it applies
+    its own). Scores it did not give are kept as None; ranks stand in for them inside the matrix."""
+    ranked = []
+    for e in plan.entries:
+        sources = replies[e.id].sources
+        ranked.append([(d, float(len(sources) - i)) for i, (d, _) in enumerate(sources)])
+    per, rows = _score(plan, ranked)
+    given = {e.id: dict(replies[e.id].sources) for e in plan.entries}
+    retrieved = {e.id: [(d, given[e.id].get(d)) for d, _ in rows[i]] for i, e in enumerate(plan.entries)}
+    return RetrievalScores(per, retrieved)
 
 
 # The code the journals' answers and verdicts depend on: a change to it starts a new run directory.
@@ -169,12 +95,12 @@ AGENT_CODE = ("seam.py", "system/docchat", "scoring/judge.py", "scoring/judging.
 
 @dataclass(frozen=True)
 class AgentSetup:
-    """How the LLM work of a run is done: the answerer and judge, memory, the run's budget and concurrency
-    (both shared by answering and judging), and the journals that make it resumable (None: not journaled)."""
+    """How the LLM work of a run is done: the answerer (doceval's agent only) and judge, memory, the run's
+    budget and concurrency (shared by answering and judging), and the journals (None: not journaled)."""
 
     answerer_cfg: dict[str, Any]  # the configured blocks, as recorded in the summary
     judge_cfg: dict[str, Any]
-    answerer: Answerer
+    answerer: Answerer | None  # None: the user's assistant answers
     judge: Judge | None  # None: not judged (answer_accuracy null)
     warm: bool
     budget_usd: float | None
@@ -198,17 +124,28 @@ def _run_settings(cfg: Mapping[str, Any], answerer_cfg: Mapping[str, Any]) -> tu
     return None if budget is None else float(budget), conc
 
 
+def system_block(cfg: Mapping[str, Any], plan: RunPlan) -> dict[str, Any]:
+    """What was evaluated, for the summary, MLflow and the report: doceval's agent with its retriever (a
+    user's function named by target, kwargs and source hash), or the user's assistant."""
+    if plan.agent is not None:
+        return {"agent": plan.agent.describe()}
+    meta = plan.candidates.meta if plan.candidates is not None else {}
+    retriever = meta.get("system") or {"retriever": cfg["retriever"].get("name")}
+    return {"agent": {"name": "docchat"}, "retriever": retriever}
+
+
 def prepare_agent(cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan) -> AgentSetup:
     """Build the answerer and judge (a bad model config fails here, before anything is spent) and the run key
     naming the journals' directory: what changes an answer or a verdict, not the budget (raising it resumes)."""
     from doceval.scoring.judge import make_judge
     from doceval.system.docchat.answerers import make_answerer
 
-    answerer_cfg = dict(cfg["answerer"])
+    answerer_cfg = dict(cfg["answerer"]) if plan.agent is None else {"name": plan.system}
     judge_cfg = {"name": "none"} if options.no_judge else dict(cfg["judge"])
     budget, conc = _run_settings(cfg, answerer_cfg)
     model_cfg = {k: v for k, v in answerer_cfg.items() if k != "budget_usd"}  # a run setting, not the model's
-    answerer, judge = make_answerer(model_cfg), make_judge(judge_cfg)
+    answerer = make_answerer(model_cfg) if plan.agent is None else None
+    judge = make_judge(judge_cfg)
     warm = options.warm_memory or not bool(cfg.get("memory", {}).get("isolate", True))
     key = run_key(
         {
@@ -218,6 +155,7 @@ def prepare_agent(cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan) -
             "k": plan.k,
             "floors": plan.floors.as_dict(),
             "retriever": cfg["retriever"],
+            "system": system_block(cfg, plan),
             "answerer": model_cfg,
             "judge": judge_cfg,
             "warm": warm,
@@ -225,9 +163,9 @@ def prepare_agent(cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan) -
         }
     )
     run_dir = options.run_dir or Path(cfg["paths"]["runs"]) / "eval" / key
-    # The journals make LLM runs resumable; an offline, unjudged run costs milliseconds to redo, and fsyncing
-    # every entry would dominate a sweep point.
-    offline = answerer_cfg.get("name") == "extractive" and judge is None
+    # The journals make LLM and assistant runs resumable; an offline, unjudged run of doceval's agent costs
+    # milliseconds to redo, and fsyncing every entry would dominate a sweep point.
+    offline = plan.agent is None and answerer_cfg.get("name") == "extractive" and judge is None
     journals = (None, None) if offline else (run_dir / "journal.jsonl", run_dir / "judge.jsonl")
     return AgentSetup(answerer_cfg, judge_cfg, answerer, judge, warm, budget, conc, key, *journals)
 
@@ -241,7 +179,7 @@ def open_ledger(setup: AgentSetup, plan: RunPlan) -> Ledger:
 
     ids = {e.id for e in plan.entries}
     spent = 0.0
-    if setup.agent_journal is not None:
+    if setup.agent_journal is not None and plan.agent is None:
         spent += sum(r.cost_usd for i, r in load_journal(setup.agent_journal).items() if i in ids)
     if setup.judge_journal is not None:
         spent += sum(r.cost_usd for i, r in load_verdicts(setup.judge_journal).items() if i in ids)
@@ -254,17 +192,45 @@ def _stopped(what: str, why: str, journal: Path | None) -> UsageError:
     )
 
 
-def run_system(
+@dataclass
+class Reply:
+    """One entry's reply as scoring sees it, whichever system gave it."""
+
+    answer: str | None
+    refused: bool
+    refusal_reason: str | None
+    sources: list[tuple[str, float | None]]  # ranked, as the system returned them (before the cut at k)
+    usage: dict[str, Any] = field(default_factory=dict)
+    memory_used: list[str] = field(default_factory=list)
+    session_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None  # a system error: counted, scored by no metric
+
+    def as_answer(self, entry_id: str) -> Answer:
+        return Answer(entry_id, self.answer, self.refused, self.refusal_reason, {})
+
+
+@dataclass
+class SystemRun:
+    replies: dict[str, Reply]  # the entries the system was asked about, in entry order
+    usage_by_role: dict[str, dict[str, float]]  # the system's LLM usage (doceval's agent), whole run
+    resumed: int
+    stopped: bool = False  # --max-errors exceeded: later entries were never asked
+    n_errors: int = 0
+
+
+def run_docchat(
     plan: RunPlan, retrieval: RetrievalScores, setup: AgentSetup, ledger: Ledger, progress: bool
-) -> RunOutcome:
+) -> SystemRun:
     """The DocChat agent over the probes: router -> search tool (the floors and R scored as retrieval) ->
     memory -> answerer. A run that stops before answering every entry is a UsageError saying how to resume."""
     from doceval.system.docchat.runner import run_agent
     from doceval.system.docchat.search import PrecomputedSearch
 
-    search = PrecomputedSearch(
-        plan.candidates.routed, retrieval.retrieved, plan.corpus.first_chunks, plan.floors.of
-    )
+    assert plan.candidates is not None and setup.answerer is not None
+    texts = plan.corpus.first_chunks if plan.corpus is not None else {}
+    hits = {i: [(d, 0.0 if s is None else s) for d, s in r] for i, r in retrieval.retrieved.items()}
+    search = PrecomputedSearch(plan.candidates.routed, hits, texts, plan.floors.of)
     outcome = run_agent(
         plan.probes(),
         search,
@@ -284,7 +250,54 @@ def run_system(
         )
         what = f"agent stopped before answering {len(missing)} of {len(plan.entries)} entries"
         raise _stopped(what, why, setup.agent_journal)
-    return outcome
+    replies = {}
+    for e in plan.entries:
+        r = outcome.records[e.id]
+        replies[e.id] = Reply(
+            r.answer, r.refused, r.refusal_reason, retrieval.retrieved[e.id], r.usage, r.memory_used
+        )
+    return SystemRun(replies, outcome.total_usage(), outcome.resumed)
+
+
+def run_assistant(plan: RunPlan, setup: AgentSetup, options: EvalOptions) -> SystemRun:
+    """The user's assistant over the probes (a fresh session per entry unless warm memory), journaled and
+    resumable; a failed call is that entry's system error. Past ``--max-errors`` the run stops cleanly."""
+    from doceval.harness.agents import run_external
+
+    assert plan.agent is not None
+    outcome = run_external(
+        plan.probes(),
+        plan.agent,
+        warm_memory=setup.warm,
+        journal_path=setup.agent_journal,
+        max_concurrency=setup.max_concurrency,
+        max_errors=options.max_errors,
+        progress=options.progress,
+    )
+    replies = {}
+    for e in plan.entries:
+        r = outcome.responses.get(e.id)
+        if r is None:
+            continue  # never asked: the run stopped first
+        replies[e.id] = Reply(
+            r.answer,
+            r.refused,
+            r.reason,
+            [(s.id, s.score) for s in r.sources],
+            dict(r.usage),
+            session_id=r.session_id,
+            extra=dict(r.extra),
+            error=r.error,
+        )
+    # The assistant's own accounting (e.g. tokens), summed over the run as the role "system".
+    totals: dict[str, float] = {}
+    for reply in replies.values():
+        for key, value in reply.usage.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                totals[key] = totals.get(key, 0) + value
+    return SystemRun(
+        replies, {"system": totals} if totals else {}, outcome.resumed, outcome.stopped, outcome.n_errors
+    )
 
 
 @dataclass(frozen=True)
@@ -295,18 +308,19 @@ class AnswerScores:
 
 
 def score_answers(
-    plan: RunPlan, setup: AgentSetup, outcome: RunOutcome, ledger: Ledger, progress: bool
+    plan: RunPlan, setup: AgentSetup, run: SystemRun, ledger: Ledger, progress: bool
 ) -> AnswerScores:
-    """Judge the agent's answers (only those it gave: refusals are never judged), then the per-entry answer
-    metrics. A judge error stays a verdict of None, excluded from answer_accuracy."""
+    """Judge the system's answers (only those it gave: refusals and system errors are never judged), then the
+    per-entry answer metrics. A judge error stays a verdict of None, excluded from answer_accuracy."""
     from doceval.scoring.judging import judge_answers
 
-    entries, records = plan.entries, outcome.records
+    entries, replies = plan.entries, run.replies
     judging = None
     if setup.judge is not None:
+        answers = {e.id: replies[e.id].as_answer(e.id) for e in entries if replies[e.id].error is None}
         judging = judge_answers(
             plan.probes(),
-            records,
+            answers,
             {e.id: e.reference_answer for e in entries},
             setup.judge,
             ledger=ledger,
@@ -319,11 +333,11 @@ def score_answers(
             why = f"the budget run.budget_usd={setup.budget_usd} would be exceeded; raise it and"
             raise _stopped(what, why, setup.judge_journal)
     verdicts = judging.verdicts if judging is not None else {}
-    rec = [records[e.id] for e in entries]
+    rep = [replies[e.id] for e in entries]
     per = answer_scores(
         np.array([e.out_of_scope for e in entries], dtype=bool),
-        np.array([r.refused for r in rec], dtype=bool),
-        [r.answer for r in rec],
+        np.array([r.refused for r in rep], dtype=bool),
+        [r.answer for r in rep],
         [list(e.expected_apis) for e in entries],
         [list(e.forbidden_apis) for e in entries],
         [v.verdict if (v := verdicts.get(e.id)) is not None else None for e in entries],
@@ -332,23 +346,29 @@ def score_answers(
     return AnswerScores({m: per[m] for m in ANSWER_NAMES}, verdicts, judging)
 
 
+def _scores(per_entry: Mapping[str, np.ndarray], i: int, error: str | None) -> dict[str, float | None]:
+    # A system error is neither right nor wrong: the entry is scored by no metric.
+    return {m: None if error is not None else _none_if_nan(per_entry[m][i]) for m in METRIC_NAMES}
+
+
 def build_summary(
     cfg: Mapping[str, Any],
     plan: RunPlan,
     setup: AgentSetup,
     retrieval: RetrievalScores,
-    outcome: RunOutcome,
+    run: SystemRun,
     answers: AnswerScores,
     ledger: Ledger,
+    total_entries: int,
 ) -> dict[str, Any]:
-    """``{"metrics", "config", "entries"}``: one row per entry with its scores, the aggregates over the rows
-    (means, counts, intervals, breakdowns) with k next to the metrics it applies to, and the effective
-    configuration with the whole run's LLM usage."""
+    """``{"metrics", "config", "entries", "complete"}``: one row per entry with its scores, the aggregates over
+    the rows (means, counts, intervals, breakdowns) with k next to the metrics it applies to, and the
+    effective configuration with the system under test and the whole run's LLM usage."""
     per_entry = {**retrieval.per_entry, **answers.per_entry}
     entry_rows = []
     for i, e in enumerate(plan.entries):
-        r, v = outcome.records[e.id], answers.verdicts.get(e.id)
-        row = {
+        r, v = run.replies[e.id], answers.verdicts.get(e.id)
+        row: dict[str, Any] = {
             "id": e.id,
             "split": e.split,
             "library": e.library,
@@ -357,7 +377,7 @@ def build_summary(
             "question": e.question,
             "out_of_scope": e.out_of_scope,
             "relevant_ids": list(e.relevant_ids),
-            "retrieved": [[d, round(s, 6)] for d, s in retrieval.retrieved[e.id]],
+            "retrieved": [[d, None if s is None else round(s, 6)] for d, s in retrieval.retrieved[e.id]],
             "refused": r.refused,
             "refusal_reason": r.refusal_reason,
             "answer": r.answer,
@@ -365,19 +385,24 @@ def build_summary(
             "verdict_reason": v.verdict_reason if v else None,
             "judge_error": v.judge_error if v else None,
             "memory_used": r.memory_used,
-            "scores": {m: _none_if_nan(per_entry[m][i]) for m in METRIC_NAMES},
+            "system_error": r.error,
+            "scores": _scores(per_entry, i, r.error),
         }
+        if plan.agent is not None:
+            row.update(session_id=r.session_id, sources=[[d, s] for d, s in r.sources], extra=r.extra)
         entry_rows.append(row)
 
     verdicts = answers.verdicts.values()
     seed, n_boot = int(cfg.get("seed", 0)), int(cfg.get("bootstrap", 1000))
     metrics = aggregate(entry_rows, METRIC_NAMES, seed=seed, n_boot=n_boot)
+    routed = plan.candidates.routed if plan.candidates is not None else {}
     metrics["counts"].update(
         {
             "n_judged": int(sum(v.verdict is not None for v in verdicts)),
             "judge_errors": int(sum(v.judge_error is not None for v in verdicts)),
-            "n_refused": int(sum(r.refused for r in outcome.records.values())),
-            "n_router_refused": int(sum(bool(plan.candidates.routed.get(e.id)) for e in plan.entries)),
+            "n_refused": int(sum(r.refused for r in run.replies.values() if r.error is None)),
+            "n_router_refused": int(sum(bool(routed.get(e.id)) for e in plan.entries)),
+            "system_errors": int(sum(r.error is not None for r in run.replies.values())),
         }
     )
     metrics["not_judged"] = setup.judge is None
@@ -385,18 +410,19 @@ def build_summary(
     judging = answers.judging
     # Cost of the whole run, entries taken from the journals included; this invocation's share apart.
     usage = {
-        "by_role": sum_usage(outcome.total_usage(), judging.total_usage() if judging else {}),
+        "by_role": sum_usage(run.usage_by_role, judging.total_usage() if judging else {}),
         "this_invocation": ledger.snapshot(),
         "cache": ledger.cache_stats(),
-        "resumed": outcome.resumed,
+        "resumed": run.resumed,
         "resumed_verdicts": judging.resumed if judging else 0,
     }
-    meta = plan.candidates.meta
+    meta = plan.candidates.meta if plan.candidates is not None else {}
     config = {
         "split": plan.split,
         "k": plan.k,
         "limit": plan.limit,
-        "retriever": dict(cfg["retriever"]),
+        "system": system_block(cfg, plan),
+        "retriever": dict(cfg["retriever"]) if plan.agent is None else {"name": f"agent:{plan.system}"},
         "floors": plan.floors.as_dict(),
         "answerer": _public(setup.answerer_cfg),
         "judge": _public(setup.judge_cfg),
@@ -404,24 +430,38 @@ def build_summary(
         "memory": {"isolate": not setup.warm},
         "golden": {"path": str(plan.golden_path), "md5": plan.golden_md5},
         "candidates": {k2: meta.get(k2) for k2 in ("candidates_k", "index_hash", "corpus_hash", "live")},
-        "corpus_hash": plan.corpus.manifest.get("content_hash"),
+        "corpus_hash": plan.corpus.manifest.get("content_hash") if plan.corpus is not None else None,
         "run_key": setup.key,
         "usage": usage,
         "provenance": provenance(),
     }
-    return {"metrics": metrics, "config": config, "entries": entry_rows}
+    summary: dict[str, Any] = {"metrics": metrics, "config": config, "entries": entry_rows}
+    summary["complete"] = not run.stopped
+    if run.stopped:
+        summary["incomplete"] = {
+            "reason": f"stopped after {run.n_errors} system errors (more than --max-errors)",
+            "entries_scored": len(plan.entries),
+            "entries_in_split": total_entries,
+        }
+    return summary
 
 
 def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict[str, Any]:
-    """Score one configuration on one split. Returns ``{"metrics", "config", "entries"}``."""
+    """Score one configuration on one split. Returns ``{"metrics", "config", "entries", "complete"}``."""
     options = options or EvalOptions()
     plan = plan_run(cfg, options)
-    retrieval = score_retrieval(plan)
     setup = prepare_agent(cfg, options, plan)
     ledger = open_ledger(setup, plan)
-    outcome = run_system(plan, retrieval, setup, ledger, options.progress)
-    answers = score_answers(plan, setup, outcome, ledger, options.progress)
-    return build_summary(cfg, plan, setup, retrieval, outcome, answers, ledger)
+    total = len(plan.entries)
+    if plan.agent is None:
+        retrieval = score_retrieval(plan)
+        run = run_docchat(plan, retrieval, setup, ledger, options.progress)
+    else:
+        run = run_assistant(plan, setup, options)
+        plan = dataclasses.replace(plan, entries=[e for e in plan.entries if e.id in run.replies])
+        retrieval = score_sources(plan, run.replies)
+    answers = score_answers(plan, setup, run, ledger, options.progress)
+    return build_summary(cfg, plan, setup, retrieval, run, answers, ledger, total)
 
 
 def _none_if_nan(value: float) -> float | None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from doceval.config.compose import find_conf_dir
 from doceval.errors import UsageError
 from doceval.harness.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT
 
@@ -37,7 +38,7 @@ def prepare(overrides: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
     """Defaults a floor sweep needs, then a dry composition that validates config, split and candidate cache."""
     from doceval.config.compose import compose
     from doceval.harness.candidates import META, check_candidates, load_candidates
-    from doceval.harness.evaluate import EvalOptions, load_inputs
+    from doceval.harness.plan import EvalOptions, load_inputs, needs_corpus, uses_function_retriever
     from doceval.inputs.golden import select_split
 
     final = list(overrides)
@@ -51,13 +52,20 @@ def prepare(overrides: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
         raise UsageError("sweep: no sweep override given; e.g. `doceval sweep -m floors.global=0.1,0.2,0.3`")
     first = [o.split("=", 1)[0] + "=" + _first_value(o) for o in swept]
     cfg = compose([*fixed, *first])
+    options = EvalOptions(progress=False)
+    _, entries, golden_path, golden_md5 = load_inputs(cfg, options, needs_corpus(cfg, options))
+    select_split(entries, cfg["split"]["name"], golden_path)  # a split with no entries fails here, exit 2
+    if uses_function_retriever(cfg, options):
+        # A user's retriever runs live at every point: a kwargs sweep changes the retriever itself.
+        from doceval.system.retrievers import make_retriever
+
+        make_retriever(cfg["retriever"], None)  # a target that does not import fails here, exit 2
+        return final, cfg
     runs = Path(cfg["paths"]["runs"])
     if not (runs / "candidates" / META).is_file():
         raise UsageError(
             "sweep: no cached candidates; run `dvc repro retrieve` first (sweeps never open the index)"
         )
-    _, entries, golden_path, golden_md5 = load_inputs(cfg, EvalOptions(progress=False))
-    select_split(entries, cfg["split"]["name"], golden_path)  # a split with no entries fails here, exit 2
     check_candidates(load_candidates(runs), entries, golden_md5, cfg["retriever"], int(cfg["k"]))
     return final, cfg
 
@@ -128,7 +136,7 @@ def run_sweep(
     else:
         final.append("tracking.enabled=false")
     cmd = [
-        sys.executable, "-m", "doceval.harness.sweep_app", "-m", "--config-dir", str(root / "conf"), *final,
+        sys.executable, "-m", "doceval.harness.sweep_app", "-m", "--config-dir", str(find_conf_dir().resolve()), *final,
         "hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}", f"hydra.sweep.dir={sweep_dir}",
         "hydra.sweep.subdir=${hydra.job.num}", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled",
     ]  # fmt: skip

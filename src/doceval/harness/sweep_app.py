@@ -28,11 +28,13 @@ def run_point(
     cfg: dict[str, Any], job_id: str, overrides: list[str], root: Path, out_dir: Path
 ) -> dict[str, Any]:
     runs = root / cfg["paths"]["runs"]
-    if not (runs / "candidates" / META).is_file():
-        raise UsageError(
-            "sweep: no cached candidates; run `dvc repro retrieve` (sweeps never open the index)"
-        )
-    cands = load_candidates(runs)
+    cands = None
+    if cfg["retriever"].get("name") != "function":  # a user's retriever runs live at every point
+        if not (runs / "candidates" / META).is_file():
+            raise UsageError(
+                "sweep: no cached candidates; run `dvc repro retrieve` (sweeps never open the index)"
+            )
+        cands = load_candidates(runs)
     summary = evaluate(cfg, EvalOptions(candidates=cands, progress=False, run_dir=out_dir / "agent"))
     write_json_atomic(out_dir / "summary.json", summary)
     point = {

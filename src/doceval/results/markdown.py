@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from doceval.common.naming import system_label
 from doceval.results.comparison import _num
 from doceval.results.summaries import Summary, _doc_ids, _one_line, check_summary
 from doceval.scoring.aggregate import column
@@ -103,12 +104,14 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     counts = m.get("counts") or {}
     ci95 = m.get("ci95") or {}
     golden = cfg.get("golden") or {}
-    retriever = (cfg.get("retriever") or {}).get("name", "?")
     out = ["# doceval report", ""]
     out.append(
-        f"Split `{cfg.get('split')}`, k = {cfg.get('k')}, retriever `{retriever}`, golden set "
+        f"Split `{cfg.get('split')}`, k = {cfg.get('k')}, system under test `{_md(system_label(cfg))}`, golden set "
         f"`{golden.get('path')}` (md5 `{golden.get('md5')}`), {len(summary['entries'])} entries."
     )
+    if summary.get("complete") is False:
+        why = (summary.get("incomplete") or {}).get("reason", "stopped early")
+        out += ["", f"**INCOMPLETE run**: {_md(why)}; its numbers cover only the entries it reached."]
     out += ["", "## Headline metrics", ""]
     rows = []
     for key in METRIC_NAMES:
@@ -126,6 +129,8 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     out += _table(["metric", "value", "95% CI", "n"], rows, ["l", "r", "l", "r"])
     if m.get("answer_accuracy") is None and m.get("not_judged"):
         out += ["", "answer_accuracy: not judged (no judge ran for this run)."]
+    if counts.get("system_errors"):
+        out += ["", f"**{counts['system_errors']} system errors**: calls that failed; scored by no metric."]
     if counts.get("judge_errors"):
         out += ["", f"**{counts['judge_errors']} judge errors**: excluded from answer_accuracy."]
 

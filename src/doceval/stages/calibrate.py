@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from doceval.common.io import sha256_file, write_json_atomic
+from doceval.errors import UsageError
 from doceval.harness.calibrate import calibrate, overlap_notes, plot_calibration, write_curves
 from doceval.harness.candidates import CANDIDATES, check_candidates, load_candidates
-from doceval.harness.evaluate import EvalOptions, evaluate, load_inputs
+from doceval.harness.evaluate import evaluate
 from doceval.harness.floors import Floors
+from doceval.harness.plan import EvalOptions, load_inputs, needs_corpus
 from doceval.inputs.golden import select_split
 
 
@@ -22,14 +24,23 @@ def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
     tracking.check_configured(params)
     out = Path(params["paths"]["eval"]) / "calibration"
     opts = EvalOptions(progress=progress)
-    corpus, all_entries, golden_path, golden_md5 = load_inputs(params, opts)
+    corpus, all_entries, golden_path, golden_md5 = load_inputs(params, opts, needs_corpus(params, opts))
     split = params["calibration"]["split"]
     entries = select_split(all_entries, split, golden_path)
     runs = Path(params["paths"]["runs"])
     cands = load_candidates(runs)
     check_candidates(cands, all_entries, golden_md5, params["retriever"], int(params["k"]))
+    if cands.meta.get("scored") is False:
+        raise UsageError(
+            f"calibrate: retriever {params['retriever'].get('target') or params['retriever']['name']} returns ids "
+            "without scores, so there is no floor to calibrate; sweep its own evidence bar instead, e.g. "
+            "`doceval sweep -m +retriever.kwargs.min_score=1,2,3` on the calibration split, then run the best "
+            "value once on test"
+        )
+    # Without a doceval corpus, the libraries are the golden set's own pins.
+    libraries = corpus.libraries if corpus is not None else sorted({e.library for e in all_entries})
     artifact = calibrate(
-        params, entries, cands, corpus.libraries, golden_md5, sha256_file(runs / "candidates" / CANDIDATES)
+        params, entries, cands, libraries, golden_md5, sha256_file(runs / "candidates" / CANDIDATES)
     )
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out / "floors.json", artifact)

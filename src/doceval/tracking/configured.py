@@ -40,7 +40,7 @@ def log_configured_run(
         root=root,
         run_name=run_name,
         artifacts=dict(artifacts),
-        extra_tags=dict(tags or {}),
+        extra_tags={**(tags or {}), **({"complete": "false"} if summary.get("complete") is False else {})},
         flat_config=flat,
         golden_path=Path(summary["config"]["golden"]["path"]),
     )

@@ -31,6 +31,9 @@ def _env_names(obj: Any, out: set[str]) -> None:
         for k, v in obj.items():
             if str(k).lower().endswith("_env") and isinstance(v, str) and v:
                 out.add(v)
+            elif str(k).lower().endswith("_env") and isinstance(v, Mapping):
+                # e.g. agent.headers_env: {Authorization: MY_AGENT_TOKEN}: every value names a secret variable
+                out.update(str(name) for name in v.values() if isinstance(name, str) and name)
             _env_names(v, out)
     elif isinstance(obj, list | tuple):
         for v in obj:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doceval import __version__
+from doceval.common.naming import system_label
 from doceval.config.compose import flatten
 from doceval.tracking.secrets import _MIN_SUBSTRING_SECRET, REDACTED, _leaks, _secret_key
 
@@ -117,6 +118,16 @@ def _split_of(config: Mapping[str, Any]) -> str | None:
     return None if split is None else str(split)
 
 
+def _source_sha(config: Mapping[str, Any]) -> str | None:
+    """The hash (or package version) of the user's code under test, so two runs of different code differ."""
+    system = config.get("system") or {}
+    part = system.get("retriever") if isinstance(system.get("retriever"), Mapping) else system.get("agent")
+    if not isinstance(part, Mapping):
+        return None
+    value = part.get("source_sha256") or part.get("package_version")
+    return None if value is None else str(value)
+
+
 def build_tags(config: Mapping[str, Any], metrics: Mapping[str, Any], extra: Mapping[str, Any] | None,
                secrets: list[str]) -> dict[str, str]:  # fmt: skip
     prov = config.get("provenance") or {}
@@ -125,6 +136,8 @@ def build_tags(config: Mapping[str, Any], metrics: Mapping[str, Any], extra: Map
     tags: dict[str, Any] = {
         "split": _split_of(config) or "all",
         "retriever": retriever.get("name") if isinstance(retriever, Mapping) else retriever,
+        "system": system_label(config),
+        "system_source_sha256": _source_sha(config),
         "k": config.get("k"),
         "git_commit": prov.get("git_commit"),
         "git_dirty": None if dirty is None else str(bool(dirty)).lower(),

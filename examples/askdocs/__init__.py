@@ -1,0 +1,1 @@
+"""The AskDocs handbook example: data, two retriever functions, a gate (see README.md)."""

@@ -1,0 +1,19 @@
+"""Short names for what a run evaluated, shared by the headline, report.md and MLflow tags."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def system_label(config: Mapping[str, Any]) -> str:
+    """One short name for the system under test: the retriever, the user's function target, or the
+    assistant's target or URL."""
+    system = config.get("system") or {}
+    agent = system.get("agent") or {}
+    if agent.get("name", "docchat") != "docchat":
+        return f"{agent['name']}:{agent.get('target') or agent.get('url') or '?'}"
+    retriever = system.get("retriever") or {}
+    if retriever.get("target"):
+        return f"function:{retriever['target']}"
+    return str(config.get("retriever", {}).get("name", "?"))

@@ -1,0 +1,219 @@
+"""Planning a run: which system is under test, which entries, which inputs, floors and candidates.
+
+Three kinds of system go through the same scoring (docs/design.md section 7):
+- ``docchat``: doceval's own agent over a retriever (a built-in one, or the user's ``retriever=function``);
+- ``function`` / ``http``: the user's whole assistant (``agent=function|http``), which returns its sources.
+
+A doceval docs corpus is opened only when a built-in retriever needs it: a user's retriever function or
+assistant brings its own documents, and its relevant ids are the user's ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from doceval.common.io import md5_file
+from doceval.errors import UsageError
+from doceval.harness.candidates import CandidateSet, check_candidates, compute_candidates, load_candidates
+from doceval.harness.floors import Floors, check_floors, resolve_floors
+from doceval.inputs.corpus import Corpus, load_corpus
+from doceval.inputs.golden import DEFAULT_PIN, GoldenEntry, parse_golden, select_split
+from doceval.seam import Probe
+
+if TYPE_CHECKING:
+    from doceval.harness.agents import ExternalAgent
+    from doceval.system.retrievers import Retriever
+
+
+@dataclass
+class EvalOptions:
+    """What the CLI flags (or the Python API) add on top of the composed config (never written back into it)."""
+
+    golden: Path | None = None
+    split: str | None = "__config__"
+    limit: int | None = None
+    score_floor: float | None = None
+    floor_flags: dict[str, float] = field(default_factory=dict)
+    no_judge: bool = False
+    warm_memory: bool = False
+    progress: bool = True
+    candidates: CandidateSet | None = None  # reuse a loaded cache (sweeps)
+    floors: Floors | None = None  # explicit floors (the calibrate stage scoring its own split)
+    run_dir: Path | None = None  # where the journals live (resumable runs)
+    max_errors: int | None = None  # stop (exit 4, summary incomplete) once more entries than this failed
+    retriever: Retriever | None = None  # a retriever object instead of the configured one (Python API)
+    agent: ExternalAgent | None = None  # an assistant instead of the configured agent (Python API)
+
+
+def _split_of(cfg: Mapping[str, Any], options: EvalOptions) -> str | None:
+    if options.split != "__config__":
+        return options.split
+    name = cfg["split"]["name"]
+    return None if name is None else str(name)
+
+
+def agent_name(cfg: Mapping[str, Any], options: EvalOptions) -> str:
+    if options.agent is not None:
+        return str(options.agent.name)
+    return str((cfg.get("agent") or {}).get("name", "docchat"))
+
+
+def uses_function_retriever(cfg: Mapping[str, Any], options: EvalOptions) -> bool:
+    return options.retriever is not None or cfg["retriever"].get("name") == "function"
+
+
+def needs_corpus(cfg: Mapping[str, Any], options: EvalOptions) -> bool:
+    """Only built-in retrievers read doceval's docs corpus; a user's function or assistant brings its own."""
+    return agent_name(cfg, options) == "docchat" and not uses_function_retriever(cfg, options)
+
+
+def load_inputs(
+    cfg: Mapping[str, Any], options: EvalOptions, need_corpus: bool = True
+) -> tuple[Corpus | None, list[GoldenEntry], Path, str]:
+    """The corpus (when needed) and the golden set, checked against it. Without a corpus, relevant ids are the
+    user's own and entries may omit library/version (they get the default pin)."""
+    corpus = load_corpus(Path(cfg["paths"]["docs"])) if need_corpus else None
+    golden_path = options.golden or Path(cfg["golden"])
+    entries = parse_golden(
+        golden_path,
+        corpus_ids=None if corpus is None else corpus.doc_ids(),
+        default_pin=None if corpus is not None else DEFAULT_PIN,
+    )
+    return corpus, entries, golden_path, md5_file(golden_path)
+
+
+def candidates_for(
+    cfg: Mapping[str, Any],
+    options: EvalOptions,
+    corpus: Corpus | None,
+    all_entries: Sequence[GoldenEntry],
+    golden_path: Path,
+    golden_md5: str,
+    k: int,
+) -> CandidateSet:
+    """The cached candidates when they match this golden set and retriever; otherwise retrieve live.
+
+    A user's retriever is always run live: the on-disk cache is keyed on the config, and the user's code can
+    change under an unchanged config."""
+    if options.candidates is not None:
+        check_candidates(options.candidates, all_entries, golden_md5, cfg["retriever"], k)
+        return options.candidates
+    runs = Path(cfg["paths"]["runs"])
+    if not uses_function_retriever(cfg, options) and (runs / "candidates" / "meta.json").is_file():
+        cached = load_candidates(runs)
+        try:
+            check_candidates(cached, all_entries, golden_md5, cfg["retriever"], k)
+            return cached
+        except UsageError:
+            pass  # another retriever or golden set: retrieve live below, leaving the cache alone
+    live = {**cfg, "candidates_k": max(int(cfg["candidates_k"]), k)}
+    return compute_candidates(
+        live, corpus, all_entries, golden_path, golden_md5, options.progress, retriever=options.retriever
+    )
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What one evaluation covers: the system, the cut-off, the entries of the split and their inputs."""
+
+    system: str  # "docchat" (doceval's agent over a retriever), "function" or "http" (the user's assistant)
+    k: int
+    limit: int | None
+    split: str | None
+    corpus: Corpus | None  # None: the user's own documents (no doceval corpus opened)
+    golden_path: Path
+    golden_md5: str
+    entries: list[GoldenEntry]
+    floors: Floors
+    candidates: CandidateSet | None  # None for an external assistant: its sources are its retrieval
+    agent: ExternalAgent | None = None
+
+    @property
+    def scored(self) -> bool:
+        """Whether retrieval came with scores (floors and calibration need them)."""
+        return self.candidates is not None and self.candidates.meta.get("scored", True) is not False
+
+    def probes(self) -> list[Probe]:
+        """The entries as the system sees them: the question and its library version, no labels."""
+        return [Probe(e.id, e.question, e.library, e.version) for e in self.entries]
+
+
+NO_FLOORS = "none: the retriever returns ids without scores, so no floor can apply"
+
+
+def _floors(
+    cfg: Mapping[str, Any], options: EvalOptions, split: str | None, external: bool, scored: bool
+) -> Floors:
+    """The effective floors. An external assistant applies its own (none here); a user's retriever that
+    returns bare ids has no scores to threshold; floors calibrated for another retriever never apply to a
+    user's function (it runs without floors until its own are calibrated, and the summary says so)."""
+    if options.floors is not None:
+        return options.floors
+    explicit = options.score_floor is not None or bool(options.floor_flags)
+    if external:
+        if explicit:
+            raise UsageError("--score-floor/--floor: an external assistant applies its own floors; drop them")
+        return Floors(float("-inf"), {}, source="none: the assistant applies its own floors")
+    if not scored:
+        if explicit:
+            raise UsageError(
+                "--score-floor/--floor: the retriever returns ids without scores, so floors cannot apply; "
+                "return (id, score) pairs, or tune its own evidence bar with +retriever.kwargs.NAME=VALUE"
+            )
+        return Floors(float("-inf"), {}, source=NO_FLOORS)
+    if uses_function_retriever(cfg, options) and cfg["floors"].get("source") == "calibrated" and not explicit:
+        try:
+            return resolve_floors(cfg["floors"], split, retriever=cfg["retriever"])
+        except UsageError as exc:
+            note = f"none: no floors calibrated for this retriever ({str(exc).split(';')[0]})"
+            return Floors(float("-inf"), {}, source=note)
+    return resolve_floors(
+        cfg["floors"], split, options.score_floor, options.floor_flags, retriever=cfg["retriever"]
+    )
+
+
+def _external_agent(cfg: Mapping[str, Any], options: EvalOptions) -> ExternalAgent | None:
+    if options.agent is not None:
+        return options.agent
+    if agent_name(cfg, options) == "docchat":
+        return None
+    from doceval.harness.agents import make_agent
+
+    return make_agent(cfg["agent"])
+
+
+def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
+    """Resolve k, limit and split, load the inputs, and pick the floors and candidates (checked against each
+    other). Every bad input is a UsageError here, before any model or assistant is called."""
+    k = int(cfg["k"])
+    if k < 1:
+        raise UsageError(f"k={k}: must be at least 1")
+    limit = options.limit if options.limit is not None else cfg.get("limit")
+    if limit is not None and int(limit) < 1:
+        raise UsageError(f"--limit {limit}: must be at least 1 (or omit it for every entry)")
+    if options.max_errors is not None and options.max_errors < 0:
+        raise UsageError(f"--max-errors {options.max_errors}: must be 0 or more")
+    split = _split_of(cfg, options)
+    agent = _external_agent(cfg, options)
+    corpus, all_entries, golden_path, golden_md5 = load_inputs(cfg, options, needs_corpus(cfg, options))
+    entries = select_split(all_entries, split, golden_path)
+    if limit is not None:
+        entries = entries[: int(limit)]
+    builtin = agent is None and not uses_function_retriever(cfg, options)
+    # Floors first where they do not depend on what the retriever returns: a bad floor costs no retrieval.
+    floors = _floors(cfg, options, split, external=False, scored=True) if builtin else None
+    if agent is not None:
+        agent.check()  # one probe request: an assistant that does not answer fails before any work
+        cands = None
+    else:
+        cands = candidates_for(cfg, options, corpus, all_entries, golden_path, golden_md5, k)
+    if floors is None:
+        scored = cands is not None and cands.meta.get("scored", True) is not False
+        floors = _floors(cfg, options, split, external=agent is not None, scored=scored)
+    if cands is not None and corpus is not None:
+        check_floors(floors, corpus.libraries, cands.meta["score_range"], str(cfg["retriever"]["name"]))
+    system = "docchat" if agent is None else agent.name
+    return RunPlan(system, k, limit, split, corpus, golden_path, golden_md5, entries, floors, cands, agent)
