@@ -6,13 +6,24 @@ import contextlib
 import hashlib
 import json
 import os
+import re
+import secrets
 import shutil
-import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from doceval.errors import UsageError
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: liveness falls back to the pid in the name
+    fcntl = None  # type: ignore[assignment]
+
+# When this process started (close enough: doceval.common.io is imported before any stage writes). A temp
+# folder without a pid in its name (written by an older doceval) counts as stale only if it is older than this.
+_PROCESS_START = time.time()
 
 
 def _digest_file(path: Path, algo: str) -> str:
@@ -36,22 +47,131 @@ def md5_file(path: Path) -> str:
 def atomic_dir(target: Path) -> Iterator[Path]:
     """Yield a temporary sibling directory that replaces ``target`` only if the block succeeds.
 
-    A failed or interrupted stage leaves the previous output (or nothing), never a half-written one.
+    A failed or interrupted stage leaves the previous output (or nothing), never a half-written one. The
+    temporary sibling is ``.<name>.<pid>.<random>``, locked (``flock``) while its writer runs; a writer killed
+    with SIGKILL cannot remove it, so every call first removes the stale siblings of ``target``: unlocked ones
+    whose pid is dead (or, without a pid in the name, older than this process). A sibling another live process
+    is writing is left alone.
     """
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    remove_stale_temp_dirs(target)
+    tmp = _make_temp_dir(target)
+    lock = _lock_dir(tmp)
     try:
         yield tmp
         if target.exists():
-            old = target.with_name(f".{target.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            target.rename(old)
-            tmp.rename(target)
-            shutil.rmtree(old, ignore_errors=True)
+            old = tmp.with_name(tmp.name + ".old")
+            old_lock = _lock_dir(target)  # the previous output, locked while it is being discarded
+            try:
+                target.rename(old)
+                tmp.rename(target)
+                shutil.rmtree(old, ignore_errors=True)
+            finally:
+                _unlock(old_lock)
         else:
             tmp.rename(target)
     finally:
+        _unlock(lock)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _make_temp_dir(target: Path) -> Path:
+    """``.<name>.<pid>.<8 random hex>``, made by ``mkdir`` (the umask applies: outputs get the permissions any
+    folder gets, not ``mkdtemp``'s 0700)."""
+    while True:
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        try:
+            tmp.mkdir()
+        except FileExistsError:
+            continue
+        return tmp
+
+
+def _temp_pattern(name: str) -> re.Pattern[str]:
+    """``.<name>.<pid>.<random>[.old]`` (this module), or ``.<name>.<random>`` and ``.<name>.old`` (older
+    versions, no pid): 8 random characters, as ``tempfile.mkdtemp`` makes them."""
+    return re.compile(rf"\.{re.escape(name)}\.(?:(?:(\d+)\.)?[a-z0-9_]{{8}}(?:\.old)?|old)")
+
+
+def remove_stale_temp_dirs(target: Path) -> list[Path]:
+    """Remove the temporary siblings of ``target`` that no live writer holds; returns what was removed."""
+    if not target.parent.is_dir():
+        return []
+    pattern = _temp_pattern(target.name)
+    removed: list[Path] = []
+    for path in sorted(target.parent.iterdir()):
+        match = pattern.fullmatch(path.name)
+        if match is None or path.is_symlink() or not path.is_dir():
+            continue
+        pid = int(match.group(1)) if match.group(1) else None
+        if pid is not None and pid != os.getpid() and _pid_alive(pid):
+            continue  # a live writer (or a reused pid: kept, harmless)
+        if pid is None and _mtime(path) >= _PROCESS_START:
+            continue  # no pid to ask: only what predates this process is surely stale
+        lock = _try_lock(path)
+        if lock is None:
+            continue  # locked: someone is writing it right now
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+        finally:
+            _unlock(lock)
+        if not path.exists():
+            removed.append(path)
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by another user
+    except OSError:
+        return False
+    return True
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return _PROCESS_START
+
+
+def _lock_dir(path: Path) -> int | None:
+    """An exclusive ``flock`` on a directory, held until :func:`_unlock` (or the process dies)."""
+    if fcntl is None:
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _try_lock(path: Path) -> int | None:
+    """Take the directory's lock without waiting: a descriptor when free (the caller unlocks), None when held.
+    Without ``fcntl`` every folder counts as free (-1): the pid test is all there is."""
+    if fcntl is None:
+        return -1
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _unlock(fd: int | None) -> None:
+    if fd is not None and fd >= 0:
+        os.close(fd)  # closing the descriptor releases its flock
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -77,8 +197,16 @@ def read_json(path: Path, what: str, rerun: str | None = None) -> Any:
         raise UsageError(f"{path}:{exc.lineno}: {what} is not valid JSON ({exc.msg}).{hint}") from exc
 
 
-def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line_number, record)``; a bad line raises a UsageError with file:line."""
+def iter_jsonl(path: Path, rerun: str | None = None) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, record)``; a bad line raises a UsageError with file:line.
+
+    ``rerun`` names the command that writes the file when it is an output (a cut line means rebuild it, not
+    edit it); without it the file is the user's own and the fix is that line."""
+    fix = (
+        f"the file is damaged (cut short?); rerun `{rerun}` to rebuild it"
+        if rerun
+        else "fix or remove that line"
+    )
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
@@ -86,9 +214,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
             try:
                 yield lineno, json.loads(line)
             except json.JSONDecodeError as exc:
-                raise UsageError(
-                    f"{path}:{lineno}: not valid JSON ({exc.msg}); fix or remove that line"
-                ) from exc
+                raise UsageError(f"{path}:{lineno}: not valid JSON ({exc.msg}); {fix}") from exc
 
 
 def scan_jsonl(path: Path) -> Iterator[tuple[int, Any, str | None]]:

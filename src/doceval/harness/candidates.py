@@ -67,7 +67,8 @@ def open_retriever(params: Mapping[str, Any], corpus: Corpus | None) -> Iterator
         raise UsageError(f"retriever={cfg.get('name')} needs the docs corpus; run `dvc repro docs` first")
     paths = params["paths"]
     index_dir = Path(paths["index"])
-    manifest = check_index(index_dir, corpus)
+    # The manifest is checked here; the store itself is verified as it opens (expect=), in one open.
+    manifest = check_index(index_dir, corpus, params["store"], verify_store=False)
     embedder = make_embedder(params["embedder"], Path(paths["cache"]) / "embeddings.sqlite")
     if embedder.fingerprint != manifest["model"]:
         raise UsageError(
@@ -77,7 +78,7 @@ def open_retriever(params: Mapping[str, Any], corpus: Corpus | None) -> Iterator
     store_path = (
         index_dir / "qdrant" if params["store"].get("name", "qdrant_local") == "qdrant_local" else None
     )
-    with VectorStore(params["store"], path=store_path) as store:
+    with VectorStore(params["store"], path=store_path, expect=manifest["partitions"]) as store:
         yield make_retriever(cfg, corpus, store=store, embedder=embedder)
 
 
@@ -150,14 +151,33 @@ def _index_hash(index_dir: Path) -> str | None:
 
 
 def load_candidates(runs_dir: Path) -> CandidateSet:
+    """The candidate cache as the retrieve stage wrote it. It is an output: a damaged file (a line cut short, a
+    record of the wrong shape) means rerun the stage, never edit it. Whether it is whole and matches what is
+    evaluated is :func:`check_candidates`' job."""
     folder = runs_dir / "candidates"
-    meta = read_json(folder / META, "candidate cache metadata", rerun="dvc repro retrieve")
+    rerun = "dvc repro retrieve"
+    meta = read_json(folder / META, "candidate cache metadata", rerun=rerun)
+    if not isinstance(meta, dict) or not isinstance(meta.get("candidates_k"), int):
+        raise UsageError(f"{folder / META}: not candidate cache metadata; rerun `{rerun}`")
+    path = folder / CANDIDATES
+    if not path.is_file():
+        raise UsageError(f"{path}: candidate cache not found; rerun `{rerun}`")
     ranked: dict[str, Ranked] = {}
     routed: dict[str, str | None] = {}
-    for _, rec in iter_jsonl(folder / CANDIDATES):
-        ranked[rec["id"]] = [(str(d), float(s)) for d, s in rec["candidates"]]
-        routed[rec["id"]] = rec.get("router")
+    for lineno, rec in iter_jsonl(path, rerun=rerun):
+        try:
+            ranked[str(rec["id"])] = [(str(d), float(s)) for d, s in rec["candidates"]]
+            router = rec.get("router")
+            routed[str(rec["id"])] = None if router is None else str(router)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise UsageError(
+                f"{path}:{lineno}: not a candidate record ({type(exc).__name__}: {exc}); the cache is damaged; "
+                f"rerun `{rerun}`"
+            ) from exc
     return CandidateSet(meta, ranked, routed)
+
+
+INDEX_RETRIEVERS = ("dense", "hybrid")  # the built-in retrievers whose candidates come from the index
 
 
 def check_candidates(
@@ -166,16 +186,50 @@ def check_candidates(
     golden_md5: str,
     retriever_cfg: Mapping[str, Any],
     k: int,
+    corpus: Corpus | None = None,
+    index_dir: Path | None = None,
 ) -> None:
-    """Loud errors when the cache does not match what is being evaluated."""
+    """Loud errors when the cache does not match what is being evaluated, or is not whole (fewer records than
+    its ``meta.json`` counts).
+
+    With ``corpus``, the cache must have been retrieved from that corpus (its manifest's ``content_hash``); with
+    ``index_dir`` and a retriever that reads the index (dense, hybrid), from that index (its manifest's
+    ``content_hash``). A cache from another corpus or index holds another system's candidates."""
     if cands.meta.get("golden_md5") != golden_md5:
         raise UsageError(
             "candidate cache was built from another golden set (md5 differs); rerun `dvc repro retrieve`"
         )
     if cands.meta.get("retriever_fingerprint") != retriever_fingerprint(retriever_cfg):
         raise UsageError(
-            f"candidate cache holds retriever {cands.meta['retriever']}, not {dict(retriever_cfg)}; "
+            f"candidate cache holds retriever {cands.meta.get('retriever')}, not {dict(retriever_cfg)}; "
             "rerun `doceval retrieve` (or `dvc repro retrieve`) for this retriever"
+        )
+    if corpus is not None:
+        current = corpus.manifest.get("content_hash")
+        recorded = cands.meta.get("corpus_hash")
+        if recorded != current:
+            raise UsageError(
+                f"candidate cache was retrieved from another corpus (corpus_hash {_short(recorded)}, "
+                f"{corpus.root}/manifest.json says {_short(current)}); rerun `dvc repro retrieve`"
+            )
+    if index_dir is not None and retriever_cfg.get("name") in INDEX_RETRIEVERS:
+        current_index = _manifest_hash(index_dir / "manifest.json")
+        recorded_index = cands.meta.get("index_hash")
+        if recorded_index != current_index:
+            now = (
+                f"{index_dir}/manifest.json says {_short(current_index)}"
+                if current_index
+                else f"{index_dir} has no manifest"
+            )
+            raise UsageError(
+                f"candidate cache was retrieved from another index (index_hash {_short(recorded_index)}, {now}); "
+                "rerun `dvc repro retrieve`"
+            )
+    recorded_entries = cands.meta.get("entries")
+    if isinstance(recorded_entries, int) and len(cands.ranked) != recorded_entries:
+        raise UsageError(
+            f"candidate cache holds {len(cands.ranked)} entries, meta.json says {recorded_entries} (cut short?); "
+            "rerun `dvc repro retrieve`"
         )
     if k > cands.depth:
         raise UsageError(
@@ -184,3 +238,17 @@ def check_candidates(
     missing = [e.id for e in entries if e.id not in cands.ranked]
     if missing:
         raise UsageError(f"candidate cache lacks entries {missing[:5]}...; rerun `dvc repro retrieve`")
+
+
+def _short(digest: object) -> str:
+    return f"{digest[:12]}..." if isinstance(digest, str) else str(digest)
+
+
+def _manifest_hash(path: Path) -> str | None:
+    """A manifest's ``content_hash``, or None when there is no readable one (the cache is stale either way)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = data.get("content_hash") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from doceval.common.io import atomic_dir, read_json, write_json_atomic
+from doceval.common.redact import redact_url
 from doceval.errors import UsageError
 from doceval.index.embed import CachedEmbedder
 from doceval.index.store import VectorStore
@@ -66,7 +67,8 @@ def build_index(
             "model": embedder.fingerprint,
             "dim": embedder.dim,
             "store": store_cfg.get("name", "qdrant_local"),
-            "location": "qdrant" if local else str(store_cfg.get("url")),
+            # A server URL with credentials in it is recorded without them (the manifest is a pipeline output).
+            "location": "qdrant" if local else redact_url(str(store_cfg.get("url"))),
             "partitions": counts,
             "chunks": sum(counts.values()),
             "corpus_hash": corpus.manifest["content_hash"],
@@ -78,16 +80,64 @@ def build_index(
     return manifest
 
 
-def check_index(index_dir: Path, corpus: Corpus) -> dict[str, Any]:
-    """The index manifest, verified against the corpus it claims to index (stale or missing -> UsageError)."""
-    manifest = read_json(index_dir / MANIFEST, "index manifest", rerun="dvc repro index")
-    if not isinstance(manifest, dict) or "content_hash" not in manifest:
-        raise UsageError(f"{index_dir / MANIFEST}: not an index manifest; rerun `dvc repro index`")
-    if manifest.get("corpus_hash") != corpus.manifest.get("content_hash"):
+def check_index(
+    index_dir: Path,
+    corpus: Corpus,
+    store_cfg: Mapping[str, Any] | None = None,
+    verify_store: bool = True,
+) -> dict[str, Any]:
+    """The index manifest, verified against the corpus it claims to index and against the store it describes
+    (stale, missing, incomplete or damaged -> UsageError naming what and ``dvc repro index``).
+
+    A local store (``qdrant_local``, under ``index_dir/qdrant``) is checked without creating anything: its
+    ``meta.json``, every collection's storage, then every collection's point count against the manifest (one
+    open of the store, then closed). A server store is checked the same way when ``store_cfg`` says how to
+    reach it (``store=qdrant_server``); without it only the manifest is checked. ``verify_store=False`` skips
+    the store for a caller that opens it anyway: ``VectorStore(cfg, path, expect=manifest["partitions"])`` runs
+    the same checks in its one open.
+    """
+    path = index_dir / MANIFEST
+    manifest = read_json(path, "index manifest", rerun="dvc repro index")
+    partitions = manifest.get("partitions") if isinstance(manifest, dict) else None
+    if (
+        not isinstance(manifest, dict)
+        or "content_hash" not in manifest
+        or not isinstance(partitions, dict)
+        or not all(isinstance(n, int) and not isinstance(n, bool) for n in partitions.values())
+    ):
+        raise UsageError(f"{path}: not an index manifest; rerun `dvc repro index`")
+    corpus_hash = corpus.manifest.get("content_hash")
+    if manifest.get("corpus_hash") != corpus_hash:
         raise UsageError(
             f"{index_dir}: the index was built from another corpus (corpus changed since); rerun `dvc repro index`"
         )
-    missing = sorted(set(corpus.pins) - set(manifest.get("partitions", {})))
+    if manifest["content_hash"] != index_hash(
+        str(corpus_hash), str(manifest.get("model")), int(manifest.get("dim") or 0)
+    ):
+        raise UsageError(
+            f"{path}: content_hash does not match its corpus_hash, model and dim (edited or damaged); "
+            "rerun `dvc repro index`"
+        )
+    missing = sorted(set(corpus.pins) - set(partitions))
     if missing:
         raise UsageError(f"{index_dir}: no partition for {', '.join(missing)}; rerun `dvc repro index`")
+    wrong = [
+        f"{pin} {partitions[pin]} points, corpus has {len(corpus.partitions[pin].chunk_ids)} chunks"
+        for pin in corpus.pins
+        if partitions[pin] != len(corpus.partitions[pin].chunk_ids)
+    ]
+    if wrong:
+        raise UsageError(f"{path}: {'; '.join(wrong)}; rerun `dvc repro index`")
+    built_with = str(manifest.get("store", "qdrant_local"))
+    wanted = str((store_cfg or {}).get("name", built_with))
+    if wanted != built_with:
+        raise UsageError(
+            f"{path}: the index was built into {built_with}, but store={wanted}; rerun `dvc repro index`"
+        )
+    if not verify_store:
+        return manifest
+    if built_with == "qdrant_local":
+        VectorStore({"name": "qdrant_local"}, path=index_dir / "qdrant", expect=partitions).close()
+    elif store_cfg is not None:
+        VectorStore(store_cfg, expect=partitions).close()
     return manifest

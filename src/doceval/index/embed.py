@@ -7,15 +7,20 @@ whichever stage or run asks for it.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import sqlite3
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from doceval.common.redact import redact_url
 from doceval.errors import UsageError
+
+log = logging.getLogger(__name__)
 
 
 class Embedder(Protocol):
@@ -66,7 +71,8 @@ class OpenAIEmbedder:
             raise UsageError("embedder=openai needs embedder.model (e.g. text-embedding-3-small)")
         self.cfg = dict(cfg)
         self.dim = int(cfg.get("dim") or 0)
-        self.fingerprint = f"openai:{cfg.get('base_url') or 'default'}:{cfg['model']}"
+        # Credentials in the URL never enter the fingerprint (it is stored in the index manifest and cache keys).
+        self.fingerprint = f"openai:{redact_url(cfg.get('base_url') or 'default')}:{cfg['model']}"
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         from doceval.llm import embed_texts
@@ -80,16 +86,73 @@ class OpenAIEmbedder:
 
 
 class EmbeddingCache:
-    """sqlite table ``key -> float32 blob``; one file shared by every stage (git-ignored, not a DVC output)."""
+    """sqlite table ``key -> float32 blob``; one file shared by every stage (git-ignored, not a DVC output).
+
+    It is a cache: a file that is not a readable sqlite database (garbage, cut short) is moved aside as
+    ``<name>.corrupt-<UTC timestamp>`` with a warning and started afresh; losing it costs embedding time only.
+    """
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.db = sqlite3.connect(str(path))
-        self.db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
-        self.db.commit()
+        self.db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        problem = _sqlite_problem(self.path)
+        if problem is None:
+            db = sqlite3.connect(str(self.path))
+            try:
+                db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+                db.execute("SELECT key FROM emb LIMIT 1").fetchall()
+                db.commit()
+                return db
+            except sqlite3.DatabaseError as exc:
+                db.close()
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise  # locked, read-only, I/O: not the cache's content
+                problem = str(exc)
+        self._move_aside(problem)
+        db = sqlite3.connect(str(self.path))
+        db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+        db.commit()
+        return db
+
+    def _move_aside(self, problem: str) -> None:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}-{n}")
+        os.replace(self.path, aside)
+        for suffix in ("-journal", "-wal", "-shm"):  # sqlite's side files belong to the corrupt database
+            side = self.path.with_name(self.path.name + suffix)
+            if side.exists():
+                os.replace(side, aside.with_name(aside.name + suffix))
+        log.warning(
+            "embedding cache %s is corrupt (%s): moved it aside to %s and started an empty one; "
+            "texts are embedded again as needed (time only, no result changes)",
+            self.path,
+            problem,
+            aside,
+        )
+
+    def _recover(self, exc: sqlite3.DatabaseError) -> None:
+        """A corruption found mid-run (a page the open checks did not read): start afresh, keep going."""
+        if isinstance(exc, sqlite3.OperationalError):
+            raise exc  # locked, disk full, I/O: not the cache's content
+        self.db.close()
+        self._move_aside(str(exc))
+        self.db = self._open()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        try:
+            return self._get_many(keys)
+        except sqlite3.DatabaseError as exc:
+            self._recover(exc)
+            return {}
+
+    def _get_many(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         for start in range(0, len(keys), 900):  # sqlite's bound-parameter limit
             batch = keys[start : start + 900]
@@ -99,14 +162,48 @@ class EmbeddingCache:
         return found
 
     def put_many(self, items: Sequence[tuple[str, np.ndarray]]) -> None:
-        self.db.executemany(
-            "INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)",
-            [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items],
-        )
+        rows = [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items]
+        try:
+            self._put_many(rows)
+        except sqlite3.DatabaseError as exc:
+            self._recover(exc)
+            self._put_many(rows)
+
+    def _put_many(self, rows: Sequence[tuple[str, bytes]]) -> None:
+        self.db.executemany("INSERT OR REPLACE INTO emb (key, vec) VALUES (?, ?)", rows)
         self.db.commit()
 
     def close(self) -> None:
         self.db.close()
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _sqlite_problem(path: Path) -> str | None:
+    """Why ``path`` is not a whole sqlite database, from its 100-byte header (no sqlite call): None when it is,
+    or when there is no file yet (sqlite creates it)."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    if size == 0:
+        return None  # an empty file is a valid, empty database to sqlite
+    with path.open("rb") as fh:
+        header = fh.read(100)
+    if len(header) < 100 or not header.startswith(_SQLITE_MAGIC):
+        return "file is not a database"
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # The in-header page count is valid when the change counter matches "version-valid-for". With a journal
+    # beside it, a write is in progress or sqlite will roll one back: the size proves nothing then.
+    journal = path.with_name(path.name + "-journal")
+    if journal.exists() and journal.stat().st_size > 0:
+        return None
+    if header[24:28] == header[92:96] and pages and size < pages * page_size:
+        return f"cut short: {size} bytes, its header says {pages} pages of {page_size}"
+    return None
 
 
 class CachedEmbedder:

@@ -6,8 +6,10 @@ about 10x slower than searching a small collection.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sqlite3
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -15,9 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from doceval.common.redact import redact_url
 from doceval.errors import UsageError
 
 _NAMESPACE = uuid.UUID("6f1c7a52-3f0e-4c7e-9b7e-0d0cdbc0e001")
+REBUILD = "rerun `dvc repro index` (or `doceval index`)"
+# Qdrant local mode's on-disk layout: <path>/meta.json lists the collections, each one lives in
+# <path>/collection/<name>/storage.sqlite. Opening a path where they are missing silently creates them empty.
+_META = "meta.json"
+_STORAGE = "storage.sqlite"
 
 
 def collection_name(pin: str) -> str:
@@ -28,13 +36,22 @@ def collection_name(pin: str) -> str:
 class VectorStore:
     """Thin wrapper over QdrantClient. Local mode takes an exclusive lock on its path: open one per process."""
 
-    def __init__(self, cfg: Mapping[str, Any], path: Path | None = None) -> None:
+    def __init__(
+        self, cfg: Mapping[str, Any], path: Path | None = None, expect: Mapping[str, int] | None = None
+    ) -> None:
+        """Open the store. ``expect`` (pin -> points, from the index manifest) opens it for reading: nothing is
+        created, and every expected collection must be there with exactly that many points (UsageError naming
+        the collection and the rerun otherwise). Without it (building), a local path is created if need be."""
         from qdrant_client import QdrantClient
 
         kind = cfg.get("name", "qdrant_local")
         if kind == "qdrant_local":
             target = Path(path or "data/index/qdrant")
-            target.mkdir(parents=True, exist_ok=True)
+            if expect is not None:
+                check_local_files(target, expect)
+            else:
+                target.mkdir(parents=True, exist_ok=True)
+                _check_meta(target, required=False)
             try:
                 self.client = QdrantClient(path=str(target))
             except RuntimeError as exc:  # "Storage folder ... is already accessed by another instance"
@@ -42,6 +59,8 @@ class VectorStore:
                     f"store: the local Qdrant index at {target} is open in another process ({exc}). "
                     "Close it, or use store=qdrant_server for concurrent access."
                 ) from exc
+            except (ValueError, KeyError, TypeError, sqlite3.DatabaseError) as exc:  # damaged meta or storage
+                raise UsageError(f"{target}: the local Qdrant index is damaged ({exc}); {REBUILD}") from exc
             self.location = str(target)
         elif kind == "qdrant_server":
             url = cfg.get("url") or os.environ.get("QDRANT_URL")
@@ -51,9 +70,31 @@ class VectorStore:
                 )
             api_key = os.environ.get(str(cfg.get("api_key_env") or "QDRANT_API_KEY")) or None
             self.client = QdrantClient(url=str(url), api_key=api_key, timeout=int(cfg.get("timeout_s", 30)))
-            self.location = str(url)  # never the key
+            self.location = redact_url(str(url))  # for messages: never the key, nor the URL's credentials
         else:
             raise UsageError(f"store.name={kind!r} is not known; use qdrant_local or qdrant_server")
+        if expect is not None:
+            try:
+                self.verify(expect)
+            except BaseException:
+                self.close()
+                raise
+
+    def verify(self, expect: Mapping[str, int]) -> None:
+        """Every collection of ``expect`` exists (checked first: a read never creates one) and holds exactly
+        its number of points."""
+        for pin, points in sorted(expect.items()):
+            name = collection_name(pin)
+            if not self.client.collection_exists(name):
+                raise UsageError(
+                    f"{self.location}: collection {name} ({pin}) is missing from the index; {REBUILD}"
+                )
+            found = self.count(pin)
+            if found != points:
+                raise UsageError(
+                    f"{self.location}: collection {name} ({pin}) holds {found} points, the index manifest "
+                    f"says {points}; {REBUILD}"
+                )
 
     def recreate(self, pin: str, dim: int) -> None:
         from qdrant_client import models
@@ -119,3 +160,42 @@ class VectorStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def check_local_files(target: Path, expect: Mapping[str, int]) -> None:
+    """Before Qdrant opens ``target`` (it would recreate a missing ``meta.json`` or collection folder empty):
+    the folder, a valid ``meta.json``, and the storage of every collection it lists and of every expected one."""
+    if not target.is_dir():
+        raise UsageError(f"{target}: the local Qdrant index is missing; {REBUILD}")
+    listed = _check_meta(target, required=True)
+    for name in sorted(set(listed) | {collection_name(pin) for pin in expect}):
+        storage = target / "collection" / name / _STORAGE
+        if name not in listed:
+            raise UsageError(
+                f"{target / _META}: collection {name} is not listed; the index is incomplete; {REBUILD}"
+            )
+        if not storage.is_file() or storage.stat().st_size == 0:
+            raise UsageError(
+                f"{storage}: missing; collection {name} of the index was deleted or never written; {REBUILD}"
+            )
+
+
+def _check_meta(target: Path, required: bool) -> dict[str, Any]:
+    """``meta.json``'s collections. Missing, empty or not Qdrant's format is a UsageError when ``required`` or
+    when collection folders exist without it (Qdrant would write an empty one over the index)."""
+    meta = target / _META
+    if not meta.is_file():
+        if required or any((target / "collection").glob("*")):
+            raise UsageError(f"{meta}: missing (the collections are unreachable without it); {REBUILD}")
+        return {}
+    text = meta.read_text(encoding="utf-8", errors="replace")
+    if not text.strip():
+        raise UsageError(f"{meta}: empty (the collections are unreachable without it); {REBUILD}")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{meta}:{exc.lineno}: not valid JSON ({exc.msg}); {REBUILD}") from exc
+    collections = data.get("collections") if isinstance(data, dict) else None
+    if not isinstance(collections, dict):
+        raise UsageError(f"{meta}: not a Qdrant store's meta.json (no collections); {REBUILD}")
+    return collections

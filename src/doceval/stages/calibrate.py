@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from doceval.common.io import sha256_file, write_json_atomic
+from doceval.common.io import atomic_dir, sha256_file, write_json_atomic
 from doceval.errors import UsageError
 from doceval.harness.calibrate import calibrate, overlap_notes, plot_calibration, write_curves
 from doceval.harness.candidates import CANDIDATES, check_candidates, load_candidates
@@ -29,7 +29,15 @@ def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
     entries = select_split(all_entries, split, golden_path)
     runs = Path(params["paths"]["runs"])
     cands = load_candidates(runs)
-    check_candidates(cands, all_entries, golden_md5, params["retriever"], int(params["k"]))
+    check_candidates(
+        cands,
+        all_entries,
+        golden_md5,
+        params["retriever"],
+        int(params["k"]),
+        corpus=corpus,
+        index_dir=Path(params["paths"]["index"]),
+    )
     if cands.meta.get("scored") is False:
         raise UsageError(
             f"calibrate: retriever {params['retriever'].get('target') or params['retriever']['name']} returns ids "
@@ -42,10 +50,6 @@ def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
     artifact = calibrate(
         params, entries, cands, libraries, golden_md5, sha256_file(runs / "candidates" / CANDIDATES)
     )
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out / "floors.json", artifact)
-    write_curves(artifact, out / "curves")
-    plot_calibration(artifact, out / "floors.png")
     # The calibration split scored with its own floors: recorded apart, never the headline.
     floors = Floors(
         artifact["global"],
@@ -54,7 +58,13 @@ def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
         provenance=artifact["provenance"],
     )
     summary = evaluate(params, EvalOptions(split=split, candidates=cands, progress=progress, floors=floors))
-    write_json_atomic(out / "summary.json", summary)
+    # Every file into a temporary sibling, swapped in whole: a killed or failed calibrate leaves the previous
+    # eval/calibration (or none), never new floors beside old curves.
+    with atomic_dir(out) as tmp:
+        write_json_atomic(tmp / "floors.json", artifact)
+        write_curves(artifact, tmp / "curves")
+        plot_calibration(artifact, tmp / "floors.png")
+        write_json_atomic(tmp / "summary.json", summary)
     for note in overlap_notes(artifact):
         print("note:", note)
     print(
