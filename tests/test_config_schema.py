@@ -224,7 +224,12 @@ def bare(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     def no_work(*args: object, **kwargs: object) -> None:
         raise AssertionError("evaluate() ran although the config is invalid")
 
+    # Patch every name it is bound under; importing the stage module first keeps the stub from being bound
+    # into it at import time (and leaking into later tests).
+    import doceval.stages.evaluate
+
     monkeypatch.setattr("doceval.harness.evaluate.evaluate", no_work)
+    monkeypatch.setattr(doceval.stages.evaluate, "evaluate", no_work)
     return tmp_path
 
 

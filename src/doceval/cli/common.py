@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from doceval.common.naming import system_label
+from doceval.common.text import one_line
 from doceval.errors import EXIT_USAGE
 
 Command = Callable[[argparse.Namespace], int]
@@ -38,13 +39,17 @@ def stage_params(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_headline(summary: Mapping[str, Any]) -> None:
-    """The run's metrics as a terminal table: value, 95% interval and the population size n."""
+    """The run's metrics as a terminal table: value, 95% interval and the population size n. Values from the
+    summary are printed with control characters escaped (doceval.common.text.one_line)."""
     from doceval.scoring.registry import METRICS
 
     m = summary["metrics"]
     cfg = summary["config"]
     k = cfg["k"]
-    print(f"split={cfg['split'] or 'all'} k={k} system={system_label(cfg)} floors={cfg['floors']['source']}")
+    print(
+        f"split={one_line(cfg['split'] or 'all')} k={one_line(k)} system={one_line(system_label(cfg))} "
+        f"floors={one_line(cfg['floors']['source'])}"
+    )
     print(f"{'metric':<22}{'value':>8}  {'95% CI':<17}{'n':>5}")
     for metric in METRICS:
         key = metric.name
@@ -64,4 +69,4 @@ def print_headline(summary: Mapping[str, Any]) -> None:
         f"judged={c['n_judged']} judge_errors={c['judge_errors']} system_errors={c.get('system_errors', 0)}"
     )
     if not summary.get("complete", True):
-        print(f"INCOMPLETE: {summary['incomplete']['reason']}")
+        print(f"INCOMPLETE: {one_line(summary['incomplete']['reason'])}")

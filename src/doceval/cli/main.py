@@ -1,12 +1,21 @@
 """`doceval` entry point: builds the parser from the command modules and maps errors to exit codes.
 
 Exit codes (docs/design.md section 8): 0 ok/PASS, 1 unexpected error, 2 bad input or usage, 3 gate FAIL,
-4 run incomplete (more system errors than --max-errors; the summary is written, marked incomplete).
+4 run incomplete (more system errors than --max-errors; the summary is written, marked incomplete),
+130 interrupted, 141 stdout closed early (``doceval eval ... | head``).
+
+A reader that stops reading (``| head``) closes the pipe: the next write or the flush at exit raises
+BrokenPipeError. That is not an error of doceval's: stdout is pointed at /dev/null (so the interpreter's own flush
+at exit cannot fail again) and the command exits 141, what a shell reports for a producer ended by SIGPIPE (128 +
+13), as ``yes | head`` does: the output was cut, and ``set -o pipefail`` scripts can tell. The commands write their
+files (the summary, the MLflow run) before they print, so nothing is lost but the unread lines.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from collections.abc import Sequence
 
@@ -15,6 +24,47 @@ from doceval.cli.common import Parser
 from doceval.errors import EXIT_UNEXPECTED, EXIT_USAGE, GateFailed, RunIncomplete, UsageError
 
 DESCRIPTION = "doceval: evaluate documentation assistants against a labelled golden set"
+EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE, as a shell reports a producer whose reader went away
+
+
+def _stdout_closed() -> bool:
+    """Whether stdout is a pipe whose reader has gone (a BrokenPipeError from a socket is a different error).
+    Without a real descriptor to ask (a test's captured stdout), the error is taken to be stdout's."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return True
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return True
+
+
+def _discard_stdout() -> None:
+    """Point stdout at /dev/null so later writes (and the flush at exit) go nowhere instead of failing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - replaces stdout for the rest of the process
+
+
+def _flush_stdout(code: int) -> int:
+    """Flush inside main, so a closed pipe is handled here and not reported by the interpreter at exit. A
+    command that succeeded but could not print everything exits 141; a failure keeps its own exit code."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE if code == 0 else code
+    except (OSError, ValueError):
+        pass  # stdout closed or replaced: nothing left to flush
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,9 +77,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help or a usage error: still flush here (``doceval --help | head``)
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else EXIT_USAGE
+        raise SystemExit(_flush_stdout(code)) from None
+    return _flush_stdout(_run(args))
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
+    except BrokenPipeError as exc:
+        if exc.errno not in (None, errno.EPIPE) or not _stdout_closed():
+            return _unexpected(args.command, exc)  # another pipe (a socket, a subprocess): a real error
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
     except UsageError as exc:
         print(f"doceval {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -40,11 +103,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"doceval {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - last resort: exit 1 with the traceback for a bug report
-        import traceback
+        return _unexpected(args.command, exc)
 
-        traceback.print_exc()
-        print(f"doceval {args.command}: unexpected error: {exc}", file=sys.stderr)
-        return EXIT_UNEXPECTED
+
+def _unexpected(command: str, exc: BaseException) -> int:
+    import traceback
+
+    traceback.print_exception(exc)
+    print(f"doceval {command}: unexpected error: {exc}", file=sys.stderr)
+    return EXIT_UNEXPECTED
 
 
 if __name__ == "__main__":

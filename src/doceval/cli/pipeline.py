@@ -77,8 +77,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     params = stage_params(args)
     summary = evaluate.run(params, progress=not args.quiet)
+    evaluate.track(params, summary)  # outputs first, printing last: a closed stdout (| head) loses only lines
     print_headline(summary)
-    evaluate.track(params, summary)
     return 0
 
 
@@ -98,6 +98,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from doceval.config.compose import compose
     from doceval.harness.evaluate import EvalOptions, evaluate
     from doceval.harness.floors import parse_floor_flags
+    from doceval.harness.plan import check_writable
 
     cfg = compose(args.overrides)
     if args.limit is not None and args.limit < 1:
@@ -115,13 +116,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     if args.no_track:
         cfg["tracking"]["enabled"] = False
+    # Every output is checked before any work: a bad path or tracking store must not cost a run.
+    output = Path(args.output)
+    check_writable(output, f"--output {output}", "pass a writable --output PATH (e.g. eval/runs/NAME.json)")
     tracking.check_configured(cfg)
     summary = evaluate(cfg, options)
-    output = Path(args.output)
     write_json_atomic(output, summary)
+    # Written and logged before anything is printed: a reader that stops early (| head) loses only lines.
+    tracking.log_configured_run(cfg, summary, {}, run_name=output.stem, tags={"stage": "eval"})
     print_headline(summary)
     print(f"summary: {output}")
-    tracking.log_configured_run(cfg, summary, {}, run_name=output.stem, tags={"stage": "eval"})
     if not summary.get("complete", True):
         raise RunIncomplete(
             f"doceval eval: run incomplete: {summary['incomplete']['reason']}; the summary covers "

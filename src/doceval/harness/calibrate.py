@@ -12,7 +12,13 @@ import numpy as np
 from doceval.common.provenance import provenance
 from doceval.errors import UsageError
 from doceval.harness.candidates import CandidateSet
-from doceval.harness.floors import LibraryCalibration, calibrate_library
+from doceval.harness.floors import (
+    CALIBRATED_IDS,
+    CALIBRATED_IDS_SHA256,
+    LibraryCalibration,
+    calibrate_library,
+    ids_digest,
+)
 from doceval.inputs.golden import GoldenEntry
 from doceval.scoring.metrics import build_matrix
 
@@ -59,6 +65,9 @@ def calibrate(
         per_library[lib] = calibrate_library(lib, matrix, oos, k, objective, low, grid_for(rows))
     matrix, oos = _subset(entries, cands, indexed)
     overall = calibrate_library("(global)", matrix, oos, k, objective, low, grid_for(indexed))
+    # The entries whose scores chose the floors (router refusals never reach a floor): a run reporting on any
+    # of them is refused (train-on-test), whatever its golden file or split is called.
+    calibrated_ids = sorted({entries[i].id for i in indexed})
     return {
         "global": overall.floor,
         "per_library": {lib: c.floor for lib, c in per_library.items()},
@@ -73,6 +82,8 @@ def calibrate(
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "git_commit": provenance()["git_commit"],
             "git_dirty": provenance()["git_dirty"],
+            CALIBRATED_IDS_SHA256: ids_digest(calibrated_ids),
+            CALIBRATED_IDS: calibrated_ids,
         },
         "libraries": {lib: _describe(c) for lib, c in {**per_library, "(global)": overall}.items()},
     }

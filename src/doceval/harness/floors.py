@@ -1,13 +1,17 @@
 """Floors: decision thresholds on the retriever's own score, applied per library, and their calibration.
 
-A floor is calibrated on the calibration split only and stored as an artifact with its provenance; a run that
-reports on the split its floors were calibrated on is refused (train-on-test guard).
+A floor is calibrated on the calibration split only and stored as an artifact with its provenance, which lists
+the ids of the entries it was calibrated on; a run that reports on any of those entries is refused
+(train-on-test guard), whatever the files or splits are called. An older artifact without the ids falls back to
+comparing split names.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,12 +38,29 @@ class Floors:
         return np.array([self.of(e.library) for e in entries], dtype=np.float64)
 
     def as_dict(self) -> dict[str, Any]:
+        """The floors as a run records them; the artifact's list of calibrated entry ids is shortened to its
+        count (its digest stays), so summaries, report.md and MLflow do not carry hundreds of ids."""
+        provenance = dict(self.provenance)
+        ids = provenance.pop(CALIBRATED_IDS, None)
+        if isinstance(ids, list):
+            provenance["n_calibrated_ids"] = len(ids)
         return {
             "global": self.global_floor,
             "per_library": dict(sorted(self.per_library.items())),
             "source": self.source,
-            "provenance": self.provenance,
+            "provenance": provenance,
         }
+
+
+# The floors artifact's provenance names the entries the floors were calibrated on (sorted ids) and their digest.
+CALIBRATED_IDS = "calibrated_ids"
+CALIBRATED_IDS_SHA256 = "calibrated_ids_sha256"
+EXPLICIT_FLOORS = "choose floors explicitly (floors=zero, --score-floor, --floor LIB=VALUE)"
+
+
+def ids_digest(ids: Iterable[str]) -> str:
+    """sha256 of the sorted, distinct ids, one per line: what ``calibrated_ids_sha256`` holds."""
+    return hashlib.sha256("\n".join(sorted(set(ids))).encode("utf-8")).hexdigest()
 
 
 def parse_floor_flags(values: Sequence[str]) -> dict[str, float]:
@@ -58,42 +79,101 @@ def parse_floor_flags(values: Sequence[str]) -> dict[str, float]:
     return out
 
 
+def _floor_names(floors: Floors) -> tuple[str, Callable[[str], str], str, str]:
+    """How messages name the floors by where they came from (the calibrated artifact, the config, the command
+    line): (global floor, a library's floor, the per-library mapping, the fix)."""
+    if floors.source.startswith("calibrated:"):
+        path = floors.source.split(":", 1)[1]
+        fix = f"the artifact does not fit this corpus or retriever: rerun `dvc repro calibrate`, or {EXPLICIT_FLOORS}"
+        return f"{path}: global", lambda lib: f"{path}: per_library.{lib}", f"{path}: per_library", fix
+    if floors.source == "config":
+        return (
+            "floors.global",
+            lambda lib: f"floors.per_library.{lib}",
+            "floors.per_library",
+            "pick a floor inside it",
+        )
+    return "--score-floor / floors.global", lambda lib: f"--floor {lib}", "--floor", "pick a floor inside it"
+
+
 def check_floors(
     floors: Floors, libraries: Sequence[str], score_range: Sequence[float], retriever: str
 ) -> None:
-    """Every per-library floor names an indexed library and every floor lies in the retriever's score range."""
+    """Every per-library floor names an indexed library and every floor lies in the retriever's score range.
+    Messages name where the floors came from: the calibrated artifact, the config or the command line."""
+    global_name, library_name, per_library, fix = _floor_names(floors)
     unknown = sorted(set(floors.per_library) - set(libraries))
     if unknown:
         raise UsageError(
-            f"--floor: {', '.join(unknown)} not in the corpus; known libraries: {', '.join(sorted(libraries))}"
+            f"{per_library}: {', '.join(unknown)} not in the corpus; known libraries: {', '.join(sorted(libraries))}"
+            + (f"; {fix}" if floors.source.startswith("calibrated:") else "")
         )
     low, high = float(score_range[0]), float(score_range[1])
     for name, value in [
-        ("--score-floor / floors.global", floors.global_floor),
-        *((f"--floor {lib}", v) for lib, v in floors.per_library.items()),
+        (global_name, floors.global_floor),
+        *((library_name(lib), v) for lib, v in floors.per_library.items()),
     ]:
         if not (low <= value <= high) or math.isnan(value):
             raise UsageError(
-                f"{name}={value}: outside the {retriever} retriever's score range [{low}, {high}]; "
-                "pick a floor inside it"
+                f"{name}={value}: outside the {retriever} retriever's score range [{low}, {high}]; {fix}"
             )
 
 
+def _calibrated_ids(path: Path, prov: Mapping[str, Any]) -> frozenset[str] | None:
+    """The ids the artifact's floors were calibrated on (None: an older artifact that does not record them)."""
+    ids = prov.get(CALIBRATED_IDS)
+    if ids is None:
+        return None
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise UsageError(
+            f"{path}: provenance.{CALIBRATED_IDS} is not a list of entry ids; rerun `dvc repro calibrate`"
+        )
+    digest = prov.get(CALIBRATED_IDS_SHA256)
+    if digest is not None and digest != ids_digest(ids):
+        raise UsageError(
+            f"{path}: provenance.{CALIBRATED_IDS} does not match provenance.{CALIBRATED_IDS_SHA256} (edited by "
+            "hand?); rerun `dvc repro calibrate`"
+        )
+    return frozenset(ids)
+
+
+def _refuse_overlap(path: Path, calibrated: frozenset[str], report_ids: Collection[str]) -> None:
+    """Train-on-test by entry id: no entry being reported may be one the floors were calibrated on."""
+    reported = set(report_ids)
+    overlap = sorted(reported & calibrated)
+    if overlap:
+        shown = ", ".join(overlap[:3]) + (", ..." if len(overlap) > 3 else "")
+        raise UsageError(
+            f"{path}: floors were calibrated on {len(overlap)} of the {len(reported)} entries being reported "
+            f"({shown}): train-on-test (provenance.{CALIBRATED_IDS} lists them, whatever the golden file or "
+            "split is called). Calibrate on a split disjoint from the one you report (`doceval golden split`, "
+            f"then `dvc repro calibrate`), or {EXPLICIT_FLOORS}."
+        )
+
+
 def load_calibrated(
-    path: Path, report_split: str | None, retriever: Mapping[str, Any] | None = None
+    path: Path,
+    report_split: str | None,
+    retriever: Mapping[str, Any] | None = None,
+    report_ids: Collection[str] | None = None,
 ) -> Floors:
-    """Floors from a calibration artifact; refuses floors calibrated on the split being reported, and floors
-    calibrated for another retriever (a cosine floor means nothing on a BM25 score)."""
+    """Floors from a calibration artifact. Refuses floors calibrated for another retriever (a cosine floor means
+    nothing on a BM25 score) and train-on-test: floors calibrated on any entry of ``report_ids`` (the entries
+    being reported), whatever the splits are called. An artifact that records no ids (older), or a caller that
+    gives none, falls back to comparing split names: refused when the run reports on the split the floors were
+    calibrated on, on every split, or the artifact names no split."""
     data = read_json(path, "calibrated floors", rerun="dvc repro calibrate")
     try:
         prov = data["provenance"]
+        if not isinstance(prov, dict):
+            raise TypeError(f"provenance is a {type(prov).__name__}, expected an object")
         floors = Floors(
             float(data["global"]),
             {k: float(v) for k, v in data["per_library"].items()},
             source=f"calibrated:{path}",
             provenance=prov,
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"{path}: not a floors artifact ({exc}); rerun `dvc repro calibrate`") from exc
     calibrated_for = prov.get("retriever")
     if retriever is not None and calibrated_for is not None and dict(calibrated_for) != dict(retriever):
@@ -102,12 +182,23 @@ def load_calibrated(
             "are on another scale. Calibrate for this retriever (`dvc exp run -S retriever=NAME` reruns "
             "calibrate), or choose floors explicitly (floors=zero, --score-floor, --floor LIB=VALUE)."
         )
+    calibrated = _calibrated_ids(path, prov)
+    if calibrated is not None and report_ids is not None:
+        _refuse_overlap(path, calibrated, report_ids)
+        return floors
     calibrated_on = prov.get("split")
     if report_split is None or calibrated_on is None or calibrated_on == report_split:
         raise UsageError(
             f"{path}: floors were calibrated on split {calibrated_on!r}; refusing to report on split "
             f"{report_split!r} with them (train-on-test). Report on the held-out split (e.g. split=test), "
-            "or calibrate on another split."
+            f"calibrate on another split, or {EXPLICIT_FLOORS}."
+        )
+    if calibrated is None:
+        print(
+            f"note: {path} does not record which entries it was calibrated on (an older artifact): only its "
+            f"split name {calibrated_on!r} was checked against the reported split {report_split!r}; rerun "
+            "`dvc repro calibrate` so train-on-test is checked by entry id",
+            file=sys.stderr,
         )
     return floors
 
@@ -118,10 +209,12 @@ def resolve_floors(
     score_floor: float | None = None,
     floor_flags: Mapping[str, float] | None = None,
     retriever: Mapping[str, Any] | None = None,
+    report_ids: Collection[str] | None = None,
 ) -> Floors:
-    """The effective floors: calibrated artifact or config, then CLI flags on top (never written back)."""
+    """The effective floors: calibrated artifact or config, then CLI flags on top (never written back).
+    ``report_ids``: the entries being reported, for the train-on-test guard on a calibrated artifact."""
     if floors_cfg.get("source") == "calibrated" and score_floor is None and not floor_flags:
-        floors = load_calibrated(Path(str(floors_cfg["path"])), report_split, retriever)
+        floors = load_calibrated(Path(str(floors_cfg["path"])), report_split, retriever, report_ids)
     else:
         floors = Floors(
             float(floors_cfg.get("global", 0.0)),

@@ -10,7 +10,9 @@ assistant brings its own documents, and its relevant ids are the user's ids.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import sys
+import tempfile
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -98,17 +100,26 @@ def candidates_for(
 
     A user's retriever is always run live: the on-disk cache is keyed on the config, and the user's code can
     change under an unchanged config."""
+    index_dir = Path(cfg["paths"]["index"])
     if options.candidates is not None:
-        check_candidates(options.candidates, all_entries, golden_md5, cfg["retriever"], k)
+        check_candidates(options.candidates, all_entries, golden_md5, cfg["retriever"], k, corpus, index_dir)
         return options.candidates
     runs = Path(cfg["paths"]["runs"])
     if not uses_function_retriever(cfg, options) and (runs / "candidates" / "meta.json").is_file():
         cached = load_candidates(runs)
         try:
-            check_candidates(cached, all_entries, golden_md5, cfg["retriever"], k)
+            check_candidates(cached, all_entries, golden_md5, cfg["retriever"], k, corpus, index_dir)
             return cached
-        except UsageError:
-            pass  # another retriever or golden set: retrieve live below, leaving the cache alone
+        except UsageError as exc:
+            # Another retriever, golden set or a deeper k: retrieve live below, leaving the cache alone.
+            reason = (
+                f"k={k} is more than the {cached.depth} candidates cached per entry (candidates_k)"
+                if k > cached.depth
+                else str(exc).split(";")[0]
+            )
+            print_note(
+                f"{reason}: retrieving live for this run (the cache in {runs / 'candidates'} is left alone)"
+            )
     live = {**cfg, "candidates_k": max(int(cfg["candidates_k"]), k)}
     return compute_candidates(
         live, corpus, all_entries, golden_path, golden_md5, options.progress, retriever=options.retriever
@@ -144,12 +155,47 @@ class RunPlan:
 NO_FLOORS = "none: the retriever returns ids without scores, so no floor can apply"
 
 
+def print_note(text: str) -> None:
+    """A note on stderr: what the run does that the user may not expect (stdout stays the results)."""
+    print(f"note: {text}", file=sys.stderr)
+
+
+def check_writable(path: Path, what: str, fix: str) -> None:
+    """Refuse (UsageError naming ``what`` and the fix) an output path that cannot be written: a directory, a
+    folder that cannot be created, or one where no file can be made (read-only, /proc). Creates the folder when
+    needed and tries a temporary file in it; called before any work, so a bad path never costs a run."""
+    if path.is_dir():
+        raise UsageError(
+            f"{what}: is a directory; name a file in it (e.g. {path / 'summary.json'}), or {fix}"
+        )
+    folder = path.parent
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{what}: {folder} is a file, not a folder; {fix}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"{what}: cannot create the folder {folder} ({exc.strerror or exc}); {fix}"
+        ) from None
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".probe"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"{what}: cannot write in {folder} ({exc.strerror or exc}); {fix}") from None
+
+
 def _floors(
-    cfg: Mapping[str, Any], options: EvalOptions, split: str | None, external: bool, scored: bool
+    cfg: Mapping[str, Any],
+    options: EvalOptions,
+    split: str | None,
+    external: bool,
+    scored: bool,
+    report_ids: Collection[str] | None = None,
 ) -> Floors:
     """The effective floors. An external assistant applies its own (none here); a user's retriever that
     returns bare ids has no scores to threshold; floors calibrated for another retriever never apply to a
-    user's function (it runs without floors until its own are calibrated, and the summary says so)."""
+    user's function (it runs without floors until its own are calibrated, and the summary says so).
+    ``report_ids``: the entries being reported, checked against the entries calibrated floors were fit on."""
     if options.floors is not None:
         return options.floors
     explicit = options.score_floor is not None or bool(options.floor_flags)
@@ -166,12 +212,17 @@ def _floors(
         return Floors(float("-inf"), {}, source=NO_FLOORS)
     if uses_function_retriever(cfg, options) and cfg["floors"].get("source") == "calibrated" and not explicit:
         try:
-            return resolve_floors(cfg["floors"], split, retriever=cfg["retriever"])
+            return resolve_floors(cfg["floors"], split, retriever=cfg["retriever"], report_ids=report_ids)
         except UsageError as exc:
             note = f"none: no floors calibrated for this retriever ({str(exc).split(';')[0]})"
             return Floors(float("-inf"), {}, source=note)
     return resolve_floors(
-        cfg["floors"], split, options.score_floor, options.floor_flags, retriever=cfg["retriever"]
+        cfg["floors"],
+        split,
+        options.score_floor,
+        options.floor_flags,
+        retriever=cfg["retriever"],
+        report_ids=report_ids,
     )
 
 
@@ -201,10 +252,20 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
     corpus, all_entries, golden_path, golden_md5 = load_inputs(cfg, options, needs_corpus(cfg, options))
     entries = select_split(all_entries, split, golden_path)
     if limit is not None:
+        if int(limit) > len(entries):
+            flag = f"--limit {limit}" if options.limit is not None else f"limit={limit}"
+            where = "every split" if split is None else f"split {split!r}"
+            print_note(
+                f"{flag} is more than the {len(entries)} entries of {where}: scoring all {len(entries)}"
+            )
         entries = entries[: int(limit)]
     builtin = agent is None and not uses_function_retriever(cfg, options)
-    # Floors first where they do not depend on what the retriever returns: a bad floor costs no retrieval.
-    floors = _floors(cfg, options, split, external=False, scored=True) if builtin else None
+    report_ids = [e.id for e in entries]
+    # Floors first where they do not depend on what the retriever returns: a bad floor (or floors calibrated on
+    # the entries being reported) costs no retrieval.
+    floors = (
+        _floors(cfg, options, split, external=False, scored=True, report_ids=report_ids) if builtin else None
+    )
     if agent is not None:
         agent.check()  # one probe request: an assistant that does not answer fails before any work
         cands = None
@@ -212,7 +273,9 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
         cands = candidates_for(cfg, options, corpus, all_entries, golden_path, golden_md5, k)
     if floors is None:
         scored = cands is not None and cands.meta.get("scored", True) is not False
-        floors = _floors(cfg, options, split, external=agent is not None, scored=scored)
+        floors = _floors(
+            cfg, options, split, external=agent is not None, scored=scored, report_ids=report_ids
+        )
     if cands is not None and corpus is not None:
         check_floors(floors, corpus.libraries, cands.meta["score_range"], str(cfg["retriever"]["name"]))
     system = "docchat" if agent is None else agent.name

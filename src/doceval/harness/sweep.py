@@ -1,20 +1,33 @@
 """`doceval sweep -m KEY=V1,V2 ...`: a Hydra multirun over the cached candidates, one MLflow parent run with a
-child per point, a points table and a plot of every library's hit_rate and refused_correctly."""
+child per point, a points table and a plot of every library's hit_rate and refused_correctly.
+
+Every point's configuration is composed and checked (schema, split, candidate cache, floors) before anything is
+launched or written, so a bad value exits 2 naming the override and the point. A point that still fails while
+running marks the parent run FAILED, leaves a FAILED note in the sweep folder (or removes the folder when no point
+finished) and exits 2 with that point's message.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doceval.config.compose import find_conf_dir
 from doceval.errors import UsageError
-from doceval.harness.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT
+from doceval.harness.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, FAILED_SUFFIX
+
+if TYPE_CHECKING:
+    from doceval.harness.candidates import CandidateSet
 
 
 def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -35,47 +48,107 @@ def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def prepare(overrides: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
-    """Defaults a floor sweep needs, then a dry composition that validates config, split and candidate cache."""
-    from doceval.config.compose import compose
-    from doceval.harness.candidates import META, check_candidates, load_candidates
-    from doceval.harness.plan import EvalOptions, load_inputs, needs_corpus, uses_function_retriever
-    from doceval.inputs.golden import select_split
-
+    """Defaults a floor sweep needs, then every point composed and checked (config, split, candidate cache,
+    floors) as it will run; returns the final overrides and the first point's config."""
     final = list(overrides)
     keys = [o.split("=", 1)[0].lstrip("+~") for o in final]
     if any(k.startswith("floors.") for k in keys) and "floors" not in keys:
         final.insert(0, "floors=zero")  # sweeping floor values means floors from config, not the artifact
     if "split" not in keys:
         final.insert(0, "split=calibration")  # sweeps tune on the calibration split unless told otherwise
-    fixed, swept = split_overrides(final)
+    _, swept = split_overrides(final)
     if not swept:
         raise UsageError("sweep: no sweep override given; e.g. `doceval sweep -m floors.global=0.1,0.2,0.3`")
-    first = [o.split("=", 1)[0] + "=" + _first_value(o) for o in swept]
-    cfg = compose([*fixed, *first])
-    options = EvalOptions(progress=False)
-    _, entries, golden_path, golden_md5 = load_inputs(cfg, options, needs_corpus(cfg, options))
-    select_split(entries, cfg["split"]["name"], golden_path)  # a split with no entries fails here, exit 2
-    if uses_function_retriever(cfg, options):
-        # A user's retriever runs live at every point: a kwargs sweep changes the retriever itself.
-        from doceval.system.retrievers import make_retriever
-
-        make_retriever(cfg["retriever"], None)  # a target that does not import fails here, exit 2
-        return final, cfg
-    runs = Path(cfg["paths"]["runs"])
-    if not (runs / "candidates" / META).is_file():
-        raise UsageError(
-            "sweep: no cached candidates; run `dvc repro retrieve` first (sweeps never open the index)"
-        )
-    check_candidates(load_candidates(runs), entries, golden_md5, cfg["retriever"], int(cfg["k"]))
-    return final, cfg
+    points, swept_keys = sweep_points(final)
+    return final, validate_points(points, swept_keys)
 
 
-def _first_value(override: str) -> str:
+def sweep_points(overrides: Sequence[str]) -> tuple[list[list[str]], set[str]]:
+    """Every point's overrides, in the order Hydra's basic sweeper launches them as jobs 0, 1, ... (the product
+    of the swept lists, a later override of a key replacing an earlier one), and the swept keys."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    ov = OverridesParser.create().parse_overrides([override])[0]
-    values = list(ov.sweep_iterator())
-    return str(values[0])
+    parsed = OverridesParser.create().parse_overrides(list(overrides))
+    lists: dict[str, list[str]] = {}
+    swept: set[str] = set()
+    for raw, ov in zip(overrides, parsed, strict=True):
+        key = ov.get_key_element()
+        if ov.is_sweep_override():
+            if not ov.is_discrete_sweep():
+                raise UsageError(f"sweep: {raw}: only lists (a,b,c), range(...) and choice(...) can be swept")
+            lists[key] = [f"{key}={value}" for value in ov.sweep_string_iterator()]
+            swept.add(key)
+        else:
+            lists[key] = [f"{key}={ov.get_value_element_as_str()}"]
+            swept.discard(key)
+    return [list(point) for point in itertools.product(*lists.values())], swept
+
+
+def _label(point: Sequence[str], swept_keys: set[str]) -> str:
+    """A point's swept values, e.g. ``k=3 floors.global=0.2``: what tells it from the other points."""
+    return " ".join(o for o in point if o.split("=", 1)[0] in swept_keys) or "(base)"
+
+
+def validate_points(points: Sequence[Sequence[str]], swept_keys: set[str]) -> dict[str, Any]:
+    """Compose every point (the schema validates each value) and plan it as the job will, against the cached
+    candidates (split, limit, k, floors and the train-on-test guard), before anything is launched. Cheap: no
+    retrieval, no model. Returns the first point's config. A bad point is a UsageError naming it."""
+    from doceval.config.compose import compose
+
+    caches: dict[Path, CandidateSet] = {}
+    notes: dict[str, None] = {}
+    first: dict[str, Any] | None = None
+    for i, point in enumerate(points):
+        captured = io.StringIO()  # plan notes, shown once below rather than once per point
+        try:
+            with contextlib.redirect_stderr(captured):
+                cfg = compose(point)
+                _check_point(cfg, caches, first_point=i == 0)
+        except UsageError as exc:
+            raise UsageError(
+                f"sweep point {i + 1} of {len(points)} ({_label(point, swept_keys)}): {exc}\n"
+                "fix or drop that value; nothing was run or written"
+            ) from None
+        finally:
+            notes.update(dict.fromkeys(line for line in captured.getvalue().splitlines() if line.strip()))
+        first = cfg if first is None else first
+    for line in notes:
+        print(line, file=sys.stderr)
+    assert first is not None
+    return first
+
+
+def _check_point(cfg: dict[str, Any], caches: dict[Path, CandidateSet], first_point: bool) -> None:
+    """What one job will check when it starts, without running anything."""
+    from doceval.harness.candidates import META, load_candidates
+    from doceval.harness.plan import (
+        EvalOptions,
+        agent_name,
+        load_inputs,
+        needs_corpus,
+        plan_run,
+        uses_function_retriever,
+    )
+    from doceval.inputs.golden import select_split
+
+    options = EvalOptions(progress=False)
+    if uses_function_retriever(cfg, options) or agent_name(cfg, options) != "docchat":
+        # The user's retriever or assistant runs live at every point: check the inputs, never call it.
+        _, entries, golden_path, _ = load_inputs(cfg, options, needs_corpus(cfg, options))
+        select_split(entries, cfg["split"]["name"], golden_path)  # a split with no entries fails here, exit 2
+        if first_point and uses_function_retriever(cfg, options):
+            from doceval.system.retrievers import make_retriever
+
+            make_retriever(cfg["retriever"], None)  # a target that does not import fails here, exit 2
+        return
+    runs = Path(cfg["paths"]["runs"])
+    if runs not in caches:
+        if not (runs / "candidates" / META).is_file():
+            raise UsageError(
+                "sweep: no cached candidates; run `dvc repro retrieve` first (sweeps never open the index)"
+            )
+        caches[runs] = load_candidates(runs)
+    plan_run(cfg, EvalOptions(progress=False, candidates=caches[runs]))
 
 
 def count_points(overrides: Sequence[str]) -> int:
@@ -118,36 +191,48 @@ def run_sweep(
     track: bool = True,
     progress: bool = True,
 ) -> dict[str, Any]:
+    from doceval.harness.plan import check_writable
+
     root = (root or Path.cwd()).resolve()
-    final, cfg = prepare(overrides)
+    final, cfg = prepare(overrides)  # every point validated: nothing below runs for a bad value
+    _, swept_keys = sweep_points(final)
     sweep_dir = root / "eval" / "sweeps" / time.strftime("%Y%m%d-%H%M%S")
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, ENV_DIR: str(sweep_dir), ENV_ROOT: str(root)}
-    parent = uri = None
-    if track and cfg.get("tracking", {}).get("enabled", True):
+    tracked = track and cfg.get("tracking", {}).get("enabled", True)
+    uri = None
+    if tracked:
         from doceval import tracking
 
         uri = tracking.tracking_uri(cfg["tracking"].get("uri"), root)
-        # start_parent creates the store (reachability checked) before any parallel writer starts:
-        # first-time sqlite creation races.
+        tracking.check_reachable(uri, write=True)  # before any folder or run is made
+    check_writable(sweep_dir, str(sweep_dir), f"make {sweep_dir.parent} writable (sweeps write there)")
+    env = {**os.environ, ENV_DIR: str(sweep_dir), ENV_ROOT: str(root)}
+    parent = None
+    if tracked and uri is not None:
+        from doceval import tracking
+
+        # start_parent creates the store before any parallel writer starts: first-time sqlite creation races.
         parent = tracking.start_parent(f"sweep {' '.join(overrides)}", uri=uri, root=root, split=cfg["split"]["name"],
                                        tags={"sweep": " ".join(final), "retriever": cfg["retriever"]["name"]})  # fmt: skip
         env[ENV_PARENT] = parent
     else:
         final.append("tracking.enabled=false")
+    sweep_dir.mkdir(parents=True, exist_ok=True)
     cmd = [
         sys.executable, "-m", "doceval.harness.sweep_app", "-m", "--config-dir", str(find_conf_dir().resolve()), *final,
         "hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}", f"hydra.sweep.dir={sweep_dir}",
         "hydra.sweep.subdir=${hydra.job.num}", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled",
     ]  # fmt: skip
     started = time.perf_counter()
-    returncode, log = _run_with_progress(
-        cmd, root, env, sweep_dir / "points", total=count_points(final), progress=progress
-    )
+    try:
+        returncode, log = _run_with_progress(
+            cmd, root, env, sweep_dir / "points", total=count_points(final), progress=progress
+        )
+    except BaseException:  # interrupted: the parent must not stay FINISHED over a sweep that did not finish
+        _abandon(sweep_dir, parent, uri, None, "the sweep was interrupted")
+        raise
     elapsed = time.perf_counter() - started
     if returncode != 0:
-        tail = "\n".join(log.strip().splitlines()[-15:])
-        raise RuntimeError(f"sweep jobs failed (exit {returncode}):\n{tail}")
+        raise _point_failed(sweep_dir, parent, uri, returncode, log, swept_keys)
     points = [
         json.loads(p.read_text())
         for p in sorted((sweep_dir / "points").glob("*.json"), key=lambda p: int(p.stem))
@@ -162,6 +247,46 @@ def run_sweep(
 
         tracking.log_parent_artifacts(parent, uri=uri, root=root, files=[plot, sweep_dir / "points.csv"])
     return {"dir": sweep_dir, "points": points, "table": table, "parent": parent, "seconds": elapsed}
+
+
+def _abandon(sweep_dir: Path, parent: str | None, uri: str | None, point: str | None, why: str) -> str:
+    """A sweep that did not finish: its parent run is marked FAILED, and its folder is removed when no point
+    finished, or keeps the finished points with a FAILED note. Returns what happened to the folder."""
+    if parent and uri:
+        from doceval.tracking.configured import fail_parent
+
+        with contextlib.suppress(Exception):  # the failure being reported matters more than the tag
+            fail_parent(parent, uri, point)
+    finished = sorted((sweep_dir / "points").glob("*.json"))
+    if not finished:
+        shutil.rmtree(sweep_dir, ignore_errors=True)
+        return f"no point finished, so {sweep_dir} was removed"
+    with contextlib.suppress(OSError):
+        (sweep_dir / "FAILED").write_text(f"{why}\n", encoding="utf-8")
+    kept = f"{len(finished)} finished point{'s' if len(finished) != 1 else ''}"
+    return f"the {kept} stay{'s' if len(finished) == 1 else ''} in {sweep_dir} (its FAILED file says why)"
+
+
+def _point_failed(
+    sweep_dir: Path, parent: str | None, uri: str | None, returncode: int, log: str, swept_keys: set[str]
+) -> UsageError:
+    """The first failed point's message (written by the job), the parent FAILED, the folder marked or removed."""
+    failures = []
+    for path in (sweep_dir / "points").glob(f"*{FAILED_SUFFIX}"):
+        with contextlib.suppress(OSError, ValueError):
+            failures.append(json.loads(path.read_text(encoding="utf-8")))
+    failures.sort(key=lambda f: int(f.get("job", 0)))
+    if failures:
+        first = failures[0]
+        label = _label(first.get("overrides") or [], swept_keys)
+        what = f"point {int(first.get('job', 0)) + 1} ({label}) failed: {first.get('error')}"
+    else:
+        label = None
+        tail = "\n".join(log.strip().splitlines()[-15:])
+        what = f"the sweep jobs failed (exit {returncode}):\n{tail}"
+    kept = _abandon(sweep_dir, parent, uri, label, f"sweep {what}")
+    run = f"; MLflow parent run {parent} is marked FAILED" if parent else ""
+    return UsageError(f"sweep: {what}\n{kept}{run}; fix that point and rerun the sweep")
 
 
 _COLS = ("hit_rate", "recall", "mrr", "refused_correctly", "version_correctness", "overrefusal_rate")

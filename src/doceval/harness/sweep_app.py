@@ -1,7 +1,8 @@
 """The Hydra application one sweep point runs in (`doceval sweep` launches it with `-m`).
 
 Each job evaluates from the cached candidates only: it never opens the Qdrant store, so parallel joblib workers
-do not fight over the embedded store's lock.
+do not fight over the embedded store's lock. A job that fails writes ``points/<job>.failed`` (its overrides and
+the error) for `doceval sweep` to report, then fails as before.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from doceval.harness.evaluate import EvalOptions, evaluate
 ENV_PARENT = "DOCEVAL_SWEEP_PARENT"
 ENV_DIR = "DOCEVAL_SWEEP_DIR"
 ENV_ROOT = "DOCEVAL_PROJECT_ROOT"
+FAILED_SUFFIX = ".failed"  # points/<job>.failed: JSON {job, overrides, error, usage_error}
 
 
 def run_point(
@@ -68,7 +70,19 @@ def main(dcfg: DictConfig) -> None:
     overrides = list(hc.overrides.task)
     sweep_dir = Path(os.environ.get(ENV_DIR, hc.sweep.dir))
     out_dir = sweep_dir / "points" / job_id
-    point = run_point({str(k): v for k, v in cfg.items()}, job_id, overrides, root, out_dir)
+    try:
+        point = run_point({str(k): v for k, v in cfg.items()}, job_id, overrides, root, out_dir)
+    except Exception as exc:
+        error = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+        error += "".join(f" ({note})" for note in getattr(exc, "__notes__", []))  # e.g. which question raised
+        failed = {
+            "job": job_id,
+            "overrides": overrides,
+            "error": error,
+            "usage_error": isinstance(exc, UsageError),
+        }
+        write_json_atomic(sweep_dir / "points" / f"{job_id}{FAILED_SUFFIX}", failed)
+        raise
     write_json_atomic(sweep_dir / "points" / f"{job_id}.json", point)
     print(json.dumps({"job": job_id, "overrides": overrides, "hit_rate": point["metrics"].get("hit_rate"),
                       "refused_correctly": point["metrics"].get("refused_correctly")}))  # fmt: skip

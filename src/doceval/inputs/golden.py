@@ -7,6 +7,7 @@ after optional whitespace and a BOM, is ``[``). Problems name the file and ``LIN
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -102,9 +103,38 @@ class _Record:
         return f"entry {self.position}" + (f" (id {rid})" if isinstance(rid, str) and rid.strip() else "")
 
 
+def read_text_file(path: Path, what: str, fix: str) -> str:
+    """A UTF-8 text file (a BOM is dropped); a folder, an unreadable file or a byte that is not UTF-8 (a binary
+    file, another encoding) is a UsageError naming the file, and for a bad byte its line and byte offset."""
+    if path.is_dir():
+        raise UsageError(f"{path}: is a directory, not a {what}; {fix}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the {what} ({exc.strerror or exc}); {fix}") from None
+    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
+    try:
+        text = data[start:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        offset = start + exc.start
+        line = data.count(b"\n", 0, offset) + 1
+        looks = (
+            " (it looks like UTF-16)"
+            if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+            else " (it looks like a binary file)"
+            if b"\x00" in data[:8192]
+            else ""
+        )
+        raise UsageError(
+            f"{path}:{line}: byte 0x{data[offset]:02x} at byte offset {offset} (line {line}) is not UTF-8 "
+            f"({exc.reason}): the {what} must be UTF-8 text{looks}; save it as UTF-8 ({fix})"
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as text mode reads them
+
+
 def _read_records(path: Path) -> tuple[bool, list[_Record]]:
     """``(is_array, records)``: a JSON array's elements, or JSONL's non-blank lines (numbered from 1)."""
-    text = path.read_text(encoding="utf-8-sig")  # a BOM is dropped, not a JSON error
+    text = read_text_file(path, "golden set", "one JSON object per line, or a JSON array of entries")
     if text.lstrip().startswith("["):
         try:
             data = json.loads(text)
@@ -175,6 +205,11 @@ def parse_golden(
     both gets this pin, and relevant ids are yours, in any form. ``ids_source`` names where ``corpus_ids``
     come from in messages (default: the built corpus).
     """
+    if path.is_dir():
+        raise UsageError(
+            f"{path}: is a directory, not a golden set; name the JSONL (or JSON array) file in it, e.g. "
+            "data/golden/v1.jsonl (the `golden` key in params.yaml or --golden names it)"
+        )
     if not path.is_file():
         raise UsageError(
             f"{path}: golden set not found (the `golden` key in params.yaml or --golden names it)"
@@ -261,13 +296,12 @@ def read_ids(path: Path) -> frozenset[str]:
 
     Only a whole line is a comment: ``handbook/returns.md#late-fees`` is an id.
     """
+    if path.is_dir():
+        raise UsageError(f"--ids {path}: is a directory; pass a text file with one document id per line")
     if not path.is_file():
         raise UsageError(f"--ids {path}: file not found (one document id per line)")
-    ids = {
-        line.strip()
-        for line in path.read_text(encoding="utf-8-sig").splitlines()
-        if line.strip() and not line.lstrip().startswith("#")
-    }
+    text = read_text_file(path, "--ids file", "one document id per line")
+    ids = {line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")}
     if not ids:
         raise UsageError(f"--ids {path}: no document ids in it (one id per line; `#` starts a comment line)")
     return frozenset(ids)

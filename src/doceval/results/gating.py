@@ -123,8 +123,9 @@ def gate(
 ) -> GateResult:
     """Apply thresholds (``>=``; ``<=`` for lower-is-better metrics) and, with a baseline, non-regression.
 
-    A threshold on a metric the summary does not measure (null) fails as "not measured". A baseline cut at
-    another k is refused (UsageError) unless ``allow_different_k``.
+    A summary with no entries fails ("nothing was measured"), and so does one marked ``complete: false`` ("the
+    run is incomplete"), whatever its metrics say. A threshold on a metric the summary does not measure (null)
+    fails as "not measured". A baseline cut at another k is refused (UsageError) unless ``allow_different_k``.
     """
     cfg = check_gate_config(gate_cfg)
     summary = check_summary(summary, "summary")
@@ -132,6 +133,31 @@ def gate(
     failures: list[GateFailure] = []
     conditions: list[str] = []
     notes: list[str] = []
+    if not summary["entries"]:
+        failures.append(
+            GateFailure(
+                "(entries)",
+                "at least one entry",
+                None,
+                None,
+                "nothing was measured: the summary has no entries (an empty split or a hand-written summary); "
+                "gate a summary written by `doceval eval` or `doceval evaluate`",
+            )
+        )
+    if summary.get("complete") is False:
+        incomplete = summary.get("incomplete")
+        reason = incomplete.get("reason") if isinstance(incomplete, Mapping) else None
+        failures.append(
+            GateFailure(
+                "(complete)",
+                "a complete run",
+                None,
+                None,
+                "the run is incomplete (complete: false"
+                + (f"; {reason}" if reason else "")
+                + "): its metrics cover only part of the split; fix the system and rerun it to completion",
+            )
+        )
     for m, t in cfg["thresholds"].items():
         lower = m in LOWER_IS_BETTER
         cond = f"{m} {'<=' if lower else '>='} {_fmt_threshold(t)}"

@@ -8,6 +8,7 @@ from typing import Any
 
 from doceval.common.io import write_json_atomic
 from doceval.harness.evaluate import EvalOptions, evaluate
+from doceval.harness.plan import check_writable
 from doceval.scoring.registry import METRIC_NAMES
 
 
@@ -25,9 +26,13 @@ def headline_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
 def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
     from doceval import tracking
 
+    out = Path(params["paths"]["eval"])
+    # Outputs and the tracking store are checked before any work: a run must not be lost at the end.
+    fix = f"make {out} writable, or set paths.eval to a writable folder (conf/, then `doceval params`)"
+    for name in ("summary.json", "metrics.json"):
+        check_writable(out / name, str(out / name), fix)
     tracking.check_configured(params)
     summary = evaluate(params, EvalOptions(progress=progress))
-    out = Path(params["paths"]["eval"])
     write_json_atomic(out / "summary.json", summary)
     write_json_atomic(out / "metrics.json", headline_metrics(summary))
     return summary

@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from doceval.common.redact import redact_url
 from doceval.config.compose import flatten
 from doceval.tracking.runs import log_run
+from doceval.tracking.shaping import MAX_TAG_LEN
 from doceval.tracking.uris import check_reachable, tracking_uri
 
 
@@ -15,10 +17,11 @@ def enabled(cfg: Mapping[str, Any]) -> bool:
     return bool(cfg.get("tracking", {}).get("enabled", True))
 
 
-def check_configured(cfg: Mapping[str, Any]) -> None:
-    """Fail fast (exit 2) on an unreachable tracking store, before any work is done."""
+def check_configured(cfg: Mapping[str, Any], root: Path | None = None) -> None:
+    """Fail fast (exit 2) on a tracking store the run could not log to, before any work is done: an unsupported
+    scheme, an http(s) server that does not answer, a sqlite store that cannot be written (read-only, /proc)."""
     if enabled(cfg):
-        check_reachable(tracking_uri(cfg["tracking"].get("uri"), Path.cwd()))
+        check_reachable(tracking_uri(cfg["tracking"].get("uri"), root or Path.cwd()), write=True)
 
 
 def log_configured_run(
@@ -44,5 +47,18 @@ def log_configured_run(
         flat_config=flat,
         golden_path=Path(summary["config"]["golden"]["path"]),
     )
-    print(f"mlflow: logged run {run_id} ({uri})")
+    print(f"mlflow: logged run {run_id} ({redact_url(uri)})")
     return run_id
+
+
+def fail_parent(run_id: str, uri: str, failed_point: str | None = None) -> None:
+    """Mark a sweep's parent run FAILED (it is created finished), tagging the point that failed (its overrides,
+    already logged in the parent's ``sweep`` tag); the sweep's caller says why."""
+    from doceval.tracking.locking import _store_lock
+    from doceval.tracking.store import _client
+
+    with _store_lock(uri):
+        client = _client(uri)
+        if failed_point:
+            client.set_tag(run_id, "sweep_failed_point", failed_point[:MAX_TAG_LEN])
+        client.set_terminated(run_id, "FAILED")

@@ -1,17 +1,21 @@
 """Tracking URIs: the default sqlite store under ./mlruns (absolute), normalisation, artifact roots, and the
-reachability check made before any work.
+checks made before any work: a supported scheme, an http(s) server that answers, a sqlite store that can be
+written (its folder, its artifacts folder, the database file).
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from doceval.common.redact import redact_url
 from doceval.errors import UsageError
 
 if TYPE_CHECKING:
@@ -22,6 +26,13 @@ ALL_EXPERIMENT = "doceval-all"
 STORE_DIR = "mlruns"
 DB_NAME = "mlflow.db"
 ARTIFACTS_DIR = "artifacts"
+# URI schemes MLflow 3 stores can live behind (a `+driver` suffix is allowed on the databases). File stores are
+# not among them: MLflow keeps them in maintenance mode and doceval's store is sqlite.
+HTTP_SCHEMES = ("http", "https")
+SERVER_DATABASES = ("postgresql", "mysql", "mssql")
+DATABASE_SCHEMES = ("sqlite", *SERVER_DATABASES)
+HOSTED_SCHEMES = ("databricks", "databricks-uc", "uc")
+NO_TRACK = "run with --no-track (or tracking.enabled=false)"
 
 
 def experiment_name(split: str | None) -> str:
@@ -103,19 +114,137 @@ def artifact_root(uri: str) -> str | None:
 
 
 def _display(uri: str) -> str:
-    """The URI without credentials, for messages."""
-    parts = urllib.parse.urlsplit(uri)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
-        return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
-    return uri
+    """The URI without credentials (userinfo, secret query values), for messages: the one scrubber's rule."""
+    return redact_url(uri)
 
 
-def check_reachable(uri: str, timeout_s: float = 5) -> None:
-    """Raise UsageError within about ``timeout_s`` when an http(s) tracking server does not answer.
+def _scheme(uri: str) -> str:
+    """The URI's scheme without a `+driver` suffix (``postgresql+psycopg2`` -> ``postgresql``)."""
+    return urllib.parse.urlsplit(uri).scheme.lower().split("+", 1)[0]
 
-    Any HTTP answer (even 401/404) counts as reachable; only local stores and http(s) are probed."""
+
+def check_scheme(uri: str) -> None:
+    """Refuse a URI no MLflow store lives behind (``ftp://``, ``file://``, a typo) before any work."""
+    scheme = _scheme(uri)
+    if scheme in (*HTTP_SCHEMES, *DATABASE_SCHEMES, *HOSTED_SCHEMES):
+        return
+    why = (
+        "file stores are not supported (MLflow 3 keeps them in maintenance mode)"
+        if scheme == "file"
+        else f"scheme {scheme + '://' if scheme else '(none)'} is not an MLflow tracking store"
+    )
+    raise UsageError(
+        f"MLflow tracking URI {_display(uri)} cannot be opened: {why}; use sqlite:////ABS/PATH/mlflow.db, an "
+        f"http(s)://HOST:PORT server or a database URI (postgresql://, mysql://, mssql://) in tracking.uri or "
+        f"MLFLOW_TRACKING_URI, or {NO_TRACK}"
+    )
+
+
+def _probe_folder(folder: Path) -> None:
+    """Create ``folder`` if needed and make (then remove) a temporary file in it; OSError when either fails."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".doceval-", suffix=".probe"):
+        pass
+
+
+def check_writable_store(uri: str) -> None:
+    """For a run that will log: a sqlite store's folder (and its artifacts folder) must take new files, and the
+    database file, when it exists, must open for writing and be an SQLite database. Other stores are checked
+    by their server (:func:`check_reachable`)."""
+    db = _sqlite_db(uri)
+    if db is None:
+        return
+    where = f"MLflow tracking store {_display(uri)} cannot be written"
+    fix = f"{NO_TRACK}, or set tracking.uri (or MLFLOW_TRACKING_URI) to a writable sqlite:////ABS/PATH/mlflow.db"
+    if db.is_dir():
+        raise UsageError(f"{where}: {db} is a directory, not a database file; {fix}")
+    # The artifacts folder, when missing, is created with the store inside the folder checked first.
+    artifacts = db.parent / ARTIFACTS_DIR
+    for folder in (db.parent, *([artifacts] if artifacts.exists() else [])):
+        try:
+            _probe_folder(folder)
+        except OSError as exc:
+            raise UsageError(f"{where}: cannot write in {folder} ({exc.strerror or exc}); {fix}") from None
+    if db.is_file():
+        try:
+            with db.open("r+b") as fh:
+                head = fh.read(16)
+        except OSError as exc:
+            raise UsageError(
+                f"{where}: cannot open {db} for writing ({exc.strerror or exc}); {fix}"
+            ) from None
+        if head and head != b"SQLite format 3\x00":
+            raise UsageError(f"{where}: {db} is not an SQLite database; {fix}")
+
+
+def _in_thread(work: Callable[[], None], timeout_s: float, name: str) -> str | None:
+    """Run ``work`` in a daemon thread for at most about ``timeout_s``: None when it returned, else why not
+    (its error, or no answer in time: DNS and some drivers ignore socket timeouts)."""
+    outcome: dict[str, str | None] = {}
+
+    def target() -> None:
+        try:
+            work()
+            outcome["error"] = None
+        except Exception as exc:  # noqa: BLE001 - every failure means "cannot be used"
+            reason = getattr(exc, "reason", None)
+            outcome["error"] = (
+                " ".join(str(reason if reason is not None else exc).split()) or type(exc).__name__
+            )
+
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    thread.start()
+    thread.join(timeout_s + 0.5)
+    return outcome.get("error", f"no answer within {timeout_s:g} s")
+
+
+def check_database(uri: str, timeout_s: float = 5) -> None:
+    """A database store (postgresql, mysql, mssql): its SQLAlchemy driver must import and the server must
+    accept a connection, so a missing driver or a dead server fails before the work, not after it."""
+    from sqlalchemy.engine import make_url
+
+    where = f"MLflow tracking URI {_display(uri)}"
+    fix = f"set tracking.uri (or MLFLOW_TRACKING_URI) to a store that works, or {NO_TRACK}"
+    try:
+        url = make_url(uri)
+        url.get_dialect().import_dbapi()
+    except Exception as exc:  # noqa: BLE001 - an unknown dialect, a driver not installed
+        raise UsageError(
+            f"{where} cannot be opened: its database driver is not available ({type(exc).__name__}: {exc}); "
+            f"install the driver (e.g. `pip install psycopg[binary]` for postgresql), or {fix}"
+        ) from None
+
+    def connect() -> None:
+        from sqlalchemy import create_engine
+        from sqlalchemy.pool import NullPool
+
+        engine = create_engine(url, poolclass=NullPool)
+        try:
+            with engine.connect():
+                pass
+        finally:
+            engine.dispose()
+
+    error = _in_thread(connect, timeout_s, "doceval-mlflow-db-probe")
+    if error is not None:
+        if url.password:
+            error = error.replace(str(url.password), "***")
+        raise UsageError(f"{where} cannot be reached ({error}); start the database, or {fix}")
+
+
+def check_reachable(uri: str, timeout_s: float = 5, *, write: bool = False) -> None:
+    """Raise UsageError (naming the URI, credentials redacted, and the fix) when the tracking store cannot be
+    used: a scheme no MLflow store lives behind, an http(s) server that does not answer within about
+    ``timeout_s``, a database whose driver is missing or that refuses a connection, or (``write``: a run will
+    be logged) a sqlite store that cannot be written.
+
+    Any HTTP answer (even 401/404) counts as reachable."""
+    check_scheme(uri)
+    if write:
+        check_writable_store(uri)
+    if _scheme(uri) in SERVER_DATABASES:
+        check_database(uri, timeout_s)
+        return
     if not _is_http(uri):
         return
     parts = urllib.parse.urlsplit(uri)
@@ -123,24 +252,17 @@ def check_reachable(uri: str, timeout_s: float = 5) -> None:
     url = (
         urllib.parse.urlunsplit(parts._replace(netloc=netloc, query="", fragment="")).rstrip("/") + "/health"
     )
-    outcome: dict[str, str | None] = {}
 
     def probe() -> None:
         try:
             with urllib.request.urlopen(url, timeout=timeout_s):
-                outcome["error"] = None
+                pass
         except urllib.error.HTTPError:
-            outcome["error"] = None  # the server answered
-        except Exception as exc:  # noqa: BLE001 - every failure means "not reachable"
-            reason = getattr(exc, "reason", None)
-            outcome["error"] = str(reason if reason is not None else exc) or type(exc).__name__
+            pass  # the server answered
 
-    thread = threading.Thread(target=probe, name="doceval-mlflow-probe", daemon=True)
-    thread.start()
-    thread.join(timeout_s + 0.5)  # DNS resolution is not covered by the socket timeout
-    error = outcome.get("error", f"no answer within {timeout_s:g} s")
+    error = _in_thread(probe, timeout_s, "doceval-mlflow-probe")  # DNS is not covered by the socket timeout
     if error is not None:
         raise UsageError(
-            f"MLflow tracking URI {_display(uri)} cannot be reached ({error}); "
-            "start the server or unset MLFLOW_TRACKING_URI (or set tracking.uri / tracking.enabled=false)"
+            f"MLflow tracking URI {_display(uri)} cannot be reached ({error}); start the server, {NO_TRACK}, "
+            "or unset MLFLOW_TRACKING_URI (or set tracking.uri)"
         )
