@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from doceval.common.redact import SECRET_QUERY, redact_url, redact_urls
 from doceval.common.retry import Classification, RetriesExhausted, RetryPolicy, call_with_retries
 from doceval.errors import UsageError
 from doceval.seam import Probe
@@ -33,7 +34,6 @@ from doceval.seam import Probe
 log = logging.getLogger(__name__)
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an RFC 9110 token
-_SECRET_QUERY = re.compile(r"key|token|secret|pass|sig|auth|cred", re.IGNORECASE)
 
 
 class AgentCallError(Exception):
@@ -82,22 +82,6 @@ def _retry_after(exc: BaseException) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
-
-
-def redact_url(url: str) -> str:
-    """``url`` safe to record: user:password replaced by ``***``, secret-looking query values by ``***``."""
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rsplit("@", 1)[1]
-    query = urllib.parse.urlencode(
-        [
-            (k, "***" if _SECRET_QUERY.search(k) else v)
-            for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-        ],
-        safe="*",
-    )
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 class HttpAgent:
@@ -155,7 +139,7 @@ class HttpAgent:
             self._secrets += [password, token]
             parts = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1])
         for key, value in urllib.parse.parse_qsl(parts.query):
-            if _SECRET_QUERY.search(key):
+            if SECRET_QUERY.search(key):
                 self._secrets.append(value)
         self._url = urllib.parse.urlunsplit(parts)
         self.url = redact_url(url)  # for messages and provenance
@@ -303,6 +287,7 @@ class HttpAgent:
         return self._redact(text)
 
     def _redact(self, text: str) -> str:
+        text = redact_urls(text)
         for secret in self._secrets:
             if len(secret) >= 3:
                 text = text.replace(secret, "***")

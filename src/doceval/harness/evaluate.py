@@ -435,7 +435,8 @@ def build_summary(
         "usage": usage,
         "provenance": provenance(),
     }
-    summary: dict[str, Any] = {"metrics": metrics, "config": config, "entries": entry_rows}
+    # Every block (a user's retriever kwargs and URLs included), not only the model blocks, is stored scrubbed.
+    summary: dict[str, Any] = {"metrics": metrics, "config": _public(config), "entries": entry_rows}
     summary["complete"] = not run.stopped
     if run.stopped:
         summary["incomplete"] = {
@@ -469,5 +470,9 @@ def _none_if_nan(value: float) -> float | None:
 
 
 def _public(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """A config block safe to store: names of key variables stay, values of anything secret-looking go."""
-    return {k: ("<redacted>" if "key" in k.lower() and not k.endswith("_env") else v) for k, v in cfg.items()}
+    """A config block safe to store (doceval.common.redact): names of key variables stay; values of
+    secret-named keys are ``<redacted>``, URL credentials ``***`` and key variables' contents ``<redacted>``."""
+    from doceval.common.redact import scrub, secret_values
+
+    public: dict[str, Any] = scrub(cfg, secret_values(cfg), drop_secret_keys=False)
+    return public

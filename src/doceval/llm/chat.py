@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from doceval.common.redact import redact_url, url_credentials
 from doceval.llm.cache import ResponseCache, cache_key
 from doceval.llm.config import LLMConfig, make_openai_client
 from doceval.llm.errors import LLMError, _Malformed
@@ -59,14 +60,16 @@ class ChatClient:
         self.policy = RetryPolicy(cfg.max_retries, cfg.retry_base_delay_s, cfg.retry_max_delay_s)
 
     def __repr__(self) -> str:
-        return f"ChatClient(role={self.role!r}, model={self.cfg.model!r}, base_url={self.cfg.base_url!r})"
+        base_url = None if self.cfg.base_url is None else redact_url(self.cfg.base_url)
+        return f"ChatClient(role={self.role!r}, model={self.cfg.model!r}, base_url={base_url!r})"
 
     def use_ledger(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
     @property
     def _secrets(self) -> list[str]:
-        return [str(self._client.api_key)]
+        """Redacted from every message: the key, and the credentials in the base_url."""
+        return [str(self._client.api_key), *url_credentials(self.cfg.base_url or "")]
 
     def params(self, messages: Sequence[Mapping[str, str]], template_id: str | None = None) -> dict[str, Any]:
         """Every parameter that shapes the reply; the cache key is their hash."""

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import openai
 
+from doceval.common.redact import redact_url
 from doceval.errors import UsageError
 from doceval.llm.errors import LOCAL_PLACEHOLDER_KEY
 
@@ -99,7 +100,8 @@ class LLMConfig:
             raw = cfg[f.name]
             kind = _base_type(hints[f.name])
             if not _is_a(raw, kind):
-                raise UsageError(f"{section}.{f.name}: invalid value {raw!r} (expected {kind.__name__})")
+                shown = redact_url(raw) if isinstance(raw, str) else raw
+                raise UsageError(f"{section}.{f.name}: invalid value {shown!r} (expected {kind.__name__})")
             for rule, (op, holds) in _BOUNDS.items():
                 if rule in f.metadata and not holds(raw, f.metadata[rule]):
                     raise UsageError(f"{section}.{f.name}: must be {op} {f.metadata[rule]} (got {raw})")
@@ -107,8 +109,16 @@ class LLMConfig:
         return cls(**values)
 
     def public_dict(self) -> dict[str, Any]:
-        """The config as recorded in a run (holds the key's env var name, never the key)."""
-        return asdict(self)
+        """The config as recorded in a run (holds the key's env var name, never the key; the base_url's
+        credentials masked)."""
+        out = asdict(self)
+        if self.base_url:
+            out["base_url"] = redact_url(self.base_url)
+        return out
+
+    def __repr__(self) -> str:  # the generated one would show the base_url's credentials
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.public_dict().items())
+        return f"{type(self).__name__}({shown})"
 
 
 def _uses_openai_host(base_url: str | None) -> bool:

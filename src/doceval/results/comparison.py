@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from doceval.common.text import one_line, printable
 from doceval.errors import UsageError
 from doceval.results.summaries import (
     Summary,
@@ -96,7 +97,7 @@ def compare(
         if not allow_different_golden:
             raise UsageError(
                 f"{base_label} and {new_label} were scored on different golden sets (config.golden.md5 "
-                f"{b_md5} vs {n_md5}); compare runs over the same golden set, or pass {flag} to compare the "
+                f"{one_line(b_md5)} vs {one_line(n_md5)}); compare runs over the same golden set, or pass {flag} to compare the "
                 "entries they share"
             )
         notes.append(f"different golden sets (md5 {b_md5} vs {n_md5}): entries paired by id")
@@ -109,8 +110,8 @@ def compare(
     only_n = [i for i in n_by_id if i not in b_by_id]
     if only_b or only_n:
         what = (
-            f"{len(only_b)} entries only in {base_label} (e.g. {', '.join(only_b[:3]) or '-'}), "
-            f"{len(only_n)} only in {new_label} (e.g. {', '.join(only_n[:3]) or '-'})"
+            f"{len(only_b)} entries only in {base_label} (e.g. {', '.join(map(one_line, only_b[:3])) or '-'}), "
+            f"{len(only_n)} only in {new_label} (e.g. {', '.join(map(one_line, only_n[:3])) or '-'})"
         )
         if not allow_different_golden:
             raise UsageError(
@@ -197,7 +198,8 @@ def _table_line(cells: Sequence[str]) -> str:
 
 
 def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
-    """The side-by-side table, the ``unanswerable:`` lines for NEW, then the gate line."""
+    """The side-by-side table, the ``unanswerable:`` lines for NEW, then the gate line. Every line is
+    printable (doceval.common.text): a question or id holding an escape sequence is shown, not replayed."""
     lines = [f"baseline: {result.base_label}", f"new:      {result.new_label}"]
     lines += [f"note: {n}" for n in result.notes]
     lines += ["", _table_line(_HEADER), _table_line(["-" * w for w in _WIDTHS])]
@@ -220,4 +222,4 @@ def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
         lines.append(f"unanswerable: {u.question} -> {', '.join(u.sources) if u.sources else 'no sources'}")
     if gate_line:
         lines += ["", gate_line]
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)

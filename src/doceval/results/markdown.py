@@ -1,5 +1,9 @@
 """report.md: headline with intervals, breakdowns per library, pin and kind, calibration, and the unanswerable
 entries.
+
+Every value that comes from data (questions, ids, library names, reasons, config values, provenance) goes
+through ``_md`` (escaped text) or ``_code`` (a code span, or escaped text when a code span cannot hold it): HTML
+is escaped, Markdown syntax neutralised, and no value can add a line or split a table row.
 """
 
 from __future__ import annotations
@@ -10,14 +14,21 @@ from typing import Any
 import numpy as np
 
 from doceval.common.naming import system_label
+from doceval.common.text import md_code, md_text
 from doceval.results.comparison import _num
-from doceval.results.summaries import Summary, _doc_ids, _one_line, check_summary
+from doceval.results.summaries import Summary, _doc_ids, check_summary
 from doceval.scoring.aggregate import column
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 
 
-def _md(text: Any) -> str:
-    return _one_line(text).replace("|", "\\|")
+def _md(value: Any) -> str:
+    """A value from data as inert one-line Markdown text (see doceval.common.text.md_text)."""
+    return md_text(value)
+
+
+def _code(value: Any) -> str:
+    """A value from data as a code span, or as escaped text when it cannot be one (md_code)."""
+    return md_code(value)
 
 
 def _table(
@@ -73,9 +84,9 @@ def _group_table(groups: Mapping[str, Any], label: str) -> list[str]:
         rows.append(
             [
                 _md(name),
-                str(g.get("n", "")),
-                str(g.get("n_in_scope", "")),
-                str(g.get("n_out_of_scope", "")),
+                _md(g.get("n", "")),
+                _md(g.get("n_in_scope", "")),
+                _md(g.get("n_out_of_scope", "")),
                 *(_num(g.get(m)) for m in shown),
             ]
         )
@@ -106,8 +117,9 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     golden = cfg.get("golden") or {}
     out = ["# doceval report", ""]
     out.append(
-        f"Split `{cfg.get('split')}`, k = {cfg.get('k')}, system under test `{_md(system_label(cfg))}`, golden set "
-        f"`{golden.get('path')}` (md5 `{golden.get('md5')}`), {len(summary['entries'])} entries."
+        f"Split {_code(cfg.get('split'))}, k = {_md(cfg.get('k'))}, system under test "
+        f"{_code(system_label(cfg))}, golden set {_code(golden.get('path'))} (md5 {_code(golden.get('md5'))}), "
+        f"{len(summary['entries'])} entries."
     )
     if summary.get("complete") is False:
         why = (summary.get("incomplete") or {}).get("reason", "stopped early")
@@ -130,12 +142,15 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     if m.get("answer_accuracy") is None and m.get("not_judged"):
         out += ["", "answer_accuracy: not judged (no judge ran for this run)."]
     if counts.get("system_errors"):
-        out += ["", f"**{counts['system_errors']} system errors**: calls that failed; scored by no metric."]
+        out += [
+            "",
+            f"**{_md(counts['system_errors'])} system errors**: calls that failed; scored by no metric.",
+        ]
     if counts.get("judge_errors"):
-        out += ["", f"**{counts['judge_errors']} judge errors**: excluded from answer_accuracy."]
+        out += ["", f"**{_md(counts['judge_errors'])} judge errors**: excluded from answer_accuracy."]
 
     out += ["", "## Counts", ""]
-    out += _table(["count", "value"], [[_md(k), str(v)] for k, v in counts.items()]) if counts else ["(none)"]
+    out += _table(["count", "value"], [[_md(k), _md(v)] for k, v in counts.items()]) if counts else ["(none)"]
     for title, key, label in (
         ("Per library", "by_library", "library"),
         ("Per library@version", "by_pin", "pin"),
@@ -147,7 +162,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     floors = cfg.get("floors") or {}
     out += ["", "## Floors", ""]
     if floors:
-        out.append(f"Source: `{floors.get('source', '?')}`. Global floor: {_num(floors.get('global'))}.")
+        out.append(f"Source: {_code(floors.get('source', '?'))}. Global floor: {_num(floors.get('global'))}.")
         per = floors.get("per_library") or {}
         if per:
             out += [""] + _table(["library", "floor"], [[_md(k), f"{float(v):.4f}"] for k, v in per.items()])
@@ -155,7 +170,10 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
             out += ["", "No per-library floors: every library uses the global floor."]
         prov = floors.get("provenance") or {}
         if prov:
-            out += ["", "Floors provenance: " + ", ".join(f"{k} `{_md(v)}`" for k, v in prov.items()) + "."]
+            out += [
+                "",
+                "Floors provenance: " + ", ".join(f"{_md(k)} {_code(v)}" for k, v in prov.items()) + ".",
+            ]
     else:
         out.append("Not recorded in this summary.")
 
@@ -166,8 +184,8 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
         cal_prov = calibration.get("provenance") or {}
         objective_name = calibration.get("objective") or cal_prov.get("objective")
         out.append(
-            f"Objective `{objective_name}`, maximised per library on split "
-            f"`{calibration.get('split') or cal_prov.get('split')}`."
+            f"Objective {_code(objective_name)}, maximised per library on split "
+            f"{_code(calibration.get('split') or cal_prov.get('split'))}."
         )
         per_lib = calibration.get("libraries") or calibration.get("per_library") or {}
         rows, unsep = [], []
@@ -187,7 +205,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
                 ]
             )
             if sep is False:
-                unsep.append(str(lib))
+                unsep.append(_md(lib))
         out.append("")
         out += (
             _table(
@@ -219,7 +237,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
                 want = c.get("floor") if isinstance(c, Mapping) else c
                 got = (floors.get("per_library") or {}).get(lib, floors.get("global", 0.0))
                 if want is not None and abs(float(got) - float(want)) > 1e-12:
-                    differ.append(f"{lib} (calibrated {float(want):.4f}, used {float(got):.4f})")
+                    differ.append(f"{_md(lib)} (calibrated {float(want):.4f}, used {float(got):.4f})")
         if differ:
             out += ["", f"**Note**: this run did not use the calibrated floors for: {', '.join(differ)}."]
 
@@ -227,7 +245,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     out += ["", "## Provenance", ""]
     dirty = prov.get("git_dirty")
     out += [
-        f"- git commit: `{prov.get('git_commit')}`"
+        f"- git commit: {_code(prov.get('git_commit'))}"
         + (
             " (**dirty**: uncommitted changes, the numbers may not be reproducible)"
             if dirty
@@ -235,13 +253,13 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
             if dirty is False
             else " (dirty flag unknown)"
         ),
-        f"- golden set: `{golden.get('path')}` md5 `{golden.get('md5')}`",
+        f"- golden set: {_code(golden.get('path'))} md5 {_code(golden.get('md5'))}",
     ]
     for key in ("run_key", "corpus_hash"):
         if cfg.get(key):
-            out.append(f"- {key}: `{cfg[key]}`")
+            out.append(f"- {key}: {_code(cfg[key])}")
     if prov.get("python"):
-        out.append(f"- python: {prov['python']}")
+        out.append(f"- python: {_md(prov['python'])}")
 
     out += ["", "## Out-of-scope entries that still got sources", ""]
     leaks = [e for e in summary["entries"] if e.get("out_of_scope") and _doc_ids(e)]
@@ -255,7 +273,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
                 [
                     _md(e["id"]),
                     _md(e.get("question", "")),
-                    ", ".join(f"`{d}`" for d in _doc_ids(e)),
+                    ", ".join(_code(d) for d in _doc_ids(e)),
                     _yes_no(e.get("refused")),
                 ]
                 for e in leaks

@@ -16,7 +16,15 @@ import yaml
 from doceval import __version__
 from doceval.errors import UsageError
 from doceval.tracking.locking import _store_lock
-from doceval.tracking.secrets import _leaks, _secret_key, scrub, secret_values
+from doceval.tracking.secrets import (
+    env_secret_values,
+    leaks,
+    redact_text,
+    redact_url,
+    scrub,
+    secret_key,
+    secret_values,
+)
 from doceval.tracking.shaping import (
     MAX_TAG_LEN,
     _golden_input,
@@ -28,8 +36,8 @@ from doceval.tracking.shaping import (
     entries_csv,
     sanitize_key,
 )
-from doceval.tracking.store import _client, _experiment_id, ensure_store
-from doceval.tracking.uris import _display, check_reachable, experiment_name
+from doceval.tracking.store import _client, _experiment_id, check_artifact_location, ensure_store
+from doceval.tracking.uris import check_reachable, experiment_name
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -65,7 +73,14 @@ def _parent_experiment(client: MlflowClient, parent_run_id: str, uri: str) -> st
     try:
         return str(client.get_run(parent_run_id).info.experiment_id)
     except MlflowException as exc:
-        raise UsageError(f"parent run {parent_run_id} not found in {_display(uri)}: {exc.message}") from None
+        raise UsageError(
+            f"parent run {parent_run_id} not found in {redact_url(uri)}: {_safe(exc.message, uri)}"
+        ) from None
+
+
+def _safe(text: Any, uri: str) -> str:
+    """An MLflow error message for ours: the URI's credentials (and any other URL's) masked."""
+    return redact_text(str(text), secret_values(uri))
 
 
 def _log_golden(client: MlflowClient, run_id: str, dataset_input: Any) -> None:
@@ -110,14 +125,18 @@ def log_run(
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
     config_raw = summary.get("config") or {}
-    secrets = secret_values(config_raw, flat_config or {})
+    # Values holding a key variable's content are dropped from params and tags; everything logged has URL
+    # credentials masked, and those credentials are redacted wherever else they appear.
+    env_secrets = env_secret_values(config_raw, flat_config or {})
+    secrets = secret_values(config_raw, flat_config or {}, dict(extra_tags or {}))
     clean = scrub(summary, secrets)
     config: dict[str, Any] = clean.get("config") or {}
     split = _split_of(config)
-    params = build_params(config_raw, flat_config, secrets)  # raw: leaking values are dropped, not redacted
+    params = build_params(config_raw, flat_config, env_secrets)  # raw: leaking values are dropped
     usage_block = usage if usage is not None else (config_raw.get("usage") or None)
     metrics = build_metrics(clean.get("metrics") or {}, usage_block)
-    tags = build_tags(config, clean.get("metrics") or {}, extra_tags, secrets)
+    tags = build_tags(config, clean.get("metrics") or {}, extra_tags, env_secrets)
+    run_name = None if run_name is None else redact_text(run_name, secrets)
     if parent_run_id:
         tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
 
@@ -143,6 +162,7 @@ def log_run(
                 experiment_id = _parent_experiment(client, parent_run_id, uri)
             else:
                 experiment_id = _experiment_id(client, experiment_name(split), uri)
+            check_artifact_location(client, experiment_id)  # before the run exists: no FAILED run left
             run = client.create_run(experiment_id, run_name=run_name, tags=tags)
             run_id = str(run.info.run_id)
             try:
@@ -170,30 +190,36 @@ def start_parent(name: str, *, uri: str, root: Path | None = None, split: str | 
                  tags: Mapping[str, str] | None = None) -> str:  # fmt: skip
     """Create a sweep's parent run (finished at once); children attach with ``log_run(parent_run_id=...)``."""
     ensure_store(uri, root)
-    secrets = secret_values(tags or {})
+    env_secrets = env_secret_values(tags or {})
+    secrets = secret_values(tags or {}, name)
     all_tags = {
         "split": split or "all",
         "doceval_version": __version__,
         "doceval.harness.sweep": "parent",
         **(tags or {}),
     }
-    clean = {sanitize_key(k): str(v)[:MAX_TAG_LEN] for k, v in all_tags.items()
-             if v is not None and not _secret_key(str(k)) and not _leaks(str(v), secrets)}  # fmt: skip
+    clean = {sanitize_key(k): redact_text(str(v), secrets)[:MAX_TAG_LEN] for k, v in all_tags.items()
+             if v is not None and not secret_key(str(k)) and not leaks(str(v), env_secrets)}  # fmt: skip
     with _store_lock(uri):
         client = _client(uri)
         experiment_id = _experiment_id(client, experiment_name(split), uri)
-        run = client.create_run(experiment_id, run_name=name, tags=clean)
+        check_artifact_location(client, experiment_id)
+        run = client.create_run(experiment_id, run_name=redact_text(name, secrets), tags=clean)
         client.set_terminated(run.info.run_id, "FINISHED")
     return str(run.info.run_id)
 
 
 def log_parent_artifacts(run_id: str, *, uri: str, root: Path | None = None, files: list[Path]) -> None:
-    """Attach a finished sweep's points table and plot to its parent run (missing files are skipped)."""
-    with _store_lock(uri):
+    """Attach a finished sweep's points table and plot to its parent run (missing files are skipped; URL
+    credentials and key variables' contents redacted)."""
+    secrets = secret_values()
+    with tempfile.TemporaryDirectory(prefix="doceval-mlflow-") as tmp, _store_lock(uri):
         client = _client(uri)
         for path in files:
             if path.is_file():
-                client.log_artifact(run_id, str(path))
+                staged = Path(tmp) / path.name
+                _redact_file(path, staged, secrets)
+                client.log_artifact(run_id, str(staged))
 
 
 def load_summary_from_run(run_id: str, uri: str, root: Path | None = None) -> dict[str, Any]:
@@ -205,12 +231,14 @@ def load_summary_from_run(run_id: str, uri: str, root: Path | None = None) -> di
     try:
         client.get_run(run_id)
     except MlflowException as exc:
-        raise UsageError(f"MLflow run {run_id} not found in {_display(uri)}: {exc.message}") from None
+        raise UsageError(
+            f"MLflow run {run_id} not found in {redact_url(uri)}: {_safe(exc.message, uri)}"
+        ) from None
     with tempfile.TemporaryDirectory(prefix="doceval-mlflow-") as tmp:
         try:
             local = client.download_artifacts(run_id, "summary.json", dst_path=tmp)
         except (MlflowException, OSError) as exc:
-            raise UsageError(f"MLflow run {run_id} has no summary.json artifact ({exc}); "
+            raise UsageError(f"MLflow run {run_id} has no summary.json artifact ({_safe(exc, uri)}); "
                              "was it logged by doceval?") from None  # fmt: skip
         data: dict[str, Any] = json.loads(Path(local).read_text(encoding="utf-8"))
     return data

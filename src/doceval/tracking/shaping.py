@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from doceval import __version__
 from doceval.common.naming import system_label
 from doceval.config.compose import flatten
-from doceval.tracking.secrets import _MIN_SUBSTRING_SECRET, REDACTED, _leaks, _secret_key
+from doceval.tracking.secrets import leaks, redact_bytes, redact_text, secret_key, url_secret_values
 
 if TYPE_CHECKING:
     pass
@@ -55,19 +55,22 @@ def _num(value: Any) -> float | None:
 def build_params(
     config: Mapping[str, Any], flat_config: Mapping[str, Any] | None, secrets: list[str]
 ) -> dict[str, str]:
+    """Flat params: secret-named keys and values holding one of ``secrets`` are dropped; URLs are kept with
+    their credentials masked (``http://***@host/v1``)."""
     source = (
         flat_config
         if flat_config is not None
         else {k: v for k, v in config.items() if k not in ("usage", "provenance")}
     )
+    masked = [*secrets, *url_secret_values(source)]
     params: dict[str, str] = {}
     for key, value in flatten(source).items():
-        if not key or _secret_key(key):
+        if not key or secret_key(key):
             continue
         text = _param_value(value)
-        if _leaks(text, secrets) or (isinstance(value, str) and _leaks(value, secrets)):
+        if leaks(text, secrets) or (isinstance(value, str) and leaks(value, secrets)):
             continue
-        params.setdefault(sanitize_key(key), text)
+        params.setdefault(sanitize_key(key), _param_value(redact_text(text, masked)))
     return params
 
 
@@ -152,15 +155,36 @@ def build_tags(config: Mapping[str, Any], metrics: Mapping[str, Any], extra: Map
     if prov.get("git_commit"):
         tags["mlflow.source.git.commit"] = prov["git_commit"]
     tags.update(extra or {})
+    masked = [*secrets, *url_secret_values(config, dict(extra or {}))]
     out: dict[str, str] = {}
     for key, value in tags.items():
-        if value is None or _secret_key(str(key)):
+        if value is None or secret_key(str(key)):
             continue
         text = value if isinstance(value, str) else json.dumps(value, default=str)
-        if _leaks(text, secrets):
+        if leaks(text, secrets):
             continue
-        out[sanitize_key(key)] = text[:MAX_TAG_LEN]
+        out[sanitize_key(key)] = redact_text(text, masked)[:MAX_TAG_LEN]
     return out
+
+
+# A cell a spreadsheet would run as a formula (OWASP "CSV injection"): it starts with one of these (the
+# full-width forms too); written with a leading apostrophe. A plain number ("-0.5", "+3") is left alone.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """One CSV cell: None as empty, numbers as they are, text that starts a formula prefixed with ``'``.
+    A carriage return becomes a newline (the writer quotes a cell holding ``\n``, not one holding a bare
+    ``\r``, which would split the row for a reader)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool | int | float):
+        return value
+    text = str(value)
+    if text.startswith(_FORMULA_START) and not _PLAIN_NUMBER.fullmatch(text):
+        text = "'" + text
+    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 def entries_csv(entries: list[Mapping[str, Any]]) -> str:
@@ -171,14 +195,12 @@ def entries_csv(entries: list[Mapping[str, Any]]) -> str:
                 score_keys.append(k)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([*ENTRY_COLUMNS, *score_keys])
-
-    def cell(v: Any) -> Any:
-        return "" if v is None else v
-
+    writer.writerow([csv_cell(c) for c in (*ENTRY_COLUMNS, *score_keys)])
     for e in entries:
         scores = e.get("scores") or {}
-        writer.writerow([cell(e.get(c)) for c in ENTRY_COLUMNS] + [cell(scores.get(k)) for k in score_keys])
+        writer.writerow(
+            [csv_cell(e.get(c)) for c in ENTRY_COLUMNS] + [csv_cell(scores.get(k)) for k in score_keys]
+        )
     return buf.getvalue()
 
 
@@ -203,8 +225,5 @@ def _golden_input(golden_path: Path, md5: str | None, split: str | None) -> Any:
 
 
 def _redact_file(src: Path, dst: Path, secrets: list[str]) -> None:
-    data = src.read_bytes()
-    for s in secrets:
-        if len(s) >= _MIN_SUBSTRING_SECRET:
-            data = data.replace(s.encode(), REDACTED.encode())
-    dst.write_bytes(data)
+    """Copy an artifact with the known secrets and URL credentials redacted (text) or the secrets (binary)."""
+    dst.write_bytes(redact_bytes(src.read_bytes(), secrets))

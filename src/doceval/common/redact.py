@@ -1,0 +1,232 @@
+"""One scrubber for everything doceval records or prints: summaries, MLflow params/tags/artifacts, messages.
+
+What counts as a secret:
+
+- the credentials of a URL: ``user:password@`` (or a bare ``token@``) and the value of any query parameter
+  named like a secret (``api_key``, ``token``, ``secret``, ``password``, ``sig``, ...), wherever the URL
+  appears in a string (``redact_url``, ``redact_urls``);
+- the value of a config key named like a secret (``api_key``, ``apikey``, ``password``, ``secret``, ...),
+  except ``*_env`` keys, which only name a variable (``secret_key``);
+- known secret values: the contents of the variables named by ``*_env`` keys and of the usual key variables
+  (``DEFAULT_SECRET_ENV``), and the credentials of URLs found in the configuration (``secret_values``);
+  a value shorter than ``MIN_SUBSTRING_SECRET`` only counts when a whole string equals it.
+
+``scrub(obj, secrets)`` applies all of it to a JSON-like object. Standard library only.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import urllib.parse
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+REDACTED = "<redacted>"  # a secret value, or the value of a secret-named key
+MASK = "***"  # a URL's credentials, a secret query value
+# Always treated as secret sources, whether or not the config names them (defence in depth).
+DEFAULT_SECRET_ENV = ("OPENAI_API_KEY", "QDRANT_API_KEY", "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD")
+MIN_SUBSTRING_SECRET = 8  # shorter secrets are only matched as whole values
+
+# Query parameter names whose values are credentials (api_key, access_token, X-Amz-Signature, sig, pass...).
+SECRET_QUERY = re.compile(r"key|token|secret|pass|sig|auth|cred", re.IGNORECASE)
+# Config key names whose values are credentials (matched on the lowercased dotted key).
+_SECRET_KEY_WORDS = ("api_key", "apikey", "password", "passwd", "secret", "private_key", "access_key",
+                     "access_token", "auth_token", "credential")  # fmt: skip
+# A URL inside free text: scheme://, then anything up to whitespace, a quote or an angle bracket.
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]+")
+_USERINFO = re.compile(r"(//)[^/?#@]*@")  # fallback for a URL urlsplit rejects
+
+
+def secret_key(key: str) -> bool:
+    """A config key whose value must never be recorded: names an API key, password, secret, token or
+    credential; a ``*_env`` key only names an environment variable and is fine."""
+    low = str(key).lower()
+    last = low.rsplit(".", 1)[-1]
+    if last.endswith("_env"):
+        return False
+    return last == "token" or any(word in low for word in _SECRET_KEY_WORDS)
+
+
+def _secret_param(piece: str) -> bool:
+    """``name=value`` (one query parameter as written) whose name looks like a credential's."""
+    name, sep, _ = piece.partition("=")
+    return bool(sep) and bool(SECRET_QUERY.search(urllib.parse.unquote_plus(name)))
+
+
+def _has_credentials(parts: urllib.parse.SplitResult) -> bool:
+    return "@" in parts.netloc or any(_secret_param(p) for p in parts.query.split("&"))
+
+
+def redact_url(url: str) -> str:
+    """``url`` safe to record: ``user:password@`` replaced by ``***@``, the values of secret-looking query
+    parameters by ``***``. A URL without credentials comes back unchanged."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # e.g. an unbalanced IPv6 bracket: mask what looks like userinfo, drop the query
+        return _USERINFO.sub(r"\1" + MASK + "@", url.split("?", 1)[0])
+    if not _has_credentials(parts):
+        return url
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = MASK + "@" + netloc.rsplit("@", 1)[1]
+    # Parameter by parameter as written (other parameters keep their exact spelling).
+    query = "&".join(
+        p.partition("=")[0] + "=" + MASK if _secret_param(p) else p for p in parts.query.split("&")
+    )
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+_TRAILING = ".,;:!?)]}"  # punctuation that ends a sentence rather than the URL in free text
+
+
+def _redact_match(match: re.Match[str]) -> str:
+    url = match.group(0)
+    stripped = url.rstrip(_TRAILING)
+    return redact_url(stripped) + url[len(stripped) :]
+
+
+def redact_urls(text: str) -> str:
+    """Every URL in ``text`` with its credentials masked (see :func:`redact_url`); the rest unchanged."""
+    if "://" not in text:
+        return text
+    return _URL_IN_TEXT.sub(_redact_match, text)
+
+
+def url_credentials(url: str) -> list[str]:
+    """The secret parts of one URL, as written and percent-decoded: the password (or a bare user name, which
+    is then a token) and the values of secret-named query parameters."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return []
+    found: list[str] = []
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rsplit("@", 1)[0]
+        user, sep, password = userinfo.partition(":")
+        found += [password] if sep else [user]
+    for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+        if SECRET_QUERY.search(key):
+            found.append(value)
+    out: list[str] = []
+    for raw in found:
+        for form in (raw, urllib.parse.unquote(raw), urllib.parse.quote(urllib.parse.unquote(raw), safe="")):
+            if form and form not in out:
+                out.append(form)
+    return out
+
+
+def _strings(obj: Any) -> Iterator[str]:
+    if isinstance(obj, str):
+        yield obj
+    elif isinstance(obj, Mapping):
+        for k, v in obj.items():
+            if isinstance(k, str):
+                yield k
+            yield from _strings(v)
+    elif isinstance(obj, list | tuple | set | frozenset):
+        for v in obj:
+            yield from _strings(v)
+
+
+def url_secret_values(*objs: Any) -> list[str]:
+    """The credentials of every URL found in any string of ``objs`` (long enough to be matched inside other
+    text: see ``MIN_SUBSTRING_SECRET``; a shorter one is still masked wherever its URL appears)."""
+    out: set[str] = set()
+    for obj in objs:
+        for s in _strings(obj):
+            if "://" in s:
+                for m in _URL_IN_TEXT.finditer(s):
+                    out.update(v for v in url_credentials(m.group(0)) if len(v) >= MIN_SUBSTRING_SECRET)
+    return sorted(out, key=len, reverse=True)
+
+
+def _env_names(obj: Any, out: set[str]) -> None:
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            if str(k).lower().endswith("_env") and isinstance(v, str) and v:
+                out.add(v)
+            elif str(k).lower().endswith("_env") and isinstance(v, Mapping):
+                # e.g. agent.headers_env: {Authorization: MY_AGENT_TOKEN}: every value names a secret variable
+                out.update(str(name) for name in v.values() if isinstance(name, str) and name)
+            _env_names(v, out)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            _env_names(v, out)
+
+
+def env_secret_values(*configs: Any, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Contents of the environment variables named by ``*_env`` keys (and of ``DEFAULT_SECRET_ENV``),
+    longest first."""
+    env = os.environ if environ is None else environ
+    names: set[str] = set(DEFAULT_SECRET_ENV)
+    for cfg in configs:
+        _env_names(cfg, names)
+    values = {env.get(n, "") for n in names}
+    return sorted((v for v in values if v.strip()), key=len, reverse=True)
+
+
+def secret_values(*configs: Any, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Every known secret value in or behind ``configs``: :func:`env_secret_values` plus the credentials of
+    the URLs they hold (:func:`url_secret_values`), longest first."""
+    merged = set(env_secret_values(*configs, environ=environ)) | set(url_secret_values(*configs))
+    return sorted(merged, key=len, reverse=True)
+
+
+def leaks(value: str, secrets: Iterable[str]) -> bool:
+    """True when ``value`` is a secret or contains one (long enough to be matched as a substring)."""
+    return any(value == s or (len(s) >= MIN_SUBSTRING_SECRET and s in value) for s in secrets if s)
+
+
+def redact_text(value: str, secrets: Iterable[str] = ()) -> str:
+    """``value`` with URL credentials masked and known secret values replaced by ``<redacted>``."""
+    value = redact_urls(value)
+    for s in secrets:
+        if not s:
+            continue
+        if value == s:
+            return REDACTED
+        if len(s) >= MIN_SUBSTRING_SECRET:
+            value = value.replace(s, REDACTED)
+    return value
+
+
+def redact_bytes(data: bytes, secrets: Iterable[str] = ()) -> bytes:
+    """A file's content for recording: UTF-8 text as :func:`redact_text`; other bytes with the known secret
+    values (long enough) replaced."""
+    secrets = list(secrets)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        for s in secrets:
+            if len(s) >= MIN_SUBSTRING_SECRET:
+                data = data.replace(s.encode(), REDACTED.encode())
+        return data
+    return redact_text(text, secrets).encode("utf-8")
+
+
+def scrub(obj: Any, secrets: Iterable[str] = (), *, drop_secret_keys: bool = True) -> Any:
+    """A deep copy of a JSON-like ``obj`` that is safe to record: values of secret-named keys dropped (or
+    ``<redacted>`` with ``drop_secret_keys=False``), URL credentials masked and known secret values redacted in
+    every string (mapping keys included); tuples become lists."""
+    secrets = list(secrets)
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            out: dict[Any, Any] = {}
+            for k, v in value.items():
+                key = redact_text(k, secrets) if isinstance(k, str) else k
+                if secret_key(str(k)):
+                    if not drop_secret_keys:
+                        out[key] = REDACTED
+                    continue
+                out[key] = walk(v)
+            return out
+        if isinstance(value, list | tuple):
+            return [walk(v) for v in value]
+        if isinstance(value, str):
+            return redact_text(value, secrets)
+        return copy.deepcopy(value)
+
+    return walk(obj)
