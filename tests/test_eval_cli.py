@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from openai_server import FakeOpenAI
+from tiny_project import make_tiny_project
 
 from doceval.cli.main import main
 from doceval.harness.floors import calibrate_library
-from doceval.inputs.docs import Document, write_corpus
 from doceval.scoring.metrics import build_matrix
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,16 +63,7 @@ GOLDEN = [
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    (tmp_path / "conf").symlink_to(ROOT / "conf")
-    docs = {
-        pin: [Document(f"{pin}:{path}", pin.split("@")[0], pin.split("@")[1], path, "function", text)
-              for path, text in items]
-        for pin, items in DOCS.items()
-    }  # fmt: skip
-    write_corpus(docs, tmp_path / "data" / "docs", 1500, {})
-    golden = tmp_path / "data" / "golden" / "v1.jsonl"
-    golden.parent.mkdir(parents=True)
-    golden.write_text("".join(json.dumps({**e, "reference_answer": "ref " + " ".join(e["expected_apis"])}) + "\n"
+    make_tiny_project(tmp_path, DOCS, "".join(json.dumps({**e, "reference_answer": "ref " + " ".join(e["expected_apis"])}) + "\n"
                               for e in GOLDEN))  # fmt: skip
     monkeypatch.chdir(tmp_path)
     return tmp_path

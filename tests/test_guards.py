@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 from test_eval_cli import DOCS, GOLDEN
+from tiny_project import make_tiny_project
 
 from doceval.cli import main
-from doceval.inputs.docs import Document, write_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -64,16 +64,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny project after the pipeline: candidates, floors.json (with its calibrated ids), summary, report."""
     root = tmp_path_factory.mktemp("guards") / "project"
     root.mkdir()
-    (root / "conf").symlink_to(ROOT / "conf")
-    docs = {
-        pin: [Document(f"{pin}:{path}", pin.split("@")[0], pin.split("@")[1], path, "function", text)
-              for path, text in items]
-        for pin, items in DOCS.items()
-    }  # fmt: skip
-    write_corpus(docs, root / "data" / "docs", 1500, {})
-    golden = root / "data" / "golden" / "v1.jsonl"
-    golden.parent.mkdir(parents=True)
-    golden.write_text(_golden_text(ROWS), encoding="utf-8")
+    make_tiny_project(root, DOCS, _golden_text(ROWS))
     (root / f"{USER_MODULE_NAME}.py").write_text(USER_MODULE, encoding="utf-8")
     cwd = Path.cwd()
     os.chdir(root)

@@ -27,6 +27,7 @@ import yaml
 from fake_agent import FakeAgent, running_agent
 from mlflow.tracking import MlflowClient
 from openai_server import FakeOpenAI
+from tiny_project import make_tiny_project
 
 from doceval import tracking
 from doceval.cli.main import main
@@ -34,7 +35,6 @@ from doceval.common.redact import redact_url, redact_urls, scrub, secret_values
 from doceval.common.text import md_text, printable
 from doceval.errors import UsageError
 from doceval.index.store import VectorStore
-from doceval.inputs.docs import Document, write_corpus
 from doceval.llm.chat import ChatClient
 from doceval.llm.config import LLMConfig
 from doceval.results.markdown import render_report
@@ -92,16 +92,9 @@ def seed_store(project: Path, template_db: Path) -> str:
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, template_db: Path) -> Path:
-    (tmp_path / "conf").symlink_to(ROOT / "conf")
-    docs = {
-        pin: [Document(f"{pin}:{path}", pin.split("@")[0], pin.split("@")[1], path, "function", text)
-              for path, text in items]
-        for pin, items in DOCS.items()
-    }  # fmt: skip
-    write_corpus(docs, tmp_path / "data" / "docs", 1500, {})
-    golden = tmp_path / "data" / "golden" / "v1.jsonl"
-    golden.parent.mkdir(parents=True)
-    golden.write_text("".join(json.dumps({**e, "reference_answer": "ref"}) + "\n" for e in GOLDEN))
+    make_tiny_project(
+        tmp_path, DOCS, "".join(json.dumps({**e, "reference_answer": "ref"}) + "\n" for e in GOLDEN)
+    )
     seed_store(tmp_path, template_db)
     monkeypatch.chdir(tmp_path)
     return tmp_path
