@@ -67,6 +67,11 @@ class Journal:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = path.open("a", encoding="utf-8")
 
+    @property
+    def active(self) -> bool:
+        """False for ``path=None``: callers skip building records nobody will write."""
+        return self._fh is not None
+
     def append(self, record: Mapping[str, Any]) -> None:
         if self._fh is None:
             return

@@ -237,7 +237,8 @@ def run_docchat(
         setup.answerer,
         warm_memory=setup.warm,
         journal_path=setup.agent_journal,
-        max_concurrency=setup.max_concurrency,
+        # The offline answerer is pure Python under the GIL: threads would only add their overhead.
+        max_concurrency=1 if setup.answerer_cfg.get("name") == "extractive" else setup.max_concurrency,
         ledger=ledger,
         progress=progress,
     )

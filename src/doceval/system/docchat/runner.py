@@ -149,7 +149,8 @@ def run_agent(
             )
         if shared_memory is not None:
             remember(shared_memory, probe, rec)
-        journal.append(rec.to_json())
+        if journal.active:
+            journal.append(rec.to_json())
         with lock:
             records[probe.id] = rec
         return "ok", None
