@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, TypeVar
@@ -21,6 +22,7 @@ from doceval.errors import UsageError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+D = TypeVar("D")
 
 
 def load_records(path: Path, parse: Callable[[dict[str, Any]], T], what: str) -> list[T]:
@@ -93,3 +95,13 @@ class Journal:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+def dataclass_from_record(cls: type[D], data: Mapping[str, Any]) -> D:
+    """A journaled dataclass from its JSON record: every field required (KeyError names the missing ones),
+    keys it does not know ignored, so records written by an older version still load."""
+    names = [f.name for f in fields(cls)]  # type: ignore[arg-type]
+    missing = [n for n in names if n not in data]
+    if missing:
+        raise KeyError(f"missing field(s) {', '.join(missing)}")
+    return cls(**{n: data[n] for n in names})

@@ -15,13 +15,13 @@ import json
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from doceval.common.journal import Journal, load_records
+from doceval.common.journal import Journal, dataclass_from_record, load_records
 from doceval.llm import BudgetExceeded, Ledger, iter_concurrent, usage_scope
 from doceval.scoring.judge import Judge
 from doceval.seam import Answer, Probe, sum_usage, usage_cost
@@ -52,11 +52,7 @@ class JudgeRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JudgeRecord:
         """Inverse of :meth:`to_json`; raises KeyError/TypeError on a record of another shape."""
-        names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in data]
-        if missing:
-            raise KeyError(f"missing field(s) {', '.join(missing)}")
-        rec = cls(**{n: data[n] for n in names})
+        rec = dataclass_from_record(cls, data)
         if not isinstance(rec.id, str) or not isinstance(rec.input_sha, str):
             raise TypeError("id and input_sha must be strings")
         if rec.verdict is not None and not isinstance(rec.verdict, bool):

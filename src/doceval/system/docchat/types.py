@@ -5,9 +5,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from doceval.common.journal import dataclass_from_record
 from doceval.seam import Answer, Probe, sum_usage
 
 __all__ = ["AgentRecord", "MemoryItem", "Passage", "Probe", "RunOutcome", "SearchResult"]
@@ -50,11 +51,7 @@ class AgentRecord(Answer):
 
         Keys it does not know are ignored, so journals written when the runner also judged still load.
         """
-        names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in data]
-        if missing:
-            raise KeyError(f"missing field(s) {', '.join(missing)}")
-        rec = cls(**{n: data[n] for n in names})
+        rec = dataclass_from_record(cls, data)
         if not isinstance(rec.id, str) or not isinstance(rec.refused, bool):
             raise TypeError("id must be a string and refused a boolean")
         return rec
