@@ -94,11 +94,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     """User command: the seed harness's flags plus Hydra overrides; writes one summary JSON."""
     from doceval import tracking
-    from doceval.common.io import write_json_atomic
+    from doceval.common.io import check_writable, write_json_atomic
     from doceval.config.compose import compose
     from doceval.harness.evaluate import EvalOptions, evaluate
     from doceval.harness.floors import parse_floor_flags
-    from doceval.harness.plan import check_writable
 
     cfg = compose(args.overrides)
     if args.limit is not None and args.limit < 1:

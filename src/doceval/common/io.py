@@ -9,6 +9,7 @@ import os
 import re
 import secrets
 import shutil
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,3 +229,33 @@ def scan_jsonl(path: Path) -> Iterator[tuple[int, Any, str | None]]:
                 yield lineno, json.loads(line), None
             except json.JSONDecodeError as exc:
                 yield lineno, None, f"not valid JSON: {exc.msg} at column {exc.colno}"
+
+
+def probe_folder(folder: Path) -> None:
+    """Create ``folder`` if needed and make (then remove) a temporary file in it; OSError when either fails."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".doceval-", suffix=".probe"):
+        pass
+
+
+def check_writable(path: Path, what: str, fix: str) -> None:
+    """Refuse (UsageError naming ``what`` and the fix) an output path that cannot be written: a directory, a
+    folder that cannot be created, or one where no file can be made (read-only, /proc). Creates the folder when
+    needed and tries a temporary file in it; called before any work, so a bad path never costs a run."""
+    if path.is_dir():
+        raise UsageError(
+            f"{what}: is a directory; name a file in it (e.g. {path / 'summary.json'}), or {fix}"
+        )
+    folder = path.parent
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"{what}: {folder} is a file, not a folder; {fix}")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(
+            f"{what}: cannot create the folder {folder} ({exc.strerror or exc}); {fix}"
+        ) from None
+    try:
+        probe_folder(folder)
+    except OSError as exc:
+        raise UsageError(f"{what}: cannot write in {folder} ({exc.strerror or exc}); {fix}") from None

@@ -10,8 +10,8 @@ assistant brings its own documents, and its relevant ids are the user's ids.
 
 from __future__ import annotations
 
+import json
 import sys
-import tempfile
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -160,28 +160,18 @@ def print_note(text: str) -> None:
     print(f"note: {text}", file=sys.stderr)
 
 
-def check_writable(path: Path, what: str, fix: str) -> None:
-    """Refuse (UsageError naming ``what`` and the fix) an output path that cannot be written: a directory, a
-    folder that cannot be created, or one where no file can be made (read-only, /proc). Creates the folder when
-    needed and tries a temporary file in it; called before any work, so a bad path never costs a run."""
-    if path.is_dir():
-        raise UsageError(
-            f"{what}: is a directory; name a file in it (e.g. {path / 'summary.json'}), or {fix}"
-        )
-    folder = path.parent
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"{what}: {folder} is a file, not a folder; {fix}")
+def _not_calibrated_for(path: Path, retriever: Mapping[str, Any]) -> str | None:
+    """Why the floors artifact cannot be this retriever's (missing, or calibrated for another retriever), or
+    None when it names this one; a damaged artifact is left to the loader, which says so."""
+    if not path.is_file():
+        return f"{path} does not exist"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(
-            f"{what}: cannot create the folder {folder} ({exc.strerror or exc}); {fix}"
-        ) from None
-    try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".probe"):
-            pass
-    except OSError as exc:
-        raise UsageError(f"{what}: cannot write in {folder} ({exc.strerror or exc}); {fix}") from None
+        calibrated_for = json.loads(path.read_text(encoding="utf-8"))["provenance"]["retriever"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if isinstance(calibrated_for, Mapping) and dict(calibrated_for) != dict(retriever):
+        return f"{path}: calibrated for {dict(calibrated_for)}"
+    return None
 
 
 def _floors(
@@ -211,11 +201,10 @@ def _floors(
             )
         return Floors(float("-inf"), {}, source=NO_FLOORS)
     if uses_function_retriever(cfg, options) and cfg["floors"].get("source") == "calibrated" and not explicit:
-        try:
-            return resolve_floors(cfg["floors"], split, retriever=cfg["retriever"], report_ids=report_ids)
-        except UsageError as exc:
-            note = f"none: no floors calibrated for this retriever ({str(exc).split(';')[0]})"
-            return Floors(float("-inf"), {}, source=note)
+        why = _not_calibrated_for(Path(str(cfg["floors"]["path"])), cfg["retriever"])
+        if why is not None:
+            return Floors(float("-inf"), {}, source=f"none: no floors calibrated for this retriever ({why})")
+        # Floors calibrated for this very function: every guard (train-on-test, damage) applies as usual.
     return resolve_floors(
         cfg["floors"],
         split,

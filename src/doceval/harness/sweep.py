@@ -191,7 +191,7 @@ def run_sweep(
     track: bool = True,
     progress: bool = True,
 ) -> dict[str, Any]:
-    from doceval.harness.plan import check_writable
+    from doceval.common.io import check_writable
 
     root = (root or Path.cwd()).resolve()
     final, cfg = prepare(overrides)  # every point validated: nothing below runs for a bad value

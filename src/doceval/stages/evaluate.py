@@ -6,9 +6,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from doceval.common.io import write_json_atomic
+from doceval.common.io import check_writable, write_json_atomic
 from doceval.harness.evaluate import EvalOptions, evaluate
-from doceval.harness.plan import check_writable
 from doceval.scoring.registry import METRIC_NAMES
 
 

@@ -6,7 +6,6 @@ written (its folder, its artifacts folder, the database file).
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import urllib.error
 import urllib.parse
@@ -15,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from doceval.common.io import probe_folder
 from doceval.common.redact import redact_url
 from doceval.errors import UsageError
 
@@ -140,13 +140,6 @@ def check_scheme(uri: str) -> None:
     )
 
 
-def _probe_folder(folder: Path) -> None:
-    """Create ``folder`` if needed and make (then remove) a temporary file in it; OSError when either fails."""
-    folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=folder, prefix=".doceval-", suffix=".probe"):
-        pass
-
-
 def check_writable_store(uri: str) -> None:
     """For a run that will log: a sqlite store's folder (and its artifacts folder) must take new files, and the
     database file, when it exists, must open for writing and be an SQLite database. Other stores are checked
@@ -162,7 +155,7 @@ def check_writable_store(uri: str) -> None:
     artifacts = db.parent / ARTIFACTS_DIR
     for folder in (db.parent, *([artifacts] if artifacts.exists() else [])):
         try:
-            _probe_folder(folder)
+            probe_folder(folder)
         except OSError as exc:
             raise UsageError(f"{where}: cannot write in {folder} ({exc.strerror or exc}); {fix}") from None
     if db.is_file():
