@@ -40,12 +40,14 @@ from doceval.cli import main as cli_main
 from doceval.errors import UsageError
 from doceval.results import check_gate_config, compare, format_compare, gate, load_summary
 from doceval.scoring.metrics import mean_or_none
+from doceval.scoring.proportions import newcombe_paired
 from doceval.scoring.registry import METRIC_NAMES
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_GATE = ROOT / "conf" / "gate" / "default.yaml"
 GATE = {"thresholds": {"hit_rate": 0.60, "refused_correctly": 1.00},
-        "non_regression": {"enabled": False, "tolerance": 0.02, "metrics": ["hit_rate", "mrr", "refused_correctly"]}}  # fmt: skip
+        "non_regression": {"enabled": False, "tolerance": 0.02, "metrics": ["hit_rate", "mrr", "refused_correctly"],
+                           "mode": "significant", "alpha": 0.05}}  # fmt: skip
 IN_SCOPE = ["a1", "a2", "a3", "a4"]
 QUESTIONS = {"u1": "How do I call   pydantic.magic_validate()?", "u2": "What is the best pizza | topping?"}
 
@@ -203,10 +205,19 @@ def test_compare_values_signs_and_win_tie_loss() -> None:
     hit = res.row("hit_rate")
     assert (hit.base, hit.new, hit.change) == (0.5, 0.75, 0.25)
     assert (hit.wins, hit.ties, hit.losses, hit.n_paired) == (1, 3, 0, 4)
-    assert hit.ci is not None and hit.ci[0] <= 0.25 <= hit.ci[1] and hit.ci[0] >= 0.0
+    # One discordant pair out of four says little: the Newcombe interval spans 0 (the old percentile bootstrap
+    # printed [0, +0.5], as if the gain were certain) and McNemar's exact p = 2 * P(Bin(1, 1/2) <= 0) = 1.
+    assert hit.ci == pytest.approx(newcombe_paired(2, 0, 1, 1))
+    assert hit.ci is not None and hit.ci[0] < 0.0 < 0.25 < hit.ci[1]
+    assert (hit.p_value, hit.method) == (1.0, "newcombe+mcnemar")
     mrr = res.row("mrr")
     assert (mrr.base, mrr.new, mrr.change) == (0.375, 0.5, 0.125)
     assert (mrr.wins, mrr.ties, mrr.losses) == (1, 2, 1)
+    assert mrr.method == "wilson-bounded+sign-flip"  # n = 4: too few for a bootstrap
+    # sign-flip over the two non-zero differences: every sign pattern is as extreme or less -> p = 1 or 1/2
+    assert mrr.p_value is not None and mrr.p_value >= 0.5
+    # Holm over the compared metrics: never below the raw p, and 1 here (nothing is near significant)
+    assert all(r.p_holm is None or r.p_holm >= (r.p_value or 0) for r in res.rows)
     rc = res.row("refused_correctly")
     assert (rc.base, rc.new, rc.change, rc.wins, rc.ties, rc.losses, rc.n_paired) == (
         1.0,
@@ -240,7 +251,19 @@ def test_format_compare_lines() -> None:
     assert _row(text, "refused_correctly")[:4] == ["refused_correctly", "1.0000", "0.5000", "-0.5000"]
     assert _row(text, "refused_correctly")[-2:] == ["0/1/1", "2"]
     assert _row(text, "overrefusal_rate")[:4] == ["overrefusal_rate*", "0.2500", "0.0000", "-0.2500"]
-    assert _row(text, "answer_accuracy") == ["answer_accuracy", "n/a", "n/a", "n/a", "n/a", "-", "0"]
+    assert _row(text, "answer_accuracy") == [
+        "answer_accuracy",
+        "n/a",
+        "n/a",
+        "n/a",
+        "n/a",
+        "n/a",
+        "n/a",
+        "-",
+        "0",
+    ]
+    assert _row(text, "hit_rate")[6:8] == ["1.000", "1.000"]  # p and its Holm adjustment next to the interval
+    assert "p_holm: Holm-adjusted for the 8 metrics compared." in text
     lines = text.splitlines()
     table = [line for line in lines if not line.startswith("unanswerable:")]  # those hold full doc ids
     assert all(len(line) <= 100 for line in table)
@@ -250,6 +273,9 @@ def test_format_compare_lines() -> None:
     for title, value in (("baseline", "0.5000"), ("new ", "0.7500"), ("change", "+0.2500")):
         assert header.index(title.strip()) + len(title.strip()) == hit.index(value) + len(value)
     assert header.index("95% CI") == hit.index("[")
+    assert header.index("p_holm") + len("p_holm") == hit.index("1.000 ", hit.index("1.000") + 1) + len(
+        "1.000"
+    )
     # Every out-of-scope entry of NEW, in order; whitespace collapsed; then the gate line last.
     una = [line for line in lines if line.startswith("unanswerable:")]
     assert una == [
@@ -261,13 +287,16 @@ def test_format_compare_lines() -> None:
     assert lines.index(una[-1]) < len(lines) - 1
 
 
-def test_identical_runs_have_zero_interval() -> None:
+def test_identical_runs_show_no_change_but_never_a_zero_width_interval() -> None:
+    # Identical on four entries is not proof of "no change possible": the interval spans 0 with positive width
+    # (the old bootstrap printed [0, 0]) and the p-value of "no change" is 1.
     res = compare(base_summary(), base_summary())
     for r in res.rows:
         if r.n_paired:
-            assert r.change == 0.0 and r.ci == (0.0, 0.0) and r.wins == r.losses == 0 and r.ties == r.n_paired
+            assert r.change == 0.0 and r.wins == r.losses == 0 and r.ties == r.n_paired
+            assert r.ci is not None and r.ci[0] < 0.0 < r.ci[1] and r.p_value == 1.0
     text = format_compare(res)
-    assert _row(text, "hit_rate")[3:6] == ["+0.0000", "[+0.0000,", "+0.0000]"]
+    assert _row(text, "hit_rate")[3:8] == ["+0.0000", "[-0.3500,", "+0.3500]", "1.000", "1.000"]
     assert "-0.0000" not in text
 
 
@@ -420,8 +449,8 @@ def test_render_report() -> None:
         },
     }  # fmt: skip
     md = report.render_report(new_summary(), calibration)
-    assert "| hit_rate | 0.7500 | [0.5500, 0.9500] | 4 |" in md
-    assert "| answer_accuracy | not judged | - | 0 |" in md
+    assert "| hit_rate | 0.7500 | [0.5500, 0.9500] | - | 4 |" in md  # a hand-made summary names no method
+    assert "| answer_accuracy | not judged | - | - | 0 |" in md
     assert "answer_accuracy: not judged" in md
     assert "| overrefusal_rate (lower is better) | 0.0000 |" in md
     assert "## Per library" in md and "| pydantic | 3 | 2 | 1 |" in md

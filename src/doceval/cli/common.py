@@ -50,7 +50,7 @@ def print_headline(summary: Mapping[str, Any]) -> None:
         f"split={one_line(cfg['split'] or 'all')} k={one_line(k)} system={one_line(system_label(cfg))} "
         f"floors={one_line(cfg['floors']['source'])}"
     )
-    print(f"{'metric':<22}{'value':>8}  {'95% CI':<17}{'n':>5}")
+    print(f"{'metric':<22}{'value':>8}  {'95% CI':<17}{'interval':<15}{'n':>5}")
     for metric in METRICS:
         key = metric.name
         label = metric.label(k)
@@ -58,11 +58,12 @@ def print_headline(summary: Mapping[str, Any]) -> None:
         n = m["counts"].get(f"n_{key}", "")
         if value is None:
             shown = "not judged" if key == "answer_accuracy" and m.get("not_judged") else "n/a"
-            print(f"{label:<22}{shown:>8}  {'':<17}{n:>5}")
+            print(f"{label:<22}{shown:>8}  {'':<17}{'':<15}{n:>5}")
             continue
         ci = m["ci95"].get(key)
         ci_text = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
-        print(f"{label:<22}{value:>8.4f}  {ci_text:<17}{n:>5}")
+        method = one_line((m.get("ci_method") or {}).get(key) or "")
+        print(f"{label:<22}{value:>8.4f}  {ci_text:<17}{method:<15}{n:>5}")
     c = m["counts"]
     print(
         f"entries={c['n_entries']} in_scope={c['n_in_scope']} out_of_scope={c['n_out_of_scope']} "

@@ -157,9 +157,15 @@ def register(sub: Any) -> None:
     _allow_k_flag(p)
     p.add_argument("--plot", metavar="PATH", help="also write a PNG of the changes with their intervals")
     p.add_argument(
-        "--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples (default: 1000)"
+        "--bootstrap",
+        type=int,
+        default=1000,
+        metavar="N",
+        help="bootstrap resamples for the BCa intervals of recall, mrr, ndcg (default: 1000)",
     )
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the bootstrap and permutation draws (default: 0)"
+    )
     _tracking_flag(p)
     p.set_defaults(func=cmd_compare)
 

@@ -247,6 +247,8 @@ class NonRegression:
     enabled: bool = spec(example="true")
     tolerance: float = spec(ge=0, example="0.02")
     metrics: list[str] = spec(choices=_metric_names, example="[hit_rate,mrr]")
+    mode: str = spec(choices=("significant", "point"), example="significant")
+    alpha: float = spec(gt=0, le=0.5, example="0.05")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -280,6 +282,13 @@ class Paths:
 class Tracking:
     enabled: bool = spec(example="false")
     uri: str | None = spec(example="http://127.0.0.1:5000")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Intervals:
+    """How the 95% intervals are made (scoring.intervals): the score interval of the binary metrics."""
+
+    binary: str = spec(choices=("wilson", "jeffreys"), example="jeffreys")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -319,6 +328,7 @@ class Config:
     limit: int | None = spec(ge=1, example="50")
     seed: int = spec(ge=0, example="0")  # numpy's default_rng refuses a negative seed
     bootstrap: int = spec(ge=1, example="1000")
+    intervals: Intervals
     memory: Memory
     golden: str = spec(nonempty=True, example="data/golden/v1.jsonl")
     paths: Paths

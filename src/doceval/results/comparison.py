@@ -1,5 +1,5 @@
-"""`compare`: two runs metric by metric, paired by entry id, with paired bootstrap intervals, W/T/L and the
-unanswerable list.
+"""`compare`: two runs metric by metric, paired by entry id: the change with its paired 95% interval, the
+p-value of "no change" and its Holm adjustment over the table, W/T/L and the unanswerable list.
 """
 
 from __future__ import annotations
@@ -7,8 +7,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from doceval.common.text import one_line, printable
 from doceval.errors import UsageError
@@ -22,9 +20,10 @@ from doceval.results.summaries import (
     check_summary,
 )
 from doceval.scoring.aggregate import column
+from doceval.scoring.intervals import holm, paired_change
 from doceval.scoring.metrics import mean_or_none
-from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
-from doceval.scoring.stats import paired_bootstrap_ci, win_tie_loss
+from doceval.scoring.registry import BINARY_NAMES, LOWER_IS_BETTER, METRIC_NAMES
+from doceval.scoring.stats import win_tie_loss
 
 
 @dataclass
@@ -33,11 +32,16 @@ class MetricChange:
     base: float | None  # mean over the compared entries where the metric applies (None: nothing to average)
     new: float | None
     change: float | None  # new - base
-    ci: tuple[float, float] | None  # paired 95% bootstrap interval of mean(new - base)
+    ci: (
+        tuple[float, float] | None
+    )  # paired 95% interval of mean(new - base) (scoring.intervals.paired_change)
     wins: int  # entries where NEW is better (for overrefusal_rate: lower)
     ties: int
     losses: int
     n_paired: int  # entries scored (non-null) in both runs
+    p_value: float | None = None  # two-sided, "no change": exact McNemar (binary) or sign-flip permutation
+    p_holm: float | None = None  # p_value adjusted (Holm) for the number of metrics compared in the table
+    method: str = ""  # newcombe+mcnemar | bca+sign-flip | wilson-bounded+sign-flip
 
 
 @dataclass
@@ -143,7 +147,7 @@ def compare(
                         f"{label}: metrics.{m} = {reported} but its entries average to {value}; "
                         "using the entries"
                     )
-        ci = paired_bootstrap_ci(bc, nc, n_boot=n_boot, seed=seed)
+        change = paired_change(bc, nc, binary=m in BINARY_NAMES, n_boot=n_boot, seed=seed)
         w, t, lo = win_tie_loss(nc, bc) if m in LOWER_IS_BETTER else win_tie_loss(bc, nc)
         rows.append(
             MetricChange(
@@ -151,13 +155,17 @@ def compare(
                 base=bv,
                 new=nv,
                 change=None if bv is None or nv is None else nv - bv,
-                ci=None if ci is None else (float(ci[0]), float(ci[1])),
+                ci=None if change.ci is None else (float(change.ci[0]), float(change.ci[1])),
                 wins=w,
                 ties=t,
                 losses=lo,
-                n_paired=int((~(np.isnan(bc) | np.isnan(nc))).sum()),
+                n_paired=change.n,
+                p_value=change.p_value,
+                method=change.method,
             )
         )
+    for row, adjusted in zip(rows, holm([r.p_value for r in rows]), strict=True):
+        row.p_holm = adjusted
 
     unanswerable = [
         Unanswerable(e["id"], _one_line(e.get("question", "")), _doc_ids(e), e.get("refused"))
@@ -185,9 +193,15 @@ def _interval(ci: tuple[float, float] | None) -> str:
     return "n/a" if ci is None else f"[{_signed(ci[0])}, {_signed(ci[1])}]"
 
 
-# metric, baseline, new, change, interval, W/T/L, n  (93 columns with the separators)
-_WIDTHS = (19, 8, 8, 8, 18, 15, 5)
-_HEADER = ("metric", "baseline", "new", "change", "95% CI of change", "W/T/L", "n")
+def _p(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    return "<0.001" if v < 0.001 else f"{v:.3f}"
+
+
+# metric, baseline, new, change, interval, p, Holm p, W/T/L, n  (99 columns with the separators)
+_WIDTHS = (19, 8, 6, 7, 18, 6, 6, 9, 4)
+_HEADER = ("metric", "baseline", "new", "change", "95% CI of change", "p", "p_holm", "W/T/L", "n")
 
 
 def _table_line(cells: Sequence[str]) -> str:
@@ -206,13 +220,12 @@ def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
     for r in result.rows:
         name = r.metric + ("*" if r.metric in LOWER_IS_BETTER else "")
         wtl = f"{r.wins}/{r.ties}/{r.losses}" if r.n_paired else "-"
-        lines.append(
-            _table_line(
-                [name, _num(r.base), _num(r.new), _signed(r.change), _interval(r.ci), wtl, str(r.n_paired)]
-            )
-        )
+        cells = [name, _num(r.base), _num(r.new), _signed(r.change), _interval(r.ci)]
+        lines.append(_table_line([*cells, _p(r.p_value), _p(r.p_holm), wtl, str(r.n_paired)]))
     lines += [
-        "change = new - baseline; interval: paired bootstrap over the n entries scored in both runs;",
+        "change = new - baseline over the n entries scored in both runs. 95% CI: Newcombe (proportions) or",
+        "paired BCa bootstrap (recall, mrr, ndcg); p: two-sided, no change (exact McNemar / sign-flip);",
+        f"p_holm: Holm-adjusted for the {sum(r.p_value is not None for r in result.rows)} metrics compared.",
         "W/T/L = entries where new is better/equal/worse; * lower is better.",
         "",
     ]

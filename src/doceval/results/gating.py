@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from doceval.errors import UsageError
+from doceval.results.comparison import compare
 from doceval.results.summaries import Summary, check_same_k, check_summary
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 
 _EPS = 1e-9  # float slack for gate comparisons: 0.6 >= 0.60 must hold whatever the summation order
+MODES = ("significant", "point")  # non_regression.mode
 
 
 @dataclass
@@ -80,12 +82,21 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
     nr = cfg.get("non_regression") or {}
     if not isinstance(nr, Mapping):
         raise UsageError(f"{where}: non_regression must be a mapping (enabled, tolerance, metrics)")
-    unknown_keys = sorted(set(nr) - {"enabled", "tolerance", "metrics"})
+    unknown_keys = sorted(set(nr) - {"enabled", "tolerance", "metrics", "mode", "alpha"})
     if unknown_keys:
         raise UsageError(
             f"{where}: non_regression: unknown key(s) {', '.join(unknown_keys)}; "
-            "expected enabled, tolerance, metrics"
+            "expected enabled, tolerance, metrics, mode, alpha"
         )
+    mode = nr.get("mode", "point")
+    if mode not in MODES:
+        raise UsageError(
+            f"{where}: non_regression.mode: {mode!r} is not one of {', '.join(MODES)} (significant: fail only "
+            "on a drop beyond the tolerance that a paired test tells from noise; point: on any such drop)"
+        )
+    alpha = nr.get("alpha", 0.05)
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha <= 0.5:
+        raise UsageError(f"{where}: non_regression.alpha: {alpha!r} must be a number in (0, 0.5], e.g. 0.05")
     enabled = nr.get("enabled", False)
     if not isinstance(enabled, bool):
         raise UsageError(f"{where}: non_regression.enabled: {enabled!r} is not true/false")
@@ -110,6 +121,8 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
             "enabled": enabled,
             "tolerance": float(tol),
             "metrics": [str(m) for m in nr_metrics],
+            "mode": str(mode),
+            "alpha": float(alpha),
         },
     }
 
@@ -185,6 +198,11 @@ def gate(
             if k_note:
                 notes.append(k_note)
             cond = f"no regression > {_fmt_threshold(tol)} in {', '.join(nr['metrics'])} vs baseline"
+            significant = nr["mode"] == "significant"
+            p_holm: dict[str, float | None] = {}
+            if significant:
+                cond += f" (significant at {_fmt_threshold(nr['alpha'])}, Holm)"
+                p_holm = _paired_p_values(baseline, summary, nr["metrics"], allow_different_k)
             conditions.append(cond)
             for m in nr["metrics"]:
                 v, b = metrics.get(m), baseline["metrics"].get(m)
@@ -203,16 +221,49 @@ def gate(
                 worse = (v - b) if m in LOWER_IS_BETTER else (b - v)
                 if worse > tol + _EPS:
                     verb = "rose" if m in LOWER_IS_BETTER else "dropped"
+                    what = f"{m} {verb} by {worse:.4f} ({b:.4f} -> {v:.4f}), beyond the tolerance {tol:.4f}"
+                    p = p_holm.get(m)
+                    if significant and (p is None or p >= nr["alpha"]):
+                        # A drop the paired test cannot tell from noise: said, not failed.
+                        notes.append(
+                            f"{what}, but not significantly (Holm-adjusted p = "
+                            f"{'n/a' if p is None else f'{p:.3f}'} >= {nr['alpha']:g}): not failed"
+                        )
+                        continue
                     failures.append(
                         GateFailure(
                             m,
                             cond,
                             float(v),
                             worse - tol,
-                            f"{m} {verb} by {worse:.4f} ({b:.4f} -> {v:.4f}), beyond the tolerance {tol:.4f} "
-                            f"by {worse - tol:.4f}",
+                            f"{what} by {worse - tol:.4f}"
+                            + (f" (Holm-adjusted p = {p:.3g})" if significant and p is not None else ""),
                         )
                     )
     passed = not failures
     line = f"CI gate ({' and '.join(conditions)}): {'PASS' if passed else 'FAIL'}"
     return GateResult(passed, line, failures, conditions, notes)
+
+
+def _paired_p_values(
+    baseline: Summary, summary: Summary, metrics: list[str], allow_different_k: bool
+) -> dict[str, float | None]:
+    """Holm-adjusted paired p-values ("no change") of ``metrics`` between the baseline and the summary, entry by
+    entry: the same machinery as ``doceval compare``, adjusted over the gated metrics only."""
+    from doceval.scoring.intervals import holm
+
+    try:
+        result = compare(
+            baseline,
+            summary,
+            allow_different_k=allow_different_k,
+            base_label="baseline",
+            new_label="summary",
+        )
+    except UsageError as exc:
+        raise UsageError(
+            f"non_regression.mode: significant pairs the two runs entry by entry, and {exc}; "
+            "or set non_regression.mode: point to compare the aggregates only"
+        ) from exc
+    rows = [result.row(m) for m in metrics]
+    return dict(zip(metrics, holm([r.p_value for r in rows]), strict=True))

@@ -18,6 +18,7 @@ from doceval.common.text import md_code, md_text
 from doceval.results.comparison import _num
 from doceval.results.summaries import Summary, _doc_ids, check_summary
 from doceval.scoring.aggregate import column
+from doceval.scoring.intervals import MIN_N_BREAKDOWN
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 
 
@@ -79,22 +80,49 @@ def _group_table(groups: Mapping[str, Any], label: str) -> list[str]:
             merged[m] = sum(v * w for v, w in pairs) / weight if weight else None
         plural = {"library": "libraries"}.get(label, label + "s")
         groups = {**groups, f"({len(only_oos)} {plural} with no in-scope entry)": merged}
+    too_few = False
     for name, g in groups.items():
         g = g if isinstance(g, Mapping) else {}
+        cells = []
+        for m in shown:
+            cell, few = _group_cell(g, m)
+            cells.append(cell)
+            too_few = too_few or few
         rows.append(
-            [
-                _md(name),
-                _md(g.get("n", "")),
-                _md(g.get("n_in_scope", "")),
-                _md(g.get("n_out_of_scope", "")),
-                *(_num(g.get(m)) for m in shown),
-            ]
-        )
+            [_md(name), _md(g.get("n", "")), _md(g.get("n_in_scope", "")), _md(g.get("n_out_of_scope", "")),
+             *cells]
+        )  # fmt: skip
     out = _table(header, rows)
+    out += ["", "Each cell: the mean and its 95% interval [low, high] (methods as in the headline)."]
+    if too_few:
+        out += [
+            f"(n<{MIN_N_BREAKDOWN}): fewer than {MIN_N_BREAKDOWN} entries measured in the group; too few to say "
+            "anything with confidence, so no interval is printed."
+        ]
     hidden = [m for m in METRIC_NAMES if m not in shown]
     if hidden:
         out += ["", f"Not measured in any group: {', '.join(hidden)}."]
     return out
+
+
+def _group_cell(group: Mapping[str, Any], metric: str) -> tuple[str, bool]:
+    """A breakdown cell and whether it is a too-few one: ``0.7500 [0.588, 0.866]``, ``1.0000 (n<10)``."""
+    value = group.get(metric)
+    if value is None:
+        return _num(value), False
+    if metric in (group.get("too_few") or []):
+        return f"{_num(value)} (n<{MIN_N_BREAKDOWN})", True
+    ci = (group.get("ci95") or {}).get(metric)
+    if isinstance(ci, list | tuple) and len(ci) == 2:
+        return f"{_num(value)} [{float(ci[0]):.3f}, {float(ci[1]):.3f}]", False
+    return _num(value), False
+
+
+_INTERVALS_NOTE = (
+    "Intervals: `wilson` / `jeffreys` score intervals for proportions (never zero-width); `bca`: bias-corrected "
+    "and accelerated bootstrap for recall, mrr, ndcg; `wilson-bounded`: the score interval of a [0, 1] mean, "
+    f"used below {MIN_N_BREAKDOWN} values or when every value is the same (docs/design.md section 4.3)."
+)
 
 
 def _yes_no(value: Any) -> str:
@@ -137,8 +165,10 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
         else:
             value = _num(v)
         ci_text = f"[{_num(ci[0])}, {_num(ci[1])}]" if isinstance(ci, list | tuple) and len(ci) == 2 else "-"
-        rows.append([name, value, ci_text, str(_n_of(summary, key))])
-    out += _table(["metric", "value", "95% CI", "n"], rows, ["l", "r", "l", "r"])
+        method = (m.get("ci_method") or {}).get(key)
+        rows.append([name, value, ci_text, _md(method) if method else "-", str(_n_of(summary, key))])
+    out += _table(["metric", "value", "95% CI", "interval", "n"], rows, ["l", "r", "l", "l", "r"])
+    out += ["", _INTERVALS_NOTE]
     if m.get("answer_accuracy") is None and m.get("not_judged"):
         out += ["", "answer_accuracy: not judged (no judge ran for this run)."]
     if counts.get("system_errors"):

@@ -55,7 +55,7 @@ def plot_compare(result: CompareResult, path: str | Path) -> Path:
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([r.metric + (" (lower=better)" if r.metric in LOWER_IS_BETTER else "") for r in rows])
     ax.set_ylim(-0.7, len(rows) - 0.3)
-    ax.set_xlabel("change (new - baseline), paired 95% bootstrap interval")
+    ax.set_xlabel("change (new - baseline), paired 95% interval")
     ax.grid(axis="x", alpha=0.3)
     ax.set_title(
         f"{Path(result.new_label).name} vs {Path(result.base_label).name} ({result.n_compared} entries)",

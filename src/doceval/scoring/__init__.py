@@ -1,4 +1,4 @@
-"""Scoring: pure metrics, the metric registry, the LLM judge, bootstrap statistics, aggregation.
+"""Scoring: pure metrics, the metric registry, the LLM judge, intervals and tests, aggregation.
 
 Nothing here imports the system under test.
 """

@@ -1,15 +1,17 @@
-"""Seeded bootstrap intervals for per-entry metric arrays (single-sample and paired) and win/tie/loss counts.
+"""Resampling statistics for per-entry metric arrays: the BCa bootstrap interval of a mean, the paired
+sign-flip permutation test, the plain percentile bootstrap (kept as the reference the coverage benchmark
+compares against) and win/tie/loss counts.
 
 All functions take per-entry float arrays where NaN means "does not apply" (see :mod:`doceval.scoring.metrics`)
-and ignore NaN. Resampling is vectorised (an index matrix per chunk) and driven by
-``numpy.random.default_rng(seed)``, so the same inputs and seed always give the same interval.
+and ignore NaN. Resampling is driven by ``numpy.random.default_rng(seed)``, so the same inputs and seed always
+give the same result. :mod:`doceval.scoring.intervals` decides which method each metric gets.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["bootstrap_ci", "paired_bootstrap_ci", "win_tie_loss"]
+__all__ = ["bca_ci", "bootstrap_ci", "paired_bootstrap_ci", "sign_flip_p", "win_tie_loss"]
 
 # Upper bound on the resampling index matrix (elements per chunk), to keep memory bounded (~80 MB of int64)
 # for large golden sets without giving up vectorisation.
@@ -41,6 +43,83 @@ def _percentile_interval(x: np.ndarray, n_boot: int, seed: int, alpha: float) ->
         means[start:stop] = x[idx].mean(axis=1)
     lo, hi = np.quantile(means, [alpha / 2.0, 1.0 - alpha / 2.0])
     return float(lo), float(hi)
+
+
+def bootstrap_means(x: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
+    """``n_boot`` bootstrap means of ``x``. Per-entry metrics take few distinct values (0 and 1, or 1/rank),
+    so a resample is drawn as multinomial counts over the distinct values: the same distribution as drawing
+    indices, at a cost of n_boot x (distinct values) instead of n_boot x n."""
+    values, counts = np.unique(x, return_counts=True)
+    m = x.size
+    means = np.empty(n_boot, dtype=np.float64)
+    rows = max(1, _MAX_CHUNK_ELEMENTS // max(1, values.size))
+    for start in range(0, n_boot, rows):
+        stop = min(n_boot, start + rows)
+        draws = rng.multinomial(m, counts / m, size=stop - start)
+        means[start:stop] = draws @ values / m
+    return means
+
+
+def bca_ci(
+    values: np.ndarray, n_boot: int = 1000, seed: int = 0, alpha: float = 0.05
+) -> tuple[float, float] | None:
+    """Bias-corrected and accelerated (BCa, Efron 1987) bootstrap interval of the mean over the non-NaN
+    values; None if none. The bias correction z0 comes from the share of bootstrap means below the estimate
+    (ties count half), the acceleration from the jackknife. It is the percentile interval when z0 = a = 0.
+    Callers handle tiny or constant samples first (:mod:`doceval.scoring.intervals`): BCa, like any
+    bootstrap, cannot see spread that the sample does not show."""
+    from statistics import NormalDist
+
+    _check(n_boot, alpha)
+    x = _finite(values)
+    m = x.size
+    if m == 0:
+        return None
+    theta = float(x.mean())
+    means = bootstrap_means(x, n_boot, np.random.default_rng(seed))
+    below = (float((means < theta).sum()) + 0.5 * float((means == theta).sum())) / n_boot
+    normal = NormalDist()
+    z0 = normal.inv_cdf(min(max(below, 0.5 / n_boot), 1.0 - 0.5 / n_boot))
+    acc = 0.0
+    if m > 1:
+        jack = (theta * m - x) / (m - 1)  # leave-one-out means
+        dev = jack.mean() - jack
+        denom = float((dev**2).sum())
+        if denom > 0:
+            acc = float((dev**3).sum()) / (6.0 * denom**1.5)
+    levels = []
+    for q in (alpha / 2.0, 1.0 - alpha / 2.0):
+        z = normal.inv_cdf(q)
+        shifted = z0 + (z0 + z) / (1.0 - acc * (z0 + z))
+        levels.append(normal.cdf(shifted))
+    lo, hi = np.quantile(means, levels)
+    return float(lo), float(hi)
+
+
+def sign_flip_p(diffs: np.ndarray, n_perm: int = 20_000, seed: int = 0, exact_max: int = 16) -> float:
+    """Two-sided paired permutation (sign-flip) p-value for mean(diffs) = 0 over the non-NaN differences.
+
+    Under no change each difference is as likely positive as negative. With at most ``exact_max`` non-zero
+    differences every sign assignment is enumerated (exact); beyond that ``n_perm`` seeded random flips give
+    the Monte Carlo p-value (1 + hits) / (1 + n_perm), which never claims 0. No non-zero difference: 1.0.
+    """
+    d = _finite(diffs)
+    d = d[d != 0.0]
+    if d.size == 0:
+        return 1.0
+    observed = abs(float(d.sum())) * (1.0 - 1e-12)  # float slack: an equal sum counts as at least as extreme
+    if d.size <= exact_max:
+        signs = 1.0 - 2.0 * ((np.arange(2**d.size)[:, None] >> np.arange(d.size)) & 1)
+        sums = np.abs(signs @ d)
+        return float((sums >= observed).mean())
+    rng = np.random.default_rng(seed)
+    hits = 0
+    rows = max(1, _MAX_CHUNK_ELEMENTS // d.size)
+    for start in range(0, n_perm, rows):
+        stop = min(n_perm, start + rows)
+        signs = rng.choice(np.array([-1.0, 1.0]), size=(stop - start, d.size))
+        hits += int((np.abs(signs @ d) >= observed).sum())
+    return (1.0 + hits) / (1.0 + n_perm)
 
 
 def bootstrap_ci(

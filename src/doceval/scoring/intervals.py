@@ -1,0 +1,181 @@
+"""Which interval and which test each metric gets: the policy over :mod:`doceval.scoring.proportions` and
+:mod:`doceval.scoring.stats` (docs/design.md section 4.3).
+
+- A **binary** metric (every non-null per-entry value is 0 or 1) gets a score interval: Wilson by default,
+  Jeffreys on request. Never zero-width while n > 0.
+- A **continuous** metric (values in [0, 1], e.g. reciprocal ranks) gets the BCa bootstrap. Fallback, stated
+  in the summary's ``ci_method``: with fewer than :data:`MIN_N_BOOTSTRAP` values, or when every value is the
+  same (a bootstrap then sees no spread), the Wilson interval of the mean (``wilson-bounded``), valid because a
+  variable in [0, 1] with mean mu has variance at most mu (1 - mu).
+- A **paired change** between two runs: binary: Newcombe's interval for the difference of paired proportions
+  and the exact McNemar p-value; continuous: the paired BCa interval of the mean difference and the sign-flip
+  permutation p-value, with the same fallback (the positive and negative parts of the differences, each a
+  [0, 1] mean with its Wilson interval, combined square-and-add).
+- :func:`holm` adjusts the p-values of one table for the number of comparisons in it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from doceval.scoring.proportions import jeffreys, mcnemar_exact_p, newcombe_paired, wilson
+from doceval.scoring.stats import bca_ci, sign_flip_p
+
+__all__ = [
+    "BINARY_METHODS",
+    "MIN_N_BOOTSTRAP",
+    "MIN_N_BREAKDOWN",
+    "Change",
+    "Interval",
+    "holm",
+    "interval",
+    "paired_change",
+]
+
+BinaryMethod = Literal["wilson", "jeffreys"]
+BINARY_METHODS: tuple[str, ...] = ("wilson", "jeffreys")
+MIN_N_BOOTSTRAP = 10  # below this a bootstrap interval is mostly an artefact of the few values drawn
+MIN_N_BREAKDOWN = 10  # a breakdown row with fewer entries says "too few" instead of printing an interval
+
+
+@dataclass(frozen=True)
+class Interval:
+    lo: float
+    hi: float
+    method: str  # wilson | jeffreys | bca | wilson-bounded
+
+
+@dataclass(frozen=True)
+class Change:
+    """The paired change new - base of one metric over the entries scored in both runs."""
+
+    ci: tuple[float, float] | None  # None: no entry scored in both runs
+    p_value: float | None  # two-sided, for "no change"; None with ci
+    method: str  # newcombe+mcnemar | bca+sign-flip | wilson-bounded+sign-flip | "" (none)
+    n: int
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    v = np.asarray(values, dtype=np.float64).ravel()
+    return v[~np.isnan(v)]
+
+
+def is_binary(values: np.ndarray) -> bool:
+    v = _finite(values)
+    return bool(np.all((v == 0.0) | (v == 1.0)))
+
+
+def _check_alpha(alpha: float) -> None:
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+
+
+def _bounded(x: np.ndarray, alpha: float) -> tuple[float, float]:
+    """Wilson interval of the mean of values in [0, 1] (conservative: their variance is at most mu(1 - mu))."""
+    clipped = np.clip(x, 0.0, 1.0)
+    return wilson(float(clipped.sum()), int(x.size), alpha)
+
+
+def interval(
+    values: np.ndarray,
+    *,
+    binary: bool,
+    binary_method: str = "wilson",
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> Interval | None:
+    """The (1 - alpha) interval of the mean of the non-NaN ``values``; None when there are none.
+
+    ``binary``: the metric is a proportion (its registry kind). Values that are not all 0/1 are treated as
+    continuous whatever the kind, so a graded judge cannot be given a binomial interval by mistake.
+    """
+    _check_alpha(alpha)
+    if binary_method not in BINARY_METHODS:
+        raise ValueError(
+            f"unknown binary interval method {binary_method!r}; known: {', '.join(BINARY_METHODS)}"
+        )
+    x = _finite(values)
+    n = int(x.size)
+    if n == 0:
+        return None
+    if binary and is_binary(x):
+        method = jeffreys if binary_method == "jeffreys" else wilson
+        lo, hi = method(float(x.sum()), n, alpha)
+        return Interval(lo, hi, binary_method)
+    if n >= MIN_N_BOOTSTRAP and float(x.max()) > float(x.min()):
+        ci = bca_ci(x, n_boot=n_boot, seed=seed, alpha=alpha)
+        if ci is not None and ci[1] > ci[0]:
+            return Interval(ci[0], ci[1], "bca")
+    lo, hi = _bounded(x, alpha)
+    return Interval(lo, hi, "wilson-bounded")
+
+
+def _paired(base: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    b = np.asarray(base, dtype=np.float64).ravel()
+    w = np.asarray(new, dtype=np.float64).ravel()
+    if b.shape != w.shape:
+        raise ValueError(f"base and new must be aligned per entry, got shapes {b.shape} and {w.shape}")
+    both = ~(np.isnan(b) | np.isnan(w))
+    return b[both], w[both]
+
+
+def _square_and_add(d: np.ndarray, alpha: float) -> tuple[float, float]:
+    """Interval of mean(d) for d in [-1, 1]: mean(d) = mean(d+) - mean(d-), each part a [0, 1] mean with its
+    Wilson interval, combined as Newcombe does for independent parts (phi = 0)."""
+    pos, neg = np.clip(d, 0.0, 1.0), np.clip(-d, 0.0, 1.0)
+    n = int(d.size)
+    mp, mn = float(pos.mean()), float(neg.mean())
+    lp, up = wilson(float(pos.sum()), n, alpha)
+    ln, un = wilson(float(neg.sum()), n, alpha)
+    est = mp - mn
+    return max(-1.0, est - math.hypot(mp - lp, un - mn)), min(1.0, est + math.hypot(up - mp, mn - ln))
+
+
+def paired_change(
+    base: np.ndarray,
+    new: np.ndarray,
+    *,
+    binary: bool,
+    n_boot: int = 1000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> Change:
+    """Interval and two-sided p-value of mean(new - base) over entries where both are non-NaN."""
+    _check_alpha(alpha)
+    b, w = _paired(base, new)
+    n = int(b.size)
+    if n == 0:
+        return Change(None, None, "", 0)
+    if binary and is_binary(b) and is_binary(w):
+        both = int(((b == 1) & (w == 1)).sum())
+        base_only = int(((b == 1) & (w == 0)).sum())
+        new_only = int(((b == 0) & (w == 1)).sum())
+        neither = n - both - base_only - new_only
+        ci = newcombe_paired(both, base_only, new_only, neither, alpha)
+        return Change(ci, mcnemar_exact_p(base_only, new_only), "newcombe+mcnemar", n)
+    d = w - b
+    p = sign_flip_p(d, seed=seed)
+    if n >= MIN_N_BOOTSTRAP and float(d.max()) > float(d.min()):
+        boot = bca_ci(d, n_boot=n_boot, seed=seed, alpha=alpha)
+        if boot is not None and boot[1] > boot[0]:
+            return Change(boot, p, "bca+sign-flip", n)
+    return Change(_square_and_add(d, alpha), p, "wilson-bounded+sign-flip", n)
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment of the p-values of one table (None stays None): the i-th smallest of m
+    p-values is multiplied by (m - i), running maximum, capped at 1. Controls the family-wise error rate."""
+    ranked = sorted((p, i) for i, p in enumerate(p_values) if p is not None)
+    m = len(ranked)
+    out: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for rank, (p, i) in enumerate(ranked):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out

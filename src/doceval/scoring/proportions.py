@@ -1,0 +1,109 @@
+"""Score intervals for proportions, single and paired, and the exact McNemar test.
+
+Closed forms, no resampling: a binary per-entry metric is a binomial proportion, and its interval should keep
+its nominal coverage near 0 and 1 and on small groups, where the percentile bootstrap does not (it collapses
+to a point when every entry agrees). docs/design.md section 4.3 states which metric uses which interval, and
+``benchmarks/bench_intervals.py`` measures their coverage.
+
+- :func:`wilson`: Wilson (1927) score interval; :func:`jeffreys`: the equal-tailed Beta(x + 1/2, n - x + 1/2)
+  interval, with the bound at 0 (1) when x = 0 (x = n) (Brown, Cai and DasGupta 2001).
+- :func:`newcombe_paired`: Newcombe's (1998) square-and-add interval for the difference of two paired
+  proportions, from the Wilson intervals of the two margins and the corrected phi of the 2x2 table.
+- :func:`mcnemar_exact_p`: two-sided exact (conditional) McNemar p-value from the discordant pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from statistics import NormalDist
+
+__all__ = ["jeffreys", "mcnemar_exact_p", "newcombe_paired", "normal_quantile", "wilson"]
+
+
+def normal_quantile(q: float) -> float:
+    return NormalDist().inv_cdf(q)
+
+
+def _check(successes: float, n: int, alpha: float) -> None:
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    if not 0.0 <= successes <= n:
+        raise ValueError(f"successes must be in [0, n={n}], got {successes}")
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+
+
+def wilson(successes: float, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """Wilson score interval for a proportion ``successes / n``. ``successes`` may be fractional: for the
+    mean of values in [0, 1] it is a conservative interval, since such values have variance at most
+    mean * (1 - mean)."""
+    _check(successes, n, alpha)
+    z = normal_quantile(1.0 - alpha / 2.0)
+    p = successes / n
+    z2n = z * z / n
+    centre = (p + z2n / 2.0) / (1.0 + z2n)
+    half = z * math.sqrt(p * (1.0 - p) / n + z2n / (4.0 * n)) / (1.0 + z2n)
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == n else min(1.0, centre + half)
+    return lo, hi
+
+
+def jeffreys(successes: float, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """Jeffreys interval: the alpha/2 and 1 - alpha/2 quantiles of Beta(x + 1/2, n - x + 1/2), with the lower
+    bound 0 when x = 0 and the upper bound 1 when x = n."""
+    from scipy.special import betaincinv
+
+    _check(successes, n, alpha)
+    a, b = successes + 0.5, n - successes + 0.5
+    lo = 0.0 if successes == 0 else float(betaincinv(a, b, alpha / 2.0))
+    hi = 1.0 if successes == n else float(betaincinv(a, b, 1.0 - alpha / 2.0))
+    return lo, hi
+
+
+def newcombe_paired(
+    both: int, base_only: int, new_only: int, neither: int, alpha: float = 0.05
+) -> tuple[float, float]:
+    """Interval for p_new - p_base over paired binary outcomes (Newcombe 1998, square-and-add, method 10).
+
+    ``both``: entries where base and new are 1; ``base_only``: base 1, new 0; ``new_only``: base 0, new 1;
+    ``neither``: both 0. Each margin gets its Wilson interval; phi (the correlation of the two margins) is
+    corrected toward 0 by N/2 when positive, as Newcombe does, so a table with no discordant pairs still gets
+    an interval of positive width.
+    """
+    counts = (both, base_only, new_only, neither)
+    if any(c < 0 for c in counts):
+        raise ValueError(f"paired counts must be >= 0, got {counts}")
+    n = sum(counts)
+    if n < 1:
+        raise ValueError("newcombe_paired needs at least one pair")
+    x_new, x_base = both + new_only, both + base_only
+    p_new, p_base = x_new / n, x_base / n
+    l_new, u_new = wilson(x_new, n, alpha)
+    l_base, u_base = wilson(x_base, n, alpha)
+    margins = x_new * (n - x_new) * x_base * (n - x_base)
+    phi = 0.0
+    if margins > 0:
+        cross = both * neither - base_only * new_only
+        if cross > n / 2.0:
+            phi = (cross - n / 2.0) / math.sqrt(margins)
+        elif cross < 0:
+            phi = cross / math.sqrt(margins)
+    d = p_new - p_base
+    down = (p_new - l_new) ** 2 + (u_base - p_base) ** 2 - 2.0 * phi * (p_new - l_new) * (u_base - p_base)
+    up = (u_new - p_new) ** 2 + (p_base - l_base) ** 2 - 2.0 * phi * (u_new - p_new) * (p_base - l_base)
+    return max(-1.0, d - math.sqrt(max(down, 0.0))), min(1.0, d + math.sqrt(max(up, 0.0)))
+
+
+def mcnemar_exact_p(base_only: int, new_only: int) -> float:
+    """Two-sided exact McNemar p-value: under no change, each discordant pair is equally likely to favour
+    either run, so min(b, c) ~ Binomial(b + c, 1/2); the p-value doubles its lower tail (capped at 1). No
+    discordant pairs: 1.0. The tail is summed as an exact fraction and rounded once."""
+    if base_only < 0 or new_only < 0:
+        raise ValueError(f"discordant counts must be >= 0, got {base_only}, {new_only}")
+    m = base_only + new_only
+    if m == 0:
+        return 1.0
+    k = min(base_only, new_only)
+    tail = Fraction(sum(math.comb(m, i) for i in range(k + 1)), 2**m)
+    return float(min(Fraction(1), 2 * tail))
