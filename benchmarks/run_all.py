@@ -1,10 +1,12 @@
 """Run the benchmark suite and write its figures into the README's benchmark section.
 
-    python benchmarks/run_all.py [--scifact PATH/TO/scifact] [--quick] [--no-readme]
+    python benchmarks/run_all.py [--scifact PATH/TO/scifact] [--quick] [--no-readme] [--only SCRIPT ...]
 
 Each benchmark is a script in this folder that prints its own table, with every ratio measured side by side
 in the same run. This runs them one after another (so they do not compete for the two cores), collects their
 output and replaces the block between the README's `<!-- bench:start -->` and `<!-- bench:end -->` markers.
+With ``--only bench_intervals.py`` (repeatable) it runs just those scripts and replaces just their sub-blocks
+(``**TITLE** (N s)`` and its fenced output), leaving the rest of the block as it was.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,6 +31,10 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
         ("Floor sweep from cached candidates vs re-retrieving per point", ["bench_sweep.py"]),
         ("LLM calls against a local server with 100 ms latency", ["bench_llm.py"]),
         ("Eval throughput through the whole harness", ["bench_eval.py"]),
+        (
+            "Interval coverage: exact and simulated, old percentile bootstrap vs the new intervals",
+            ["bench_intervals.py"],
+        ),
         ("Index stage vs bare model.encode", ["bench_index.py", *(["--limit", "2000"] if quick else [])]),
     ]
     if scifact is not None:
@@ -37,6 +44,58 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
     if not quick:
         runs.append(("dvc repro from a clean clone, stage by stage", ["bench_repro.py"]))
     return runs
+
+
+def sub_block(title: str, seconds: float, output: str) -> list[str]:
+    """One benchmark's lines in the README block: its bold title with the time taken, then its output."""
+    return [f"**{title}** ({seconds:.0f} s)", "", "```", output, "```"]
+
+
+def _sub_block_span(lines: Sequence[str], title: str) -> tuple[int, int] | None:
+    """[start, end) of the sub-block titled ``title``: its title line through its closing fence."""
+    head = f"**{title}** ("
+    for start, line in enumerate(lines):
+        if not line.startswith(head):
+            continue
+        fences = [i for i in range(start + 1, len(lines)) if lines[i].startswith("```")]
+        if len(fences) < 2:
+            return None  # a title without its fenced block: treat the block as absent
+        return start, fences[1] + 1
+    return None
+
+
+def splice_sub_blocks(text: str, blocks: Sequence[tuple[str, list[str]]]) -> str:
+    """``text`` (the whole README) with each (title, lines) sub-block replaced inside the bench markers, or
+    appended at the end of the marked region when it is not there yet; everything else stays as it was."""
+    if START not in text or END not in text:
+        raise ValueError(f"add {START} and {END} markers to the benchmark section")
+    head, rest = text.split(START, 1)
+    region, tail = rest.split(END, 1)
+    lines = region.split("\n")
+    for title, block in blocks:
+        span = _sub_block_span(lines, title)
+        if span is not None:
+            lines[span[0] : span[1]] = block
+            continue
+        # Append before the region's trailing blank lines, keeping one blank line on each side.
+        end = len(lines)
+        while end > 0 and not lines[end - 1].strip():
+            end -= 1
+        lines[end:] = ["", *block, "", ""]
+    return head + START + "\n".join(lines) + END + tail
+
+
+def run_one(title: str, cmd: list[str], env: dict[str, str]) -> tuple[list[str], bool]:
+    """Run one benchmark script; its README sub-block and whether it exited 0."""
+    print(f"== {title}", flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(HERE / cmd[0]), *cmd[1:]], cwd=ROOT, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    out = "\n".join(line for line in proc.stdout.splitlines() if "Loading weights" not in line).strip()
+    print(out, flush=True)
+    if proc.returncode != 0:
+        out += f"\n(exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:] or ''})"
+    return sub_block(title, time.perf_counter() - t0, out), proc.returncode == 0
 
 
 def main() -> None:
@@ -51,31 +110,45 @@ def main() -> None:
         "--quick", action="store_true", help="index a 2,000-chunk sample; skip the clean-clone run"
     )
     parser.add_argument("--no-readme", action="store_true")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="SCRIPT",
+        help="run just this suite script (e.g. bench_intervals.py; repeatable) and replace just its README "
+        "sub-block",
+    )
     args = parser.parse_args()
+    runs = suite(args.scifact, args.quick)
+    if args.only:
+        unknown = sorted(set(args.only) - {cmd[0] for _, cmd in runs})
+        if unknown:
+            sys.exit(
+                f"--only: not in the suite: {', '.join(unknown)} (known: {', '.join(c[0] for _, c in runs)})"
+            )
+        runs = [(title, cmd) for title, cmd in runs if cmd[0] in args.only]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1"}
     blocks = [f"Measured {time.strftime('%Y-%m-%d')} on {platform.platform()}, {os.cpu_count()} CPUs, "
               f"Python {platform.python_version()}, by `python benchmarks/run_all.py"
               f"{' --quick' if args.quick else ''}`.", ""]  # fmt: skip
     failed = []
-    for title, cmd in suite(args.scifact, args.quick):
-        print(f"== {title}", flush=True)
-        t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, str(HERE / cmd[0]), *cmd[1:]], cwd=ROOT, env=env,
-                              capture_output=True, text=True)  # fmt: skip
-        out = "\n".join(line for line in proc.stdout.splitlines() if "Loading weights" not in line).strip()
-        print(out, flush=True)
-        if proc.returncode != 0:
+    done: list[tuple[str, list[str]]] = []
+    for title, cmd in runs:
+        lines, ok = run_one(title, cmd, env)
+        if not ok:
             failed.append(title)
-            out += f"\n(exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:] or ''})"
-        blocks += [f"**{title}** ({time.perf_counter() - t0:.0f} s)", "", "```", out, "```", ""]
+        done.append((title, lines))
+        blocks += [*lines, ""]
     if not args.no_readme:
         readme = ROOT / "README.md"
-        text = readme.read_text()
+        text = readme.read_text()  # read now: the benchmarks take minutes and others may edit the README
         if START not in text or END not in text:
             sys.exit(f"{readme}: add {START} and {END} markers to the benchmark section")
-        head, rest = text.split(START, 1)
-        _, tail = rest.split(END, 1)
-        readme.write_text(head + START + "\n" + "\n".join(blocks) + "\n" + END + tail)
+        if args.only:
+            readme.write_text(splice_sub_blocks(text, done))
+        else:
+            head, rest = text.split(START, 1)
+            _, tail = rest.split(END, 1)
+            readme.write_text(head + START + "\n" + "\n".join(blocks) + "\n" + END + tail)
         print(f"wrote the figures into {readme}")
     if failed:
         sys.exit(f"benchmarks that exited non-zero (missed a target or failed): {', '.join(failed)}")

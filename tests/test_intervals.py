@@ -20,7 +20,7 @@ from doceval.errors import UsageError
 from doceval.results import check_gate_config, compare, gate
 from doceval.scoring.aggregate import aggregate
 from doceval.scoring.intervals import MIN_N_BREAKDOWN, holm, interval, paired_change
-from doceval.scoring.proportions import jeffreys, mcnemar_exact_p, newcombe_paired, wilson
+from doceval.scoring.proportions import jeffreys, mcnemar_exact_p, midp, newcombe_paired, wilson
 from doceval.scoring.registry import METRIC_NAMES
 from doceval.scoring.stats import bca_ci, sign_flip_p
 
@@ -43,6 +43,17 @@ def test_wilson_matches_published_values(x: int, n: int, expected: tuple[float, 
     assert wilson(x, n) == pytest.approx(expected, abs=5e-5)
 
 
+def test_midp_matches_published_value_and_its_definition() -> None:
+    assert midp(13, 16) == pytest.approx((0.5699, 0.9500), abs=5e-5)  # Fagerland et al. (2017)
+    lo, hi = midp(7, 40)
+    # the defining equations: half the probability of the observed count in each tail
+    assert sps.binom.sf(7, 40, lo) + 0.5 * sps.binom.pmf(7, 40, lo) == pytest.approx(0.025, abs=1e-10)
+    assert sps.binom.cdf(6, 40, hi) + 0.5 * sps.binom.pmf(7, 40, hi) == pytest.approx(0.025, abs=1e-10)
+    assert midp(0, 10)[0] == 0.0 and midp(10, 10)[1] == 1.0
+    with pytest.raises(ValueError, match="integer count"):
+        midp(1.5, 3)
+
+
 def test_jeffreys_matches_published_value_and_beta_quantiles() -> None:
     assert jeffreys(13, 16) == pytest.approx((0.5792, 0.9442), abs=5e-5)  # Fagerland et al. (2017)
     lo, hi = jeffreys(7, 40)
@@ -63,18 +74,18 @@ def test_newcombe_paired_matches_published_value() -> None:
 # ------------------------------------------------------------------------------------ degenerate cases
 
 
-@pytest.mark.parametrize("method", [wilson, jeffreys])
+@pytest.mark.parametrize("method", [midp, wilson, jeffreys])
 @pytest.mark.parametrize("x,n", [(0, 1), (1, 1), (0, 6), (6, 6), (0, 500), (500, 500)])
 def test_score_intervals_are_never_zero_width(method: Any, x: int, n: int) -> None:
     lo, hi = method(x, n)
     assert 0.0 <= lo <= x / n <= hi <= 1.0 and hi - lo > 0.0
 
 
-def test_six_of_six_no_longer_claims_certainty() -> None:
+def test_six_of_six_no_longer_claims_certainty() -> None:  # the default method, mid-P
     # The percentile bootstrap printed [1.000, 1.000] for a held-out run with 6 of 6 refused.
-    ci = interval(np.ones(6), binary=True)
-    assert ci is not None and ci.method == "wilson"
-    assert ci.hi == 1.0 and ci.lo == pytest.approx(wilson(6, 6)[0]) and ci.lo < 0.65
+    ci = interval(np.ones(6))
+    assert ci is not None and ci.method == "midp"
+    assert ci.hi == 1.0 and ci.lo == pytest.approx(midp(6, 6)[0]) and ci.lo < 0.65
 
 
 @pytest.mark.parametrize(
@@ -90,38 +101,43 @@ def test_newcombe_paired_degenerate_tables_keep_positive_width(counts: tuple[int
 
 
 def test_no_discordant_pairs_gives_p_one_and_a_symmetric_interval() -> None:
-    change = paired_change(np.r_[np.ones(20), np.zeros(20)], np.r_[np.ones(20), np.zeros(20)], binary=True)
+    change = paired_change(np.r_[np.ones(20), np.zeros(20)], np.r_[np.ones(20), np.zeros(20)])
     assert change.p_value == 1.0 and change.method == "newcombe+mcnemar"
     assert change.ci is not None and change.ci[0] == pytest.approx(-change.ci[1]) and change.ci[1] > 0
 
 
 def test_continuous_fallbacks_are_stated_and_never_zero_width() -> None:
-    tiny = interval(np.array([0.5, 1.0, 0.0]), binary=False)
+    tiny = interval(np.array([0.5, 1.0, 0.0]))
     assert tiny is not None and tiny.method == "wilson-bounded"
     assert (tiny.lo, tiny.hi) == pytest.approx(wilson(1.5, 3))
-    constant = interval(np.zeros(43), binary=False)
-    assert constant is not None and constant.method == "wilson-bounded" and constant.hi > 0.0
-    spread = interval(np.r_[np.zeros(30), np.full(13, 0.5)], binary=False)
+    constant = interval(np.full(43, 0.5))
+    assert constant is not None and constant.method == "wilson-bounded" and constant.lo < 0.5 < constant.hi
+    nothing = interval(np.zeros(43))  # all 0: a proportion of 0 out of 43, not a point
+    assert nothing is not None and nothing.method == "midp" and (nothing.lo, nothing.hi) == midp(0, 43)
+    spread = interval(np.r_[np.zeros(30), np.full(13, 0.5)])
     assert spread is not None and spread.method == "bca" and spread.lo < 13 * 0.5 / 43 < spread.hi
-    # a "binary" metric whose values are not all 0/1 (a graded judge) is not given a binomial interval
-    graded = interval(np.r_[np.zeros(10), np.full(10, 0.5)], binary=True)
+    # the values decide: a graded judge's 0/0.5 verdicts get the bootstrap, a 0/1 recall the score interval
+    graded = interval(np.r_[np.zeros(10), np.full(10, 0.5)])
     assert graded is not None and graded.method == "bca"
-    none = paired_change(np.zeros(15), np.zeros(15), binary=False)
+    zero_one = interval(np.r_[np.zeros(28), 1.0])
+    assert zero_one is not None and zero_one.method == "midp" and zero_one.lo > 0.0  # one hit seen: mean > 0
+    same = np.linspace(0.1, 0.9, 15)
+    none = paired_change(same, same.copy())  # continuous values, every difference 0
     assert none.method == "wilson-bounded+sign-flip" and none.p_value == 1.0
     assert none.ci is not None and none.ci == pytest.approx((-wilson(0, 15)[1], wilson(0, 15)[1]))
-    assert interval(np.array([np.nan]), binary=True) is None
-    assert paired_change(np.array([np.nan, 1.0]), np.array([1.0, np.nan]), binary=True).ci is None
+    assert interval(np.array([np.nan])) is None
+    assert paired_change(np.array([np.nan, 1.0]), np.array([1.0, np.nan])).ci is None
 
 
 def test_bad_parameters_are_errors() -> None:
     with pytest.raises(ValueError, match="unknown binary interval method 'wald'"):
-        interval(np.ones(3), binary=True, binary_method="wald")
+        interval(np.ones(3), binary_method="wald")
     with pytest.raises(ValueError, match="alpha"):
-        interval(np.ones(3), binary=True, alpha=1.0)
+        interval(np.ones(3), alpha=1.0)
     with pytest.raises(ValueError, match="successes must be in"):
         wilson(4, 3)
     with pytest.raises(ValueError, match="aligned"):
-        paired_change(np.ones(3), np.ones(4), binary=True)
+        paired_change(np.ones(3), np.ones(4))
 
 
 # ----------------------------------------------------------------------------- p-values against scipy
@@ -185,12 +201,12 @@ def _rows(hits: list[float], library: str = "pydantic") -> list[dict[str, Any]]:
 def test_summary_states_methods_and_breakdowns_say_too_few() -> None:
     rows = _rows([1.0] * 30 + [0.0] * 10) + _rows([1.0] * (MIN_N_BREAKDOWN - 1), library="click")
     m = aggregate(rows, METRIC_NAMES)
-    assert m["ci_method"]["hit_rate"] == "wilson" and m["ci_method"]["mrr"] == "bca"
-    assert m["ci95"]["hit_rate"] == pytest.approx(list(wilson(39, 49)))
-    assert m["intervals"]["binary"] == "wilson" and m["intervals"]["min_n_breakdown"] == MIN_N_BREAKDOWN
+    assert m["ci_method"]["hit_rate"] == "midp" and m["ci_method"]["mrr"] == "bca"
+    assert m["ci95"]["hit_rate"] == pytest.approx(list(midp(39, 49)))
+    assert m["intervals"]["binary"] == "midp" and m["intervals"]["min_n_breakdown"] == MIN_N_BREAKDOWN
     click, pyd = m["by_library"]["click"], m["by_library"]["pydantic"]
     assert click["hit_rate"] == 1.0 and click["ci95"]["hit_rate"] is None and "hit_rate" in click["too_few"]
-    assert pyd["ci95"]["hit_rate"] == pytest.approx(list(wilson(30, 40))) and pyd["too_few"] == []
+    assert pyd["ci95"]["hit_rate"] == pytest.approx(list(midp(30, 40))) and pyd["too_few"] == []
     assert aggregate(rows, METRIC_NAMES, binary_method="jeffreys")["ci95"]["hit_rate"] == pytest.approx(
         list(jeffreys(39, 49))
     )
@@ -201,12 +217,12 @@ def test_report_prints_methods_and_too_few_instead_of_an_interval() -> None:
 
     rows = _rows([1.0] * 30 + [0.0] * 10) + _rows([1.0] * 4, library="click")
     md = render_report({"metrics": aggregate(rows, METRIC_NAMES), "config": CONFIG, "entries": rows})
-    lo, hi = wilson(34, 44)
-    assert f"| hit_rate | 0.7727 | [{lo:.4f}, {hi:.4f}] | wilson | 44 |" in md
+    lo, hi = midp(34, 44)
+    assert f"| hit_rate | 0.7727 | [{lo:.4f}, {hi:.4f}] | midp | 44 |" in md
     assert "| mrr | " in md and "| bca | 44 |" in md
     section = md.split("## Per library\n", 1)[1].split("##", 1)[0]
     assert "| click | 4 | 4 | 0 | 1.0000 (n<10) |" in section
-    lo, hi = wilson(30, 40)
+    lo, hi = midp(30, 40)
     assert f"| pydantic | 40 | 40 | 0 | 0.7500 [{lo:.3f}, {hi:.3f}] |" in section
     assert "too few to say anything with confidence" in section
 
@@ -290,7 +306,7 @@ def test_compare_holm_adjusts_over_the_metrics_compared() -> None:
 # ---------------------------------------------------------------------- the CLI: intervals.binary
 
 
-@pytest.mark.parametrize("method", ["wilson", "jeffreys"])
+@pytest.mark.parametrize("method", ["midp", "wilson", "jeffreys"])
 def test_eval_cli_intervals_binary_option(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
 ) -> None:
@@ -303,7 +319,7 @@ def test_eval_cli_intervals_binary_option(
     metrics = json.loads((tmp_path / "out.json").read_text())["metrics"]
     n_oos = metrics["counts"]["n_refused_correctly"]
     x = round(metrics["refused_correctly"] * n_oos)
-    expected = (jeffreys if method == "jeffreys" else wilson)(x, n_oos)
+    expected = {"midp": midp, "wilson": wilson, "jeffreys": jeffreys}[method](x, n_oos)
     assert metrics["ci95"]["refused_correctly"] == pytest.approx(list(expected))
     assert metrics["ci_method"]["refused_correctly"] == method and metrics["intervals"]["binary"] == method
     assert not math.isclose(*metrics["ci95"]["refused_correctly"])

@@ -628,7 +628,7 @@ def test_report_merges_groups_without_in_scope_entries_into_one_weighted_row() -
     row = next(line for line in section.splitlines() if "2 libraries with no in-scope entry" in line)
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1:4] == ["4", "0", "4"]
-    assert "0.2500" in cells  # (1 x 1.0 + 3 x 0.0) / 4 out-of-scope entries
+    assert "0.2500 (n<10)" in cells  # (1 x 1.0 + 3 x 0.0) / 4 out-of-scope entries: too few for an interval
 
 
 def _at_k(summary: dict[str, Any], k: int) -> dict[str, Any]:

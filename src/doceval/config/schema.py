@@ -288,7 +288,7 @@ class Tracking:
 class Intervals:
     """How the 95% intervals are made (scoring.intervals): the score interval of the binary metrics."""
 
-    binary: str = spec(choices=("wilson", "jeffreys"), example="jeffreys")
+    binary: str = spec(choices=("midp", "wilson", "jeffreys"), example="wilson")
 
 
 @dataclass(frozen=True, kw_only=True)

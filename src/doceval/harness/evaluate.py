@@ -395,7 +395,7 @@ def build_summary(
 
     verdicts = answers.verdicts.values()
     seed, n_boot = int(cfg.get("seed", 0)), int(cfg.get("bootstrap", 1000))
-    binary_method = str((cfg.get("intervals") or {}).get("binary", "wilson"))
+    binary_method = str((cfg.get("intervals") or {}).get("binary", "midp"))
     metrics = aggregate(entry_rows, METRIC_NAMES, seed=seed, n_boot=n_boot, binary_method=binary_method)
     routed = plan.candidates.routed if plan.candidates is not None else {}
     metrics["counts"].update(

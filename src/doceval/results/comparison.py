@@ -22,7 +22,7 @@ from doceval.results.summaries import (
 from doceval.scoring.aggregate import column
 from doceval.scoring.intervals import holm, paired_change
 from doceval.scoring.metrics import mean_or_none
-from doceval.scoring.registry import BINARY_NAMES, LOWER_IS_BETTER, METRIC_NAMES
+from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 from doceval.scoring.stats import win_tie_loss
 
 
@@ -147,7 +147,7 @@ def compare(
                         f"{label}: metrics.{m} = {reported} but its entries average to {value}; "
                         "using the entries"
                     )
-        change = paired_change(bc, nc, binary=m in BINARY_NAMES, n_boot=n_boot, seed=seed)
+        change = paired_change(bc, nc, n_boot=n_boot, seed=seed)
         w, t, lo = win_tie_loss(nc, bc) if m in LOWER_IS_BETTER else win_tie_loss(bc, nc)
         rows.append(
             MetricChange(
@@ -223,8 +223,8 @@ def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
         cells = [name, _num(r.base), _num(r.new), _signed(r.change), _interval(r.ci)]
         lines.append(_table_line([*cells, _p(r.p_value), _p(r.p_holm), wtl, str(r.n_paired)]))
     lines += [
-        "change = new - baseline over the n entries scored in both runs. 95% CI: Newcombe (proportions) or",
-        "paired BCa bootstrap (recall, mrr, ndcg); p: two-sided, no change (exact McNemar / sign-flip);",
+        "change = new - baseline over the n entries scored in both runs. 95% CI: Newcombe (0/1 values) or",
+        "paired BCa bootstrap (graded values); p: two-sided, no change (exact McNemar / sign-flip);",
         f"p_holm: Holm-adjusted for the {sum(r.p_value is not None for r in result.rows)} metrics compared.",
         "W/T/L = entries where new is better/equal/worse; * lower is better.",
         "",

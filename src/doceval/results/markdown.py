@@ -18,7 +18,7 @@ from doceval.common.text import md_code, md_text
 from doceval.results.comparison import _num
 from doceval.results.summaries import Summary, _doc_ids, check_summary
 from doceval.scoring.aggregate import column
-from doceval.scoring.intervals import MIN_N_BREAKDOWN
+from doceval.scoring.intervals import MIN_N_BREAKDOWN, interval
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 
 
@@ -52,7 +52,7 @@ def _n_of(summary: Summary, metric: str) -> int:
     return int((~np.isnan(column(summary["entries"], metric))).sum())
 
 
-def _group_table(groups: Mapping[str, Any], label: str) -> list[str]:
+def _group_table(groups: Mapping[str, Any], label: str, binary_method: str = "midp") -> list[str]:
     if not groups:
         return ["(none)"]
     shown = [
@@ -69,7 +69,7 @@ def _group_table(groups: Mapping[str, Any], label: str) -> list[str]:
         groups = {k: g for k, g in groups.items() if k not in only_oos}
         n_oos = sum(int(g.get("n_out_of_scope") or 0) for g in only_oos.values())
         merged: dict[str, Any] = {"n": sum(int(g.get("n") or 0) for g in only_oos.values()), "n_in_scope": 0,
-                                  "n_out_of_scope": n_oos}  # fmt: skip
+                                  "n_out_of_scope": n_oos, "ci95": {}, "too_few": []}  # fmt: skip
         for m in ("refused_correctly", "refusal_rate"):
             pairs = [
                 (float(g[m]), int(g.get("n_out_of_scope") or 0))
@@ -78,6 +78,12 @@ def _group_table(groups: Mapping[str, Any], label: str) -> list[str]:
             ]
             weight = sum(w for _, w in pairs)
             merged[m] = sum(v * w for v, w in pairs) / weight if weight else None
+            if weight and weight < MIN_N_BREAKDOWN:
+                merged["too_few"].append(m)
+            elif weight:  # both are proportions: the pooled count of refusals over the pooled entries
+                hits = round(sum(v * w for v, w in pairs))
+                ci = interval(np.r_[np.ones(hits), np.zeros(weight - hits)], binary_method=binary_method)
+                merged["ci95"][m] = None if ci is None else [ci.lo, ci.hi]
         plural = {"library": "libraries"}.get(label, label + "s")
         groups = {**groups, f"({len(only_oos)} {plural} with no in-scope entry)": merged}
     too_few = False
@@ -119,8 +125,8 @@ def _group_cell(group: Mapping[str, Any], metric: str) -> tuple[str, bool]:
 
 
 _INTERVALS_NOTE = (
-    "Intervals: `wilson` / `jeffreys` score intervals for proportions (never zero-width); `bca`: bias-corrected "
-    "and accelerated bootstrap for recall, mrr, ndcg; `wilson-bounded`: the score interval of a [0, 1] mean, "
+    "Intervals: `midp` (mid-P) / `wilson` / `jeffreys` where every value is 0 or 1 (never zero-width); `bca`: "
+    "bias-corrected and accelerated bootstrap for graded values (reciprocal ranks, nDCG); `wilson-bounded`: the score interval of a [0, 1] mean, "
     f"used below {MIN_N_BREAKDOWN} values or when every value is the same (docs/design.md section 4.3)."
 )
 
@@ -187,7 +193,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
         ("Per kind", "by_kind", "kind"),
     ):
         out += ["", f"## {title}", ""]
-        out += _group_table(m.get(key) or {}, label)
+        out += _group_table(m.get(key) or {}, label, str((m.get("intervals") or {}).get("binary", "midp")))
 
     floors = cfg.get("floors") or {}
     out += ["", "## Floors", ""]

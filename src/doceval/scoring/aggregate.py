@@ -11,7 +11,6 @@ import numpy as np
 
 from doceval.scoring.intervals import MIN_N_BREAKDOWN, interval
 from doceval.scoring.metrics import mean_or_none
-from doceval.scoring.registry import BINARY_NAMES
 
 
 def column(rows: Sequence[Mapping[str, Any]], metric: str) -> np.ndarray:
@@ -30,7 +29,6 @@ class _Intervals:
     def of(self, values: np.ndarray, metric: str) -> tuple[list[float] | None, str | None]:
         ci = interval(
             values,
-            binary=metric in BINARY_NAMES,
             binary_method=self.binary_method,
             n_boot=self.n_boot,
             seed=self.seed,
@@ -65,7 +63,7 @@ def aggregate(
     keys: Sequence[str],
     seed: int = 0,
     n_boot: int = 1000,
-    binary_method: str = "wilson",
+    binary_method: str = "midp",
 ) -> dict[str, Any]:
     cis = _Intervals(binary_method, n_boot, seed)
     metrics: dict[str, Any] = {m: mean_or_none(column(rows, m)) for m in keys}

@@ -1,14 +1,16 @@
 """Which interval and which test each metric gets: the policy over :mod:`doceval.scoring.proportions` and
 :mod:`doceval.scoring.stats` (docs/design.md section 4.3).
 
-- A **binary** metric (every non-null per-entry value is 0 or 1) gets a score interval: Wilson by default,
-  Jeffreys on request. Never zero-width while n > 0.
-- A **continuous** metric (values in [0, 1], e.g. reciprocal ranks) gets the BCa bootstrap. Fallback, stated
+- A **proportion** (every non-null per-entry value is 0 or 1: hit_rate and the refusal metrics always, recall
+  or mrr when every entry happens to score 0 or 1) gets the mid-P interval by default, or the Wilson or
+  Jeffreys score interval on request (``intervals.binary``). Never zero-width while n > 0. The values decide, not the metric's name, so a graded judge is never
+  given a binomial interval and a 0/1 recall never a bootstrap one.
+- Any other mean of values in [0, 1] (reciprocal ranks, nDCG) gets the BCa bootstrap. Fallback, stated
   in the summary's ``ci_method``: with fewer than :data:`MIN_N_BOOTSTRAP` values, or when every value is the
   same (a bootstrap then sees no spread), the Wilson interval of the mean (``wilson-bounded``), valid because a
   variable in [0, 1] with mean mu has variance at most mu (1 - mu).
-- A **paired change** between two runs: binary: Newcombe's interval for the difference of paired proportions
-  and the exact McNemar p-value; continuous: the paired BCa interval of the mean difference and the sign-flip
+- A **paired change** between two runs: both runs 0/1: Newcombe's interval for the difference of paired proportions
+  and the exact McNemar p-value; otherwise the paired BCa interval of the mean difference and the sign-flip
   permutation p-value, with the same fallback (the positive and negative parts of the differences, each a
   [0, 1] mean with its Wilson interval, combined square-and-add).
 - :func:`holm` adjusts the p-values of one table for the number of comparisons in it.
@@ -19,11 +21,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
-from doceval.scoring.proportions import jeffreys, mcnemar_exact_p, newcombe_paired, wilson
+from doceval.scoring.proportions import jeffreys, mcnemar_exact_p, midp, newcombe_paired, wilson
 from doceval.scoring.stats import bca_ci, sign_flip_p
 
 __all__ = [
@@ -37,8 +38,8 @@ __all__ = [
     "paired_change",
 ]
 
-BinaryMethod = Literal["wilson", "jeffreys"]
-BINARY_METHODS: tuple[str, ...] = ("wilson", "jeffreys")
+BINARY_METHODS: tuple[str, ...] = ("midp", "wilson", "jeffreys")
+_BINARY = {"midp": midp, "wilson": wilson, "jeffreys": jeffreys}
 MIN_N_BOOTSTRAP = 10  # below this a bootstrap interval is mostly an artefact of the few values drawn
 MIN_N_BREAKDOWN = 10  # a breakdown row with fewer entries says "too few" instead of printing an interval
 
@@ -47,7 +48,7 @@ MIN_N_BREAKDOWN = 10  # a breakdown row with fewer entries says "too few" instea
 class Interval:
     lo: float
     hi: float
-    method: str  # wilson | jeffreys | bca | wilson-bounded
+    method: str  # midp | wilson | jeffreys | bca | wilson-bounded
 
 
 @dataclass(frozen=True)
@@ -84,17 +85,12 @@ def _bounded(x: np.ndarray, alpha: float) -> tuple[float, float]:
 def interval(
     values: np.ndarray,
     *,
-    binary: bool,
-    binary_method: str = "wilson",
+    binary_method: str = "midp",
     n_boot: int = 1000,
     seed: int = 0,
     alpha: float = 0.05,
 ) -> Interval | None:
-    """The (1 - alpha) interval of the mean of the non-NaN ``values``; None when there are none.
-
-    ``binary``: the metric is a proportion (its registry kind). Values that are not all 0/1 are treated as
-    continuous whatever the kind, so a graded judge cannot be given a binomial interval by mistake.
-    """
+    """The (1 - alpha) interval of the mean of the non-NaN ``values``; None when there are none."""
     _check_alpha(alpha)
     if binary_method not in BINARY_METHODS:
         raise ValueError(
@@ -104,9 +100,8 @@ def interval(
     n = int(x.size)
     if n == 0:
         return None
-    if binary and is_binary(x):
-        method = jeffreys if binary_method == "jeffreys" else wilson
-        lo, hi = method(float(x.sum()), n, alpha)
+    if is_binary(x):
+        lo, hi = _BINARY[binary_method](float(x.sum()), n, alpha)
         return Interval(lo, hi, binary_method)
     if n >= MIN_N_BOOTSTRAP and float(x.max()) > float(x.min()):
         ci = bca_ci(x, n_boot=n_boot, seed=seed, alpha=alpha)
@@ -141,7 +136,6 @@ def paired_change(
     base: np.ndarray,
     new: np.ndarray,
     *,
-    binary: bool,
     n_boot: int = 1000,
     seed: int = 0,
     alpha: float = 0.05,
@@ -152,7 +146,7 @@ def paired_change(
     n = int(b.size)
     if n == 0:
         return Change(None, None, "", 0)
-    if binary and is_binary(b) and is_binary(w):
+    if is_binary(b) and is_binary(w):
         both = int(((b == 1) & (w == 1)).sum())
         base_only = int(((b == 1) & (w == 0)).sum())
         new_only = int(((b == 0) & (w == 1)).sum())

@@ -31,8 +31,6 @@ class Metric:
         [Any], np.ndarray
     ]  # a RetrievalView or AnswerView -> float (n,), NaN = not applicable
     description: str
-    # a proportion (every per-entry value 0 or 1): a score interval; else the BCa bootstrap (scoring.intervals)
-    binary: bool = True
 
     def label(self, k: int | None) -> str:
         return f"{self.name}@{k}" if self.at_k and k is not None else self.name
@@ -40,9 +38,7 @@ class Metric:
 
 METRICS: tuple[Metric, ...] = (
     Metric("hit_rate", "retrieval", "in_scope", True, True, m.hit_rate, "1 if a relevant document is in R"),
-    Metric(
-        "recall", "retrieval", "in_scope", True, True, m.recall, "|R ∩ relevant| / |relevant|", binary=False
-    ),
+    Metric("recall", "retrieval", "in_scope", True, True, m.recall, "|R ∩ relevant| / |relevant|"),
     Metric(
         "mrr",
         "retrieval",
@@ -51,9 +47,8 @@ METRICS: tuple[Metric, ...] = (
         True,
         m.mrr,
         "1/rank of the first relevant document in R",
-        binary=False,
     ),
-    Metric("ndcg", "retrieval", "in_scope", True, True, m.ndcg, "binary-gain nDCG over R", binary=False),
+    Metric("ndcg", "retrieval", "in_scope", True, True, m.ndcg, "binary-gain nDCG over R"),
     Metric(
         "refused_correctly", "retrieval", "out_of_scope", True, False, m.refused_correctly, "1 if R is empty"
     ),
@@ -86,7 +81,6 @@ METRIC_NAMES: tuple[str, ...] = tuple(BY_NAME)
 RETRIEVAL_NAMES: tuple[str, ...] = tuple(x.name for x in METRICS if x.family == "retrieval")
 ANSWER_NAMES: tuple[str, ...] = tuple(x.name for x in METRICS if x.family == "answer")
 AT_K_NAMES: tuple[str, ...] = tuple(x.name for x in METRICS if x.at_k)
-BINARY_NAMES: frozenset[str] = frozenset(x.name for x in METRICS if x.binary)
 LOWER_IS_BETTER: frozenset[str] = frozenset(x.name for x in METRICS if not x.higher_is_better)
 
 
