@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -49,14 +50,15 @@ class FakeAgent:
                     fault = queue.pop(0) if queue else agent.always.get(body["question"])
                     agent.in_flight += 1
                     agent.peak = max(agent.peak, agent.in_flight)
+                # The request stops counting as in flight before its reply is written: a client that sends
+                # its next request the moment it reads this reply must not be seen as overlapping it.
                 try:
                     time.sleep(agent.delay_s)
-                    self.respond(body, fault)
-                except OSError:
-                    pass  # the client timed out and hung up
                 finally:
                     with agent.lock:
                         agent.in_flight -= 1
+                with contextlib.suppress(OSError):  # the client timed out and hung up
+                    self.respond(body, fault)
 
             def respond(self, body: dict[str, Any], fault: str | None) -> None:
                 status, headers, payload = 200, {}, reply_for(body["question"])

@@ -77,3 +77,43 @@ def test_split_tags_are_the_documented_seeded_assignment() -> None:
     assert {e.id: e.split for e in entries} == assign_splits(entries, seed=0)
     counts = Counter(e.split for e in entries)
     assert abs(counts["calibration"] - counts["test"]) <= 2
+
+
+def test_v1_scope_labels_hold_for_the_default_corpus(corpus) -> None:  # type: ignore[no-untyped-def]
+    """v1 is frozen: its findings are the recorded ones (warnings), and none is a label wrong for the corpus."""
+    from doceval.inputs.scope import load_checked_golden
+
+    entries, _, report = load_checked_golden(GOLDEN, corpus)
+    assert len(entries) == 344 and report.errors == []
+    assert report.findings_file is not None and len(report.known) == 13
+    s = report.stats
+    assert (s["forbidden_names"], s["forbidden_in_pin_docs"], s["forbidden_deprecated"]) == (105, 28, 17)
+    assert (s["expected_names"], s["expected_absent"], s["evidence_not_found"]) == (374, 24, 0)
+    assert s["unindexed_library_indexed"] == 0
+
+
+@pytest.fixture(scope="module")
+def extended_corpus(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """The docs=extended corpus as the docs stage builds it (pandas and numpy wheels downloaded once)."""
+    from doceval.config.compose import compose
+    from doceval.inputs.docs import build_corpus, parse_specs
+
+    cfg = compose(["docs=extended"], conf_dir=GOLDEN.parents[2] / "conf")
+    out = tmp_path_factory.mktemp("extended") / "docs"
+    build_corpus(parse_specs(cfg["docs"]["libraries"]), out, GOLDEN.parents[2] / "data" / "cache" / "wheels",
+                 int(cfg["docs"]["chunk_chars"]), progress=False)  # fmt: skip
+    return load_corpus(out)
+
+
+@pytest.mark.slow
+def test_extended_golden_set_holds_for_the_extended_corpus_and_v1_does_not(extended_corpus) -> None:  # type: ignore[no-untyped-def]
+    from doceval.inputs.golden import GoldenError
+    from doceval.inputs.scope import load_checked_golden
+
+    entries, _, report = load_checked_golden(GOLDEN.with_name("extended.jsonl"), extended_corpus)
+    assert report.errors == [] and report.known == []  # a new golden set: no recorded findings, none found
+    assert report.stats["evidence_not_found"] == 0 and len(entries) >= 400
+    with pytest.raises(GoldenError) as err:
+        load_checked_golden(GOLDEN, extended_corpus)
+    wrong = [p for p in err.value.problems if "labelled unindexed_library" in str(p)]
+    assert sorted(p.message.split(":")[0] for p in wrong) == ["entry oosB-31", "entry oosB-32"]

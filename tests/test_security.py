@@ -64,8 +64,8 @@ GOLDEN = [
      "expected_apis": ["option"], "forbidden_apis": [], "split": "test", "kind": "lookup"},
     # Out of scope, but its words match a passage: it gets sources, so report.md and compare list it.
     {"id": "u1", "question": f"field default {SCRIPT} | **bold** {ANSI}value\nmetadata", "library": "pydantic",
-     "version": "2.8.2", "out_of_scope": True, "relevant_ids": [], "expected_apis": [], "forbidden_apis": [],
-     "split": "test", "kind": "nonexistent_api"},
+     "version": "2.8.2", "out_of_scope": True, "relevant_ids": [], "expected_apis": [],
+     "forbidden_apis": ["Field.magic_default"], "split": "test", "kind": "nonexistent_api"},
 ]  # fmt: skip
 
 

@@ -1,4 +1,5 @@
-"""`doceval golden validate|split`: check a golden set against the design's rules, (re)assign split tags."""
+"""`doceval golden validate|split`: check a golden set against the design's rules and its scope labels against
+the corpus, (re)assign split tags."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ DEFAULT_CORPUS = "data/docs"
 
 
 def cmd_golden_validate(args: argparse.Namespace) -> int:
-    from doceval.inputs.corpus import load_corpus
     from doceval.inputs.golden import DEFAULT_PIN, format_statistics, parse_golden, read_ids, statistics
 
     if args.ids and args.corpus:
@@ -34,11 +34,36 @@ def cmd_golden_validate(args: argparse.Namespace) -> int:
         entries = parse_golden(Path(args.path), default_pin=DEFAULT_PIN)
         checked = " (corpus not checked)"
     else:
-        corpus_ids = load_corpus(Path(args.corpus or DEFAULT_CORPUS)).doc_ids()
-        entries = parse_golden(Path(args.path), corpus_ids=corpus_ids)
-        checked = ""
+        return _validate_against_corpus(args)
+    if args.record_findings:
+        raise UsageError("--record-findings: needs the corpus (drop --ids / --no-corpus)")
     print(f"{args.path}: {len(entries)} entries, valid{checked}")
     print(format_statistics(statistics(entries)))
+    return 0
+
+
+def _validate_against_corpus(args: argparse.Namespace) -> int:
+    from doceval.common.io import md5_file
+    from doceval.inputs.corpus import load_corpus
+    from doceval.inputs.golden import format_statistics, parse_golden, statistics
+    from doceval.inputs.scope import format_scope, raise_on_errors, record_findings, scope_of
+
+    path = Path(args.path)
+    corpus_dir = Path(args.corpus or DEFAULT_CORPUS)
+    corpus = load_corpus(corpus_dir)
+    entries = parse_golden(path)  # relevant ids: with the scope rules (doceval.inputs.scope)
+    md5 = md5_file(path)
+    report = scope_of(corpus, entries, path, md5)
+    if args.record_findings:
+        written = record_findings(report, path, md5)
+        print(
+            f"{written}: recorded {len(report.errors) + len(report.known)} finding(s) of {path} (md5 {md5})"
+        )
+        return 0
+    raise_on_errors(report, path)
+    print(f"{path}: {len(entries)} entries, valid against {corpus_dir} ({len(corpus.pins)} pins)")
+    print(format_statistics(statistics(entries)))
+    print("\n".join(format_scope(report, path)))
     return 0
 
 
@@ -71,6 +96,13 @@ def register(sub: Any) -> None:
         metavar="FILE",
         help="your document ids, one per line (# comment lines): every relevant id must be one of them; "
         "implies --no-corpus",
+    )
+    p.add_argument(
+        "--record-findings",
+        action="store_true",
+        help="freeze the golden set as it is: write NAME.findings.json with its current findings and md5, "
+        "so they are reported as warnings while the file is unchanged (labels wrong for the corpus cannot "
+        "be recorded)",
     )
     p.set_defaults(func=cmd_golden_validate)
     p = golden.add_parser(

@@ -73,6 +73,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         new,
         allow_different_golden=args.allow_different_golden,
         allow_different_k=args.allow_different_k,
+        allow_different_corpus=args.allow_different_corpus,
         n_boot=args.bootstrap,
         seed=args.seed,
         base_label=args.base,
@@ -155,6 +156,12 @@ def register(sub: Any) -> None:
         help="compare runs over different golden sets or entry ids (pairs the shared entries)",
     )
     _allow_k_flag(p)
+    p.add_argument(
+        "--allow-different-corpus",
+        action="store_true",
+        help="compare runs whose corpora index different pins (refused by default: their out-of-scope "
+        "questions are not the same set)",
+    )
     p.add_argument("--plot", metavar="PATH", help="also write a PNG of the changes with their intervals")
     p.add_argument(
         "--bootstrap",

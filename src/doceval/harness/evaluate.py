@@ -430,7 +430,12 @@ def build_summary(
         "judge": _public(setup.judge_cfg),
         "run": {"budget_usd": setup.budget_usd, "max_concurrency": setup.max_concurrency},
         "memory": {"isolate": not setup.warm},
-        "golden": {"path": str(plan.golden_path), "md5": plan.golden_md5},
+        # The pins its out-of-scope labels were checked against: another corpus makes them mean other things.
+        "golden": {
+            "path": str(plan.golden_path),
+            "md5": plan.golden_md5,
+            "corpus_pins": plan.corpus.pins if plan.corpus is not None else None,
+        },
         "candidates": {k2: meta.get(k2) for k2 in ("candidates_k", "index_hash", "corpus_hash", "live")},
         "corpus_hash": plan.corpus.manifest.get("content_hash") if plan.corpus is not None else None,
         "run_key": setup.key,

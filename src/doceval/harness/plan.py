@@ -23,6 +23,7 @@ from doceval.harness.candidates import CandidateSet, check_candidates, compute_c
 from doceval.harness.floors import Floors, check_floors, resolve_floors
 from doceval.inputs.corpus import Corpus, load_corpus
 from doceval.inputs.golden import DEFAULT_PIN, GoldenEntry, parse_golden, select_split
+from doceval.inputs.scope import load_checked_golden
 from doceval.seam import Probe
 
 if TYPE_CHECKING:
@@ -77,14 +78,13 @@ def load_inputs(
 ) -> tuple[Corpus | None, list[GoldenEntry], Path, str]:
     """The corpus (when needed) and the golden set, checked against it. Without a corpus, relevant ids are the
     user's own and entries may omit library/version (they get the default pin)."""
-    corpus = load_corpus(Path(cfg["paths"]["docs"])) if need_corpus else None
     golden_path = options.golden or Path(cfg["golden"])
-    entries = parse_golden(
-        golden_path,
-        corpus_ids=None if corpus is None else corpus.doc_ids(),
-        default_pin=None if corpus is not None else DEFAULT_PIN,
-    )
-    return corpus, entries, golden_path, md5_file(golden_path)
+    if not need_corpus:
+        return None, parse_golden(golden_path, default_pin=DEFAULT_PIN), golden_path, md5_file(golden_path)
+    corpus = load_corpus(Path(cfg["paths"]["docs"]))
+    # Scope labels are checked against this corpus: a label wrong for it is an error, not a silent score.
+    entries, md5, _ = load_checked_golden(golden_path, corpus)
+    return corpus, entries, golden_path, md5
 
 
 def candidates_for(

@@ -16,6 +16,7 @@ from doceval.results.summaries import (
     _entries,
     _golden_md5,
     _one_line,
+    check_same_corpus,
     check_same_k,
     check_summary,
 )
@@ -78,6 +79,7 @@ def compare(
     *,
     allow_different_golden: bool = False,
     allow_different_k: bool = False,
+    allow_different_corpus: bool = False,
     n_boot: int = 1000,
     seed: int = 0,
     base_label: str = "BASE",
@@ -87,12 +89,18 @@ def compare(
 
     Runs scored on different golden sets (``config.golden.md5`` differ) or over different entry ids are
     refused unless ``allow_different_golden``; then only the shared entries are compared and the result says
-    how many were dropped. Runs cut at different k are refused unless ``allow_different_k``.
+    how many were dropped. Runs cut at different k are refused unless ``allow_different_k``, runs over
+    corpora that index different pins (their out-of-scope sets differ) unless ``allow_different_corpus``.
     """
     base = check_summary(base, base_label)
     new = check_summary(new, new_label)
     notes: list[str] = []
     k_note = check_same_k(base, new, base_label, new_label, allow_different_k=allow_different_k)
+    corpus_note = check_same_corpus(
+        base, new, base_label, new_label, allow_different_corpus=allow_different_corpus
+    )
+    if corpus_note:
+        notes.append(corpus_note)
     if k_note:
         notes.append(k_note)
     b_md5, n_md5 = _golden_md5(base), _golden_md5(new)

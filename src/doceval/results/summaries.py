@@ -122,6 +122,39 @@ def _k(summary: Summary) -> int | None:
     return k if isinstance(k, int) and not isinstance(k, bool) else None
 
 
+def _pins(summary: Summary) -> list[str] | None:
+    pins = ((summary.get("config") or {}).get("golden") or {}).get("corpus_pins")
+    return [str(p) for p in pins] if isinstance(pins, list) else None
+
+
+def check_same_corpus(
+    base: Summary, new: Summary, base_label: str, new_label: str, *, allow_different_corpus: bool = False
+) -> str | None:
+    """Refuse two runs whose corpora index different pins: "out of scope" means "not indexed", so their
+    refusal metrics count different questions. Returns a note when allowed or when a summary does not say."""
+    bp, np_ = _pins(base), _pins(new)
+    if bp is None or np_ is None:
+        return (
+            None
+            if bp is None and np_ is None
+            else "corpus pins missing from a summary: same corpus not verified"
+        )
+    if bp == np_:
+        return None
+    only_b = sorted(set(bp) - set(np_))
+    only_n = sorted(set(np_) - set(bp))
+    what = (
+        f"{base_label} indexes {len(bp)} pins, {new_label} {len(np_)}; only in {base_label}: "
+        f"{', '.join(only_b) or '-'}; only in {new_label}: {', '.join(only_n) or '-'}"
+    )
+    if not allow_different_corpus:
+        raise UsageError(
+            f"{what}: their out-of-scope sets mean different things; compare runs over the same corpus, or "
+            "pass --allow-different-corpus"
+        )
+    return f"different corpora ({what}) (--allow-different-corpus)"
+
+
 def check_same_k(
     base: Summary, new: Summary, base_label: str, new_label: str, *, allow_different_k: bool = False
 ) -> str | None:

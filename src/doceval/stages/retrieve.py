@@ -7,18 +7,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from doceval.common.io import atomic_dir, md5_file, write_json_atomic
+from doceval.common.io import atomic_dir, write_json_atomic
 from doceval.harness.candidates import CANDIDATES, META, CandidateSet, compute_candidates
 from doceval.inputs.corpus import load_corpus
-from doceval.inputs.golden import parse_golden
+from doceval.inputs.scope import load_checked_golden
 
 
 def run(params: Mapping[str, Any], progress: bool = True) -> CandidateSet:
     """Write ``<runs>/candidates/{candidates.jsonl,meta.json}`` for every golden entry (all splits)."""
     corpus = load_corpus(Path(params["paths"]["docs"]))
     golden_path = Path(params["golden"])
-    entries = parse_golden(golden_path, corpus_ids=corpus.doc_ids())
-    cands = compute_candidates(params, corpus, entries, golden_path, md5_file(golden_path), progress)
+    entries, golden_md5, _ = load_checked_golden(golden_path, corpus)
+    cands = compute_candidates(params, corpus, entries, golden_path, golden_md5, progress)
     out = Path(params["paths"]["runs"]) / "candidates"
     with atomic_dir(out) as tmp:
         with (tmp / CANDIDATES).open("w", encoding="utf-8") as fh:

@@ -1,0 +1,373 @@
+"""Scope labels checked against the corpus of the run (docs/design.md section 3.3).
+
+Scope comes from the label, never from behaviour, so a label that is wrong for the corpus silently corrupts
+refusal_rate and overrefusal_rate. :func:`check_scope` reads every entry against the documents of its pin:
+
+| rule | what is wrong | severity |
+|---|---|---|
+| ``indexed_but_unindexed`` | an ``unindexed_library`` entry whose pin the corpus indexes | error, any set |
+| ``pin_not_indexed`` | an in-scope entry whose pin the corpus does not index | error, any set |
+| ``relevant_id_missing`` | a relevant id that is not a document of the corpus | error, any set |
+| ``nonexistent_api_unnamed`` | a ``nonexistent_api`` entry that names no API in ``forbidden_apis`` | error |
+| ``nonexistent_api_documented`` | a ``nonexistent_api`` entry whose API occurs in its pin's documents | error |
+| ``forbidden_api_supported`` | an in-scope entry forbids an API its pin documents and never marks deprecated | error |
+| ``evidence_not_found`` | an evidence quote that does not occur in the document it is for | error |
+| ``expected_api_absent`` | an ``expected_apis`` string that occurs nowhere in the pin's documents | warning |
+
+A frozen golden set (v1: its md5 anchors the headline history) keeps the findings it had when it was frozen:
+they are recorded, with its md5, in ``<name>.findings.json`` next to it, and reported as warnings while the
+file is unchanged. Every new finding, and every finding of a new golden set, is an error. The first three rules
+can never be recorded: a label that is wrong for the configured corpus is wrong for any golden set.
+
+API names match case-insensitively, as the answer metrics match them, but as names: not glued to a longer
+identifier (``DeclarativeBase`` is not in ``SomeDeclarativeBase``); a document "marks it
+deprecated" when its text mentions deprecation (the extractor writes ``Deprecated: ...`` lines for
+``@deprecated`` decorators; docstrings use ``.. deprecated::``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from doceval.errors import UsageError
+from doceval.inputs.golden import GoldenEntry, Problem
+
+ALWAYS_ERRORS = frozenset({"indexed_but_unindexed", "pin_not_indexed", "relevant_id_missing"})
+WARNINGS = frozenset({"expected_api_absent"})
+RULES = (
+    "indexed_but_unindexed",
+    "pin_not_indexed",
+    "relevant_id_missing",
+    "nonexistent_api_unnamed",
+    "nonexistent_api_documented",
+    "forbidden_api_supported",
+    "evidence_not_found",
+    "expected_api_absent",
+)
+FINDINGS_SUFFIX = ".findings.json"
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    entry_id: str
+    line: int
+    field: str
+    detail: str  # the API name, document id or pin the finding is about
+    message: str
+    fix: str
+
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.entry_id, self.rule, self.field, self.detail)
+
+    def problem(self, path: str, known: bool = False) -> Problem:
+        tail = " (recorded when the golden set was frozen)" if known else f"; fix: {self.fix}"
+        return Problem(path, self.line, self.field, f"entry {self.entry_id}: {self.message}{tail}")
+
+
+@dataclass
+class PinText:
+    """The documents of one pin: their text (chunks joined) and, casefolded, all of it for quick presence."""
+
+    docs: dict[str, str] = field(default_factory=dict)
+    _folded: dict[str, str] = field(default_factory=dict)
+    _all: str = ""
+
+    def finish(self) -> None:
+        self._folded = {d: t.casefold() for d, t in self.docs.items()}
+        self._all = "\n".join(self._folded.values())
+
+    def mentions(self, name: str) -> bool:
+        return name.casefold() in self._all and _pattern(name).search(self._all) is not None
+
+    def documents_with(self, name: str) -> list[str]:
+        needle, pattern = name.casefold(), _pattern(name)
+        return [d for d, t in self._folded.items() if needle in t and pattern.search(t)]
+
+    def marks_deprecated(self, doc_ids: Iterable[str]) -> bool:
+        return any("deprecat" in self._folded[d] for d in doc_ids)
+
+
+@lru_cache(maxsize=4096)
+def _pattern(name: str) -> re.Pattern[str]:
+    """``name`` as an API name, casefolded: not glued to a longer identifier (``DeclarativeBase`` is not in
+    ``SomeDeclarativeBase``, ``dict(`` not in ``to_dict(``), wherever the name starts or ends with one."""
+    folded = name.casefold()
+    left = r"(?<![\w])" if folded[:1].isidentifier() or folded[:1].isdigit() else ""
+    right = r"(?![\w])" if (folded[-1:].isidentifier() or folded[-1:].isdigit()) else ""
+    return re.compile(left + re.escape(folded) + right)
+
+
+def pin_texts(partitions: Mapping[str, Any]) -> dict[str, PinText]:
+    """pin -> its documents' text, from a corpus's partitions (``doceval.inputs.corpus.Partition``)."""
+    out: dict[str, PinText] = {}
+    for pin, part in partitions.items():
+        texts = PinText()
+        for doc_id, text in zip(part.doc_ids, part.texts, strict=True):
+            texts.docs[doc_id] = texts.docs[doc_id] + "\n" + text if doc_id in texts.docs else text
+        texts.finish()
+        out[pin] = texts
+    return out
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+@dataclass
+class ScopeReport:
+    errors: list[Finding]
+    known: list[Finding]  # recorded in the findings file: reported, not failed
+    warnings: list[Finding]
+    stats: dict[str, int]
+    findings_file: Path | None = None  # the findings file that applied (None: none, or it did not match)
+    note: str | None = None  # why a findings file next to the golden set did not apply
+
+
+def find_all(
+    entries: Sequence[GoldenEntry], pins: Mapping[str, PinText]
+) -> tuple[list[Finding], dict[str, int]]:
+    """Every finding of every rule, and the counts behind them (the validator's statistics)."""
+    findings: list[Finding] = []
+    stats = dict.fromkeys(
+        (
+            "unindexed_library",
+            "unindexed_library_indexed",
+            "nonexistent_api_names",
+            "nonexistent_api_documented",
+            "forbidden_names",
+            "forbidden_in_pin_docs",
+            "forbidden_deprecated",
+            "forbidden_supported",
+            "expected_names",
+            "expected_absent",
+            "evidence_quotes",
+            "evidence_not_found",
+        ),
+        0,
+    )
+    for e in entries:
+
+        def add(rule: str, field_name: str, detail: str, message: str, fix: str, e: GoldenEntry = e) -> None:
+            findings.append(Finding(rule, e.id, e.line, field_name, detail, message, fix))
+
+        docs = pins.get(e.pin)
+        if e.out_of_scope and e.kind == "unindexed_library":
+            stats["unindexed_library"] += 1
+            if docs is not None:
+                stats["unindexed_library_indexed"] += 1
+                add("indexed_but_unindexed", "kind", e.pin,
+                    f"labelled unindexed_library, but the corpus indexes {e.pin}",
+                    "relabel the entry for this corpus (in scope with relevant ids, or another out-of-scope "
+                    "kind), or run with the corpus the golden set was written for (data/golden/README.md)")  # fmt: skip
+            continue
+        if e.out_of_scope and e.kind == "nonexistent_api":
+            if not e.forbidden_apis:
+                add("nonexistent_api_unnamed", "forbidden_apis", "",
+                    "a nonexistent_api entry must name the API it asks about",
+                    "put the API name(s) the question asks about in forbidden_apis")  # fmt: skip
+            for name in e.forbidden_apis:
+                stats["nonexistent_api_names"] += 1
+                if docs is not None and docs.mentions(name):
+                    stats["nonexistent_api_documented"] += 1
+                    where = ", ".join(docs.documents_with(name)[:3])
+                    add("nonexistent_api_documented", "forbidden_apis", name,
+                        f"asks about {name!r} as nonexistent, but {e.pin} documents it (e.g. {where})",
+                        "relabel the entry in scope with those documents as relevant ids, or ask about an API "
+                        "the pin really lacks")  # fmt: skip
+            continue
+        if e.out_of_scope:
+            continue
+        if docs is None:
+            add("pin_not_indexed", "library", e.pin,
+                f"in scope, but the corpus does not index {e.pin}",
+                f"add {e.pin} to the corpus (conf/docs), or run with the corpus the golden set was written for")  # fmt: skip
+            continue
+        for doc_id in e.relevant_ids:
+            if doc_id not in docs.docs:
+                add("relevant_id_missing", "relevant_ids", doc_id, f"{doc_id!r} is not in the built corpus",
+                    "check the dotted path (rebuild with `dvc repro docs` if the corpus is stale)")  # fmt: skip
+        for name in e.forbidden_apis:
+            stats["forbidden_names"] += 1
+            holders = docs.documents_with(name)
+            if not holders:
+                continue
+            stats["forbidden_in_pin_docs"] += 1
+            if docs.marks_deprecated(holders):
+                stats["forbidden_deprecated"] += 1
+                continue
+            stats["forbidden_supported"] += 1
+            add("forbidden_api_supported", "forbidden_apis", name,
+                f"forbids {name!r}, which {e.pin} documents without marking it deprecated "
+                f"(e.g. {', '.join(holders[:3])})",
+                "drop the name from forbidden_apis (the version supports it), or forbid the API the version "
+                "really lacks")  # fmt: skip
+        for name in e.expected_apis:
+            stats["expected_names"] += 1
+            if not docs.mentions(name):
+                stats["expected_absent"] += 1
+                add("expected_api_absent", "expected_apis", name,
+                    f"expects {name!r}, which occurs nowhere in {e.pin}'s documents",
+                    "check the spelling; a usage string (e.g. `future=True`) may be fine")  # fmt: skip
+        evidence = e.extra.get("evidence")
+        if isinstance(evidence, Mapping):
+            for doc_id, quote in evidence.items():
+                stats["evidence_quotes"] += 1
+                text = docs.docs.get(str(doc_id))
+                if text is None or not isinstance(quote, str) or _norm(quote) not in _norm(text):
+                    stats["evidence_not_found"] += 1
+                    add("evidence_not_found", "evidence", str(doc_id),
+                        f"the evidence quote for {doc_id} does not occur in that document",
+                        "quote the document verbatim, or fix the relevant id")  # fmt: skip
+    return findings, stats
+
+
+def findings_path(golden_path: Path) -> Path:
+    return golden_path.with_name(golden_path.stem + FINDINGS_SUFFIX)
+
+
+def _load_recorded(path: Path, golden_md5: str) -> tuple[set[tuple[str, str, str, str]] | None, str | None]:
+    if not path.is_file():
+        return None, None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        recorded = {
+            (str(f["id"]), str(f["rule"]), str(f["field"]), str(f["detail"])) for f in data["findings"]
+        }
+        md5 = str(data["golden_md5"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(
+            f"{path}: not a findings file ({exc}); restore it from git, or delete it and fix the findings"
+        ) from exc
+    if md5 != golden_md5:
+        return None, (
+            f"{path.name} records the findings of another version of the golden set (md5 {md5}); it does not "
+            "apply, so every finding is an error"
+        )
+    return recorded, None
+
+
+def check_scope(
+    entries: Sequence[GoldenEntry], pins: Mapping[str, PinText], golden_path: Path, golden_md5: str
+) -> ScopeReport:
+    """Sort every finding into errors, known (recorded) findings and warnings."""
+    findings, stats = find_all(entries, pins)
+    fpath = findings_path(golden_path)
+    recorded, note = _load_recorded(fpath, golden_md5)
+    errors: list[Finding] = []
+    known: list[Finding] = []
+    warnings: list[Finding] = []
+    for f in findings:
+        if f.rule in WARNINGS:
+            warnings.append(f)
+        elif recorded is not None and f.rule not in ALWAYS_ERRORS and f.key() in recorded:
+            known.append(f)
+        else:
+            errors.append(f)
+    return ScopeReport(errors, known, warnings, stats, fpath if recorded is not None else None, note)
+
+
+def raise_on_errors(report: ScopeReport, golden_path: Path) -> None:
+    """GoldenError listing every error (file:line: field: entry id, message, fix), if any."""
+    from doceval.inputs.golden import GoldenError
+
+    if report.errors:
+        problems = [f.problem(str(golden_path)) for f in report.errors]
+        if report.note:
+            problems.append(Problem(str(golden_path), 0, "(findings)", report.note))
+        raise GoldenError(problems)
+
+
+def record_findings(report: ScopeReport, golden_path: Path, golden_md5: str) -> Path:
+    """Write ``<name>.findings.json``: the recordable findings of this version of the golden set (freezing it
+    as it is). Findings that are always errors cannot be recorded."""
+    from doceval.common.io import write_text_atomic
+
+    blocking = [f for f in report.errors if f.rule in ALWAYS_ERRORS]
+    if blocking:
+        raise UsageError(
+            f"{golden_path}: {len(blocking)} scope label(s) are wrong for this corpus and cannot be recorded "
+            f"(e.g. {blocking[0].problem(str(golden_path))}); fix them first"
+        )
+    keep = sorted(
+        (f for f in [*report.errors, *report.known] if f.rule not in WARNINGS), key=lambda f: (f.line, f.rule)
+    )
+    path = findings_path(golden_path)
+    data = {
+        "golden": golden_path.name,
+        "golden_md5": golden_md5,
+        "note": "findings this golden set had when it was frozen: reported as warnings while its md5 matches",
+        "findings": [
+            {
+                "id": f.entry_id,
+                "line": f.line,
+                "rule": f.rule,
+                "field": f.field,
+                "detail": f.detail,
+                "message": f.message,
+            }
+            for f in keep
+        ],  # fmt: skip
+    }
+    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    return path
+
+
+def format_scope(report: ScopeReport, golden_path: Path) -> list[str]:
+    """The validator's lines: the statistics, then every warning and known finding."""
+    s = report.stats
+    lines = [
+        "scope against the corpus:",
+        f"  unindexed_library entries: {s['unindexed_library']} ({s['unindexed_library_indexed']} indexed)",
+        f"  nonexistent_api names: {s['nonexistent_api_names']} ({s['nonexistent_api_documented']} documented "
+        "in their pin)",
+        f"  forbidden names of in-scope entries: {s['forbidden_names']}; in their own pin's documents: "
+        f"{s['forbidden_in_pin_docs']} ({s['forbidden_deprecated']} marked deprecated there, "
+        f"{s['forbidden_supported']} not)",
+        f"  expected names: {s['expected_names']}; absent from their pin's documents: {s['expected_absent']}",
+        f"  evidence quotes: {s['evidence_quotes']}; not found in their document: {s['evidence_not_found']}",
+    ]
+    if report.known:
+        lines.append(
+            f"{len(report.known)} known finding(s), recorded in {report.findings_file} when the golden set was "
+            "frozen (warnings):"
+        )
+        lines += [f"  warning: {f.problem(str(golden_path), known=True)}" for f in report.known]
+    if report.warnings:
+        lines.append(f"{len(report.warnings)} warning(s):")
+        lines += [f"  warning: {f.problem(str(golden_path))}" for f in report.warnings]
+    return lines
+
+
+_CHECKED: dict[tuple[str, str, str, str, tuple[int, int] | None], ScopeReport] = {}
+
+
+def scope_of(corpus: Any, entries: Sequence[GoldenEntry], golden_path: Path, golden_md5: str) -> ScopeReport:
+    """:func:`check_scope` against a loaded corpus (``doceval.inputs.corpus.Corpus``), once per corpus and
+    golden set: a sweep evaluates the same pair at every point."""
+    record = findings_path(golden_path)
+    stamp = (record.stat().st_mtime_ns, record.stat().st_size) if record.is_file() else None
+    key = (str(corpus.root), str(corpus.manifest.get("content_hash")), str(golden_path), golden_md5, stamp)
+    if key not in _CHECKED:
+        _CHECKED[key] = check_scope(entries, pin_texts(corpus.partitions), golden_path, golden_md5)
+    return _CHECKED[key]
+
+
+def load_checked_golden(golden_path: Path, corpus: Any) -> tuple[list[GoldenEntry], str, ScopeReport]:
+    """The golden set, validated (format, relevant ids) and its scope labels checked against ``corpus``; a
+    GoldenError (exit 2) lists every problem of either kind."""
+    from doceval.common.io import md5_file
+    from doceval.inputs.golden import parse_golden
+
+    # Relevant ids are checked with the scope rules, so a pin the corpus lacks reads as that, not as typos.
+    entries = parse_golden(golden_path)
+    md5 = md5_file(golden_path)
+    report = scope_of(corpus, entries, golden_path, md5)
+    raise_on_errors(report, golden_path)
+    return entries, md5, report
