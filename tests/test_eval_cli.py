@@ -97,7 +97,9 @@ def test_eval_writes_a_summary_with_effective_config(project: Path) -> None:
     assert m["counts"]["n_in_scope"] == 2 and m["counts"]["n_out_of_scope"] == 2
     assert m["ci95"]["hit_rate"] is not None
     # k travels with the metrics it applies to.
-    assert m["cutoffs"] == {"hit_rate": 5, "recall": 5, "mrr": 5, "ndcg": 5}
+    assert m["cutoffs"] == dict.fromkeys(
+        ("hit_rate", "recall", "mrr", "ndcg", "hit_rate_rel1", "recall_rel1", "mrr_rel1", "judged_share"), 5
+    )
 
 
 def test_floor_above_every_score_refuses_everything(project: Path) -> None:
@@ -157,6 +159,25 @@ def test_floors_calibrated_on_the_reported_split_are_refused(
     assert main(args) == 0
     cfg = json.loads((project / "out.json").read_text())["config"]
     assert cfg["floors"]["source"] == "calibrated:floors.json" and cfg["floors"]["global"] == 0.1
+
+
+def test_floors_calibrated_on_other_labels_are_named(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    artifact = {
+        "global": 0.1,
+        "per_library": {},
+        "provenance": {"split": "calibration", "golden_md5": "0" * 32},
+    }
+    (project / "floors.json").write_text(json.dumps(artifact))
+    args = eval_args("--split", "test", "retriever=bm25", "floors=calibrated", "floors.path=floors.json")
+    assert main(args) == 0  # allowed: the entry ids are disjoint
+    assert f"calibrated on golden md5 {'0' * 32}" in capsys.readouterr().err
+    summary = json.loads((project / "out.json").read_text())
+    artifact["provenance"]["golden_md5"] = summary["config"]["golden"]["md5"]
+    (project / "floors.json").write_text(json.dumps(artifact))
+    assert main(args) == 0
+    assert "calibrated on golden md5" not in capsys.readouterr().err
 
 
 def test_compare_rejects_a_file_that_is_not_a_summary(

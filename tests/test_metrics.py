@@ -177,6 +177,9 @@ def test_empty_candidate_lists() -> None:
     np.testing.assert_array_equal(s["refused"], [True, False])
     np.testing.assert_array_equal(s["n_retrieved"], [0, 1])
     for key in AT_K_NAMES:
+        if key == "judged_share":  # the share of R that was judged: no R, nothing to share
+            assert np.isnan(s[key][0]) and s[key][1] == 1.0
+            continue
         assert s[key][0] == 0.0  # in scope but nothing retrieved: a miss, not "not applicable"
         assert s[key][1] == 1.0
 

@@ -97,7 +97,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     docs.mkdir()
     for name, text in DOCS.items():
         (docs / name).write_text(text)
-    golden = root / "data" / "golden" / "v1.jsonl"
+    golden = root / "data" / "golden" / "v2.jsonl"
     golden.parent.mkdir(parents=True)
     lines = []
     for gid, question, oos, rel, split in GOLDEN:
@@ -139,7 +139,7 @@ def test_dvc_repro_produces_the_headline_numbers(project: Path) -> None:
     assert summary["config"]["floors"]["per_library"] == floors["per_library"]
     assert (project / "eval" / "report.md").read_text().startswith("# doceval report")
     lock = (project / "dvc.lock").read_text()
-    assert "data/golden/v1.jsonl" in lock and "md5:" in lock
+    assert "data/golden/v2.jsonl" in lock and "md5:" in lock
 
 
 @pytest.mark.slow

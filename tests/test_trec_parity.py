@@ -104,3 +104,62 @@ def test_parity_with_per_entry_floors(seed: int) -> None:
     for k in CUTOFFS:
         theirs = trec(qrels, to_run(ranked, floors=floors, top=k))
         assert_parity(retrieval_scores(m, floors, k), theirs, k, m.n, with_rr=True)
+
+
+# ---------------------------------------------------------------------------------- graded judgments
+
+
+def graded_runs(seed: int, n_queries: int = 60, pool: int = 60) -> tuple[Ranked, list[dict[str, int]]]:
+    """Seeded runs with graded qrels: each query has at least one grade-2 document, some grade 1, some
+    judged 0, and unjudged documents in its ranking."""
+    rng = np.random.default_rng(seed)
+    docs = [f"d{i:03d}" for i in range(pool)]
+    ranked: Ranked = []
+    grades: list[dict[str, int]] = []
+    for _ in range(n_queries):
+        length = int(rng.integers(1, 21))
+        picked = rng.choice(pool, size=length, replace=False)
+        scores = np.sort(rng.choice(10**6, size=length, replace=False))[::-1] / 1e6
+        ranked.append([(docs[d], float(s)) for d, s in zip(picked, scores, strict=True)])
+        judged = rng.choice(pool, size=int(rng.integers(3, 12)), replace=False)
+        g = {docs[d]: int(rng.integers(0, 3)) for d in judged}
+        g[docs[int(judged[0])]] = 2
+        grades.append(g)
+    return ranked, grades
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_graded_metrics_match_trec_eval_at_relevance_level_2_and_1(seed: int) -> None:
+    """nDCG with graded gains = ndcg_cut (trec_eval's linear gain); hit_rate, recall and mrr at threshold 2 =
+    success, recall, recip_rank at relevance level 2; the *_rel1 metrics = the same at level 1."""
+    ranked, grades = graded_runs(seed)
+    qrels = {f"q{q}": g for q, g in enumerate(grades)}
+    full = max(len(r) for r in ranked)
+    measures = {f"success.{','.join(map(str, CUTOFFS))}", f"recall.{','.join(map(str, CUTOFFS))}",
+                f"ndcg_cut.{','.join(map(str, CUTOFFS))}", "recip_rank"}  # fmt: skip
+    matrix = build_matrix(ranked, grades, threshold=2)
+    no_floor = np.full(len(ranked), -np.inf)
+    for level, suffix in ((2, ""), (1, "_rel1")):
+        ev = pytrec_eval.RelevanceEvaluator(qrels, measures, relevance_level=level)
+        got = ev.evaluate(to_run(ranked))
+        for k in CUTOFFS:
+            ours = retrieval_scores(matrix, no_floor, k)
+            for q in range(len(ranked)):
+                ref = got[f"q{q}"]
+                assert ours[f"hit_rate{suffix}"][q] == pytest.approx(ref[f"success_{k}"], abs=TOL)
+                assert ours[f"recall{suffix}"][q] == pytest.approx(ref[f"recall_{k}"], abs=TOL)
+                if level == 2:  # ndcg does not depend on the level: the grades are the gains
+                    assert ours["ndcg"][q] == pytest.approx(ref[f"ndcg_cut_{k}"], abs=TOL)
+        ours_full = retrieval_scores(matrix, no_floor, full)
+        for q in range(len(ranked)):
+            assert ours_full[f"mrr{suffix}"][q] == pytest.approx(got[f"q{q}"]["recip_rank"], abs=TOL)
+
+
+def test_judged_is_the_share_of_R_in_the_qrels() -> None:
+    ranked = [[("a", 0.9), ("x", 0.8), ("b", 0.7), ("y", 0.6)]]
+    m = build_matrix(ranked, [{"a": 2, "b": 0, "c": 1}])
+    s = retrieval_scores(m, np.full(1, -np.inf), 3)
+    assert s["judged_share"][0] == pytest.approx(2 / 3)  # a and b judged, x not
+    assert s["hit_rate_rel1"][0] == 1.0 and s["recall_rel1"][0] == pytest.approx(1 / 2)  # a of {a, c}
+    # nDCG@3 by hand: DCG = 2/log2(2) + 0 + 0 = 2; ideal = 2/log2(2) + 1/log2(3) + 0 = 2.6309
+    assert s["ndcg"][0] == pytest.approx(2 / (2 + 1 / np.log2(3)))

@@ -4,6 +4,7 @@ the corpus, (re)assign split tags."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -43,16 +44,16 @@ def cmd_golden_validate(args: argparse.Namespace) -> int:
 
 
 def _validate_against_corpus(args: argparse.Namespace) -> int:
-    from doceval.common.io import md5_file
     from doceval.inputs.corpus import load_corpus
     from doceval.inputs.golden import format_statistics, parse_golden, statistics
+    from doceval.inputs.qrels import labels_md5
     from doceval.inputs.scope import format_scope, raise_on_errors, record_findings, scope_of
 
     path = Path(args.path)
     corpus_dir = Path(args.corpus or DEFAULT_CORPUS)
     corpus = load_corpus(corpus_dir)
     entries = parse_golden(path)  # relevant ids: with the scope rules (doceval.inputs.scope)
-    md5 = md5_file(path)
+    md5 = labels_md5(path)
     report = scope_of(corpus, entries, path, md5)
     if args.record_findings:
         written = record_findings(report, path, md5)
@@ -64,6 +65,56 @@ def _validate_against_corpus(args: argparse.Namespace) -> int:
     print(f"{path}: {len(entries)} entries, valid against {corpus_dir} ({len(corpus.pins)} pins)")
     print(format_statistics(statistics(entries)))
     print("\n".join(format_scope(report, path)))
+    return 0
+
+
+def cmd_golden_audit(args: argparse.Namespace) -> int:
+    import json
+
+    from doceval.common.io import write_text_atomic
+    from doceval.inputs.audit import audit_sample, format_summary, read_verdicts, summarise, worksheet_rows
+    from doceval.inputs.golden import parse_golden
+
+    entries = parse_golden(Path(args.path))
+    if args.verdicts:
+        summary = summarise(read_verdicts(Path(args.verdicts), [e.id for e in entries]))
+        print("\n".join(format_summary(summary)))
+        return 0
+    if args.sample is None or args.out is None:
+        raise UsageError(
+            "golden audit: pass --sample N --out FILE (a worksheet), or --verdicts FILE (the summary)"
+        )
+    rows = worksheet_rows(audit_sample(entries, args.sample, args.seed))
+    write_text_atomic(Path(args.out), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    print(
+        f"{args.out}: {len(rows)} entries to audit (seed {args.seed}); fill in verdict (OK, MINOR, WRONG) and reason"
+    )
+    return 0
+
+
+def cmd_golden_pool(args: argparse.Namespace) -> int:
+    import json
+
+    from doceval.common.io import write_text_atomic
+    from doceval.inputs.golden import parse_golden
+    from doceval.inputs.qrels import qrels_path, unjudged
+    from doceval.results import load_summary
+
+    if args.k is not None and args.k < 1:
+        raise UsageError(f"--k {args.k}: must be at least 1")
+    entries = parse_golden(Path(args.golden))
+    rows = unjudged(entries, [load_summary(run) for run in args.runs], args.k)
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    if args.out:
+        write_text_atomic(Path(args.out), text)
+    else:
+        print(text, end="")
+    pairs = {(r["id"]) for r in rows}
+    print(
+        f"{len(rows)} unjudged document(s) over {len(pairs)} entries in the top {args.k or 'R'} of {len(args.runs)} "
+        f"run(s); grade them (0, 1, 2) and append them to {qrels_path(Path(args.golden))}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -105,6 +156,27 @@ def register(sub: Any) -> None:
         "be recorded)",
     )
     p.set_defaults(func=cmd_golden_validate)
+    p = golden.add_parser(
+        "audit",
+        help="a seeded stratified sample to audit by hand (--sample N --out FILE), or the label error rate of the "
+        "filled worksheet (--verdicts FILE)",
+    )
+    p.add_argument("path")
+    p.add_argument("--sample", type=int, metavar="N", help="entries to sample, stratified by scope and kind")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", metavar="FILE", help="the worksheet to write (JSONL)")
+    p.add_argument(
+        "--verdicts", metavar="FILE", help="the filled worksheet: prints the WRONG rate and its interval"
+    )
+    p.set_defaults(func=cmd_golden_audit)
+    p = golden.add_parser(
+        "pool", help="the documents runs retrieved that the golden set has not judged (rows to grade)"
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="summary JSON files (doceval eval --output)")
+    p.add_argument("--golden", required=True, metavar="PATH", help="the golden set (its qrels beside it)")
+    p.add_argument("--k", type=int, metavar="K", help="only each run's top K (default: all of R)")
+    p.add_argument("--out", metavar="FILE", help="write the rows here (JSONL; default: stdout)")
+    p.set_defaults(func=cmd_golden_pool)
     p = golden.add_parser(
         "split", help="(re)assign calibration/test tags, stratified by library@version and kind"
     )

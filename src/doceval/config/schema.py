@@ -287,6 +287,14 @@ class Tracking:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Relevance:
+    """Graded judgments (docs/design.md section 3.4): the grade that counts as relevant for hit_rate, recall
+    and mrr; nDCG uses the grades themselves, the *_rel1 metrics grade >= 1."""
+
+    threshold: int = spec(choices=(1, 2), example="2")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Intervals:
     """How the 95% intervals are made (scoring.intervals): the score interval of the binary metrics."""
 
@@ -331,6 +339,7 @@ class Config:
     seed: int = spec(ge=0, example="0")  # numpy's default_rng refuses a negative seed
     bootstrap: int = spec(ge=1, example="1000")
     intervals: Intervals
+    relevance: Relevance
     memory: Memory
     golden: str = spec(nonempty=True, example="data/golden/v1.jsonl")
     paths: Paths

@@ -23,9 +23,11 @@ from doceval.inputs.golden import GoldenEntry
 from doceval.scoring.metrics import build_matrix
 
 
-def _subset(entries: list[GoldenEntry], cands: CandidateSet, rows: list[int]) -> tuple[Any, np.ndarray]:
+def _subset(
+    entries: list[GoldenEntry], cands: CandidateSet, rows: list[int], threshold: int
+) -> tuple[Any, np.ndarray]:
     chosen = [entries[i] for i in rows]
-    matrix = build_matrix([cands.ranked[e.id] for e in chosen], [set(e.relevant_ids) for e in chosen])
+    matrix = build_matrix([cands.ranked[e.id] for e in chosen], [e.grades for e in chosen], threshold)
     return matrix, np.array([e.out_of_scope for e in chosen], dtype=bool)
 
 
@@ -42,6 +44,7 @@ def calibrate(
     split = cal["split"]
     k = int(cfg["k"])
     objective = str(cal["objective"])
+    threshold = int((cfg.get("relevance") or {}).get("threshold", 2))
     low = float(cands.meta["score_range"][0])
     indexed = [i for i, e in enumerate(entries) if e.library in libraries and not cands.routed.get(e.id)]
     if not indexed:
@@ -61,9 +64,9 @@ def calibrate(
         rows = [i for i in indexed if entries[i].library == lib]
         if not rows:
             continue
-        matrix, oos = _subset(entries, cands, rows)
+        matrix, oos = _subset(entries, cands, rows, threshold)
         per_library[lib] = calibrate_library(lib, matrix, oos, k, objective, low, grid_for(rows))
-    matrix, oos = _subset(entries, cands, indexed)
+    matrix, oos = _subset(entries, cands, indexed, threshold)
     overall = calibrate_library("(global)", matrix, oos, k, objective, low, grid_for(indexed))
     # The entries whose scores chose the floors (router refusals never reach a floor): a run reporting on any
     # of them is refused (train-on-test), whatever its golden file or split is called.

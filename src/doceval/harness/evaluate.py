@@ -55,7 +55,7 @@ def _score(
 ) -> tuple[dict[str, np.ndarray], list[list[tuple[str, float]]]]:
     """The registry's retrieval metrics over ranked lists, and R (after floors and k) per entry."""
     entries = plan.entries
-    matrix = build_matrix(ranked, [set(e.relevant_ids) for e in entries])
+    matrix = build_matrix(ranked, [e.grades for e in entries], plan.threshold)
     floor_vec = plan.floors.vector(entries)
     out_of_scope = np.array([e.out_of_scope for e in entries], dtype=bool)
     per = retrieval_scores(matrix, floor_vec, plan.k, out_of_scope=out_of_scope)
@@ -343,6 +343,7 @@ def score_answers(
         [list(e.forbidden_apis) for e in entries],
         [v.verdict if (v := verdicts.get(e.id)) is not None else None for e in entries],
         judge_ran=setup.judge is not None,  # no judge: answer_accuracy is "not judged" (null), never 0
+        expected_any=[[list(g) for g in e.expected_any] for e in entries],
     )
     return AnswerScores({m: per[m] for m in ANSWER_NAMES}, verdicts, judging)
 
@@ -378,6 +379,10 @@ def build_summary(
             "question": e.question,
             "out_of_scope": e.out_of_scope,
             "relevant_ids": list(e.relevant_ids),
+            # The version strings the answer was checked against: the report can explain a 0, a rescore redo it.
+            "expected_apis": list(e.expected_apis),
+            "expected_any": [list(g) for g in e.expected_any],
+            "forbidden_apis": list(e.forbidden_apis),
             "retrieved": [[d, None if s is None else round(s, 6)] for d, s in retrieval.retrieved[e.id]],
             "refused": r.refused,
             "refusal_reason": r.refusal_reason,

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doceval.common.io import md5_file
 from doceval.errors import UsageError
 from doceval.harness.candidates import CandidateSet, check_candidates, compute_candidates, load_candidates
 from doceval.harness.floors import Floors, check_floors, resolve_floors
 from doceval.inputs.corpus import Corpus, load_corpus
 from doceval.inputs.golden import DEFAULT_PIN, GoldenEntry, parse_golden, select_split
+from doceval.inputs.qrels import labels_md5
 from doceval.inputs.scope import load_checked_golden
 from doceval.seam import Probe
 
@@ -80,7 +80,7 @@ def load_inputs(
     user's own and entries may omit library/version (they get the default pin)."""
     golden_path = options.golden or Path(cfg["golden"])
     if not need_corpus:
-        return None, parse_golden(golden_path, default_pin=DEFAULT_PIN), golden_path, md5_file(golden_path)
+        return None, parse_golden(golden_path, default_pin=DEFAULT_PIN), golden_path, labels_md5(golden_path)
     corpus = load_corpus(Path(cfg["paths"]["docs"]))
     # Scope labels are checked against this corpus: a label wrong for it is an error, not a silent score.
     entries, md5, _ = load_checked_golden(golden_path, corpus)
@@ -141,6 +141,7 @@ class RunPlan:
     floors: Floors
     candidates: CandidateSet | None  # None for an external assistant: its sources are its retrieval
     agent: ExternalAgent | None = None
+    threshold: int = 2  # relevance.threshold: the grade a document needs to count as relevant
 
     @property
     def scored(self) -> bool:
@@ -267,5 +268,18 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
         )
     if cands is not None and corpus is not None:
         check_floors(floors, corpus.libraries, cands.meta["score_range"], str(cfg["retriever"]["name"]))
+    calibrated_md5 = (floors.provenance or {}).get("golden_md5")
+    if calibrated_md5 is not None and calibrated_md5 != golden_md5:
+        # Allowed (the ids are disjoint), but floors tuned to other labels are rarely what the user meant.
+        print_note(
+            f"floors from {floors.source} were calibrated on golden md5 {calibrated_md5}, this run reads "
+            f"{golden_path} (md5 {golden_md5}); rerun calibrate on this golden set for its own floors"
+        )
     system = "docchat" if agent is None else agent.name
-    return RunPlan(system, k, limit, split, corpus, golden_path, golden_md5, entries, floors, cands, agent)
+    return RunPlan(system, k, limit, split, corpus, golden_path, golden_md5, entries, floors, cands, agent,
+                   relevance_threshold(cfg))  # fmt: skip
+
+
+def relevance_threshold(cfg: Mapping[str, Any]) -> int:
+    """``relevance.threshold`` (default 2): hit_rate, recall and mrr count documents of at least this grade."""
+    return int((cfg.get("relevance") or {}).get("threshold", 2))

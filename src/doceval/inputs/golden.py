@@ -11,7 +11,7 @@ import codecs
 import json
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,21 @@ class GoldenEntry:
     kind: str
     line: int = 0
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    # any one string of each group must appear in the answer (valid alternatives), e.g. [["scalars(", "execute("]]
+    expected_any: tuple[tuple[str, ...], ...] = ()
+    # forbidden strings the entry knowingly keeps although its question or a relevant document contains them
+    allow_forbidden: tuple[str, ...] = ()
+    qrels: dict[str, int] | None = field(default=None, compare=False)  # judged doc -> grade (the qrels file)
 
     @property
     def pin(self) -> str:
         return f"{self.library}@{self.version}"
+
+    @property
+    def grades(self) -> dict[str, int]:
+        """Every judged document's grade: the qrels file's, else grade 2 for each relevant id (a set without
+        graded judgments knows only which documents answer)."""
+        return dict(self.qrels) if self.qrels is not None else dict.fromkeys(self.relevant_ids, 2)
 
 
 @dataclass(frozen=True)
@@ -249,8 +260,13 @@ def parse_golden(
             split=rec["split"],
             kind=rec["kind"],
             line=position,
-            extra={k: v for k, v in rec.items() if k not in _FIELDS},
+            extra={k: v for k, v in rec.items() if k not in _FIELDS and k not in _OPTIONAL},
+            expected_any=_string_groups(rec.get("expected_any", []), report),
+            allow_forbidden=tuple(_strings(rec.get("allow_forbidden", []), "allow_forbidden", report)),
         )
+        for name in entry.allow_forbidden:
+            if name not in entry.forbidden_apis:
+                report("allow_forbidden", f"{name!r} is not one of the entry's forbidden_apis")
         if entry.id in first_at:
             report("id", f"duplicate id {entry.id!r} (first on {seen_as} {first_at[entry.id]})")
             continue
@@ -288,7 +304,31 @@ def parse_golden(
         raise GoldenError(problems)
     if not entries:
         raise UsageError(f"{path}: the golden set has no entries")
+    from doceval.inputs.qrels import load_grades
+
+    grades = load_grades(path, {e.id: e for e in entries})
+    if grades is not None:
+        entries = [replace(e, qrels=grades.get(e.id, {})) for e in entries]
     return entries
+
+
+_OPTIONAL = ("expected_any", "allow_forbidden")  # optional version-string fields (docs/design.md section 3)
+
+
+def _strings(value: Any, name: str, report: Report) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
+        report(name, "must be a list of non-empty strings")
+        return []
+    return list(value)
+
+
+def _string_groups(value: Any, report: Report) -> tuple[tuple[str, ...], ...]:
+    if not isinstance(value, list) or not all(
+        isinstance(g, list) and len(g) >= 2 and all(isinstance(x, str) and x for x in g) for g in value
+    ):
+        report("expected_any", 'must be a list of groups of at least two alternatives, e.g. [["a(", "b("]]')
+        return ()
+    return tuple(tuple(g) for g in value)
 
 
 def read_ids(path: Path) -> frozenset[str]:

@@ -13,6 +13,13 @@ refusal_rate and overrefusal_rate. :func:`check_scope` reads every entry against
 | ``forbidden_api_supported`` | an in-scope entry forbids an API its pin documents and never marks deprecated | error |
 | ``evidence_not_found`` | an evidence quote that does not occur in the document it is for | error |
 | ``expected_api_absent`` | an ``expected_apis`` string that occurs nowhere in the pin's documents | warning |
+| ``forbidden_in_question`` | a forbidden string the entry's own question contains | error (graded sets) |
+| ``forbidden_in_relevant`` | a forbidden string in a relevant document that does not mark it deprecated | error (graded) |
+| ``expected_conflict`` | an expected string (or ``expected_any`` alternative) that contains a forbidden one | warning |
+
+The version-string rules (``forbidden_in_*``) are errors for golden sets with graded judgments (v2 and later,
+a ``NAME.qrels.jsonl`` beside them) and warnings for older sets; an entry keeps such a string on purpose by
+listing it in ``allow_forbidden``.
 
 A frozen golden set (v1: its md5 anchors the headline history) keeps the findings it had when it was frozen:
 they are recorded, with its md5, in ``<name>.findings.json`` next to it, and reported as warnings while the
@@ -39,7 +46,8 @@ from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry, Problem
 
 ALWAYS_ERRORS = frozenset({"indexed_but_unindexed", "pin_not_indexed", "relevant_id_missing"})
-WARNINGS = frozenset({"expected_api_absent"})
+WARNINGS = frozenset({"expected_api_absent", "expected_conflict"})
+VERSION_STRING_RULES = frozenset({"forbidden_in_question", "forbidden_in_relevant"})
 RULES = (
     "indexed_but_unindexed",
     "pin_not_indexed",
@@ -49,6 +57,9 @@ RULES = (
     "forbidden_api_supported",
     "evidence_not_found",
     "expected_api_absent",
+    "forbidden_in_question",
+    "forbidden_in_relevant",
+    "expected_conflict",
 )
 FINDINGS_SUFFIX = ".findings.json"
 
@@ -149,6 +160,8 @@ def find_all(
             "expected_absent",
             "evidence_quotes",
             "evidence_not_found",
+            "forbidden_in_question",
+            "forbidden_in_relevant",
         ),
         0,
     )
@@ -215,6 +228,7 @@ def find_all(
                 add("expected_api_absent", "expected_apis", name,
                     f"expects {name!r}, which occurs nowhere in {e.pin}'s documents",
                     "check the spelling; a usage string (e.g. `future=True`) may be fine")  # fmt: skip
+        _version_strings(e, docs, stats, add)
         evidence = e.extra.get("evidence")
         if isinstance(evidence, Mapping):
             for doc_id, quote in evidence.items():
@@ -226,6 +240,35 @@ def find_all(
                         f"the evidence quote for {doc_id} does not occur in that document",
                         "quote the document verbatim, or fix the relevant id")  # fmt: skip
     return findings, stats
+
+
+def _version_strings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add: Any) -> None:
+    """Forbidden strings a correct answer cannot avoid (in the question, or in a document that answers it and
+    does not call them deprecated), and expected strings no answer can satisfy."""
+    question = e.question.casefold()
+    for name in e.forbidden_apis:
+        if name in e.allow_forbidden:
+            continue
+        if name.casefold() in question:
+            stats["forbidden_in_question"] += 1
+            add("forbidden_in_question", "forbidden_apis", name,
+                f"forbids {name!r}, which its own question contains: an answer quoting the question fails",
+                "narrow the string (e.g. the call form), drop it, or list it in allow_forbidden")  # fmt: skip
+        for doc_id in e.relevant_ids:
+            text = docs._folded.get(doc_id, "")
+            if _pattern(name).search(text) and "deprecat" not in text:
+                stats["forbidden_in_relevant"] += 1
+                add("forbidden_in_relevant", "forbidden_apis", name,
+                    f"forbids {name!r}, which its relevant document {doc_id} uses without marking it deprecated",
+                    "narrow the string, drop it, or list it in allow_forbidden")  # fmt: skip
+                break
+    expected = [*e.expected_apis, *(alt for group in e.expected_any for alt in group)]
+    for want in expected:
+        for name in e.forbidden_apis:
+            if name.casefold() in want.casefold():
+                add("expected_conflict", "expected_apis", want,
+                    f"expects {want!r}, which contains the forbidden {name!r}: no answer can use it",
+                    "change the expected string or the forbidden one")  # fmt: skip
 
 
 def findings_path(golden_path: Path) -> Path:
@@ -263,8 +306,9 @@ def check_scope(
     errors: list[Finding] = []
     known: list[Finding] = []
     warnings: list[Finding] = []
+    graded = any(e.qrels is not None for e in entries)
     for f in findings:
-        if f.rule in WARNINGS:
+        if f.rule in WARNINGS or (f.rule in VERSION_STRING_RULES and not graded):
             warnings.append(f)
         elif recorded is not None and f.rule not in ALWAYS_ERRORS and f.key() in recorded:
             known.append(f)
@@ -362,12 +406,12 @@ def scope_of(corpus: Any, entries: Sequence[GoldenEntry], golden_path: Path, gol
 def load_checked_golden(golden_path: Path, corpus: Any) -> tuple[list[GoldenEntry], str, ScopeReport]:
     """The golden set, validated (format, relevant ids) and its scope labels checked against ``corpus``; a
     GoldenError (exit 2) lists every problem of either kind."""
-    from doceval.common.io import md5_file
     from doceval.inputs.golden import parse_golden
+    from doceval.inputs.qrels import labels_md5
 
     # Relevant ids are checked with the scope rules, so a pin the corpus lacks reads as that, not as typos.
     entries = parse_golden(golden_path)
-    md5 = md5_file(golden_path)
+    md5 = labels_md5(golden_path)
     report = scope_of(corpus, entries, golden_path, md5)
     raise_on_errors(report, golden_path)
     return entries, md5, report

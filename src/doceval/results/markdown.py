@@ -318,4 +318,27 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
         )
     else:
         out.append(f"None: all {n_oos} out-of-scope entries got no sources.")
+    out += ["", *_contrast_section(summary["entries"])]
     return "\n".join(out) + "\n"
+
+
+def _contrast_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Answers scored 0 on version_correctness only for naming a forbidden API in a contrast ("instead of")."""
+    from doceval.scoring.contrast import contrast_only
+
+    out = ["## version_correctness: failed only on a forbidden string in a contrast", ""]
+    rows = []
+    for e in entries:
+        if e.get("out_of_scope") or (e.get("scores") or {}).get("version_correctness") != 0.0:
+            continue
+        hits = contrast_only(e.get("answer"), e.get("expected_apis") or [], e.get("forbidden_apis") or [],
+                             e.get("expected_any") or [])  # fmt: skip
+        rows += [[_md(e["id"]), _code(name), _md(snippet)] for name, snippet in hits]
+    if not rows:
+        return [*out, "None: no answer failed only on a forbidden string used in a contrast."]
+    out += [
+        f"{len(rows)} answer(s) scored 0 only because they name a forbidden API next to a contrast word "
+        '("instead of", "deprecated", "replaces"): the metric counts them wrong; read them before trusting it.',
+        "",
+    ]
+    return out + _table(["id", "forbidden", "where"], rows, ["l", "l", "l"])

@@ -13,7 +13,7 @@ Conventions:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from operator import itemgetter
@@ -28,9 +28,13 @@ _SECOND = itemgetter(1)
 class CandidateMatrix:
     """n entries x K candidates, padded.
 
-    scores: float64 (n, K), -inf where padded; relevant: bool (n, K); n_relevant: int (n,) = size of the
-    relevant set per entry (may exceed the number of relevant docs retrieved); doc_ids: list[list[str]]
-    (unpadded, after dedup) kept for building per-entry retrieved lists.
+    scores: float64 (n, K), -inf where padded; relevant: bool (n, K), grade >= the relevance threshold;
+    n_relevant: int (n,) = size of the relevant set per entry (may exceed the number of relevant docs
+    retrieved); doc_ids: list[list[str]] (unpadded, after dedup) kept for building per-entry retrieved lists.
+    Graded judgments (docs/design.md section 3.4): grades float (n, K), the grade of each candidate (0 where
+    unjudged); judged bool (n, K); relevant1 / n_relevant1: the same at grade >= 1; ideal float (n, m): every
+    judged grade of the entry, best first (the ideal ranking for nDCG). Without grades every relevant document
+    has grade 2 and nothing else is judged.
 
     Padding is identified by position (column >= len(doc_ids[i])), not by the -inf score, so a genuine
     candidate scoring -inf is still kept under a -inf floor.
@@ -40,6 +44,11 @@ class CandidateMatrix:
     relevant: np.ndarray
     n_relevant: np.ndarray
     doc_ids: list[list[str]]
+    grades: np.ndarray | None = None
+    judged: np.ndarray | None = None
+    relevant1: np.ndarray | None = None
+    n_relevant1: np.ndarray | None = None
+    ideal: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         # Cheap shape checks: a mis-shaped matrix would otherwise broadcast silently into wrong numbers.
@@ -85,7 +94,9 @@ class CandidateMatrix:
 
 
 def build_matrix(
-    ranked: Sequence[Sequence[tuple[str, float]]], relevant: Sequence[Collection[str]]
+    ranked: Sequence[Sequence[tuple[str, float]]],
+    relevant: Sequence[Collection[str] | Mapping[str, int]],
+    threshold: int = 2,
 ) -> CandidateMatrix:
     """Pad ranked candidate lists into a :class:`CandidateMatrix`.
 
@@ -93,7 +104,14 @@ def build_matrix(
     not re-sorted). Duplicate doc ids are collapsed first, keeping the first occurrence (its best rank), so a
     duplicate can neither take a slot of the top k nor count twice. NaN scores are rejected because a NaN
     compares false against every floor and would vanish silently.
+
+    ``relevant[i]``: the entry's relevant ids (each grade 2), or its graded judgments ``{doc: 0|1|2}``; a
+    document is relevant when its grade is at least ``threshold``.
     """
+    if threshold not in (1, 2):
+        raise ValueError(f"threshold must be 1 or 2, got {threshold}")
+    graded = [_grades_of(i, rel) for i, rel in enumerate(relevant)]
+    relevant = [{d for d, g in gr.items() if g >= threshold} for gr in graded]
     if len(ranked) != len(relevant):
         raise ValueError(f"ranked has {len(ranked)} entries but relevant has {len(relevant)}")
     n = len(ranked)
@@ -144,7 +162,56 @@ def build_matrix(
     scores[np.arange(width)[None, :] < lengths[:, None]] = flat
     rel_mat = np.zeros((n, width), dtype=bool)
     rel_mat[np.asarray(rel_rows, dtype=np.intp), np.asarray(rel_cols, dtype=np.intp)] = True
-    return CandidateMatrix(scores=scores, relevant=rel_mat, n_relevant=n_relevant, doc_ids=ids_rows)
+    if all(g == 2 for gr in graded for g in gr.values()):
+        # Binary judgments (relevant ids only): every judged document is relevant, grade 2; no Python loop.
+        grades, judged = np.where(rel_mat, 2.0, 0.0), rel_mat.copy()
+        m = int(n_relevant.max()) if n else 0
+        ideal = np.where(np.arange(max(m, 1))[None, :] < n_relevant[:, None], 2.0, 0.0)
+    else:
+        grades, judged, ideal = _grade_matrices(ids_rows, graded, width)
+    return CandidateMatrix(
+        scores=scores,
+        relevant=rel_mat,
+        n_relevant=n_relevant,
+        doc_ids=ids_rows,
+        grades=grades,
+        judged=judged,
+        relevant1=grades >= 1,
+        n_relevant1=np.fromiter((sum(g >= 1 for g in gr.values()) for gr in graded), np.int64, count=n),
+        ideal=ideal,
+    )
+
+
+def _grades_of(i: int, rel: Collection[str] | Mapping[str, int]) -> dict[str, int]:
+    if isinstance(rel, str):
+        # set("doc-id") would silently become a set of characters.
+        raise TypeError(f"relevant[{i}] must be a collection of doc ids, not a single string")
+    if isinstance(rel, Mapping):
+        return {str(d): int(g) for d, g in rel.items()}
+    return dict.fromkeys(rel, 2)
+
+
+def _grade_matrices(
+    ids_rows: Sequence[Sequence[str]], graded: Sequence[Mapping[str, int]], width: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-candidate grades (0 where unjudged), the judged mask and each entry's judged grades, best first."""
+    n = len(ids_rows)
+    grades = np.zeros((n, width), dtype=np.float64)
+    judged = np.zeros((n, width), dtype=bool)
+    m = max((len(gr) for gr in graded), default=0)
+    ideal = np.zeros((n, max(m, 1)), dtype=np.float64)
+    for i, (ids, gr) in enumerate(zip(ids_rows, graded, strict=True)):
+        if not gr:
+            continue
+        present = set(ids)  # C-level; then Python work per judged document, not per candidate
+        for doc, g in gr.items():
+            if doc in present:
+                j = ids.index(doc)
+                grades[i, j] = g
+                judged[i, j] = True
+        best = sorted(gr.values(), reverse=True)
+        ideal[i, : len(best)] = best
+    return grades, judged, ideal
 
 
 def _floor_vector(floors: np.ndarray | float, n: int) -> np.ndarray:
@@ -192,6 +259,12 @@ class RetrievalView:
     n_relevant: np.ndarray
     out_of_scope: np.ndarray
     k: int
+    # graded judgments (CandidateMatrix): gains of R, grade >= 1 hits, judged documents in R, ideal grades
+    gains: np.ndarray | None = None
+    hits1: np.ndarray | None = None
+    n_relevant1: np.ndarray | None = None
+    judged: np.ndarray | None = None
+    ideal: np.ndarray | None = None
 
     @classmethod
     def of(
@@ -199,7 +272,16 @@ class RetrievalView:
     ) -> RetrievalView:
         in_R = cut(matrix, floors, k)
         oos = matrix.n_relevant == 0 if out_of_scope is None else np.asarray(out_of_scope, dtype=bool)
-        return cls(in_R, np.cumsum(in_R, axis=1), in_R & matrix.relevant, matrix.n_relevant, oos, k)
+        grades = matrix.grades if matrix.grades is not None else np.where(matrix.relevant, 2.0, 0.0)
+        judged = matrix.judged if matrix.judged is not None else matrix.relevant
+        rel1 = matrix.relevant1 if matrix.relevant1 is not None else matrix.relevant
+        n_rel1 = matrix.n_relevant1 if matrix.n_relevant1 is not None else matrix.n_relevant
+        ideal = matrix.ideal
+        if ideal is None:  # binary: n_relevant documents of grade 2
+            m = int(matrix.n_relevant.max()) if matrix.n else 0
+            ideal = np.where(np.arange(max(m, 1))[None, :] < matrix.n_relevant[:, None], 2.0, 0.0)
+        return cls(in_R, np.cumsum(in_R, axis=1), in_R & matrix.relevant, matrix.n_relevant, oos, k,
+                   np.where(in_R, grades, 0.0), in_R & rel1, n_rel1, in_R & judged, ideal)  # fmt: skip
 
     @property
     def in_scope(self) -> np.ndarray:
@@ -238,13 +320,46 @@ def mrr(view: RetrievalView) -> np.ndarray:
 
 
 def ndcg(view: RetrievalView) -> np.ndarray:
-    """Binary gain, 1/log2(rank+1) discount, ideal DCG over min(n_relevant, k) documents; NaN out of scope."""
+    """Graded gain (the grade: 2 answers, 1 partially; trec_eval's linear gain), 1/log2(rank+1) discount,
+    ideal DCG over the entry's judged grades best first, cut at k; NaN out of scope. With binary judgments
+    (every relevant document grade 2) it is binary-gain nDCG."""
+    assert view.gains is not None and view.ideal is not None
     with np.errstate(divide="ignore", invalid="ignore"):
-        dcg = np.where(view.hits, 1.0 / np.log2(view.rank + 1.0), 0.0).sum(axis=1)
-        n_ideal = np.minimum(view.n_relevant, view.k)
-        # The table only needs to reach the largest ideal count, even when k is huge.
-        table = _discount_cumsum(int(n_ideal.max()) if n_ideal.size else 0)
-        return _in_scope(view, dcg / table[n_ideal])
+        dcg = np.where(view.in_R, view.gains / np.log2(view.rank + 1.0), 0.0).sum(axis=1)
+        depth = min(view.k, view.ideal.shape[1])
+        discount = 1.0 / np.log2(np.arange(2, depth + 2, dtype=np.float64))
+        idcg = (view.ideal[:, :depth] * discount[None, :]).sum(axis=1)
+        return _in_scope(view, dcg / idcg)
+
+
+def hit_rate_rel1(view: RetrievalView) -> np.ndarray:
+    """hit_rate counting any document of grade >= 1 (partial answers too); NaN out of scope."""
+    assert view.hits1 is not None
+    return _in_scope(view, np.asarray(view.hits1.any(axis=1), dtype=np.float64))
+
+
+def recall_rel1(view: RetrievalView) -> np.ndarray:
+    """|R ∩ grade >= 1| / |grade >= 1|; NaN out of scope."""
+    assert view.hits1 is not None and view.n_relevant1 is not None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _in_scope(view, view.hits1.sum(axis=1) / view.n_relevant1)
+
+
+def mrr_rel1(view: RetrievalView) -> np.ndarray:
+    """1/rank of the first document of grade >= 1 in R, 0 if none; NaN out of scope."""
+    assert view.hits1 is not None
+    rr = np.where(view.hits1, 1.0 / np.maximum(view.rank, 1), 0.0)
+    return _in_scope(view, rr.max(axis=1, initial=0.0))
+
+
+def judged_share(view: RetrievalView) -> np.ndarray:
+    """Share of R that was judged (any grade); NaN out of scope and where R is empty. An unjudged document is
+    scored as not relevant, so a low value says the metrics may undercount (trec_eval's unjudged measure)."""
+    assert view.judged is not None
+    n_r = view.in_R.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(n_r > 0, view.judged.sum(axis=1) / n_r, np.nan)
+    return _in_scope(view, share)
 
 
 def refused_correctly(view: RetrievalView) -> np.ndarray:
@@ -267,8 +382,14 @@ def retrieval_scores(
     }
 
 
-def contains_apis(answer: str | None, expected: Sequence[str], forbidden: Sequence[str]) -> bool:
-    """True when the answer contains every expected API and no forbidden one (case-insensitive substring).
+def contains_apis(
+    answer: str | None,
+    expected: Sequence[str],
+    forbidden: Sequence[str],
+    expected_any: Sequence[Sequence[str]] = (),
+) -> bool:
+    """True when the answer contains every expected API, at least one string of each ``expected_any`` group
+    (valid alternatives), and no forbidden one (case-insensitive substring).
 
     A missing answer (None) is False: it cannot show the expected APIs.
     """
@@ -278,7 +399,11 @@ def contains_apis(answer: str | None, expected: Sequence[str], forbidden: Sequen
     if answer is None:
         return False
     text = answer.casefold()
-    return all(a.casefold() in text for a in expected) and not any(a.casefold() in text for a in forbidden)
+    return (
+        all(a.casefold() in text for a in expected)
+        and all(any(a.casefold() in text for a in group) for group in expected_any)
+        and not any(a.casefold() in text for a in forbidden)
+    )
 
 
 @dataclass(frozen=True)
@@ -292,6 +417,7 @@ class AnswerView:
     forbidden: list[list[str]]
     verdicts: list[bool | None]
     judge_ran: bool
+    expected_any: list[list[list[str]]] | None = None  # per entry: groups of alternatives (None: none)
 
     def __post_init__(self) -> None:
         oos = np.asarray(self.out_of_scope, dtype=bool)
@@ -329,8 +455,12 @@ def version_correctness(view: AnswerView) -> np.ndarray:
     """In scope: 1 iff the answer contains every expected API and no forbidden one (:func:`contains_apis`);
     refused -> 0."""
     n = view.out_of_scope.shape[0]
+    groups = view.expected_any if view.expected_any is not None else [[] for _ in range(n)]
     api_ok = np.fromiter(
-        (contains_apis(a, e, f) for a, e, f in zip(view.answers, view.expected, view.forbidden, strict=True)),
+        (
+            contains_apis(a, e, f, g)
+            for a, e, f, g in zip(view.answers, view.expected, view.forbidden, groups, strict=True)
+        ),
         dtype=bool,
         count=n,
     )
@@ -356,6 +486,7 @@ def answer_scores(
     verdicts: list[bool | None],
     *,
     judge_ran: bool = True,
+    expected_any: list[list[list[str]]] | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-entry answer metrics of the registry (float (n,), NaN where the metric does not apply).
 
@@ -367,7 +498,7 @@ def answer_scores(
     from doceval.scoring.registry import answer_per_entry
 
     return answer_per_entry(
-        AnswerView(out_of_scope, refused, answers, expected, forbidden, verdicts, judge_ran=judge_ran)
+        AnswerView(out_of_scope, refused, answers, expected, forbidden, verdicts, judge_ran, expected_any)
     )
 
 

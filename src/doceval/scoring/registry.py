@@ -48,7 +48,11 @@ METRICS: tuple[Metric, ...] = (
         m.mrr,
         "1/rank of the first relevant document in R",
     ),
-    Metric("ndcg", "retrieval", "in_scope", True, True, m.ndcg, "binary-gain nDCG over R"),
+    Metric("ndcg", "retrieval", "in_scope", True, True, m.ndcg, "graded-gain nDCG over R (grade 2, 1, 0)"),
+    Metric("hit_rate_rel1", "retrieval", "in_scope", True, True, m.hit_rate_rel1, "hit_rate at grade >= 1"),
+    Metric("recall_rel1", "retrieval", "in_scope", True, True, m.recall_rel1, "recall at grade >= 1"),
+    Metric("mrr_rel1", "retrieval", "in_scope", True, True, m.mrr_rel1, "mrr at grade >= 1"),
+    Metric("judged_share", "retrieval", "in_scope", True, True, m.judged_share, "share of R that was judged"),
     Metric(
         "refused_correctly", "retrieval", "out_of_scope", True, False, m.refused_correctly, "1 if R is empty"
     ),

@@ -1,0 +1,133 @@
+"""The label audit of a golden set (data/golden/README.md, "Auditing a golden set"): a seeded stratified sample
+to check by hand, and the measured label error rate with its Wilson interval.
+
+A row's verdict: ``OK`` (the labels hold), ``MINOR`` (imperfect, but no score changes: a clumsy reference answer,
+a loose reason) or ``WRONG`` (a label that changes a score: a missing document that answers as well, a wrong
+scope, a version string that rejects a correct answer or accepts a wrong one).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from doceval.errors import UsageError
+from doceval.inputs.golden import GoldenEntry
+
+VERDICTS = ("OK", "MINOR", "WRONG")
+
+
+def stratum(e: GoldenEntry) -> str:
+    return f"{'out' if e.out_of_scope else 'in'}:{e.kind}"
+
+
+def audit_sample(entries: Sequence[GoldenEntry], n: int, seed: int = 0) -> list[GoldenEntry]:
+    """``n`` entries, allocated to the (scope, kind) strata in proportion to their size (largest remainder, at
+    least one per stratum when n allows), drawn per stratum with ``random.Random(f"{seed}:{stratum}")``."""
+    if not 0 < n <= len(entries):
+        raise UsageError(f"--sample {n}: must be between 1 and the {len(entries)} entries of the golden set")
+    groups: dict[str, list[GoldenEntry]] = {}
+    for e in entries:
+        groups.setdefault(stratum(e), []).append(e)
+    names = sorted(groups)
+    exact = {s: n * len(groups[s]) / len(entries) for s in names}
+    take = {s: min(len(groups[s]), max(1 if n >= len(names) else 0, int(exact[s]))) for s in names}
+    by_remainder = sorted(names, key=lambda s: (exact[s] - int(exact[s]), s), reverse=True)
+    while sum(take.values()) < n:
+        grew = False
+        for s in by_remainder:
+            if sum(take.values()) < n and take[s] < len(groups[s]):
+                take[s] += 1
+                grew = True
+        if not grew:
+            break
+    while sum(take.values()) > n:  # the minimum of one per stratum overshot: trim the largest
+        biggest = max(names, key=lambda s: (take[s], s))
+        take[biggest] -= 1
+    picked: list[GoldenEntry] = []
+    for s in names:
+        rows = sorted(groups[s], key=lambda e: e.id)
+        random.Random(f"{seed}:{s}").shuffle(rows)
+        picked += rows[: take[s]]
+    return sorted(picked, key=lambda e: e.line)
+
+
+def worksheet_rows(sample: Sequence[GoldenEntry]) -> list[dict[str, Any]]:
+    """The rows an auditor fills in: the labels to check, and ``verdict`` / ``reason`` left empty."""
+    return [
+        {"id": e.id, "stratum": stratum(e), "pin": e.pin, "question": e.question,
+         "out_of_scope": e.out_of_scope, "relevant_ids": list(e.relevant_ids),
+         "grades": e.grades if not e.out_of_scope else {}, "reference_answer": e.reference_answer,
+         "expected_apis": list(e.expected_apis), "expected_any": [list(g) for g in e.expected_any],
+         "forbidden_apis": list(e.forbidden_apis), "verdict": None, "reason": None}
+        for e in sample
+    ]  # fmt: skip
+
+
+def read_verdicts(path: Path, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The filled worksheet; every row needs a verdict (and a reason unless OK), every id must be in ``ids``."""
+    rows: list[dict[str, Any]] = []
+    problems: list[str] = []
+    known = set(ids)
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{path}:{lineno}: (json): {exc.msg}")
+            continue
+        if rec.get("id") not in known:
+            problems.append(f"{path}:{lineno}: id: {rec.get('id')!r} is not an entry of the golden set")
+        if rec.get("verdict") not in VERDICTS:
+            problems.append(
+                f"{path}:{lineno}: verdict: {rec.get('verdict')!r}; use one of {', '.join(VERDICTS)}"
+            )
+        elif rec["verdict"] != "OK" and not str(rec.get("reason") or "").strip():
+            problems.append(f"{path}:{lineno}: reason: a {rec['verdict']} verdict needs its reason")
+        rows.append(rec)
+    if problems:
+        raise UsageError("\n".join([f"audit verdicts have {len(problems)} problem(s):", *problems]))
+    if not rows:
+        raise UsageError(f"{path}: no verdicts")
+    return rows
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Counts per verdict and per stratum, and the WRONG rate with its Wilson 95% interval."""
+    from doceval.scoring.proportions import wilson
+
+    counts = Counter(r["verdict"] for r in rows)
+    n = len(rows)
+    lo, hi = wilson(counts["WRONG"], n)
+    strata: dict[str, Counter[str]] = {}
+    for r in rows:
+        strata.setdefault(str(r.get("stratum", "?")), Counter())[r["verdict"]] += 1
+    return {
+        "n": n,
+        "counts": {v: counts[v] for v in VERDICTS},
+        "wrong_rate": counts["WRONG"] / n,
+        "wrong_ci95": [lo, hi],
+        "by_stratum": {s: {v: c[v] for v in VERDICTS} for s, c in sorted(strata.items())},
+        "wrong": [{"id": r["id"], "reason": r.get("reason")} for r in rows if r["verdict"] == "WRONG"],
+    }
+
+
+def format_summary(summary: dict[str, Any]) -> list[str]:
+    c, (lo, hi) = summary["counts"], summary["wrong_ci95"]
+    lines = [
+        f"audited {summary['n']} entries: OK {c['OK']}, MINOR {c['MINOR']}, WRONG {c['WRONG']}",
+        f"label error rate (WRONG): {summary['wrong_rate']:.1%} (95% Wilson interval {lo:.1%} to {hi:.1%})",
+        f"target (WRONG below 2%, upper bound below 8%): "
+        f"{'met' if summary['wrong_rate'] < 0.02 and hi < 0.08 else 'not met'}",
+    ]
+    lines += [
+        f"  {s}: " + ", ".join(f"{v} {n}" for v, n in counts.items())
+        for s, counts in summary["by_stratum"].items()
+    ]
+    lines += [f"  WRONG {w['id']}: {w['reason']}" for w in summary["wrong"]]
+    return lines

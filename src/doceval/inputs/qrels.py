@@ -1,0 +1,178 @@
+"""Graded relevance judgments beside a golden set (docs/design.md section 3.4).
+
+``NAME.qrels.jsonl`` next to ``NAME.jsonl`` holds every judged (entry, document) pair, relevant or not, as TREC
+builds its qrels from pooled runs: ``{"id", "doc_id", "grade", "judged_by", "reason"}`` with grade 2 = answers
+the question for this version, 1 = partially or indirectly, 0 = judged not relevant. When the file exists it is
+authoritative: an entry's ``relevant_ids`` must be exactly its grade-2 documents, and the labels' md5 covers
+both files, so a regraded document changes the md5 every summary records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from doceval.errors import UsageError
+
+QRELS_SUFFIX = ".qrels.jsonl"
+GRADES = (0, 1, 2)
+ANSWERS = 2  # the grade whose documents are an entry's relevant_ids
+
+
+def qrels_path(golden_path: Path) -> Path:
+    return golden_path.with_name(golden_path.stem + QRELS_SUFFIX)
+
+
+def labels_md5(golden_path: Path) -> str:
+    """md5 of the golden set, and of its qrels file when it has one (the judgments are labels too). A golden
+    set without qrels keeps the md5 of its file, so v1's anchor in the headline history does not move."""
+    h = hashlib.md5()
+    h.update(golden_path.read_bytes())
+    qrels = qrels_path(golden_path)
+    if qrels.is_file():
+        h.update(b"\0qrels\0")
+        h.update(qrels.read_bytes())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class Judgment:
+    entry_id: str
+    doc_id: str
+    grade: int
+    judged_by: str
+    reason: str
+    line: int
+
+
+def read_qrels(path: Path) -> tuple[list[Judgment], list[tuple[int, str, str]]]:
+    """The judgments, and the problems ``(line, field, message)`` of lines that could not be read."""
+    judgments: list[Judgment] = []
+    problems: list[tuple[int, str, str]] = []
+    seen: dict[tuple[str, str], int] = {}
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append((lineno, "(json)", f"not valid JSON: {exc.msg} at column {exc.colno}"))
+            continue
+        if not isinstance(rec, dict):
+            problems.append((lineno, "(entry)", "each line must be a JSON object"))
+            continue
+        bad = False
+        for name in ("id", "doc_id", "judged_by"):
+            if not isinstance(rec.get(name), str) or not rec[name].strip():
+                problems.append((lineno, name, "missing or empty; add a non-empty string"))
+                bad = True
+        grade = rec.get("grade")
+        if isinstance(grade, bool) or grade not in GRADES:
+            problems.append((lineno, "grade", f"{grade!r} is not a grade; use 0, 1 or 2"))
+            bad = True
+        if bad:
+            continue
+        key = (rec["id"], rec["doc_id"])
+        if key in seen:
+            problems.append(
+                (lineno, "doc_id", f"{key[1]!r} judged twice for {key[0]} (first on line {seen[key]})")
+            )
+            continue
+        seen[key] = lineno
+        judgments.append(
+            Judgment(
+                rec["id"],
+                rec["doc_id"],
+                int(rec["grade"]),
+                rec["judged_by"],
+                str(rec.get("reason", "")),
+                lineno,
+            )
+        )
+    return judgments, problems
+
+
+def grades_by_entry(judgments: Sequence[Judgment]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for j in judgments:
+        out.setdefault(j.entry_id, {})[j.doc_id] = j.grade
+    return out
+
+
+def check_against_entries(
+    judgments: Sequence[Judgment], entries: Mapping[str, Any], golden_path: Path
+) -> list[tuple[int, str, str]]:
+    """Problems ``(line, field, message)`` between the qrels and the golden entries (``id -> GoldenEntry``):
+    judgments of unknown entries or of another pin's documents, and entries whose ``relevant_ids`` are not
+    exactly their grade-2 documents (the qrels are authoritative)."""
+    problems: list[tuple[int, str, str]] = []
+    grades = grades_by_entry(judgments)
+    for j in judgments:
+        e = entries.get(j.entry_id)
+        if e is None:
+            problems.append((j.line, "id", f"{j.entry_id!r} is not an entry of the golden set"))
+        elif not j.doc_id.startswith(f"{e.pin}:") and e.library != "docs":
+            problems.append((j.line, "doc_id", f"{j.doc_id!r} is not a document of {e.pin}"))
+        elif e.out_of_scope and j.grade > 0:
+            problems.append((j.line, "grade", f"{j.entry_id} is out of scope: no document can answer it"))
+    for eid, e in entries.items():
+        answers = {d for d, g in grades.get(eid, {}).items() if g >= ANSWERS}
+        if set(e.relevant_ids) != answers:
+            problems.append(
+                (
+                    0,
+                    "relevant_ids",
+                    f"{golden_path}:{e.line}: entry {eid}: relevant_ids must be exactly its grade-2 documents in the qrels "
+                    f"(missing: {sorted(answers - set(e.relevant_ids)) or '-'}, not graded 2: "
+                    f"{sorted(set(e.relevant_ids) - answers) or '-'}); the qrels file is authoritative",
+                )  # fmt: skip
+            )
+    return problems
+
+
+def write_trec(judgments: Sequence[Judgment], out: Path) -> None:
+    """The judgments in trec_eval's qrels format: ``QUERY 0 DOC GRADE`` per line."""
+    out.write_text("".join(f"{j.entry_id} 0 {j.doc_id} {j.grade}\n" for j in judgments), encoding="utf-8")
+
+
+def load_grades(golden_path: Path, entries: Mapping[str, Any]) -> dict[str, dict[str, int]] | None:
+    """Per-entry grades from the qrels beside the golden set (None: it has none); UsageError naming the
+    qrels file's line and field for every problem."""
+    path = qrels_path(golden_path)
+    if not path.is_file():
+        return None
+    judgments, problems = read_qrels(path)
+    problems += check_against_entries(judgments, entries, golden_path)
+    if problems:
+        lines = [
+            f"  {path}:{line}: {field}: {message}" if line else f"  {message}"
+            for line, field, message in problems
+        ]
+        raise UsageError("\n".join([f"qrels has {len(problems)} problem(s):", *lines]))
+    return grades_by_entry(judgments)
+
+
+def unjudged(
+    entries: Sequence[Any], runs: Sequence[Mapping[str, Any]], k: int | None = None
+) -> list[dict[str, Any]]:
+    """The (entry, document) pairs that runs retrieved in their top ``k`` (default: all of R) and the golden
+    set has not judged: the pool a new system adds, as rows to grade (``grade`` null) and append to the qrels."""
+    by_id = {e.id: e for e in entries}
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for run_index, run in enumerate(runs):
+        for r in run.get("entries") or []:
+            e = by_id.get(r.get("id"))
+            if e is None or e.out_of_scope:
+                continue
+            retrieved = [d for d, *_ in (r.get("retrieved") or [])]
+            for doc_id in retrieved[:k] if k else retrieved:
+                key = (e.id, str(doc_id))
+                if doc_id in e.grades or key in rows:
+                    continue
+                rows[key] = {"id": e.id, "doc_id": doc_id, "pin": e.pin, "question": e.question,
+                             "found_by_run": run_index + 1, "grade": None, "judged_by": None, "reason": None}  # fmt: skip
+    return list(rows.values())
