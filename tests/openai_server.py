@@ -6,7 +6,8 @@ It implements ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` with det
   sections (so a memory leak shows up in the answer); with no identifier in either it replies
   ``I don't know``.
 - judge mode (the prompt mentions ``"verdict"``): ``correct`` when every identifier of ``<reference>`` appears
-  in ``<answer>``; ``judge_mode = "malformed"`` makes it reply prose instead of JSON.
+  in ``<answer>``; ``judge_mode = "malformed"`` makes it reply prose instead of JSON, ``"seeded"`` flips about one
+  verdict in two depending on the request's ``seed`` (an unstable judge).
 
 Faults are programmable (next N requests answer 429 / 500 / a malformed body / a slow reply), and the server
 counts requests and the peak number of requests in flight at once, so tests can check retries, concurrency
@@ -69,7 +70,7 @@ class FakeOpenAI:
 
     def __init__(self, latency_s: float = 0.0) -> None:
         self.latency_s = latency_s
-        self.judge_mode = "rule"  # or "malformed"
+        self.judge_mode = "rule"  # or "malformed", "seeded"
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self.requests = 0
@@ -153,6 +154,11 @@ class FakeOpenAI:
             ok = all(r.lower() in ans for r in ref)
             missing = [r for r in ref if r.lower() not in ans]
             reason = "all reference APIs present" if ok else f"missing {', '.join(missing)}"
+            if self.judge_mode == "seeded":
+                # A judge that is not stable across seeds: about one verdict in two flips with the seed.
+                digest = hashlib.sha256(f"{ans}|{body.get('seed')}".encode()).digest()
+                if digest[0] % 2 == 0:
+                    ok, reason = not ok, f"flipped by seed {body.get('seed')}"
             return json.dumps({"verdict": "correct" if ok else "incorrect", "reason": reason})
         names = identifiers(section(text, "passages")) + identifiers(section(text, "memory"))
         names = list(dict.fromkeys(names))

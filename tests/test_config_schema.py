@@ -59,6 +59,35 @@ def test_every_group_option_composes_and_validates(group: str, option: str) -> N
     assert {k: cfg[group][k] for k in option_file} == option_file  # returned unchanged, nothing added
 
 
+MODEL_GROUPS = ("answerer", "judge", "embedder", "gate")
+
+
+@pytest.mark.parametrize("group,option", [o for o in OPTIONS if o[0] in MODEL_GROUPS])
+def test_every_model_option_builds_its_object_from_the_shipped_file(
+    group: str, option: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Composing is not enough (a hand-built dict once hid a failing answerer=openai): build the object."""
+    from doceval.index.embed import make_embedder
+    from doceval.results.gating import check_gate_config
+    from doceval.scoring.judge import make_judge
+    from doceval.system.docchat.answerers import make_answerer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    cfg = compose([f"{group}={option}"], conf_dir=CONF)
+    block = cfg[group]
+    if group == "answerer":
+        built: Any = make_answerer(block)
+        assert built is not None
+    elif group == "judge":
+        built = make_judge(block, {})
+        assert (built is None) == (option == "none")
+    elif group == "embedder":
+        built = make_embedder(block, None)
+        assert built.fingerprint
+    else:
+        assert check_gate_config(block)["thresholds"]
+
+
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_composes_and_validates(experiment: str) -> None:
     cfg = compose([f"experiment={experiment}"], conf_dir=CONF)

@@ -546,6 +546,36 @@ def test_cli_gate_exit_codes(files: tuple[Path, Path], tmp_path: Path, capsys: A
     assert "missing.json" in capsys.readouterr().err
 
 
+def test_cli_gate_writes_junit_xml_one_case_per_condition_and_per_failing_entry(
+    files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    import xml.etree.ElementTree as ET
+
+    base, new = files
+    junit = tmp_path / "ci" / "gate.xml"
+    junit.parent.mkdir()
+    assert cli_main(["gate", str(new), "--config", str(DEFAULT_GATE), "--junit", str(junit)]) == 3
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    cases = suite.findall("testcase")
+    gate_cases = [c for c in cases if c.get("classname") == "doceval.gate"]
+    assert [c.get("name") for c in gate_cases] == ["hit_rate >= 0.60", "refused_correctly >= 1.00"]
+    failed = [c for c in gate_cases if c.find("failure") is not None]
+    summary = json.loads(new.read_text())
+    # one failing case per entry behind the failed refused_correctly, naming it; none for the passed hit_rate
+    assert [c.get("name") for c in failed] == ["refused_correctly >= 1.00"]
+    misses = [e["id"] for e in summary["entries"] if e["scores"].get("refused_correctly") == 0]
+    entry_cases = [c.get("name") for c in cases if c.get("classname") == "doceval.entries.refused_correctly"]
+    assert entry_cases == misses and misses
+    assert not [c for c in cases if c.get("classname") == "doceval.entries.hit_rate"]
+    assert suite.get("tests") == str(len(cases)) and suite.get("failures") == str(len(failed) + len(misses))
+    ok = _yaml(tmp_path / "ok.yaml", "thresholds: {hit_rate: 0.5, refused_correctly: 1.0}\n")
+    assert cli_main(["gate", str(base), "--config", str(ok), "--junit", str(junit)]) == 0
+    root = ET.parse(junit).getroot()
+    assert root.get("failures") == "0" and root.get("tests") == "2"
+    assert cli_main(["gate", str(base), "--config", str(ok), "--junit", str(tmp_path)]) == 2  # a folder
+
+
 def test_cli_run_ids_resolve_through_tracking(files: tuple[Path, Path], tmp_path: Path, capsys: Any,
                                               monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     import types

@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from doceval.cli import beir, golden, ids, pipeline, results
+from doceval.cli import beir, golden, ids, judge, pipeline, results
 from doceval.cli.common import Parser
 from doceval.errors import EXIT_UNEXPECTED, EXIT_USAGE, GateFailed, RunIncomplete, UsageError
 
@@ -70,7 +70,7 @@ def _flush_stdout(code: int) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="doceval", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in (pipeline, golden, ids, results, beir):
+    for module in (pipeline, golden, judge, ids, results, beir):
         module.register(sub)
     return parser
 
@@ -78,7 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        # argparse cannot take positionals after options once it has filled a positional list: commands
+        # that read `[LABELS] [OVERRIDES]` (judge) collect the later words themselves; anything else is an error.
+        if extra and (not hasattr(args, "words") or any(w.startswith("-") for w in extra)):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        if extra:
+            args.words = [*args.words, *extra]
     except SystemExit as exc:  # --help or a usage error: still flush here (``doceval --help | head``)
         code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else EXIT_USAGE
         raise SystemExit(_flush_stdout(code)) from None

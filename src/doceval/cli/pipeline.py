@@ -96,7 +96,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from doceval import tracking
     from doceval.common.io import check_writable, write_json_atomic
     from doceval.config.compose import compose
-    from doceval.harness.evaluate import EvalOptions, evaluate
+    from doceval.harness.evaluate import EvalOptions
     from doceval.harness.floors import parse_floor_flags
 
     cfg = compose(args.overrides)
@@ -113,17 +113,27 @@ def cmd_eval(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         max_errors=args.max_errors,
     )
+    if args.repeats < 1:
+        raise UsageError(
+            f"--repeats {args.repeats}: must be at least 1 (1 = answer and judge each entry once)"
+        )
+    if args.dry_run:
+        return _dry_run(cfg, options, args.repeats)
     if args.no_track:
         cfg["tracking"]["enabled"] = False
     # Every output is checked before any work: a bad path or tracking store must not cost a run.
     output = Path(args.output)
     check_writable(output, f"--output {output}", "pass a writable --output PATH (e.g. eval/runs/NAME.json)")
     tracking.check_configured(cfg)
-    summary = evaluate(cfg, options)
+    summary = _evaluate_repeats(cfg, options, args.repeats)
     write_json_atomic(output, summary)
     # Written and logged before anything is printed: a reader that stops early (| head) loses only lines.
     tracking.log_configured_run(cfg, summary, {}, run_name=output.stem, tags={"stage": "eval"})
     print_headline(summary)
+    if "repeats" in summary:
+        from doceval.harness.repeats import format_repeats
+
+        print("\n".join(format_repeats(summary["repeats"])))
     print(f"summary: {output}")
     if not summary.get("complete", True):
         raise RunIncomplete(
@@ -131,6 +141,45 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"{summary['incomplete']['entries_scored']} of {summary['incomplete']['entries_in_split']} entries "
             f"({output}); fix the system or raise --max-errors, then rerun (answered entries are not redone)"
         )
+    return 0
+
+
+def _evaluate_repeats(cfg: dict[str, Any], options: Any, repeats: int) -> dict[str, Any]:
+    """One evaluation, or ``repeats`` of them (each with its own seeds and journals) combined."""
+    import dataclasses
+
+    from doceval.harness.evaluate import evaluate
+    from doceval.harness.repeats import combine, repeat_config, sampled_roles
+
+    if repeats == 1:
+        return evaluate(cfg, options)
+    external = (cfg.get("agent") or {}).get("name") not in (None, "docchat")
+    roles = sampled_roles(cfg, external)
+    if not roles:
+        print("note: --repeats: nothing in this run is sampled (no LLM role, doceval's own agent): the repeats "
+              "will agree", file=sys.stderr)  # fmt: skip
+    summaries = [
+        evaluate(repeat_config(cfg, r), dataclasses.replace(options, repeat=r)) for r in range(repeats)
+    ]
+    note = "repeat r: seed = (seed or 0) + r for " + (", ".join(roles) if roles else "no role")
+    return combine(summaries, note)
+
+
+def _dry_run(cfg: dict[str, Any], options: Any, repeats: int) -> int:
+    from doceval.harness.dry_run import estimate, format_estimate
+    from doceval.harness.plan import load_inputs, split_of
+    from doceval.inputs.golden import select_split
+
+    corpus, entries, golden_path, _ = load_inputs(cfg, options, need_corpus=True)
+    entries = select_split(entries, split_of(cfg, options), golden_path)
+    if options.limit is not None:
+        entries = entries[: options.limit]
+    chunks = list(corpus.first_chunks.values()) if corpus is not None else []
+    mean_chars = sum(len(c) for c in chunks) / len(chunks) if chunks else 1000.0
+    external = (cfg.get("agent") or {}).get("name") not in (None, "docchat")
+    rows = estimate(cfg, entries, mean_chunk_chars=mean_chars, external_agent=external,
+                    judged=not options.no_judge, repeats=repeats)  # fmt: skip
+    print("\n".join(format_estimate(rows, len(entries), repeats)))
     return 0
 
 
@@ -200,6 +249,18 @@ def register(sub: Any) -> None:
         type=int,
         metavar="N",
         help="stop cleanly (exit 4, summary marked incomplete) once more than N entries had a system error",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        metavar="N",
+        help="answer and judge every entry N times (seed + r per repeat): mean and spread, flaky entries",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the requests, tokens and cost each LLM role would need, then exit 0 without calling any",
     )
     p.add_argument("--no-track", action="store_true", help="do not log the run to MLflow")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -101,10 +101,19 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from doceval.results import gate, load_summary
 
     cfg = _gate_config(args.config, "--config", args.config != DEFAULT_GATE)
+    if args.junit:
+        from doceval.common.io import check_writable
+
+        check_writable(Path(args.junit), f"--junit {args.junit}", "pass a writable --junit PATH")
     loader = _mlflow_loader(args.tracking_uri)
     summary = load_summary(args.summary, loader)
     baseline = None if args.baseline is None else load_summary(args.baseline, loader)
     verdict = gate(summary, cfg, baseline=baseline, allow_different_k=args.allow_different_k)
+    if args.junit:
+        from doceval.common.io import write_text_atomic
+        from doceval.results.junit import junit_xml
+
+        write_text_atomic(Path(args.junit), junit_xml(verdict, summary))
     print(verdict.line)
     for f in verdict.failures:
         print(f"  - {f}")
@@ -183,6 +192,8 @@ def register(sub: Any) -> None:
         "--config", default=DEFAULT_GATE, metavar="PATH", help=f"gate config (default: {DEFAULT_GATE})"
     )
     p.add_argument("--baseline", metavar="SUMMARY", help="baseline summary for the non-regression check")
+    p.add_argument("--junit", metavar="FILE", help="also write the verdict as JUnit XML (one test case per "
+                   "condition and per entry behind a failed threshold)")  # fmt: skip
     _allow_k_flag(p)
     _tracking_flag(p)
     p.set_defaults(func=cmd_gate)

@@ -211,6 +211,14 @@ class JudgeOpenAI:
     template: str = spec(nonempty=True, example="judge.txt")
 
 
+@dataclass(frozen=True, kw_only=True)
+class JudgeReference:
+    """The offline judge (doceval.scoring.reference_judge): version strings and a similarity threshold."""
+
+    name: Literal["reference"]
+    threshold: float = spec(ge=-1, le=1, example="0.6")
+
+
 def _llm_config() -> type:
     # Imported only when an openai block is checked: doceval.llm loads the openai package (a second or so).
     from doceval.llm.config import LLMConfig
@@ -287,6 +295,14 @@ class Tracking:
 
 
 @dataclass(frozen=True, kw_only=True)
+class JudgeValidation:
+    """What the `judge` DVC stage measures the offline judge against (docs/design.md section 4.4)."""
+
+    labels: str = spec(nonempty=True, example="data/judge/v1.jsonl")
+    split: str = spec(choices=("calibration", "test", "all"), example="test")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Relevance:
     """Graded judgments (docs/design.md section 3.4): the grade that counts as relevant for hit_rate, recall
     and mrr; nDCG uses the grades themselves, the *_rel1 metrics grade >= 1."""
@@ -313,7 +329,7 @@ Retriever = RetrieverOverlap | RetrieverBM25 | RetrieverDense | RetrieverHybrid 
 Embedder = EmbedderMiniLM | EmbedderOpenAI
 Store = StoreQdrantLocal | StoreQdrantServer
 Answerer = AnswererExtractive | AnswererOpenAI
-Judge = JudgeNone | JudgeOpenAI
+Judge = JudgeNone | JudgeOpenAI | JudgeReference
 Floors = FloorsCalibrated | FloorsConfig
 Agent = AgentDocChat | AgentFunction | AgentHttp
 
@@ -340,6 +356,7 @@ class Config:
     bootstrap: int = spec(ge=1, example="1000")
     intervals: Intervals
     relevance: Relevance
+    judge_validation: JudgeValidation
     memory: Memory
     golden: str = spec(nonempty=True, example="data/golden/v1.jsonl")
     paths: Paths

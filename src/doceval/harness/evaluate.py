@@ -138,6 +138,7 @@ def prepare_agent(cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan) -
     """Build the answerer and judge (a bad model config fails here, before anything is spent) and the run key
     naming the journals' directory: what changes an answer or a verdict, not the budget (raising it resumes)."""
     from doceval.scoring.judge import make_judge
+    from doceval.scoring.reference_judge import version_strings
     from doceval.system.docchat.answerers import make_answerer
 
     answerer_cfg = dict(cfg["answerer"]) if plan.agent is None else {"name": plan.system}
@@ -145,7 +146,7 @@ def prepare_agent(cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan) -
     budget, conc = _run_settings(cfg, answerer_cfg)
     model_cfg = {k: v for k, v in answerer_cfg.items() if k != "budget_usd"}  # a run setting, not the model's
     answerer = make_answerer(model_cfg) if plan.agent is None else None
-    judge = make_judge(judge_cfg)
+    judge = make_judge(judge_cfg, version_strings(plan.entries))
     warm = options.warm_memory or not bool(cfg.get("memory", {}).get("isolate", True))
     key = run_key(
         {
@@ -160,6 +161,8 @@ def prepare_agent(cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan) -
             "judge": judge_cfg,
             "warm": warm,
             "code": source_hash(*AGENT_CODE, "llm", "prompts"),
+            # A repeat of a run is a run of its own (an assistant's replies are not cached by seed).
+            **({"repeat": options.repeat} if options.repeat else {}),
         }
     )
     run_dir = options.run_dir or Path(cfg["paths"]["runs"]) / "eval" / key
@@ -433,6 +436,9 @@ def build_summary(
         "floors": plan.floors.as_dict(),
         "answerer": _public(setup.answerer_cfg),
         "judge": _public(setup.judge_cfg),
+        # Names the judge (model, endpoint, template hash, temperature, seed; or the offline rule): two
+        # answer_accuracy figures with different hashes are not comparable.
+        "judge_id": _judge_id(setup.judge_cfg),
         "run": {"budget_usd": setup.budget_usd, "max_concurrency": setup.max_concurrency},
         "memory": {"isolate": not setup.warm},
         # The pins its out-of-scope labels were checked against: another corpus makes them mean other things.
@@ -475,6 +481,12 @@ def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict
         retrieval = score_sources(plan, run.replies)
     answers = score_answers(plan, setup, run, ledger, options.progress)
     return build_summary(cfg, plan, setup, retrieval, run, answers, ledger, total)
+
+
+def _judge_id(judge_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+    from doceval.scoring.judge import judge_id
+
+    return judge_id(judge_cfg)
 
 
 def _none_if_nan(value: float) -> float | None:

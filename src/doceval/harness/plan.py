@@ -49,9 +49,10 @@ class EvalOptions:
     max_errors: int | None = None  # stop (exit 4, summary incomplete) once more entries than this failed
     retriever: Retriever | None = None  # a retriever object instead of the configured one (Python API)
     agent: ExternalAgent | None = None  # an assistant instead of the configured agent (Python API)
+    repeat: int = 0  # --repeats: which repeat this run is (its own journals; LLM seeds are in the config)
 
 
-def _split_of(cfg: Mapping[str, Any], options: EvalOptions) -> str | None:
+def split_of(cfg: Mapping[str, Any], options: EvalOptions) -> str | None:
     if options.split != "__config__":
         return options.split
     name = cfg["split"]["name"]
@@ -237,7 +238,7 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
         raise UsageError(f"--limit {limit}: must be at least 1 (or omit it for every entry)")
     if options.max_errors is not None and options.max_errors < 0:
         raise UsageError(f"--max-errors {options.max_errors}: must be 0 or more")
-    split = _split_of(cfg, options)
+    split = split_of(cfg, options)
     agent = _external_agent(cfg, options)
     corpus, all_entries, golden_path, golden_md5 = load_inputs(cfg, options, needs_corpus(cfg, options))
     entries = select_split(all_entries, split, golden_path)

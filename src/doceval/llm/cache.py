@@ -72,3 +72,35 @@ class ResponseCache:
 
     def __repr__(self) -> str:
         return f"ResponseCache({str(self.path)!r})"
+
+
+_OPEN: dict[Path, tuple[ResponseCache, int]] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_cache(path: str | Path) -> ResponseCache:
+    """The process's one cache for ``path``: clients sharing a file share one connection, since two sqlite
+    connections writing one file at once wait on each other's locks (the busy handler sleeps for ms at a
+    time). Release it with :func:`release_cache`."""
+    key = Path(path).resolve()
+    with _OPEN_LOCK:
+        cache, users = _OPEN.get(key, (None, 0))
+        if cache is None:
+            cache = ResponseCache(key)
+        _OPEN[key] = (cache, users + 1)
+        return cache
+
+
+def release_cache(cache: ResponseCache) -> None:
+    """One user fewer; the connection closes with the last one."""
+    key = cache.path.resolve()
+    with _OPEN_LOCK:
+        shared, users = _OPEN.get(key, (None, 0))
+        if shared is not cache:
+            cache.close()  # not from open_cache
+            return
+        if users <= 1:
+            del _OPEN[key]
+            cache.close()
+        else:
+            _OPEN[key] = (cache, users - 1)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from doceval.common.redact import redact_url, url_credentials
-from doceval.llm.cache import ResponseCache, cache_key
+from doceval.llm.cache import ResponseCache, cache_key, open_cache, release_cache
 from doceval.llm.config import LLMConfig, make_openai_client
 from doceval.llm.errors import LLMError, _Malformed
 from doceval.llm.ledger import Ledger
@@ -56,7 +56,7 @@ class ChatClient:
         self._sleep = sleep
         self._client = make_openai_client(cfg.base_url, cfg.api_key_env, cfg.timeout_s)
         self._slots = threading.BoundedSemaphore(cfg.max_concurrency)
-        self.cache = ResponseCache(cfg.cache_path) if cfg.cache_path else None
+        self.cache: ResponseCache | None = open_cache(cfg.cache_path) if cfg.cache_path else None
         self.policy = RetryPolicy(cfg.max_retries, cfg.retry_base_delay_s, cfg.retry_max_delay_s)
 
     def __repr__(self) -> str:
@@ -172,7 +172,8 @@ class ChatClient:
 
     def close(self) -> None:
         if self.cache is not None:
-            self.cache.close()
+            release_cache(self.cache)
+            self.cache = None
         self._client.close()
 
 

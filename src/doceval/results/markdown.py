@@ -187,6 +187,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
 
     out += ["", "## Counts", ""]
     out += _table(["count", "value"], [[_md(k), _md(v)] for k, v in counts.items()]) if counts else ["(none)"]
+    out += _answer_side(summary)
     for title, key, label in (
         ("Per library", "by_library", "library"),
         ("Per library@version", "by_pin", "pin"),
@@ -320,6 +321,60 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
         out.append(f"None: all {n_oos} out-of-scope entries got no sources.")
     out += ["", *_contrast_section(summary["entries"])]
     return "\n".join(out) + "\n"
+
+
+_SYSTEM_ROLES = ("answerer", "system")  # the system under test; everything else billed here is the judge
+
+
+def _answer_side(summary: Summary) -> list[str]:
+    """The judge that produced answer_accuracy, the LLM usage and cost split between the system under test and
+    the judge, and the spread across repeats with the flaky entries."""
+    cfg = summary.get("config") or {}
+    out: list[str] = []
+    judge_id = cfg.get("judge_id")
+    out += ["", "## Judge", ""]
+    if judge_id:
+        ident = judge_id.get("identity") or {}
+        shown = ", ".join(
+            f"{k} {_code(v)}" for k, v in ident.items() if v is not None and k != "template_sha256"
+        )
+        out.append(f"Judge hash {_code(judge_id.get('hash'))}: {shown}. answer_accuracy figures with different "
+                   "judge hashes are not comparable.")  # fmt: skip
+    else:
+        out.append("No judge ran: answer_accuracy is not judged.")
+    source = cfg.get("rescored_from")
+    if source:
+        old = (source.get("judge_id") or {}).get("hash")
+        out += ["", f"Re-judged from {_code(source.get('path'))} (sha256 {_code(str(source.get('sha256'))[:16])}, "
+                    f"run key {_code(source.get('run_key'))}, judge {_code(old) if old else 'none'}): the answers are "
+                    "that run's; only the verdicts are new."]  # fmt: skip
+    by_role = ((cfg.get("usage") or {}).get("by_role")) or {}
+    if by_role:
+        out += ["", "## LLM usage and cost", ""]
+        rows = []
+        for role, usage in sorted(by_role.items()):
+            side = "system under test" if role in _SYSTEM_ROLES else "judge"
+            rows.append([_md(role), side, _md(usage.get("requests", "-")), _md(usage.get("prompt_tokens", "-")),
+                         _md(usage.get("completion_tokens", "-")), f"{float(usage.get('cost_usd') or 0):.4f}"])  # fmt: skip
+        out += _table(["role", "side", "requests", "prompt tokens", "completion tokens", "cost USD"], rows,
+                      ["l", "l", "r", "r", "r", "r"])  # fmt: skip
+    repeats = summary.get("repeats")
+    if repeats:
+        out += ["", f"## Repeats ({_md(repeats.get('n'))})", "", _md(repeats.get("seeds")), ""]
+        rows = [[_md(k), _num(s["mean"]), _num(s["sd"]), f"[{_num(s['min'])}, {_num(s['max'])}]"]
+                for k, s in (repeats.get("metrics") or {}).items() if s.get("mean") is not None]  # fmt: skip
+        out += _table(["metric", "mean", "sd", "range"], rows, ["l", "r", "r", "l"])
+        flaky = repeats.get("flaky") or []
+        out += [
+            "",
+            f"{len(flaky)} flaky entries (an outcome changed between repeats)" + (":" if flaky else "."),
+        ]
+        if flaky:
+            out += ["", *_table(["id", "question", "changed"],
+                                [[_md(f["id"]), _md(f.get("question", "")),
+                                  _md("; ".join(f"{k}: {v}" for k, v in f["changed"].items()))] for f in flaky[:50]],
+                                ["l", "l", "l"])]  # fmt: skip
+    return out
 
 
 def _contrast_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:

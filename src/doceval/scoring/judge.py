@@ -8,13 +8,17 @@ metrics count and exclude from answer_accuracy instead of scoring it right or wr
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from doceval.common.redact import redact_url
 from doceval.errors import UsageError
 from doceval.llm import LLMConfig, LLMError, PromptTemplate, TemplatedChat, redact
+from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings
+from doceval.scoring.reference_judge import identity as reference_identity
 from doceval.seam import Probe
 
 
@@ -94,8 +98,12 @@ class OpenAIJudge(TemplatedChat):
         self.client.close()
 
 
-def make_judge(cfg: Mapping[str, Any]) -> Judge | None:
-    """``{"name": "none"}`` -> None (no judge); ``{"name": "openai", ...}`` (keys as :class:`LLMConfig`)."""
+JUDGES = ("none", "openai", "reference")
+
+
+def make_judge(cfg: Mapping[str, Any], labels: Mapping[str, VersionStrings] | None = None) -> Judge | None:
+    """``{"name": "none"}`` -> None (no judge); ``{"name": "openai", ...}`` (keys as :class:`LLMConfig`);
+    ``{"name": "reference", "threshold": T}``, which needs the entries' version strings (``labels``)."""
     name = str(cfg.get("name", "none"))
     if name in ("none", "", "null"):
         return None
@@ -103,4 +111,50 @@ def make_judge(cfg: Mapping[str, Any]) -> Judge | None:
         llm_cfg = LLMConfig.from_mapping(cfg, "judge")
         template = PromptTemplate.load(str(cfg.get("template") or "judge.txt"))
         return OpenAIJudge(llm_cfg, template)
-    raise UsageError(f"judge.name: unknown judge {name!r}; choose none or openai")
+    if name == "reference":
+        threshold = cfg.get("threshold")
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not -1 <= threshold <= 1:
+            raise UsageError(
+                f"judge.threshold: {threshold!r} must be a cosine similarity in [-1, 1] "
+                "(`doceval judge calibrate` computes it from labelled answers)"
+            )
+        return ReferenceJudge(float(threshold), labels or {})
+    raise UsageError(f"judge.name: unknown judge {name!r}; choose one of {', '.join(JUDGES)}")
+
+
+def judge_identity(cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What decides a verdict, and nothing else (not the key, retries or budget): the model, endpoint (no
+    credentials), template text hash, temperature and seed of an LLM judge; the rule and threshold of the
+    reference judge. None: no judge."""
+    name = str(cfg.get("name", "none"))
+    if name in ("none", "", "null"):
+        return None
+    if name == "reference":
+        return reference_identity(cfg)
+    template = PromptTemplate.load(str(cfg.get("template") or "judge.txt"))
+    base_url = cfg.get("base_url")
+    return {
+        "name": name,
+        "model": cfg.get("model"),
+        "base_url": redact_url(str(base_url)) if base_url else None,
+        "template": template.template_id,
+        "template_sha256": hashlib.sha256(template.text.encode()).hexdigest(),
+        "temperature": cfg.get("temperature"),
+        "seed": cfg.get("seed"),
+        "max_tokens": cfg.get("max_tokens"),
+        "response_format": cfg.get("response_format"),
+    }
+
+
+def judge_hash(identity: Mapping[str, Any] | None) -> str | None:
+    """16 hex digits naming a judge: two answer_accuracy figures with different hashes came from different
+    judges and are not comparable."""
+    if identity is None:
+        return None
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def judge_id(judge_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+    """``{"hash", "identity"}`` of a configured judge, None without one (the summary's ``config.judge_id``)."""
+    identity = judge_identity(judge_cfg)
+    return None if identity is None else {"hash": judge_hash(identity), "identity": identity}

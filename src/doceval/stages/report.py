@@ -16,6 +16,29 @@ from doceval.results.markdown import render_report
 from doceval.results.summaries import load_summary
 
 
+def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
+    """The offline judge's measured agreement, and whether it clears the bar for answer_accuracy."""
+    from doceval.scoring.agreement import MIN_KAPPA, trusted
+
+    a = report["agreement"]
+    ci = a.get("kappa_ci95") or [None, None]
+    ok, why = trusted(report)
+    labels = report.get("labels") or {}
+    base = (report.get("version_strings_alone") or {}).get("kappa")
+    return [
+        "",
+        "## Judge agreement (reference judge)",
+        "",
+        f"On the {labels.get('split')} half of `{labels.get('path')}` ({a['n']} labelled answers, md5 "
+        f"`{labels.get('md5')}`): Cohen's kappa {a['kappa']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}], accuracy "
+        f"{a['accuracy']:.3f}; version strings alone: kappa {base:.3f}. Judge hash `{report['judge']['hash']}`.",
+        "",
+        (f"It clears the bar ({why}): its answer_accuracy can be reported." if ok else
+         f"answer_accuracy stays **not judged** by it: {why} (the bar: kappa >= {MIN_KAPPA} and above version "
+         "strings alone)."),
+    ]  # fmt: skip
+
+
 def run(params: Mapping[str, Any]) -> tuple[Path, GateResult]:
     out = Path(params["paths"]["eval"])
     report = out / "report.md"
@@ -28,7 +51,11 @@ def run(params: Mapping[str, Any]) -> tuple[Path, GateResult]:
     floors_file = out / "calibration" / "floors.json"
     calibration = read_json(floors_file, "calibrated floors") if floors_file.is_file() else None
     verdict = gate(summary, params["gate"])
-    lines = [render_report(summary, calibration).rstrip(), "", "## Gate", "", f"`{verdict.line}`", ""]
+    lines = [render_report(summary, calibration).rstrip()]
+    validation = out / "judge" / "reference.json"
+    if validation.is_file():
+        lines += judge_agreement_lines(read_json(validation, "judge validation", rerun="dvc repro judge"))
+    lines += ["", "## Gate", "", f"`{verdict.line}`", ""]
     lines += [f"- {f}" for f in verdict.failures]
     write_text_atomic(report, "\n".join(lines) + "\n")
     return report, verdict

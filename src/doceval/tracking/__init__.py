@@ -15,7 +15,7 @@ dropped from params/tags and redacted from the logged artifacts.
 
 from __future__ import annotations
 
-from doceval.tracking.configured import check_configured, log_configured_run
+from doceval.tracking.configured import check_configured, log_configured_judge_validation, log_configured_run
 from doceval.tracking.locking import _ENSURED
 from doceval.tracking.runs import load_summary_from_run, log_parent_artifacts, log_run, start_parent
 from doceval.tracking.secrets import DEFAULT_SECRET_ENV, REDACTED, scrub, secret_values
@@ -48,6 +48,7 @@ from doceval.tracking.uris import (
 __all__ = [
     "check_configured",
     "log_configured_run",
+    "log_configured_judge_validation",
     "ALL_EXPERIMENT",
     "ARTIFACTS_DIR",
     "DB_NAME",

@@ -62,3 +62,18 @@ def fail_parent(run_id: str, uri: str, failed_point: str | None = None) -> None:
         if failed_point:
             client.set_tag(run_id, "sweep_failed_point", failed_point[:MAX_TAG_LEN])
         client.set_terminated(run_id, "FAILED")
+
+
+def log_configured_judge_validation(cfg: Mapping[str, Any], report: Mapping[str, Any]) -> str | None:
+    """Log a judge validation to the ``doceval-judge`` experiment when tracking is enabled; returns the run id."""
+    from doceval.tracking.judge_runs import JUDGE_EXPERIMENT, log_judge_validation
+
+    if not enabled(cfg):
+        return None
+    root = Path.cwd()
+    uri = tracking_uri(cfg["tracking"].get("uri"), root)
+    run_id = log_judge_validation(
+        report, uri=uri, root=root, run_name=(report.get("judge") or {}).get("hash")
+    )
+    print(f"mlflow: logged judge validation {run_id} to experiment {JUDGE_EXPERIMENT} ({redact_url(uri)})")
+    return run_id

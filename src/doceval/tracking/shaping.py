@@ -148,6 +148,7 @@ def build_tags(config: Mapping[str, Any], metrics: Mapping[str, Any], extra: Map
         "index_hash": (config.get("candidates") or {}).get("index_hash"),
         "floors_source": (config.get("floors") or {}).get("source"),
         "run_key": config.get("run_key"),
+        "judge_hash": (config.get("judge_id") or {}).get("hash"),
         "doceval_version": __version__,
     }
     if isinstance(metrics.get("not_judged"), bool):

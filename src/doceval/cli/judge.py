@@ -1,0 +1,231 @@
+"""`doceval judge validate | calibrate | rescore`: how far a judge can be trusted, the offline judge's threshold,
+and re-judging a recorded run without calling the system under test again (over doceval.harness.judging_runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from doceval.errors import UsageError
+
+DEFAULT_LABELS = "data/judge/v1.jsonl"
+
+
+def _golden(cfg: dict[str, Any], path: str | None) -> tuple[dict[str, Any], Path, str]:
+    from doceval.inputs.golden import parse_golden
+    from doceval.inputs.qrels import labels_md5
+
+    golden_path = Path(path or cfg["golden"])
+    entries = parse_golden(golden_path)
+    return {e.id: e for e in entries}, golden_path, labels_md5(golden_path)
+
+
+def _split_positionals(args: argparse.Namespace) -> None:
+    """``[LABELS] [OVERRIDES...]``: a first word without "=" (or naming a file) is the label file."""
+    words = list(args.words)
+    first_is_labels = bool(words) and ("=" not in words[0] or Path(words[0]).exists())
+    args.labels = words.pop(0) if first_is_labels else DEFAULT_LABELS
+    args.overrides = words
+
+
+def _labels(args: argparse.Namespace, cfg: dict[str, Any]) -> tuple[list[Any], Path, dict[str, Any]]:
+    from doceval.inputs.judge_labels import labels_md5, read_labels, select
+
+    golden, golden_path, golden_md5 = _golden(cfg, args.golden)
+    path = Path(args.labels)
+    split = None if args.split == "all" else args.split
+    rows = select(read_labels(path, golden), split)
+    if not rows:
+        raise UsageError(f"{path}: no labelled rows in split {args.split!r}")
+    info = {"path": str(path), "md5": labels_md5(path), "split": args.split, "golden": str(golden_path),
+            "golden_md5": golden_md5}  # fmt: skip
+    return rows, path, info
+
+
+def _repeats(value: int) -> int:
+    if value < 1:
+        raise UsageError(f"--repeats {value}: must be at least 1 (1 = judge each row once)")
+    return value
+
+
+def _format(report: dict[str, Any]) -> list[str]:
+    a = report["agreement"]
+    ident = report["judge"]["identity"] or {}
+    name = ident.get("name")
+    what = (
+        f"{name} {ident.get('model') or ''}".strip()
+        if name == "openai"
+        else f"{name} (threshold {ident.get('threshold')})"
+    )
+    ci = a["kappa_ci95"]
+    acc = "n/a" if a["accuracy"] is None else f"{a['accuracy']:.3f}"
+    kappa = "n/a" if a["kappa"] is None else f"{a['kappa']:.3f}"
+    lines = [
+        f"judge {what}  hash {report['judge']['hash']}  labels {report['labels']['path']} ({report['labels']['split']})",
+        f"rows {report['n_rows']}: scored {a['n']}, judge errors {a['judge_errors']} (left out of every figure)",
+        f"accuracy {acc}   Cohen's kappa {kappa}"
+        + (f" [{ci[0]:.3f}, {ci[1]:.3f}] (95%, bootstrap)" if ci else ""),
+    ]
+    base = report["version_strings_alone"]["kappa"]
+    lines.append(f"version strings alone on the same rows: kappa {'n/a' if base is None else f'{base:.3f}'}")
+    c = a["confusion"]
+    lines += [
+        "confusion (rows: human, columns: judge)   correct  incorrect",
+        f"  correct                                {c['correct']['correct']:7d}  {c['correct']['incorrect']:9d}",
+        f"  incorrect                              {c['incorrect']['correct']:7d}  {c['incorrect']['incorrect']:9d}",
+        "agreement per answer category:",
+    ]
+    for cat, b in a["by_category"].items():
+        share = "n/a" if b["agreement"] is None else f"{b['agreement']:.2f}"
+        lines.append(f"  {cat:16s} {share:>5s}  (n={b['n']}, human correct {b['human_correct']}, judge correct "
+                     f"{b['judge_correct']}, judge errors {b['judge_errors']})")  # fmt: skip
+    rep = report.get("repeats")
+    if rep:
+        lines.append(f"repeats {rep['repeats']}: flip rate {rep['flip_rate']:.3f} ({rep['flipped']} rows), kappa "
+                     f"{rep['kappa_min']:.3f} to {rep['kappa_max']:.3f} (sd {rep['kappa_sd']:.3f})")  # fmt: skip
+    cache = report["usage"]["cache"]
+    lines.append(f"requests: cache hits {cache['hits']}, misses {cache['misses']}")
+    return lines
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from doceval import tracking
+    from doceval.common.io import check_writable, write_json_atomic
+    from doceval.config.compose import compose
+    from doceval.harness.judging_runs import validate
+
+    _split_positionals(args)
+    cfg = compose(args.overrides)
+    repeats = _repeats(args.repeats)
+    if args.no_track:
+        cfg["tracking"]["enabled"] = False
+    if args.output:
+        check_writable(Path(args.output), f"--output {args.output}", "pass a writable --output PATH")
+    tracking.check_configured(cfg)
+    rows, _, info = _labels(args, cfg)
+    conc = int((cfg.get("run") or {}).get("max_concurrency") or 8)
+    report = validate(rows, cfg["judge"], repeats=repeats, max_concurrency=conc, progress=not args.quiet,
+                      seed=int(cfg.get("seed", 0)))  # fmt: skip
+    report = {"labels": info, **report}
+    if args.output:
+        write_json_atomic(Path(args.output), report)
+    tracking.log_configured_judge_validation(cfg, report)
+    print("\n".join(_format(report)))
+    if args.output:
+        print(f"report: {args.output}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from doceval.config.compose import compose
+    from doceval.harness.judging_runs import calibrate_threshold
+
+    _split_positionals(args)
+    cfg = compose(args.overrides)
+    rows, path, _ = _labels(args, cfg)
+    result = calibrate_threshold(rows)
+    print(f"reference judge on {path} ({args.split}, {result['n']} rows): threshold {result['threshold']} "
+          f"(kappa {result['kappa']:.3f} there)")  # fmt: skip
+    print(
+        f"set `threshold: {result['threshold']}` in conf/judge/reference.yaml, then validate on the other split"
+    )
+    return 0
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    from doceval import tracking
+    from doceval.common.io import check_writable, read_json, write_json_atomic
+    from doceval.config.compose import compose
+    from doceval.harness.judging_runs import rescore
+
+    if not args.words or "=" in args.words[0] and not Path(args.words[0]).exists():
+        raise UsageError("judge rescore: name the SUMMARY to re-judge first, then any overrides")
+    summary_arg, overrides = args.words[0], args.words[1:]
+    cfg = compose(overrides)
+    if args.no_track:
+        cfg["tracking"]["enabled"] = False
+    output = Path(args.output)
+    check_writable(output, f"--output {output}", "pass a writable --output PATH")
+    tracking.check_configured(cfg)
+    summary_path = Path(summary_arg)
+    summary = read_json(summary_path, "run summary", rerun="doceval eval")
+    if not isinstance(summary, dict) or "config" not in summary:
+        raise UsageError(f"{summary_path}: not a doceval summary (no config block)")
+    golden_path = args.golden or (summary["config"].get("golden") or {}).get("path") or cfg["golden"]
+    golden, _, golden_md5 = _golden(cfg, golden_path)
+    new = rescore(summary, summary_path, golden, golden_md5, cfg["judge"], cfg=cfg, progress=not args.quiet)
+    write_json_atomic(output, new)
+    tracking.log_configured_run(cfg, new, {}, run_name=output.stem, tags={"stage": "rescore"})
+    m = new["metrics"]
+    acc = m.get("answer_accuracy")
+    old = (summary.get("metrics") or {}).get("answer_accuracy")
+    print(f"answer_accuracy {('n/a' if acc is None else f'{acc:.3f}')} (was "
+          f"{'not judged' if old is None else f'{old:.3f}'}), judged {m['counts']['n_judged']}, "
+          f"judge errors {m['counts']['judge_errors']}; judge {new['config']['judge_id']['hash']}")  # fmt: skip
+    print(f"summary: {output}")
+    return 0
+
+
+def cmd_agreement(args: argparse.Namespace) -> int:
+    from doceval.cli.common import stage_params
+    from doceval.scoring.agreement import trusted
+    from doceval.stages import judge as stage
+
+    report = stage.run(stage_params(args), progress=not args.quiet)
+    ok, why = trusted(report)
+    a = report["agreement"]
+    print(f"reference judge on {report['labels']['path']} ({report['labels']['split']}): kappa {a['kappa']:.3f}, "
+          f"accuracy {a['accuracy']:.3f}; {'clears the bar' if ok else 'below the bar'}: {why}")  # fmt: skip
+    return 0
+
+
+def register(sub: Any) -> None:
+    judge = sub.add_parser("judge", help="validate, calibrate and rerun judges").add_subparsers(
+        dest="judge_command", required=True, metavar="COMMAND"
+    )
+
+    def common(p: argparse.ArgumentParser, default_split: str) -> None:
+        p.add_argument("words", nargs="*", metavar="[LABELS] [OVERRIDES]",
+                       help=f"labelled answers (default: {DEFAULT_LABELS}), then Hydra overrides, e.g. "
+                       "judge=openai judge.model=m")  # fmt: skip
+        p.add_argument("--split", default=default_split, choices=("calibration", "test", "all"),
+                       help=f"rows of the label file to use (default: {default_split})")  # fmt: skip
+        p.add_argument(
+            "--golden", metavar="PATH", help="golden set the labels' entry ids name (default: `golden`)"
+        )
+        p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    text = "the configured judge's agreement with labelled answers (kappa, confusion, per category, flips)"
+    p = judge.add_parser("validate", help=text, description=text)
+    p.add_argument("--repeats", type=int, default=1, metavar="N", help="judge each row N times (flip rate)")
+    p.add_argument("--output", metavar="PATH", help="also write the report as JSON")
+    p.add_argument("--no-track", action="store_true", help="do not log to MLflow (experiment doceval-judge)")
+    common(p, "test")
+    p.set_defaults(func=cmd_validate)
+
+    text = "the reference judge's similarity threshold that best agrees with the labels"
+    p = judge.add_parser("calibrate", help=text, description=text)
+    common(p, "calibration")
+    p.set_defaults(func=cmd_calibrate)
+
+    text = "DVC stage `judge`: the offline judge's agreement on the held-out labels (reads params.yaml)"
+    p = judge.add_parser("agreement", help=text, description=text)
+    p.add_argument("--params", default="params.yaml", help="composed configuration (default: params.yaml)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_agreement)
+
+    text = "re-judge a recorded run's answers with another judge (the system under test is not called)"
+    p = judge.add_parser("rescore", help=text, description=text)
+    p.add_argument(
+        "words",
+        nargs="*",
+        metavar="SUMMARY [OVERRIDES]",
+        help="summary JSON of the answering run, then Hydra overrides for the judge, e.g. judge=reference",
+    )
+    p.add_argument("--output", required=True, metavar="PATH", help="the new summary")
+    p.add_argument("--golden", metavar="PATH", help="golden set (default: the one the summary names)")
+    p.add_argument("--no-track", action="store_true", help="do not log the new run to MLflow")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_rescore)

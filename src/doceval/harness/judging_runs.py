@@ -1,0 +1,295 @@
+"""Judging apart from answering: validate a judge against labelled answers (`doceval judge validate`),
+calibrate the offline judge's threshold (`doceval judge calibrate`), and re-judge a recorded run
+(`doceval judge rescore`) without calling the system under test again.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from doceval.errors import UsageError
+from doceval.inputs.golden import GoldenEntry
+from doceval.inputs.judge_labels import LabelledAnswer
+from doceval.scoring.agreement import agreement, cohen_kappa, repeat_stability
+from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings, version_strings
+from doceval.seam import Answer, Probe
+
+REPEAT_SEED_NOTE = "repeat r asks with seed = (judge.seed or 0) + r, so each repeat has its own cache entries"
+
+
+def _repeat_cfg(judge_cfg: Mapping[str, Any], r: int) -> dict[str, Any]:
+    cfg = dict(judge_cfg)
+    if cfg.get("name") == "openai":
+        cfg["seed"] = int(cfg.get("seed") or 0) + r
+    return cfg
+
+
+def _strings_of(rows: Sequence[LabelledAnswer]) -> dict[str, VersionStrings]:
+    by_entry = version_strings([r.entry for r in rows])
+    return {r.id: by_entry[r.entry.id] for r in rows}
+
+
+class _RepeatJudges:
+    """One judge per repeat behind one interface, so every repeat's rows share one bounded pool (no idle tail
+    between passes): a probe id ``ROW#r`` goes to repeat r's judge with the row's own id."""
+
+    def __init__(self, judges: Sequence[Any]) -> None:
+        self.judges = list(judges)
+
+    def use_ledger(self, ledger: Any) -> None:
+        for j in self.judges:
+            attach = getattr(j, "use_ledger", None)
+            if attach is not None:
+                attach(ledger)
+
+    def judge(self, probe: Probe, answer: str, reference: str) -> tuple[bool | None, str | None, str | None]:
+        row, _, r = probe.id.rpartition("#r")
+        own = Probe(row, probe.question, probe.library, probe.version)
+        result: tuple[bool | None, str | None, str | None] = self.judges[int(r)].judge(own, answer, reference)
+        return result
+
+    def close(self) -> None:
+        for j in self.judges:
+            close = getattr(j, "close", None)
+            if close is not None:
+                close()
+
+
+def judge_passes(
+    rows: Sequence[LabelledAnswer],
+    judge_cfg: Mapping[str, Any],
+    repeats: int,
+    *,
+    ledger: Any,
+    max_concurrency: int,
+    progress: bool,
+) -> list[list[bool | None]]:
+    """``repeats`` verdicts per row (None: a judge error): passes[r][i] for row i, repeat r."""
+    from doceval.scoring.judge import make_judge
+    from doceval.scoring.judging import judge_answers
+
+    judges = [make_judge(_repeat_cfg(judge_cfg, r), _strings_of(rows)) for r in range(repeats)]
+    if judges[0] is None:
+        raise UsageError("judge=none: nothing to validate; choose a judge (judge=openai, judge=reference)")
+    combined = _RepeatJudges(judges)
+    keys = [(r, row) for r in range(repeats) for row in rows]
+    probes = [
+        Probe(f"{row.id}#r{r}", row.entry.question, row.entry.library, row.entry.version) for r, row in keys
+    ]
+    answers = {
+        p.id: Answer(p.id, row.candidate, False, None, {}) for p, (_, row) in zip(probes, keys, strict=True)
+    }
+    references = {p.id: row.entry.reference_answer for p, (_, row) in zip(probes, keys, strict=True)}
+    try:
+        outcome = judge_answers(probes, answers, references, combined, ledger=ledger,
+                                max_concurrency=max_concurrency, progress=progress)  # fmt: skip
+    finally:
+        combined.close()
+    verdicts = {p.id: (outcome.verdicts[p.id].verdict if p.id in outcome.verdicts else None) for p in probes}
+    return [[verdicts[f"{row.id}#r{r}"] for row in rows] for r in range(repeats)]
+
+
+def validate(
+    rows: Sequence[LabelledAnswer],
+    judge_cfg: Mapping[str, Any],
+    *,
+    repeats: int = 1,
+    max_concurrency: int = 8,
+    progress: bool = False,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The judge's agreement with the labels over ``rows``: pass 0's figures, the stability across ``repeats``
+    passes, and version_correctness alone on the same rows as the baseline any judge must beat."""
+    from doceval.llm import Ledger
+    from doceval.scoring.judge import judge_hash, judge_identity
+
+    if repeats < 1:
+        raise UsageError(f"--repeats {repeats}: must be at least 1")
+    ledger = Ledger()
+    passes = judge_passes(rows, judge_cfg, repeats, ledger=ledger, max_concurrency=max_concurrency,
+                          progress=progress)  # fmt: skip
+    human = [r.correct for r in rows]
+    categories = [r.category for r in rows]
+    strings = _strings_of(rows)
+    baseline = [strings[r.id].passes(r.candidate) for r in rows]
+    identity = judge_identity(judge_cfg)
+    report: dict[str, Any] = {
+        "judge": {"hash": judge_hash(identity), "identity": identity},
+        "n_rows": len(rows),
+        "agreement": agreement(human, passes[0], categories, seed=seed),
+        "version_strings_alone": {"kappa": cohen_kappa(human, baseline),
+                                  "accuracy": float(np.mean(np.array(human) == np.array(baseline))) if rows else None},
+        "rows": [
+            {"id": r.id, "entry_id": r.entry.id, "category": r.category, "human": r.correct,
+             "judge": [p[i] for p in passes]}
+            for i, r in enumerate(rows)
+        ],
+        "usage": {"by_role": ledger.snapshot(), "cache": ledger.cache_stats()},
+    }  # fmt: skip
+    if repeats > 1:
+        stability = repeat_stability(passes, human)
+        stability["flipped_rows"] = [rows[i].id for i in stability["flipped_rows"]]
+        stability["seeds"] = REPEAT_SEED_NOTE
+        report["repeats"] = stability
+    return report
+
+
+def calibrate_threshold(rows: Sequence[LabelledAnswer]) -> dict[str, Any]:
+    """The reference judge's threshold that maximises kappa with the labels over ``rows`` (ties: the middle of
+    the best run of candidate thresholds), among midpoints between the similarities of rows that pass their
+    version strings."""
+    strings = _strings_of(rows)
+    judge = ReferenceJudge(0.0, strings)
+    passing = [strings[r.id].passes(r.candidate) for r in rows]
+    sims = judge.similarities([(r.candidate, r.entry.reference_answer) for r in rows])
+    human = [r.correct for r in rows]
+    values = sorted({float(s) for s, ok in zip(sims, passing, strict=True) if ok})
+    candidates = [-1.0] + [(a + b) / 2 for a, b in zip(values, values[1:], strict=False)] + [1.0]
+    scored = []
+    for t in candidates:
+        verdicts = [ok and s >= t for s, ok in zip(sims, passing, strict=True)]
+        scored.append((cohen_kappa(human, verdicts) or 0.0, t))
+    best = max(k for k, _ in scored)
+    run = [t for k, t in scored if k == best]
+    threshold = round(run[len(run) // 2], 4)
+    return {"threshold": threshold, "kappa": best, "n": len(rows),
+            "similarities": {r.id: round(float(s), 4) for r, s in zip(rows, sims, strict=True)}}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------ rescore
+
+
+def rescore(
+    summary: Mapping[str, Any],
+    summary_path: Path,
+    golden: Mapping[str, GoldenEntry],
+    golden_md5: str,
+    judge_cfg: Mapping[str, Any],
+    *,
+    cfg: Mapping[str, Any],
+    progress: bool = False,
+) -> dict[str, Any]:
+    """A new summary: the recorded answers of ``summary`` judged by ``judge_cfg``, the answer metrics recomputed
+    from them, everything else (answers, retrieval scores, refusals) as recorded."""
+    from doceval.llm import Ledger
+    from doceval.scoring.aggregate import aggregate
+    from doceval.scoring.judge import make_judge
+    from doceval.scoring.judging import judge_answers
+    from doceval.scoring.metrics import answer_scores
+    from doceval.scoring.registry import ANSWER_NAMES, METRIC_NAMES
+
+    entries = summary.get("entries")
+    config = summary.get("config") or {}
+    if (
+        not isinstance(entries, list)
+        or not entries
+        or not all(isinstance(e, dict) and "answer" in e for e in entries)
+    ):
+        raise UsageError(
+            f"{summary_path}: records no answers (entries without an `answer` field): only a summary written by "
+            "`doceval eval` or the evaluate stage can be re-judged; rerun it"
+        )
+    recorded_md5 = (config.get("golden") or {}).get("md5")
+    if recorded_md5 != golden_md5:
+        raise UsageError(
+            f"{summary_path}: was answered against golden md5 {recorded_md5}, but the golden set now has md5 "
+            f"{golden_md5}: its reference answers may differ. Rescore against the same labels (check out that "
+            "golden set) or rerun `doceval eval`"
+        )
+    missing = [e["id"] for e in entries if e["id"] not in golden]
+    if missing:
+        raise UsageError(f"{summary_path}: entries {', '.join(missing[:3])} are not in the golden set")
+    todo = [e for e in entries if e.get("system_error") is None]
+    order = [golden[e["id"]] for e in todo]
+    judge = make_judge(judge_cfg, version_strings(order))
+    if judge is None:
+        raise UsageError("judge=none: choose the judge to rescore with (judge=openai, judge=reference)")
+    from doceval.scoring.judge import judge_id
+
+    new_id = judge_id(judge_cfg)
+    key = _key({"rescore_of": config.get("run_key"), "summary": _sha256(summary_path), "judge": new_id})
+    journal = Path(cfg["paths"]["runs"]) / "rescore" / key / "judge.jsonl"
+    ledger = Ledger((cfg.get("run") or {}).get("budget_usd"))
+    probes = [Probe(g.id, g.question, g.library, g.version) for g in order]
+    answers = {
+        e["id"]: Answer(e["id"], e["answer"], bool(e["refused"]), e.get("refusal_reason"), {}) for e in todo
+    }
+    try:
+        outcome = judge_answers(probes, answers, {g.id: g.reference_answer for g in order}, judge, ledger=ledger,
+                                journal_path=journal, max_concurrency=int((cfg.get("run") or {}).get("max_concurrency") or 8),
+                                progress=progress)  # fmt: skip
+    finally:
+        close = getattr(judge, "close", None)
+        if close is not None:
+            close()
+    if outcome.stopped_reason == "budget":
+        raise UsageError(
+            f"rescore stopped by the budget run.budget_usd; raise it and rerun (resumes from {journal})"
+        )
+    verdicts = outcome.verdicts
+    per = answer_scores(
+        np.array([g.out_of_scope for g in order], dtype=bool),
+        np.array([bool(e["refused"]) for e in todo], dtype=bool),
+        [e["answer"] for e in todo],
+        [list(g.expected_apis) for g in order],
+        [list(g.forbidden_apis) for g in order],
+        [v.verdict if (v := verdicts.get(g.id)) is not None else None for g in order],
+        judge_ran=True,
+        expected_any=[[list(x) for x in g.expected_any] for g in order],
+    )
+    new = copy.deepcopy(dict(summary))
+    index = {e["id"]: i for i, e in enumerate(todo)}
+    for row in new["entries"]:
+        i = index.get(row["id"])
+        if i is None:
+            continue  # a system error: scored by no metric, as recorded
+        v = verdicts.get(row["id"])
+        row.update(verdict=v.verdict if v else None, verdict_reason=v.verdict_reason if v else None,
+                   judge_error=v.judge_error if v else None)  # fmt: skip
+        for m in ANSWER_NAMES:
+            value = float(per[m][i])
+            row["scores"][m] = None if np.isnan(value) else value
+    old_metrics = summary["metrics"]
+    intervals = old_metrics.get("intervals") or {}
+    metrics = aggregate(new["entries"], METRIC_NAMES, seed=int(cfg.get("seed", 0)),
+                        n_boot=int(cfg.get("bootstrap", 1000)), binary_method=str(intervals.get("binary", "midp")))  # fmt: skip
+    counts = dict(old_metrics.get("counts") or {})
+    counts.update(metrics["counts"])
+    counts["n_judged"] = int(sum(v.verdict is not None for v in verdicts.values()))
+    counts["judge_errors"] = int(sum(v.judge_error is not None for v in verdicts.values()))
+    metrics["counts"] = counts
+    metrics["not_judged"] = False
+    metrics["cutoffs"] = old_metrics.get("cutoffs")
+    new["metrics"] = metrics
+    from doceval.common.redact import scrub, secret_values
+    from doceval.scoring.judging import JudgingOutcome
+
+    assert isinstance(outcome, JudgingOutcome)
+    new_config = new["config"]
+    new_config["rescored_from"] = {
+        "path": str(summary_path),
+        "sha256": _sha256(summary_path),
+        "run_key": config.get("run_key"),
+        "judge": config.get("judge"),
+        "judge_id": config.get("judge_id"),
+    }
+    new_config["judge"] = scrub(dict(judge_cfg), secret_values(judge_cfg), drop_secret_keys=False)
+    new_config["judge_id"] = new_id
+    new_config["usage"] = {"judge": outcome.total_usage(), "this_invocation": ledger.snapshot(),
+                           "cache": ledger.cache_stats(), "answering": config.get("usage")}  # fmt: skip
+    return new
+
+
+def _key(parts: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

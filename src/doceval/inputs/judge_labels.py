@@ -1,0 +1,118 @@
+"""A labelled judge set (``data/judge/v1.jsonl``, docs/design.md section 3.5): candidate answers to golden
+questions with the team's verdict, against which a judge's agreement is measured.
+
+One JSON object per line::
+
+    {"id": "j001", "entry_id": "pyd2-004", "category": "correct", "candidate": "...",
+     "verdict": "correct" | "incorrect", "reason": "one line", "split": "calibration" | "test",
+     "labelled_by": "who and how"}
+
+The question, pin and reference answer come from the golden entry ``entry_id`` names (so they cannot drift
+from the golden set); extra keys (a copy of the question for reading) are ignored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from doceval.errors import UsageError
+from doceval.inputs.golden import GoldenEntry
+
+CATEGORIES = ("correct", "verbose_correct", "other_version", "partial", "invented_api", "refusal")
+VERDICTS = ("correct", "incorrect")
+SPLITS = ("calibration", "test")
+REQUIRED = ("id", "entry_id", "category", "candidate", "verdict", "reason", "split", "labelled_by")
+
+
+@dataclass(frozen=True)
+class LabelledAnswer:
+    id: str
+    entry: GoldenEntry
+    category: str
+    candidate: str
+    correct: bool  # the team's verdict
+    reason: str
+    split: str
+    labelled_by: str
+    line: int
+
+
+def labels_md5(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def read_labels(path: Path, golden: Mapping[str, GoldenEntry]) -> list[LabelledAnswer]:
+    """Every row, checked: all problems are listed together (``file:line: field: message``), exit 2."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such label file (the shipped one is data/judge/v1.jsonl)")
+    rows: list[LabelledAnswer] = []
+    problems: list[str] = []
+    seen: set[str] = set()
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(f"{where}: (json): {exc.msg}")
+            continue
+        if not isinstance(rec, dict):
+            problems.append(f"{where}: (json): a row must be an object")
+            continue
+        found = _row_problems(rec, where, golden, seen)
+        problems += found
+        if found:
+            continue
+        seen.add(rec["id"])
+        rows.append(
+            LabelledAnswer(rec["id"], golden[rec["entry_id"]], rec["category"], rec["candidate"],
+                           rec["verdict"] == "correct", rec["reason"], rec["split"], rec["labelled_by"], lineno)
+        )  # fmt: skip
+    if problems:
+        shown = problems[:50] + ([f"... and {len(problems) - 50} more"] if len(problems) > 50 else [])
+        raise UsageError("\n".join([f"{path}: {len(problems)} problem(s) in the label file:", *shown]))
+    if not rows:
+        raise UsageError(f"{path}: no labelled rows")
+    return rows
+
+
+def _row_problems(
+    rec: dict[str, Any], where: str, golden: Mapping[str, GoldenEntry], seen: set[str]
+) -> list[str]:
+    out = [f"{where}: {k}: missing (every row needs {', '.join(REQUIRED)})" for k in REQUIRED if k not in rec]
+    if out:
+        return out
+    for key in REQUIRED:
+        if not isinstance(rec[key], str) or not rec[key].strip():
+            out.append(f"{where}: {key}: must be a non-empty string")
+    if out:
+        return out
+    if rec["id"] in seen:
+        out.append(f"{where}: id: {rec['id']!r} appears twice; give every row its own id")
+    if rec["verdict"] not in VERDICTS:
+        out.append(f"{where}: verdict: {rec['verdict']!r}; use correct or incorrect")
+    if rec["category"] not in CATEGORIES:
+        out.append(f"{where}: category: {rec['category']!r}; use one of {', '.join(CATEGORIES)}")
+    if rec["split"] not in SPLITS:
+        out.append(f"{where}: split: {rec['split']!r}; use calibration or test")
+    entry = golden.get(rec["entry_id"])
+    if entry is None:
+        out.append(f"{where}: entry_id: {rec['entry_id']!r} is not an entry of the golden set")
+    elif entry.out_of_scope:
+        out.append(
+            f"{where}: entry_id: {rec['entry_id']!r} is out of scope: its answers are refusals, not judged"
+        )
+    return out
+
+
+def select(rows: Sequence[LabelledAnswer], split: str | None) -> list[LabelledAnswer]:
+    """The rows of one split (None: all)."""
+    if split is not None and split not in SPLITS:
+        raise UsageError(f"--split {split}: use calibration, test or all")
+    return [r for r in rows if split is None or r.split == split]

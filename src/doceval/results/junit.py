@@ -1,0 +1,76 @@
+"""The gate's verdict as JUnit XML, the format CI systems display: one test case per gate condition, and for a
+failed metric threshold one failing test case per entry that scored against it (a miss on hit_rate, an
+unrefused out-of-scope question on refused_correctly)."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from doceval.results.gating import GateResult
+from doceval.scoring.registry import LOWER_IS_BETTER
+
+MAX_ENTRY_CASES = 500  # per failed metric: a CI page stays readable; the summary has the rest
+
+
+def _failing_entries(entries: Sequence[Mapping[str, Any]], metric: str) -> list[Mapping[str, Any]]:
+    """Entries whose own score pulls the metric the wrong way: 0 where higher is better (a graded metric
+    counts below 1), 1 where lower is better."""
+    out = []
+    for e in entries:
+        value = (e.get("scores") or {}).get(metric)
+        if value is None:
+            continue
+        if (metric in LOWER_IS_BETTER and value > 0) or (metric not in LOWER_IS_BETTER and value < 1):
+            out.append(e)
+    return out
+
+
+def junit_xml(verdict: GateResult, summary: Mapping[str, Any], name: str = "doceval gate") -> str:
+    suite = ET.Element("testsuite", name=name)
+    cases = 0
+    failures = 0
+    failed_by_condition = {f.condition: f for f in verdict.failures}
+    for cond in verdict.conditions:
+        case = ET.SubElement(suite, "testcase", classname="doceval.gate", name=cond)
+        cases += 1
+        failure = failed_by_condition.get(cond)
+        if failure is not None:
+            failures += 1
+            ET.SubElement(case, "failure", message=failure.reason, type="GateFailure").text = failure.reason
+    for f in verdict.failures:
+        if f.condition not in verdict.conditions:  # no entries, an incomplete run
+            case = ET.SubElement(suite, "testcase", classname="doceval.gate", name=f.condition)
+            ET.SubElement(case, "failure", message=f.reason, type="GateFailure").text = f.reason
+            cases += 1
+            failures += 1
+    entries = summary.get("entries") or []
+    for f in verdict.failures:
+        if f.value is None or f.metric.startswith("("):
+            continue
+        bad = _failing_entries(entries, f.metric)
+        for e in bad[:MAX_ENTRY_CASES]:
+            case = ET.SubElement(
+                suite, "testcase", classname=f"doceval.entries.{f.metric}", name=str(e["id"])
+            )
+            score = e["scores"][f.metric]
+            text = f"{f.metric} = {score:g} for {e['id']} ({e.get('library')}@{e.get('version')}): {e.get('question')}"
+            if e.get("refused"):
+                text += f" [refused: {e.get('refusal_reason')}]"
+            ET.SubElement(case, "failure", message=f"{f.metric} = {score:g}", type="EntryFailure").text = text
+            cases += 1
+            failures += 1
+        if len(bad) > MAX_ENTRY_CASES:
+            ET.SubElement(
+                suite, "system-out"
+            ).text = f"{len(bad) - MAX_ENTRY_CASES} more entries failing {f.metric} are in the summary"
+    if verdict.notes:
+        ET.SubElement(suite, "system-err").text = "\n".join(verdict.notes)
+    suite.set("tests", str(cases))
+    suite.set("failures", str(failures))
+    suite.set("errors", "0")
+    root = ET.Element("testsuites", tests=str(cases), failures=str(failures))
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,148 @@
+"""How far a judge agrees with human labels: accuracy, Cohen's kappa with a bootstrap interval, the confusion
+matrix, agreement per answer category, and across repeats the flip rate and the kappa spread.
+
+Judge errors (no verdict) are counted apart and left out of every agreement figure: "could not score" is not
+"wrong". Kappa corrects accuracy for the agreement two raters reach by chance given how often each says
+"correct" (Cohen 1960): 1 is perfect agreement, 0 chance level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from doceval.scoring.proportions import wilson
+
+
+def cohen_kappa(human: Sequence[bool], judge: Sequence[bool]) -> float | None:
+    """Cohen's kappa of two binary raters; None for no rows. Both raters constant and equal gives 1.0 (perfect
+    agreement where chance agreement is also 1: the formula's 0/0, resolved as scikit-learn does not, since
+    ``sklearn.metrics.cohen_kappa_score`` returns NaN there)."""
+    h, j = np.asarray(human, dtype=bool), np.asarray(judge, dtype=bool)
+    if h.shape != j.shape:
+        raise ValueError("human and judge verdicts must have the same length")
+    n = h.size
+    if n == 0:
+        return None
+    observed = float(np.mean(h == j))
+    p_h, p_j = float(np.mean(h)), float(np.mean(j))
+    chance = p_h * p_j + (1 - p_h) * (1 - p_j)
+    if chance >= 1.0:
+        return 1.0 if observed == 1.0 else 0.0
+    return (observed - chance) / (1 - chance)
+
+
+def kappa_interval(
+    human: Sequence[bool], judge: Sequence[bool], n_boot: int = 2000, seed: int = 0, alpha: float = 0.05
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of kappa, resampling rows (seeded). None below 2 rows."""
+    h, j = np.asarray(human, dtype=bool), np.asarray(judge, dtype=bool)
+    n = h.size
+    if n < 2:
+        return None
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    hs, js = h[idx], j[idx]
+    observed = np.mean(hs == js, axis=1)
+    ph, pj = hs.mean(axis=1), js.mean(axis=1)
+    chance = ph * pj + (1 - ph) * (1 - pj)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        kappas = np.where(
+            chance >= 1.0, np.where(observed == 1.0, 1.0, 0.0), (observed - chance) / (1 - chance)
+        )
+    lo, hi = np.quantile(kappas, [alpha / 2, 1 - alpha / 2])
+    return float(lo), float(hi)
+
+
+def confusion(human: Sequence[bool], judge: Sequence[bool]) -> dict[str, dict[str, int]]:
+    """``{human verdict: {judge verdict: count}}`` with "correct"/"incorrect" keys."""
+    out = {h: {"correct": 0, "incorrect": 0} for h in ("correct", "incorrect")}
+    for a, b in zip(human, judge, strict=True):
+        out["correct" if a else "incorrect"]["correct" if b else "incorrect"] += 1
+    return out
+
+
+def agreement(
+    human: Sequence[bool],
+    judge: Sequence[bool | None],
+    categories: Sequence[str],
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """One judge pass against the labels: the figures over the rows the judge scored, judge errors apart."""
+    scored = [i for i, v in enumerate(judge) if v is not None]
+    h = [human[i] for i in scored]
+    j = [bool(judge[i]) for i in scored]
+    n = len(scored)
+    agree = sum(a == b for a, b in zip(h, j, strict=True))
+    per_category: dict[str, dict[str, Any]] = {}
+    for cat in sorted(set(categories)):
+        rows = [i for i in scored if categories[i] == cat]
+        hits = sum(human[i] == judge[i] for i in rows)
+        errors = sum(1 for i, c in enumerate(categories) if c == cat and judge[i] is None)
+        per_category[cat] = {
+            "n": len(rows),
+            "agreement": hits / len(rows) if rows else None,
+            "human_correct": sum(human[i] for i in rows),
+            "judge_correct": sum(bool(judge[i]) for i in rows),
+            "judge_errors": errors,
+        }
+    interval = kappa_interval(h, j, n_boot=n_boot, seed=seed)
+    return {
+        "n": n,
+        "judge_errors": len(judge) - n,
+        "accuracy": agree / n if n else None,
+        "accuracy_ci95": list(wilson(agree, n)) if n else None,
+        "kappa": cohen_kappa(h, j),
+        "kappa_ci95": list(interval) if interval else None,
+        "kappa_ci_method": "percentile bootstrap over rows",
+        "confusion": confusion(h, j),
+        "by_category": per_category,
+    }
+
+
+def repeat_stability(passes: Sequence[Sequence[bool | None]], human: Sequence[bool]) -> dict[str, Any]:
+    """Across N passes over the same rows: rows whose verdict changes (judge errors count as a verdict of
+    their own), the flip rate, and the spread of kappa across passes."""
+    if not passes:
+        raise ValueError("no passes")
+    n = len(passes[0])
+    flipped = [i for i in range(n) if len({p[i] for p in passes}) > 1]
+    kappas = []
+    for p in passes:
+        scored = [i for i, v in enumerate(p) if v is not None]
+        k = cohen_kappa([human[i] for i in scored], [bool(p[i]) for i in scored])
+        if k is not None:
+            kappas.append(k)
+    return {
+        "repeats": len(passes),
+        "flipped": len(flipped),
+        "flip_rate": len(flipped) / n if n else None,
+        "flipped_rows": flipped,
+        "kappa_min": min(kappas) if kappas else None,
+        "kappa_max": max(kappas) if kappas else None,
+        "kappa_sd": float(np.std(kappas, ddof=1)) if len(kappas) > 1 else 0.0 if kappas else None,
+    }
+
+
+MIN_KAPPA = 0.6  # the bar a judge must clear before its answer_accuracy is printed as a headline figure
+
+
+def trusted(report: dict[str, Any], min_kappa: float = MIN_KAPPA) -> tuple[bool, str]:
+    """Whether a validation report clears the bar: kappa on the held-out rows at least ``min_kappa`` and above
+    version_correctness alone on the same rows (else the judge adds nothing a string match does not). The
+    reason says which figure decided."""
+    kappa = (report.get("agreement") or {}).get("kappa")
+    base = (report.get("version_strings_alone") or {}).get("kappa")
+    if kappa is None:
+        return False, "the judge scored no labelled row"
+    if kappa < min_kappa:
+        return False, f"kappa {kappa:.3f} is below {min_kappa}"
+    if base is not None and kappa <= base:
+        return False, f"kappa {kappa:.3f} does not beat version strings alone ({base:.3f})"
+    return (
+        True,
+        f"kappa {kappa:.3f} >= {min_kappa} and above version strings alone ({base if base is None else f'{base:.3f}'})",
+    )

@@ -1,0 +1,111 @@
+"""``judge=reference``: an offline judge that needs no LLM.
+
+An answer is correct when it passes the entry's version strings (every ``expected_apis`` string, one string of
+each ``expected_any`` group, no ``forbidden_apis`` string: :func:`doceval.scoring.metrics.contains_apis`) and
+its cosine similarity to the reference answer, both embedded with the bundled all-MiniLM-L6-v2, reaches a
+threshold. The threshold is calibrated on the calibration half of a labelled judge set
+(``doceval judge calibrate``) and its agreement with the human labels is measured on the other half
+(``doceval judge validate``), like any judge's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from doceval.scoring.metrics import contains_apis
+from doceval.seam import Probe
+
+if TYPE_CHECKING:
+    from doceval.index.embed import MiniLMEmbedder
+
+EMBEDDER = "all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class VersionStrings:
+    """An entry's version strings, as the golden set labels them."""
+
+    expected: tuple[str, ...] = ()
+    forbidden: tuple[str, ...] = ()
+    expected_any: tuple[tuple[str, ...], ...] = ()
+
+    def passes(self, answer: str) -> bool:
+        return contains_apis(answer, self.expected, self.forbidden, self.expected_any)
+
+    def failure(self, answer: str) -> str:
+        """Why ``answer`` fails (empty when it passes): the first missing or forbidden string."""
+        text = answer.casefold()
+        for s in self.expected:
+            if s.casefold() not in text:
+                return f"misses {s!r}"
+        for group in self.expected_any:
+            if not any(s.casefold() in text for s in group):
+                return f"misses one of {list(group)!r}"
+        for s in self.forbidden:
+            if s.casefold() in text:
+                return f"uses {s!r}"
+        return ""
+
+
+class ReferenceJudge:
+    """Version strings AND cosine(answer, reference) >= ``threshold``. Deterministic: repeats never flip."""
+
+    name = "reference"
+
+    def __init__(self, threshold: float, labels: Mapping[str, VersionStrings]) -> None:
+        self.threshold = float(threshold)
+        self.labels = dict(labels)
+        self._model: MiniLMEmbedder | None = None
+        self._lock = threading.Lock()  # the model is loaded once, and encodes one batch at a time
+
+    def _encoder(self) -> MiniLMEmbedder:
+        if self._model is None:
+            from doceval.index.embed import MiniLMEmbedder
+
+            self._model = MiniLMEmbedder(batch_size=32)
+        return self._model
+
+    def similarities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """Cosine similarity of each (answer, reference) pair (the embeddings are normalised)."""
+        if not pairs:
+            return np.zeros(0, dtype=np.float64)
+        with self._lock:
+            model = self._encoder()
+            answers = model.encode([a for a, _ in pairs])
+            references = model.encode([r for _, r in pairs])
+        return np.asarray(np.sum(answers * references, axis=1), dtype=np.float64)
+
+    def judge(self, probe: Probe, answer: str, reference: str) -> tuple[bool | None, str | None, str | None]:
+        strings = self.labels.get(probe.id)
+        if strings is None:
+            return None, None, f"reference judge: entry {probe.id!r} has no version strings in the golden set"
+        failure = strings.failure(answer)
+        if failure:
+            return False, f"fails the entry's version strings: {failure}", None
+        similarity = float(self.similarities([(answer, reference)])[0])
+        verdict = similarity >= self.threshold
+        relation = ">=" if verdict else "<"
+        return verdict, f"similarity to the reference {similarity:.3f} {relation} {self.threshold:.3f}", None
+
+    def close(self) -> None:
+        self._model = None
+
+
+def version_strings(entries: Sequence[Any]) -> dict[str, VersionStrings]:
+    """Entry id -> its version strings (golden entries: ``expected_apis``, ``forbidden_apis``, ``expected_any``)."""
+    return {
+        e.id: VersionStrings(
+            tuple(e.expected_apis), tuple(e.forbidden_apis), tuple(tuple(g) for g in e.expected_any)
+        )
+        for e in entries
+    }
+
+
+def identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    return {"name": "reference", "threshold": float(cfg["threshold"]), "embedder": EMBEDDER,
+            "rule": "version strings and cosine >= threshold"}  # fmt: skip
