@@ -141,7 +141,11 @@ def test_schema_names_match_the_code() -> None:
             "gate.thresholds.hit_rate=1.5: expected a number >= 0 and <= 1",
         ),
         ("gate.non_regression.metrics", ["mrr", "x"], "gate.non_regression.metrics[1]=x: expected one of"),
-        ("calibration.objective", "f1", "calibration.objective=f1: expected one of decision_accuracy"),
+        (
+            "calibration.objective",
+            "f1",
+            "calibration.objective=f1: expected one of max_refusal_at_overrefusal",
+        ),
         ("calibration.grid_points", 1, "calibration.grid_points=1: expected an integer >= 2"),
         (
             "docs.libraries",

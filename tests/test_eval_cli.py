@@ -85,7 +85,13 @@ def test_eval_writes_a_summary_with_effective_config(project: Path) -> None:
     assert ids == ["a1", "a2", "u1", "u2"]  # the untagged u2 belongs to every split
     cfg = summary["config"]
     assert cfg["split"] == "test" and cfg["k"] == 5 and cfg["retriever"]["name"] == "bm25"
-    assert cfg["floors"] == {"global": 0.0, "per_library": {}, "source": "config", "provenance": {}}
+    assert cfg["floors"] == {
+        "global": 0.0,
+        "per_library": {},
+        "source": "config",
+        "provenance": {},
+        "signal": "score",
+    }
     assert len(cfg["golden"]["md5"]) == 32 and "git_commit" in cfg["provenance"]
     a1 = summary["entries"][0]
     assert a1["retrieved"][0][0] == "pydantic@2.8.2:pydantic.main.BaseModel.model_dump"

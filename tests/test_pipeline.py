@@ -107,6 +107,16 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "forbidden_apis": [], "split": split, "kind": "off_topic" if oos else "lookup",
         }))  # fmt: skip
     golden.write_text("\n".join(lines) + "\n")
+    # Labelled answers for the judge stage: a right and a wrong one per in-scope entry, on both splits.
+    labels = root / "data" / "judge" / "v1.jsonl"
+    labels.parent.mkdir(parents=True)
+    labels.write_text("".join(
+        json.dumps({"id": f"{gid}-{v}", "entry_id": gid, "category": "correct" if v == "ok" else "refusal",
+                    "candidate": "see docs" if v == "ok" else "I don't know.", "verdict":
+                    "correct" if v == "ok" else "incorrect", "reason": "fixture", "split": split,
+                    "labelled_by": "fixture"}) + "\n"
+        for gid, _, oos, _, split in GOLDEN if not oos for v in ("ok", "no")
+    ))  # fmt: skip
     run(["git", "init", "-q"], root)
     run(["dvc", "init", "-q"], root)
     run(["dvc", "config", "core.analytics", "false"], root)
@@ -137,7 +147,12 @@ def test_dvc_repro_produces_the_headline_numbers(project: Path) -> None:
     summary = json.loads((project / "eval" / "summary.json").read_text())
     assert summary["config"]["floors"]["source"].startswith("calibrated:")
     assert summary["config"]["floors"]["per_library"] == floors["per_library"]
-    assert (project / "eval" / "report.md").read_text().startswith("# doceval report")
+    report = (project / "eval" / "report.md").read_text()
+    assert report.startswith("# doceval report")
+    assert "## Refusal trade-off" in report and "## Judge agreement (reference judge)" in report
+    trade = json.loads((project / "eval" / "tradeoff" / "tradeoff.json").read_text())
+    assert set(trade["libraries"]) == {"(pooled)", "tinylib"} and trade["per_library_vs_global"]["rows"]
+    assert json.loads((project / "eval" / "judge" / "reference.json").read_text())["n_rows"] == 6
     lock = (project / "dvc.lock").read_text()
     assert "data/golden/v2.jsonl" in lock and "md5:" in lock
 

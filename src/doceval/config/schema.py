@@ -234,6 +234,7 @@ EXTENDED_BY: dict[type, Callable[[], type]] = {AnswererOpenAI: _llm_config, Judg
 @dataclass(frozen=True, kw_only=True)
 class FloorsCalibrated:
     source: Literal["calibrated"]
+    signal: str = spec("score", choices=("score", "margin", "agreement", "fused"), example="score")
     path: str = spec(nonempty=True, example="eval/calibration/floors.json")
     global_: float = spec(key="global", example="0.0")  # used for a library the artifact lacks
     per_library: dict[str, float] = spec()
@@ -242,6 +243,7 @@ class FloorsCalibrated:
 @dataclass(frozen=True, kw_only=True)
 class FloorsConfig:
     source: Literal["config"]
+    signal: str = spec("score", choices=("score", "margin", "agreement", "fused"), example="score")
     path: str | None = spec(None)
     global_: float = spec(key="global", example="0.3")
     per_library: dict[str, float] = spec()
@@ -269,7 +271,10 @@ class Gate:
 
 @dataclass(frozen=True, kw_only=True)
 class Calibration:
-    objective: str = spec(choices=_objectives, example="hit_rate+refused_correctly")
+    objective: str = spec(choices=_objectives, example="max_refusal_at_overrefusal")
+    max_overrefusal: float = spec(0.10, ge=0, le=1, example="0.10")  # max_refusal_at_overrefusal's target
+    min_refused_correctly: float = spec(0.90, ge=0, le=1, example="0.90")  # min_overrefusal_at_refusal's
+    min_entries: int = spec(5, ge=1, example="5")  # fewer in- or out-of-scope entries: the global floor
     split: str = spec(nonempty=True, example="calibration")
     grid_points: int = spec(ge=2, example="101")
 

@@ -17,8 +17,11 @@ from doceval.harness.floors import (
     CALIBRATED_IDS_SHA256,
     LibraryCalibration,
     calibrate_library,
+    describe_operating_point,
     ids_digest,
+    make_objective,
 )
+from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.scoring.metrics import build_matrix
 
@@ -38,12 +41,17 @@ def calibrate(
     libraries: list[str],
     golden_md5: str,
     candidates_hash: str | None,
+    corpus: Corpus | None = None,
 ) -> dict[str, Any]:
     """Floors per indexed library (and a global one over all of them) maximising the named objective."""
     cal = cfg["calibration"]
     split = cal["split"]
     k = int(cfg["k"])
     objective = str(cal["objective"])
+    targets = {"max_overrefusal": float(cal.get("max_overrefusal", 0.10)),
+               "min_refused_correctly": float(cal.get("min_refused_correctly", 0.90))}  # fmt: skip
+    fn = make_objective(objective, **targets)
+    min_entries = int(cal.get("min_entries", 5))
     threshold = int((cfg.get("relevance") or {}).get("threshold", 2))
     low = float(cands.meta["score_range"][0])
     indexed = [i for i, e in enumerate(entries) if e.library in libraries and not cands.routed.get(e.id)]
@@ -52,31 +60,79 @@ def calibrate(
             f"calibration split {split!r} has no entries of an indexed library; nothing to calibrate"
         )
 
+    signal_name = str((cfg.get("floors") or {}).get("signal") or "score")
+    signal_of: dict[int, float] = {}
+    if signal_name != "score":
+        from doceval.harness.tradeoff import entry_signal
+
+        values = entry_signal(signal_name, [entries[i] for i in indexed], cands, corpus)
+        signal_of = dict(zip(indexed, (float(v) for v in values), strict=True))
+
+    def signal_for(rows: list[int]) -> np.ndarray | None:
+        return None if signal_name == "score" else np.array([signal_of[i] for i in rows])
+
     def grid_for(rows: list[int]) -> np.ndarray:
+        if signal_name != "score":
+            sig = np.array([signal_of[i] for i in rows])
+            sig = sig[np.isfinite(sig)]
+            lo_s, hi_s = (float(sig.min()), float(sig.max())) if len(sig) else (0.0, 1.0)
+            return np.linspace(lo_s, hi_s, int(cal.get("grid_points", 101)))
         scores = np.array([s for i in rows for _, s in cands.ranked[entries[i].id]])
         if not len(scores):
             return np.array([low])
         lo = max(low, float(scores.min())) if np.isfinite(low) else float(scores.min())
         return np.linspace(lo, float(scores.max()), int(cal.get("grid_points", 101)))
 
+    matrix, oos = _subset(entries, cands, indexed, threshold)
+    if not oos.any():
+        raise UsageError(
+            f"calibration split {split!r} has no out-of-scope entries of an indexed library: refusal cannot be "
+            "calibrated. Add out-of-scope entries (nonexistent_api or off_topic questions about the indexed "
+            "libraries) to that split, or choose floors explicitly (floors=zero, --score-floor)"
+        )
+    overall = calibrate_library(
+        "(global)", matrix, oos, k, objective, low, grid_for(indexed), fn, signal_for(indexed)
+    )
     per_library: dict[str, LibraryCalibration] = {}
+    fallback: dict[str, str] = {}
     for lib in libraries:
         rows = [i for i in indexed if entries[i].library == lib]
         if not rows:
             continue
         matrix, oos = _subset(entries, cands, rows, threshold)
-        per_library[lib] = calibrate_library(lib, matrix, oos, k, objective, low, grid_for(rows))
-    matrix, oos = _subset(entries, cands, indexed, threshold)
-    overall = calibrate_library("(global)", matrix, oos, k, objective, low, grid_for(indexed))
+        per_library[lib] = calibrate_library(
+            lib, matrix, oos, k, objective, low, grid_for(rows), fn, signal_for(rows)
+        )
+        n_in, n_out = int((~oos).sum()), int(oos.sum())
+        if min(n_in, n_out) < min_entries:
+            # Too few entries to choose a floor of its own: the pooled (global) floor, with the reason.
+            side = "in-scope" if n_in < min_entries else "out-of-scope"
+            fallback[lib] = (f"{min(n_in, n_out)} {side} calibration entries < calibration.min_entries="
+                             f"{min_entries}: uses the global floor {overall.floor:.4f} (its own would be "
+                             f"{per_library[lib].floor:.4f})")  # fmt: skip
     # The entries whose scores chose the floors (router refusals never reach a floor): a run reporting on any
     # of them is refused (train-on-test), whatever its golden file or split is called.
     calibrated_ids = sorted({entries[i].id for i in indexed})
     return {
         "global": overall.floor,
-        "per_library": {lib: c.floor for lib, c in per_library.items()},
+        "per_library": {lib: overall.floor if lib in fallback else c.floor for lib, c in per_library.items()},
+        "operating_point": describe_operating_point(objective, **targets),
+        "fallback": fallback,
         "provenance": {
             "split": split,
             "objective": objective,
+            **(
+                {"max_overrefusal": targets["max_overrefusal"]}
+                if objective == "max_refusal_at_overrefusal"
+                else {}
+            ),
+            **(
+                {"min_refused_correctly": targets["min_refused_correctly"]}
+                if objective == "min_overrefusal_at_refusal"
+                else {}
+            ),  # fmt: skip
+            "min_entries": min_entries,
+            "signal": signal_name,
             "k": k,
             "golden_md5": golden_md5,
             "candidates_hash": candidates_hash,
@@ -117,6 +173,7 @@ def overlap_notes(artifact: Mapping[str, Any]) -> list[str]:
             f"[{ins[0]:.3f}, {ins[2]:.3f}] while out-of-scope top scores reach {oos[2]:.3f}; "
             f"chosen floor {info['floor']:.4f} trades hits for refusals by the objective"
         )
+    notes += [f"{lib}: {why}" for lib, why in (artifact.get("fallback") or {}).items()]
     return notes
 
 

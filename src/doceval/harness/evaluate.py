@@ -57,6 +57,11 @@ def _score(
     entries = plan.entries
     matrix = build_matrix(ranked, [e.grades for e in entries], plan.threshold)
     floor_vec = plan.floors.vector(entries)
+    if plan.signal != "score" and plan.signal_values is not None:
+        from doceval.harness.tradeoff import signal_floor_vector
+
+        values = np.array([plan.signal_values[e.id] for e in entries])
+        floor_vec = signal_floor_vector(plan.signal, values, floor_vec)
     out_of_scope = np.array([e.out_of_scope for e in entries], dtype=bool)
     per = retrieval_scores(matrix, floor_vec, plan.k, out_of_scope=out_of_scope)
     in_r = cut(matrix, floor_vec, plan.k)
@@ -155,6 +160,7 @@ def prepare_agent(cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan) -
             "limit": plan.limit,
             "k": plan.k,
             "floors": plan.floors.as_dict(),
+            **({"signal": plan.signal} if plan.signal != "score" else {}),
             "retriever": cfg["retriever"],
             "system": system_block(cfg, plan),
             "answerer": model_cfg,
@@ -433,7 +439,7 @@ def build_summary(
         "limit": plan.limit,
         "system": system_block(cfg, plan),
         "retriever": dict(cfg["retriever"]) if plan.agent is None else {"name": f"agent:{plan.system}"},
-        "floors": plan.floors.as_dict(),
+        "floors": {**plan.floors.as_dict(), "signal": plan.signal},
         "answerer": _public(setup.answerer_cfg),
         "judge": _public(setup.judge_cfg),
         # Names the judge (model, endpoint, template hash, temperature, seed; or the offline rule): two

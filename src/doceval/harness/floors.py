@@ -256,12 +256,85 @@ def _decision_accuracy(per_entry: dict[str, np.ndarray], out_of_scope: np.ndarra
     return float(right.mean()) if len(right) else 0.0
 
 
+def _rates(per_entry: dict[str, np.ndarray], out_of_scope: np.ndarray) -> tuple[float, float]:
+    """(refused_correctly, overrefusal_rate) at one floor: refusals among out-of-scope and in-scope entries."""
+    refused = per_entry["refused"].astype(np.float64)
+    return _mean0(refused[out_of_scope]), _mean0(refused[~out_of_scope])
+
+
+def _max_refusal_at_overrefusal(target: float) -> Objective:
+    """Refuse as many out-of-scope questions as possible while wrongly refusing at most ``target`` of the
+    answerable ones. Infeasible floors score below every feasible one, the least violation first."""
+
+    def score(per_entry: dict[str, np.ndarray], out_of_scope: np.ndarray) -> float:
+        refused_correctly, overrefusal = _rates(per_entry, out_of_scope)
+        if overrefusal <= target + 1e-12:
+            return refused_correctly
+        return -1.0 - (overrefusal - target)
+
+    return score
+
+
+def _min_overrefusal_at_refusal(target: float) -> Objective:
+    """Wrongly refuse as few answerable questions as possible while refusing at least ``target`` of the
+    out-of-scope ones (the mirror)."""
+
+    def score(per_entry: dict[str, np.ndarray], out_of_scope: np.ndarray) -> float:
+        refused_correctly, overrefusal = _rates(per_entry, out_of_scope)
+        if refused_correctly >= target - 1e-12:
+            return 1.0 - overrefusal
+        return -1.0 - (target - refused_correctly)
+
+    return score
+
+
+# Objectives with a target (the operating points teams state) and without (a sum or a share to maximise).
+OPERATING_POINTS = ("max_refusal_at_overrefusal", "min_overrefusal_at_refusal")
 OBJECTIVES: dict[str, Objective] = {
+    "max_refusal_at_overrefusal": _max_refusal_at_overrefusal(0.10),
+    "min_overrefusal_at_refusal": _min_overrefusal_at_refusal(0.90),
     "decision_accuracy": _decision_accuracy,
     "hit_rate+refused_correctly": _objective("hit_rate"),
     "mrr+refused_correctly": _objective("mrr"),
     "recall+refused_correctly": _objective("recall"),
 }
+
+
+def make_objective(
+    name: str, max_overrefusal: float = 0.10, min_refused_correctly: float = 0.90
+) -> Objective:
+    """The named objective, its target applied; an unknown name or a target outside [0, 1] exits 2."""
+    if name not in OBJECTIVES:
+        raise UsageError(
+            f"calibration.objective={name!r} is not known; choose one of: {', '.join(OBJECTIVES)}"
+        )
+    for key, value in (
+        ("max_overrefusal", max_overrefusal),
+        ("min_refused_correctly", min_refused_correctly),
+    ):
+        if not 0.0 <= value <= 1.0:
+            raise UsageError(f"calibration.{key}={value}: a rate, must be in [0, 1]")
+    if name == "max_refusal_at_overrefusal":
+        return _max_refusal_at_overrefusal(max_overrefusal)
+    if name == "min_overrefusal_at_refusal":
+        return _min_overrefusal_at_refusal(min_refused_correctly)
+    return OBJECTIVES[name]
+
+
+def describe_operating_point(
+    name: str, max_overrefusal: float = 0.10, min_refused_correctly: float = 0.90
+) -> str:
+    """The objective in the words a team would use."""
+    if name == "max_refusal_at_overrefusal":
+        return (f"floors chosen to refuse as many out-of-scope questions as possible while wrongly refusing at "
+                f"most {max_overrefusal:.0%} of answerable ones")  # fmt: skip
+    if name == "min_overrefusal_at_refusal":
+        return (f"floors chosen to wrongly refuse as few answerable questions as possible while refusing at "
+                f"least {min_refused_correctly:.0%} of out-of-scope ones")  # fmt: skip
+    if name == "decision_accuracy":
+        return "floors chosen to decide the most entries right (a hit when answerable, a refusal otherwise)"
+    metric = name.split("+")[0]
+    return f"floors chosen to maximise {metric} on answerable questions plus refused_correctly on the others"
 
 
 def candidate_floors(matrix: CandidateMatrix, out_of_scope: np.ndarray, low: float) -> np.ndarray:
@@ -291,18 +364,37 @@ class LibraryCalibration:
     curve: dict[str, list[float]]
 
 
+def floor_vector(value: float, n: int, signal: np.ndarray | None = None) -> np.ndarray:
+    """One floor as per-entry floors on the candidates' scores: the value itself (a floor on scores), or for a
+    per-question ``signal`` -inf where the signal reaches it (keep the top k) and +inf elsewhere (refuse)."""
+    if signal is None:
+        return np.full(n, value)
+    return np.where(signal >= value, -np.inf, np.inf)
+
+
 def sweep(
-    matrix: CandidateMatrix, out_of_scope: np.ndarray, floors: np.ndarray, k: int
+    matrix: CandidateMatrix,
+    out_of_scope: np.ndarray,
+    floors: np.ndarray,
+    k: int,
+    signal: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """hit_rate, mrr, recall, ndcg (over in-scope) and refused_correctly (over out-of-scope) at each floor."""
-    rows: dict[str, list[float]] = {m: [] for m in ("hit_rate", "recall", "mrr", "ndcg", "refused_correctly")}
+    """hit_rate, mrr, recall, ndcg (over in-scope), refused_correctly (over out-of-scope) and overrefusal_rate
+    (over in-scope) at each floor (on scores, or on a per-question ``signal``)."""
+    names = ("hit_rate", "recall", "mrr", "ndcg", "refused_correctly", "overrefusal_rate")
+    rows: dict[str, list[float]] = {m: [] for m in names}
     n = len(out_of_scope)
     for value in floors:
-        per = retrieval_scores(matrix, np.full(n, value), k)
+        per = retrieval_scores(matrix, floor_vector(value, n, signal), k)
         for m in ("hit_rate", "recall", "mrr", "ndcg"):
             rows[m].append(float("nan") if (v := mean_or_none(per[m][~out_of_scope])) is None else v)
-        refused = per["refused"][out_of_scope].astype(np.float64)
-        rows["refused_correctly"].append(float("nan") if not len(refused) else float(refused.mean()))
+        refused = per["refused"].astype(np.float64)
+        rows["refused_correctly"].append(
+            float(refused[out_of_scope].mean()) if out_of_scope.any() else float("nan")
+        )
+        rows["overrefusal_rate"].append(
+            float(refused[~out_of_scope].mean()) if (~out_of_scope).any() else float("nan")
+        )
     return {m: np.array(v) for m, v in rows.items()}
 
 
@@ -314,15 +406,24 @@ def calibrate_library(
     objective: str,
     low: float,
     plot_grid: np.ndarray,
+    fn: Objective | None = None,
+    signal: np.ndarray | None = None,
 ) -> LibraryCalibration:
-    if objective not in OBJECTIVES:
-        raise UsageError(
-            f"calibration.objective={objective!r} is not known; choose one of: {', '.join(OBJECTIVES)}"
+    """``fn``: the objective with its target (:func:`make_objective`); None: ``objective``'s default.
+    ``signal``: a per-question signal the floor applies to (None: the candidates' scores)."""
+    if fn is None:
+        fn = make_objective(objective)
+    if signal is None:
+        grid = candidate_floors(matrix, out_of_scope, low)
+    else:  # the outcome changes only where the floor crosses an entry's signal
+        finite = np.unique(signal[np.isfinite(signal)])
+        grid = np.unique(
+            np.concatenate([[finite.min() if len(finite) else 0.0], finite, np.nextafter(finite, np.inf)])
         )
-    fn = OBJECTIVES[objective]
-    grid = candidate_floors(matrix, out_of_scope, low)
     n = len(out_of_scope)
-    values = np.array([fn(retrieval_scores(matrix, np.full(n, f), k), out_of_scope) for f in grid])
+    values = np.array(
+        [fn(retrieval_scores(matrix, floor_vector(f, n, signal), k), out_of_scope) for f in grid]
+    )
     best = int(np.flatnonzero(values >= values.max() - 1e-12)[0])  # ties -> the lowest floor
     top = np.where(np.isfinite(matrix.scores[:, 0]), matrix.scores[:, 0], np.nan)
     # Best score of a relevant document within the first k: what a floor must keep for a hit.
@@ -334,7 +435,7 @@ def calibrate_library(
     separable = bool(len(oos_top) == 0 or len(hits) == 0 or oos_top.max() < hits.min())
     curve = {
         "floor": plot_grid.tolist(),
-        **{m: v.tolist() for m, v in sweep(matrix, out_of_scope, plot_grid, k).items()},
+        **{m: v.tolist() for m, v in sweep(matrix, out_of_scope, plot_grid, k, signal).items()},
     }
     return LibraryCalibration(
         library=library,

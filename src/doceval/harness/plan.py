@@ -143,6 +143,8 @@ class RunPlan:
     candidates: CandidateSet | None  # None for an external assistant: its sources are its retrieval
     agent: ExternalAgent | None = None
     threshold: int = 2  # relevance.threshold: the grade a document needs to count as relevant
+    signal: str = "score"  # floors.signal: what a floor applies to (docs/design.md section 5.5)
+    signal_values: dict[str, float] | None = None  # per entry id, for a per-question signal
 
     @property
     def scored(self) -> bool:
@@ -267,7 +269,24 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
         floors = _floors(
             cfg, options, split, external=agent is not None, scored=scored, report_ids=report_ids
         )
-    if cands is not None and corpus is not None:
+    signal = str(cfg["floors"].get("signal") or "score")
+    calibrated_signal = (floors.provenance or {}).get("signal", "score") if floors.provenance else None
+    if calibrated_signal is not None and calibrated_signal != signal:
+        raise UsageError(
+            f"floors from {floors.source} were calibrated on floors.signal={calibrated_signal}, not {signal}: a "
+            f"floor on one signal means nothing on another. Rerun calibrate with floors.signal={signal} "
+            "(`dvc exp run -S floors.signal=...`), or choose floors explicitly"
+        )
+    values: dict[str, float] | None = None
+    if signal != "score":
+        if cands is None or not builtin:
+            raise UsageError(f"floors.signal={signal}: a per-question signal needs doceval's retriever candidates; "
+                             "an external assistant or a user's function uses floors.signal=score")  # fmt: skip
+        from doceval.harness.tradeoff import entry_signal
+
+        vec = entry_signal(signal, entries, cands, corpus)
+        values = {e.id: float(v) for e, v in zip(entries, vec, strict=True)}
+    elif cands is not None and corpus is not None:
         check_floors(floors, corpus.libraries, cands.meta["score_range"], str(cfg["retriever"]["name"]))
     calibrated_md5 = (floors.provenance or {}).get("golden_md5")
     if calibrated_md5 is not None and calibrated_md5 != golden_md5:
@@ -278,7 +297,7 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
         )
     system = "docchat" if agent is None else agent.name
     return RunPlan(system, k, limit, split, corpus, golden_path, golden_md5, entries, floors, cands, agent,
-                   relevance_threshold(cfg))  # fmt: skip
+                   relevance_threshold(cfg), signal, values)  # fmt: skip
 
 
 def relevance_threshold(cfg: Mapping[str, Any]) -> int:

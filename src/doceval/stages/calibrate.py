@@ -48,7 +48,7 @@ def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
     # Without a doceval corpus, the libraries are the golden set's own pins.
     libraries = corpus.libraries if corpus is not None else sorted({e.library for e in all_entries})
     artifact = calibrate(
-        params, entries, cands, libraries, golden_md5, sha256_file(runs / "candidates" / CANDIDATES)
+        params, entries, cands, libraries, golden_md5, sha256_file(runs / "candidates" / CANDIDATES), corpus
     )
     # The calibration split scored with its own floors: recorded apart, never the headline.
     floors = Floors(

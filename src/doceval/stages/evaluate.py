@@ -34,7 +34,60 @@ def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
     summary = evaluate(params, EvalOptions(progress=progress))
     write_json_atomic(out / "summary.json", summary)
     write_json_atomic(out / "metrics.json", headline_metrics(summary))
+    if (
+        summary["config"]["floors"].get("source", "").startswith("calibrated")
+        and params["agent"]["name"] == "docchat"
+    ):
+        trade_off(params, summary, out / "tradeoff", progress)
     return summary
+
+
+TRADEOFF_METRICS = ("hit_rate", "recall", "mrr", "refused_correctly", "overrefusal_rate")
+
+
+def trade_off(params: Mapping[str, Any], summary: Mapping[str, Any], folder: Path, progress: bool) -> None:
+    """eval/tradeoff: the refusal curves, AUROCs and signals (doceval.harness.tradeoff) and the test-split
+    effect of the per-library floors against the global floor alone, with paired intervals."""
+    from doceval.common.io import atomic_dir
+    from doceval.harness import tradeoff
+    from doceval.harness.candidates import load_candidates
+    from doceval.harness.floors import Floors
+    from doceval.harness.plan import load_inputs
+    from doceval.inputs.golden import select_split
+    from doceval.results.comparison import compare
+
+    floors_block = summary["config"]["floors"]
+    opts = EvalOptions(progress=False)
+    corpus, entries, golden_path, _ = load_inputs(params, opts)
+    assert corpus is not None
+    cands = load_candidates(Path(params["paths"]["runs"]))
+    splits = {
+        "calibration": select_split(entries, params["calibration"]["split"], golden_path),
+        "test": select_split(entries, summary["config"]["split"], golden_path),
+    }
+    bm25 = tradeoff.bm25_rankings(
+        [e for es in splits.values() for e in es], corpus, int(params["candidates_k"])
+    )
+    data = tradeoff.analyse(
+        splits, cands, bm25, dict(floors_block["per_library"]), float(floors_block["global"]), int(params["k"]),
+        int((params.get("relevance") or {}).get("threshold", 2)), seed=int(params.get("seed", 0)),
+    )  # fmt: skip
+    # One global floor for every library, on the same test entries: is the per-library choice worth it?
+    pooled = Floors(float(floors_block["global"]), {}, source=f"{floors_block['source']} (global floor only)",
+                    provenance=dict(floors_block.get("provenance") or {}))  # fmt: skip
+    single = evaluate(params, EvalOptions(progress=False, floors=pooled))
+    result = compare(
+        single, summary, n_boot=int(params.get("bootstrap", 1000)), seed=int(params.get("seed", 0))
+    )
+    data["per_library_vs_global"] = {
+        "global_floor": float(floors_block["global"]),
+        "rows": [{"metric": r.metric, "global": r.base, "per_library": r.new, "change": r.change,
+                  "ci95": list(r.ci) if r.ci else None, "p": r.p_value, "p_holm": r.p_holm, "n": r.n_paired}
+                 for r in result.rows if r.metric in TRADEOFF_METRICS],
+    }  # fmt: skip
+    with atomic_dir(folder) as tmp:
+        write_json_atomic(tmp / "tradeoff.json", data)
+        tradeoff.plot(data, tmp / "tradeoff.png")
 
 
 def track(params: Mapping[str, Any], summary: Mapping[str, Any]) -> str | None:

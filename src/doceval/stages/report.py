@@ -52,6 +52,13 @@ def run(params: Mapping[str, Any]) -> tuple[Path, GateResult]:
     calibration = read_json(floors_file, "calibrated floors") if floors_file.is_file() else None
     verdict = gate(summary, params["gate"])
     lines = [render_report(summary, calibration).rstrip()]
+    trade = out / "tradeoff" / "tradeoff.json"
+    if trade.is_file():
+        from doceval.results.tradeoff_md import tradeoff_lines
+
+        lines += tradeoff_lines(
+            read_json(trade, "refusal trade-off", rerun="dvc repro evaluate"), calibration, summary
+        )
     validation = out / "judge" / "reference.json"
     if validation.is_file():
         lines += judge_agreement_lines(read_json(validation, "judge validation", rerun="dvc repro judge"))

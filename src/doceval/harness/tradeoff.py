@@ -1,0 +1,213 @@
+"""The whole refusal trade-off, for the evaluate stage and the report: per library and pooled, the refusal
+curve (refused_correctly against overrefusal_rate as the floor moves) on the calibration and test splits with
+the chosen point, the AUROC of each answerability signal with its bootstrap interval, and the test-split
+effect of per-library floors against one global floor (paired intervals).
+
+Answerability signals (per question; docs/design.md section 5.5): ``top_score`` (the retriever's best
+candidate score: what a floor on scores decides), ``margin`` (top-1 minus top-2 score), ``agreement`` (share
+of the dense top 5 that bm25's top 5 also holds) and ``fused`` (the best reciprocal-rank-fusion score of the
+dense and bm25 rankings, as the hybrid retriever fuses them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from doceval.harness.candidates import CandidateSet
+from doceval.harness.floors import sweep
+from doceval.inputs.corpus import Corpus
+from doceval.inputs.golden import GoldenEntry
+from doceval.scoring.answerability import auroc, auroc_interval
+from doceval.scoring.metrics import build_matrix
+
+SIGNALS = ("top_score", "margin", "agreement", "fused")
+RRF_K = 60  # as the hybrid retriever
+AGREEMENT_DEPTH = 5
+
+
+def bm25_rankings(entries: Sequence[GoldenEntry], corpus: Corpus, depth: int) -> dict[str, list[str]]:
+    """bm25's ranked document ids per entry (the second ranking the agreement and fused signals need)."""
+    from doceval.system.retrievers import make_retriever
+
+    bm25 = make_retriever({"name": "bm25"}, corpus)
+    pins = set(corpus.pins)
+    out: dict[str, list[str]] = {}
+    for e in entries:
+        pin = f"{e.library}@{e.version}"
+        out[e.id] = (
+            [d for d, _ in bm25.retrieve(e.question, e.library, e.version, depth)] if pin in pins else []
+        )
+    return out
+
+
+def signals(
+    entries: Sequence[GoldenEntry], cands: CandidateSet, bm25: Mapping[str, list[str]]
+) -> dict[str, np.ndarray]:
+    """Every signal per entry, ``-inf`` when the retriever returned nothing (never answerable)."""
+    low = float(cands.meta["score_range"][0])
+    out = {name: np.full(len(entries), -np.inf) for name in SIGNALS}
+    for i, e in enumerate(entries):
+        ranked = cands.ranked.get(e.id) or []
+        if not ranked:
+            continue
+        scores = [s for _, s in ranked]
+        out["top_score"][i] = scores[0]
+        out["margin"][i] = scores[0] - (scores[1] if len(scores) > 1 else low)
+        dense_top = {d for d, _ in ranked[:AGREEMENT_DEPTH]}
+        out["agreement"][i] = len(dense_top & set(bm25.get(e.id, [])[:AGREEMENT_DEPTH])) / AGREEMENT_DEPTH
+        bm25_rank = {d: r for r, d in enumerate(bm25.get(e.id, []), start=1)}
+        fused = [1 / (RRF_K + r) + (1 / (RRF_K + bm25_rank[d]) if d in bm25_rank else 0.0)
+                 for r, (d, _) in enumerate(ranked, start=1)]  # fmt: skip
+        out["fused"][i] = max(fused)
+    return out
+
+
+FLOOR_SIGNALS = (
+    "score",
+    *SIGNALS[1:],
+)  # floors.signal: score = per document (the default); others per question
+
+
+def signal_floor_vector(signal: str, values: np.ndarray, floors: np.ndarray) -> np.ndarray:
+    """Per-entry floors on the candidates' scores that implement a floor on a per-question signal: an entry
+    whose signal reaches its floor keeps its top k (floor -inf), the others get nothing (floor +inf)."""
+    if signal == "score":
+        return floors
+    return np.where(values >= floors, -np.inf, np.inf)
+
+
+def entry_signal(
+    signal: str, entries: Sequence[GoldenEntry], cands: CandidateSet, corpus: Corpus | None
+) -> np.ndarray:
+    """The per-question signal ``floors.signal`` names, per entry (bm25 is run only for the signals that need it)."""
+    if signal not in FLOOR_SIGNALS[1:]:
+        raise ValueError(signal)
+    need_bm25 = signal in ("agreement", "fused")
+    if need_bm25 and corpus is None:
+        from doceval.errors import UsageError
+
+        raise UsageError(
+            f"floors.signal={signal}: needs the doceval corpus (bm25 ranks); use score or margin"
+        )
+    bm25 = bm25_rankings(entries, corpus, int(cands.depth)) if need_bm25 and corpus is not None else {}
+    return signals(entries, cands, bm25)[signal]
+
+
+def _auroc_block(values: np.ndarray, oos: np.ndarray, seed: int) -> dict[str, Any]:
+    a = auroc(values[~oos], values[oos])
+    ci = auroc_interval(values[~oos], values[oos], seed=seed)
+    return {
+        "auroc": a,
+        "ci95": list(ci) if ci else None,
+        "n_answerable": int((~oos).sum()),
+        "n_out_of_scope": int(oos.sum()),
+    }
+
+
+def analyse(
+    splits: Mapping[str, Sequence[GoldenEntry]],
+    cands: CandidateSet,
+    bm25: Mapping[str, list[str]],
+    floors_of: Mapping[str, float],
+    global_floor: float,
+    k: int,
+    threshold: int,
+    seed: int = 0,
+    grid_points: int = 101,
+) -> dict[str, Any]:
+    """Curves, chosen points and AUROCs per library and pooled, on each split; the signals side by side."""
+    groups: dict[str, dict[str, list[GoldenEntry]]] = {}
+    for split, entries in splits.items():
+        routed = [e for e in entries if not cands.routed.get(e.id)]  # a router refusal never meets a floor
+        for e in routed:
+            groups.setdefault(e.library, {}).setdefault(split, []).append(e)
+            groups.setdefault("(pooled)", {}).setdefault(split, []).append(e)
+    all_scores = [
+        s for entries in splits.values() for e in entries for _, s in (cands.ranked.get(e.id) or [])[:1]
+    ]
+    lo, hi = (min(all_scores), max(all_scores)) if all_scores else (0.0, 1.0)
+    grid = np.linspace(lo - 1e-9, hi + 1e-9, grid_points)
+    out: dict[str, Any] = {"grid": grid.tolist(), "libraries": {}, "signals": {}}
+    for name, by_split in sorted(groups.items()):
+        block: dict[str, Any] = {
+            "floor": global_floor if name == "(pooled)" else floors_of.get(name, global_floor)
+        }
+        for split, entries in by_split.items():
+            matrix = build_matrix(
+                [cands.ranked[e.id] for e in entries], [e.grades for e in entries], threshold
+            )
+            oos = np.array([e.out_of_scope for e in entries], dtype=bool)
+            curve = sweep(matrix, oos, grid, k)
+            used = np.array([floors_of.get(e.library, global_floor) for e in entries])
+            chosen = sweep_at(matrix, oos, used, k)
+            sig = signals(entries, cands, bm25)
+            block[split] = {
+                "curve": {
+                    m: [None if v != v else float(v) for v in curve[m]]
+                    for m in ("refused_correctly", "overrefusal_rate", "hit_rate")
+                },  # fmt: skip
+                "chosen": chosen,
+                "top_score": _auroc_block(sig["top_score"], oos, seed),
+            }
+            if name == "(pooled)":
+                out["signals"][split] = {s: _auroc_block(sig[s], oos, seed) for s in SIGNALS}
+        out["libraries"][name] = block
+    return out
+
+
+def sweep_at(matrix: Any, oos: np.ndarray, floors: np.ndarray, k: int) -> dict[str, float | None]:
+    """refused_correctly, overrefusal_rate and hit_rate at per-entry floors (the operating point used)."""
+    from doceval.scoring.metrics import retrieval_scores
+
+    per = retrieval_scores(matrix, floors, k)
+    refused = per["refused"].astype(np.float64)
+    hits = per["hit_rate"][~oos]
+    return {
+        "refused_correctly": float(refused[oos].mean()) if oos.any() else None,
+        "overrefusal_rate": float(refused[~oos].mean()) if (~oos).any() else None,
+        "hit_rate": float(np.nanmean(hits)) if len(hits) and not np.all(np.isnan(hits)) else None,
+    }
+
+
+def plot(data: Mapping[str, Any], path: Path) -> None:
+    """One panel per library and pooled: refused_correctly against overrefusal_rate as the floor moves,
+    calibration (solid) and test (dashed), the operating point used marked on each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(data["libraries"])
+    cols = min(3, len(names))
+    rows = (len(names) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        block = data["libraries"][name]
+        for split, style, color in (("calibration", "-", "tab:blue"), ("test", "--", "tab:orange")):
+            if split not in block:
+                continue
+            c = block[split]["curve"]
+            x = [np.nan if v is None else v for v in c["overrefusal_rate"]]
+            y = [np.nan if v is None else v for v in c["refused_correctly"]]
+            a = block[split]["top_score"]["auroc"]
+            ax.plot(x, y, style, color=color, label=f"{split} (AUROC {a:.2f})" if a is not None else split)
+            p = block[split]["chosen"]
+            if p["overrefusal_rate"] is not None and p["refused_correctly"] is not None:
+                ax.plot([p["overrefusal_rate"]], [p["refused_correctly"]], "o", color=color, ms=6)
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("overrefusal_rate (answerable refused)")
+        ax.set_ylabel("refused_correctly")
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_ylim(-0.02, 1.02)
+        ax.legend(fontsize=7, loc="lower right")
+    for ax in list(axes.flat)[len(names) :]:
+        ax.axis("off")
+    fig.suptitle("Refusal trade-off as the floor moves (dots: the floors used)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
