@@ -19,7 +19,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from doceval.cli import beir, golden, ids, judge, pipeline, results
+from doceval.cli import beir, golden, history, ids, judge, pipeline, results
 from doceval.cli.common import Parser
 from doceval.errors import EXIT_UNEXPECTED, EXIT_USAGE, GateFailed, RunIncomplete, UsageError
 
@@ -70,7 +70,7 @@ def _flush_stdout(code: int) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="doceval", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in (pipeline, golden, judge, ids, results, beir):
+    for module in (pipeline, golden, judge, ids, results, history, beir):
         module.register(sub)
     return parser
 

@@ -108,7 +108,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
     loader = _mlflow_loader(args.tracking_uri)
     summary = load_summary(args.summary, loader)
     baseline = None if args.baseline is None else load_summary(args.baseline, loader)
-    verdict = gate(summary, cfg, baseline=baseline, allow_different_k=args.allow_different_k)
+    history = _drift_history(cfg, summary, args.tracking_uri) if cfg["drift"]["enabled"] else None
+    verdict = gate(summary, cfg, baseline=baseline, allow_different_k=args.allow_different_k, history=history)
     if args.junit:
         from doceval.common.io import write_text_atomic
         from doceval.results.junit import junit_xml
@@ -124,6 +125,24 @@ def cmd_gate(args: argparse.Namespace) -> int:
     if not verdict.passed:
         raise _fail(verdict, "gate")
     return 0
+
+
+def _drift_history(
+    cfg: Mapping[str, Any], summary: Mapping[str, Any], uri_flag: str | None
+) -> list[dict[str, Any]]:
+    """The tracked runs of the summary's family for the drift rule, without reruns of this very state (same
+    commit and run key)."""
+    tracking = importlib.import_module("doceval.tracking")
+    from doceval.results.history import family_of
+    from doceval.tracking.history import load_history
+
+    root = Path.cwd()
+    family = family_of(summary)
+    split = None if family["split"] == "all" else family["split"]
+    rows: list[dict[str, Any]] = load_history(tracking.tracking_uri(uri_flag, root), split=split,
+                                              metrics=cfg["drift"]["metrics"], family=family, root=root)  # fmt: skip
+    commit = ((summary.get("config") or {}).get("provenance") or {}).get("git_commit")
+    return [r for r in rows if not (commit and r["commit"] == commit)]
 
 
 def _allow_k_flag(p: argparse.ArgumentParser) -> None:

@@ -264,9 +264,19 @@ class NonRegression:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Drift:
+    enabled: bool = spec(False, example="true")
+    metrics: list[str] = spec((), choices=_metric_names, example="[hit_rate]")
+    tolerance: float = spec(0.02, ge=0, example="0.02")
+    window: int = spec(10, ge=2, example="10")
+    reference: str = spec("best", nonempty=True, example="best")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Gate:
     thresholds: dict[str, float] = spec(keys=_metric_names, ge=0, le=1)
     non_regression: NonRegression = spec()
+    drift: Drift = spec(None)
 
 
 @dataclass(frozen=True, kw_only=True)

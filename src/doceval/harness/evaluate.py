@@ -27,6 +27,7 @@ from doceval.common.provenance import provenance, source_hash
 from doceval.errors import UsageError
 from doceval.harness.plan import EvalOptions, RunPlan, plan_run
 from doceval.scoring.aggregate import aggregate
+from doceval.scoring.failures import failure_stage
 from doceval.scoring.metrics import answer_scores, build_matrix, cut, retrieval_scores
 from doceval.scoring.registry import ANSWER_NAMES, AT_K_NAMES, METRIC_NAMES, RETRIEVAL_NAMES
 from doceval.seam import Answer, sum_usage
@@ -405,6 +406,7 @@ def build_summary(
         }
         if plan.agent is not None:
             row.update(session_id=r.session_id, sources=[[d, s] for d, s in r.sources], extra=r.extra)
+        row["stage"] = failure_stage(row)  # why it failed (or ok): docs/design.md section 4.5
         entry_rows.append(row)
 
     verdicts = answers.verdicts.values()

@@ -18,6 +18,7 @@ from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry
 from doceval.inputs.judge_labels import LabelledAnswer
 from doceval.scoring.agreement import agreement, cohen_kappa, repeat_stability
+from doceval.scoring.failures import failure_stage
 from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings, version_strings
 from doceval.seam import Answer, Probe
 
@@ -256,6 +257,7 @@ def rescore(
         for m in ANSWER_NAMES:
             value = float(per[m][i])
             row["scores"][m] = None if np.isnan(value) else value
+        row["stage"] = failure_stage(row)
     old_metrics = summary["metrics"]
     intervals = old_metrics.get("intervals") or {}
     metrics = aggregate(new["entries"], METRIC_NAMES, seed=int(cfg.get("seed", 0)),

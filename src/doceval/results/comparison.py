@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from doceval.common.text import one_line, printable
 from doceval.errors import UsageError
@@ -65,6 +66,8 @@ class CompareResult:
     base_md5: str | None = None
     new_md5: str | None = None
     notes: list[str] = field(default_factory=list)
+    # entries whose failure stage changed (scoring.failures.transitions): {"from", "to", "ids"}
+    transitions: list[dict[str, Any]] = field(default_factory=list)
 
     def row(self, metric: str) -> MetricChange:
         for r in self.rows:
@@ -180,8 +183,11 @@ def compare(
         for e in n_rows
         if e.get("out_of_scope")
     ]
+    from doceval.scoring.failures import transitions
+
+    moved = transitions([b_by_id[i] for i in ids], [n_by_id[i] for i in ids])
     return CompareResult(
-        base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes
+        base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes, moved
     )
 
 
@@ -237,6 +243,12 @@ def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
         "W/T/L = entries where new is better/equal/worse; * lower is better.",
         "",
     ]
+    if result.transitions:
+        lines.append("failure stage changes (baseline -> new):")
+        for tr in result.transitions:
+            shown = ", ".join(tr["ids"][:8]) + (", ..." if len(tr["ids"]) > 8 else "")
+            lines.append(f"  {len(tr['ids']):3d} {tr['from']} -> {tr['to']}: {shown}")
+        lines.append("")
     if not result.unanswerable:
         lines.append(f"no out-of-scope entries in {result.new_label}: nothing to list as unanswerable")
     for u in result.unanswerable:

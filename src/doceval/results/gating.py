@@ -5,7 +5,7 @@ is the CLI's.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,10 +66,10 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
     valid = f"valid metrics: {', '.join(METRIC_NAMES)}"
     if not isinstance(cfg, Mapping):
         raise UsageError(f"{where}: expected a mapping with 'thresholds' and 'non_regression'")
-    unknown_keys = sorted(set(cfg) - {"thresholds", "non_regression"})
+    unknown_keys = sorted(set(cfg) - {"thresholds", "non_regression", "drift"})
     if unknown_keys:
         raise UsageError(
-            f"{where}: unknown key(s) {', '.join(unknown_keys)}; expected thresholds, non_regression"
+            f"{where}: unknown key(s) {', '.join(unknown_keys)}; expected thresholds, non_regression, drift"
         )
     thresholds = cfg.get("thresholds") or {}
     if not isinstance(thresholds, Mapping):
@@ -117,6 +117,7 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
         )
     return {
         "thresholds": {str(m): float(t) for m, t in thresholds.items()},
+        "drift": _check_drift(cfg.get("drift"), where, valid),
         "non_regression": {
             "enabled": enabled,
             "tolerance": float(tol),
@@ -127,12 +128,83 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
     }
 
 
+def _check_drift(drift: Any, where: str, valid: str) -> dict[str, Any]:
+    """The drift rule (off by default): a metric that fell by more than ``tolerance`` from the best of the last
+    ``window`` tracked runs of the same family (or from the pinned ``reference`` run id) fails the gate."""
+    drift = drift or {}
+    if not isinstance(drift, Mapping):
+        raise UsageError(f"{where}: drift must be a mapping (enabled, metrics, tolerance, window, reference)")
+    unknown = sorted(set(drift) - {"enabled", "metrics", "tolerance", "window", "reference"})
+    if unknown:
+        raise UsageError(f"{where}: drift: unknown key(s) {', '.join(unknown)}; expected enabled, metrics, "
+                         "tolerance, window, reference")  # fmt: skip
+    enabled = drift.get("enabled", False)
+    if not isinstance(enabled, bool):
+        raise UsageError(f"{where}: drift.enabled: {enabled!r} is not true/false")
+    metrics = drift.get("metrics") or []
+    if not isinstance(metrics, list) or any(m not in METRIC_NAMES for m in metrics):
+        raise UsageError(f"{where}: drift.metrics: {metrics!r} must list metric names; {valid}")
+    tol = drift.get("tolerance", 0.02)
+    if isinstance(tol, bool) or not isinstance(tol, int | float) or not tol >= 0:
+        raise UsageError(f"{where}: drift.tolerance: {tol!r} must be a number >= 0")
+    window = drift.get("window", 10)
+    if isinstance(window, bool) or not isinstance(window, int) or window < 2:
+        raise UsageError(f"{where}: drift.window: {window!r} must be an integer >= 2 (runs looked back over)")
+    reference = drift.get("reference", "best")
+    if not isinstance(reference, str) or not reference:
+        raise UsageError(f"{where}: drift.reference: {reference!r}: 'best' or a pinned MLflow run id")
+    if enabled and not metrics:
+        raise UsageError(f"{where}: drift is enabled but lists no metrics")
+    return {"enabled": enabled, "metrics": [str(m) for m in metrics], "tolerance": float(tol), "window": window,
+            "reference": reference}  # fmt: skip
+
+
+def drift_failures(
+    history: Sequence[Mapping[str, Any]], summary: Summary, drift: Mapping[str, Any]
+) -> tuple[list[GateFailure], list[str]]:
+    """The drift rule over the tracked ``history`` (oldest first; doceval.tracking.history) ending with this
+    summary: each metric against the best of the last ``window`` runs (or the pinned reference run)."""
+    failures: list[GateFailure] = []
+    notes: list[str] = []
+    window = list(history)[-(int(drift["window"]) - 1) :] if int(drift["window"]) > 1 else []
+    pinned = None
+    if drift["reference"] != "best":
+        pinned = next((h for h in history if h["run_id"] == drift["reference"]), None)
+        if pinned is None:
+            notes.append(f"drift: the pinned reference run {drift['reference']} is not in the tracked history; "
+                         "not checked")  # fmt: skip
+            return failures, notes
+    if not window and pinned is None:
+        notes.append("drift: no tracked runs of this configuration family yet; not checked")
+        return failures, notes
+    cond = f"no drift > {_fmt_threshold(drift['tolerance'])} in {', '.join(drift['metrics'])}"
+    for m in drift["metrics"]:
+        now = summary["metrics"].get(m)
+        if now is None:
+            continue
+        lower = m in LOWER_IS_BETTER
+        past = [(h, h["metrics"][m]["value"]) for h in ([pinned] if pinned else window)
+                if h["metrics"].get(m, {}).get("value") is not None]  # fmt: skip
+        if not past:
+            continue
+        ref, best = (min if lower else max)(past, key=lambda hv: hv[1])
+        worse = (now - best) if lower else (best - now)
+        if worse > drift["tolerance"] + _EPS:
+            steps = " -> ".join(f"{str(h['commit'])[:8]} {v:.4f}" for h, v in past[-6:])
+            failures.append(GateFailure(m, cond, float(now), worse - drift["tolerance"],
+                f"{m} drifted by {worse:.4f} from {best:.4f} (run {ref['run_id']}, commit {str(ref['commit'])[:8]}) "
+                f"to {now:.4f} over the last {len(past)} tracked runs ({steps} -> this run), beyond the tolerance "
+                f"{drift['tolerance']:.4f}"))  # fmt: skip
+    return failures, notes
+
+
 def gate(
     summary: Summary,
     gate_cfg: Mapping[str, Any],
     baseline: Summary | None = None,
     *,
     allow_different_k: bool = False,
+    history: Sequence[Mapping[str, Any]] | None = None,
 ) -> GateResult:
     """Apply thresholds (``>=``; ``<=`` for lower-is-better metrics) and, with a baseline, non-regression.
 
@@ -240,6 +312,15 @@ def gate(
                             + (f" (Holm-adjusted p = {p:.3g})" if significant and p is not None else ""),
                         )
                     )
+    drift = cfg["drift"]
+    if drift["enabled"]:
+        conditions.append(f"no drift > {_fmt_threshold(drift['tolerance'])} in {', '.join(drift['metrics'])}")
+        if history is None:
+            notes.append("drift is enabled but no tracked history was read: not checked")
+        else:
+            found, drift_notes = drift_failures(history, summary, drift)
+            failures += found
+            notes += drift_notes
     passed = not failures
     line = f"CI gate ({' and '.join(conditions)}): {'PASS' if passed else 'FAIL'}"
     return GateResult(passed, line, failures, conditions, notes)

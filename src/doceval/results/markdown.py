@@ -188,6 +188,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     out += ["", "## Counts", ""]
     out += _table(["count", "value"], [[_md(k), _md(v)] for k, v in counts.items()]) if counts else ["(none)"]
     out += _answer_side(summary)
+    out += _stages_section(summary["entries"])
     for title, key, label in (
         ("Per library", "by_library", "library"),
         ("Per library@version", "by_pin", "pin"),
@@ -321,6 +322,25 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
         out.append(f"None: all {n_oos} out-of-scope entries got no sources.")
     out += ["", *_contrast_section(summary["entries"])]
     return "\n".join(out) + "\n"
+
+
+def _stages_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Why entries failed: the failure stage of every entry (scoring.failures), per library and per kind."""
+    from doceval.scoring.failures import STAGES, stage_counts
+
+    out = ["", "## Why entries failed", "",
+           "The first step where each entry went wrong (docs/design.md section 4.5); `ok` and `correct_refusal` "
+           "are successes.", ""]  # fmt: skip
+    for title, key in (("library", "library"), ("kind", "kind")):
+        counts = stage_counts(entries, key)
+        used = [s for s in STAGES if any(c[s] for c in counts.values())]
+        if not used:
+            continue
+        rows = [
+            [_md(group), *[str(c[s]) if c[s] else "" for s in used]] for group, c in sorted(counts.items())
+        ]
+        out += _table([title, *used], rows, ["l", *["r"] * len(used)]) + [""]
+    return out
 
 
 _SYSTEM_ROLES = ("answerer", "system")  # the system under test; everything else billed here is the judge

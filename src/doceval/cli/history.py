@@ -1,0 +1,94 @@
+"""`doceval history`: a metric across commits for one configuration family, from the tracked MLflow runs
+(doceval.tracking.history, doceval.results.history)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from doceval.errors import UsageError
+
+DEFAULT_METRICS = ["hit_rate", "refused_correctly", "overrefusal_rate"]
+
+
+def _since(text: str) -> float:
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%d")) - time.timezone
+    except ValueError:
+        raise UsageError(f"--since {text}: expected a date as YYYY-MM-DD") from None
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from doceval import tracking
+    from doceval.results.history import format_history, plot_history
+    from doceval.scoring.registry import METRIC_NAMES
+    from doceval.tracking.history import load_history
+
+    metrics = args.metric or DEFAULT_METRICS
+    unknown = [m for m in metrics if m not in METRIC_NAMES]
+    if unknown:
+        raise UsageError(f"--metric {', '.join(unknown)}: unknown; valid metrics: {', '.join(METRIC_NAMES)}")
+    if args.last is not None and args.last < 1:
+        raise UsageError(f"--last {args.last}: must be at least 1")
+    family: dict[str, str] = {}
+    if args.golden_md5:
+        family["golden_md5"] = args.golden_md5
+    elif args.same_golden:
+        from doceval.config.compose import compose
+        from doceval.inputs.qrels import labels_md5
+
+        family["golden_md5"] = labels_md5(Path(compose([])["golden"]))
+    root = Path.cwd()
+    uri = tracking.tracking_uri(args.tracking_uri, root)
+    split = None if args.split == "all" else args.split
+    rows = load_history(uri, split=split, metrics=metrics, family=family or None, root=root)
+    if args.exclude_dirty:
+        rows = [r for r in rows if not r["dirty"]]
+    if args.since:
+        start = _since(args.since)
+        rows = [r for r in rows if r["time"] >= start]
+    if args.last:
+        rows = rows[-args.last :]
+    print("\n".join(format_history(rows, metrics)))
+    if rows and args.plot:
+        thresholds: dict[str, float] = {}
+        gate_path = Path(args.gate)
+        if gate_path.is_file():
+            from doceval.results import load_gate_config
+
+            thresholds = load_gate_config(gate_path)["thresholds"]
+        print(f"plot: {plot_history(rows, metrics, thresholds, Path(args.plot))}")
+    return 0
+
+
+def register(sub: Any) -> None:
+    text = "a metric across commits: the tracked runs of one golden set and configuration family"
+    p = sub.add_parser("history", help=text, description=text)
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="NAME",
+        help=f"repeatable (default: {', '.join(DEFAULT_METRICS)})",
+    )
+    p.add_argument(
+        "--split", default="test", help="experiment to read: calibration, test, all (default: test)"
+    )
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--golden-md5", metavar="MD5", help="only runs scored on this golden set")
+    g.add_argument("--same-golden", action="store_true", help="only runs scored on the configured golden set")
+    w = p.add_mutually_exclusive_group()
+    w.add_argument("--since", metavar="YYYY-MM-DD", help="runs whose commit is this recent")
+    w.add_argument("--last", type=int, metavar="N", help="the last N runs")
+    p.add_argument("--exclude-dirty", action="store_true", help="leave out runs from uncommitted trees")
+    p.add_argument(
+        "--plot", default="eval/history.png", metavar="PATH", help="PNG (default: eval/history.png)"
+    )
+    p.add_argument(
+        "--gate", default="conf/gate/default.yaml", metavar="PATH", help="thresholds drawn on the plot"
+    )
+    p.add_argument(
+        "--tracking-uri", metavar="URI", help="MLflow store (default: MLFLOW_TRACKING_URI, else ./mlruns)"
+    )
+    p.set_defaults(func=cmd_history)

@@ -1,0 +1,101 @@
+"""`doceval history`: a metric across commits for one configuration family (the runs come from
+doceval.tracking.history): the table with intervals and the change from the previous run, and a PNG per metric
+with the intervals shaded and the gate thresholds drawn."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from doceval.common.naming import system_label
+from doceval.scoring.registry import LOWER_IS_BETTER
+
+
+def family_of(summary: Mapping[str, Any]) -> dict[str, str]:
+    """The tags that make two runs comparable over time (tracking.history.FAMILY_TAGS), from a summary."""
+    config = summary.get("config") or {}
+    retriever = config.get("retriever") or {}
+    return {
+        "golden_md5": str((config.get("golden") or {}).get("md5") or ""),
+        "system": system_label(config),
+        "retriever": str(retriever.get("name") if isinstance(retriever, Mapping) else retriever),
+        "k": str(config.get("k")),
+        "split": str(config.get("split") or "all"),
+    }
+
+
+def format_history(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str], width: int = 100) -> list[str]:
+    if not rows:
+        return ["no tracked runs of this configuration family (log runs with tracking enabled)"]
+    fam = rows[0]["family"]
+    lines = [f"{len(rows)} runs: golden {fam.get('golden_md5', '')[:8]}, system {fam.get('system')}, "
+             f"retriever {fam.get('retriever')}, k {fam.get('k')}, split {fam.get('split')}"]  # fmt: skip
+    head = f"{'commit':9s} {'date':10s} {'dirty':5s} " + " ".join(f"{m[:22]:>24s}" for m in metrics)
+    lines += [head[:width], "-" * min(len(head), width)]
+    previous: dict[str, float | None] = {}
+    for r in rows:
+        cells = []
+        for m in metrics:
+            block = r["metrics"].get(m) or {}
+            v = block.get("value")
+            if v is None:
+                cells.append(f"{'n/a':>24s}")
+                continue
+            prev = previous.get(m)
+            delta = "" if prev is None else f" {v - prev:+.3f}"
+            cells.append(f"{f'{v:.3f}{delta}':>24s}")
+            previous[m] = v
+        date = time.strftime("%Y-%m-%d", time.gmtime(r["time"]))
+        lines.append(
+            (f"{str(r['commit'])[:8]:9s} {date:10s} {'yes' if r['dirty'] else '':5s} " + " ".join(cells))[
+                :width
+            ]
+        )
+    return lines
+
+
+def plot_history(
+    rows: Sequence[Mapping[str, Any]], metrics: Sequence[str], thresholds: Mapping[str, float], path: Path
+) -> Path:
+    """One panel per metric: value per run in commit order, the 95% interval shaded, the gate threshold dashed,
+    runs from dirty trees drawn hollow."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(len(metrics), 1, figsize=(8, 2.6 * len(metrics)), squeeze=False)
+    x = np.arange(len(rows))
+    labels = [str(r["commit"])[:7] for r in rows]
+    for ax, m in zip(axes[:, 0], metrics, strict=True):
+        vals = np.array(
+            [np.nan if (v := (r["metrics"].get(m) or {}).get("value")) is None else v for r in rows]
+        )
+        lo = np.array(
+            [((r["metrics"].get(m) or {}).get("ci") or [np.nan, np.nan])[0] for r in rows], dtype=float
+        )
+        hi = np.array(
+            [((r["metrics"].get(m) or {}).get("ci") or [np.nan, np.nan])[1] for r in rows], dtype=float
+        )
+        ax.fill_between(x, lo, hi, alpha=0.2, label="95% interval")
+        ax.plot(x, vals, "-", color="tab:blue")
+        dirty = np.array([bool(r["dirty"]) for r in rows])
+        ax.plot(x[~dirty], vals[~dirty], "o", color="tab:blue", label="run")
+        if dirty.any():
+            ax.plot(x[dirty], vals[dirty], "o", mfc="none", color="tab:blue", label="run (dirty tree)")
+        if m in thresholds:
+            word = "<=" if m in LOWER_IS_BETTER else ">="
+            ax.axhline(thresholds[m], ls="--", color="tab:red", lw=1, label=f"gate {word} {thresholds[m]:g}")
+        ax.set_ylabel(m)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_xticks(x, labels, rotation=45, fontsize=7)
+        ax.legend(fontsize=7, loc="lower left")
+    axes[-1, 0].set_xlabel("commit (oldest first)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

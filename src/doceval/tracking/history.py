@@ -1,0 +1,87 @@
+"""The tracked history of one configuration family: every finished run of a split's experiment with the same
+golden md5, system under test, retriever, k and split, in commit order (docs/design.md section 8.7). Read by
+`doceval history` and the gate's drift rule; the commit time comes from git when the commit is known locally,
+else the run's start time."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from doceval.errors import UsageError
+from doceval.tracking.store import _client
+from doceval.tracking.uris import check_reachable, experiment_name
+
+FAMILY_TAGS = ("golden_md5", "system", "retriever", "k", "split")
+
+
+def _commit_time(commit: str | None, root: Path) -> float | None:
+    if not commit:
+        return None
+    try:
+        out = subprocess.run(["git", "show", "-s", "--format=%ct", commit], cwd=root, capture_output=True,
+                             text=True, timeout=10, check=False)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = out.stdout.strip()
+    return float(text) if out.returncode == 0 and text.isdigit() else None
+
+
+def load_history(
+    uri: str,
+    *,
+    split: str | None,
+    metrics: Sequence[str],
+    family: Mapping[str, str] | None = None,
+    root: Path | None = None,
+) -> list[dict[str, Any]]:
+    """Runs of ``split``'s experiment in one family: the tags given in ``family``, the rest taken from the newest
+    run that has them (None: the newest run's family),
+    oldest commit first: ``{"run_id", "run_name", "commit", "dirty", "time", "start", "family", "metrics":
+    {name: {"value", "ci"}}}``. Runs of a sweep (children) and runs without a commit are left out."""
+    from mlflow.exceptions import MlflowException
+
+    root = root or Path.cwd()
+    check_reachable(uri)
+    client = _client(uri)
+    experiment = client.get_experiment_by_name(experiment_name(split))
+    if experiment is None:
+        return []
+    try:
+        runs = client.search_runs(
+            [experiment.experiment_id], "attributes.status = 'FINISHED'", max_results=5000
+        )
+    except MlflowException as exc:
+        raise UsageError(f"reading the tracked runs failed: {exc}") from None
+    usable = [r for r in runs if "mlflow.parentRunId" not in r.data.tags and r.data.tags.get("git_commit")]
+    if not usable:
+        return []
+    # The family: the given tags, completed from the newest run that has them.
+    matching = [r for r in usable if all(r.data.tags.get(k, "") == v for k, v in (family or {}).items())]
+    if not matching:
+        return []
+    newest = max(matching, key=lambda r: r.info.start_time)
+    family = {k: newest.data.tags.get(k, "") for k in FAMILY_TAGS}
+    chosen = [r for r in usable if all(r.data.tags.get(k, "") == v for k, v in family.items())]
+    out = []
+    for r in chosen:
+        commit = r.data.tags.get("git_commit")
+        start = r.info.start_time / 1000.0
+        m = r.data.metrics
+        out.append({
+            "run_id": r.info.run_id,
+            "run_name": r.info.run_name,
+            "commit": commit,
+            "dirty": r.data.tags.get("git_dirty") == "true",
+            "time": _commit_time(commit, root) or start,
+            "start": start,
+            "family": dict(family),
+            "metrics": {name: {"value": m.get(name),
+                               "ci": [m[f"{name}_ci_lo"], m[f"{name}_ci_hi"]]
+                               if f"{name}_ci_lo" in m and f"{name}_ci_hi" in m else None}
+                        for name in metrics},
+        })  # fmt: skip
+    out.sort(key=lambda h: (h["time"], h["start"]))
+    return out

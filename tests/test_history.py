@@ -1,0 +1,166 @@
+"""History and diagnosis: a synthetic history of tracked runs over several commits (a temporary git repository
+and a real MLflow store) where a slow decline passes the single-baseline gate and fails the drift rule; the
+history table and plot; dirty runs left out on request; the failure stage of every kind of entry by hand; and
+compare's transition table."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_eval_cli import eval_args, overrides
+from test_eval_cli import project as project  # noqa: F401 - the tiny project fixture
+
+from doceval.cli.main import main
+from doceval.results.comparison import compare, format_compare
+from doceval.scoring.failures import STAGES, failure_stage, stage_counts, transitions
+
+
+def _git(root: Path, *args: str, date: str | None = None) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "PATH": "/usr/bin:/bin", **({"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {})}  # fmt: skip
+    return subprocess.run(
+        ["git", *args], cwd=root, env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def _history(project: Path, n: int, step: float) -> tuple[str, list[str], dict[str, Any]]:
+    """n commits, one tracked run each, hit_rate falling by ``step`` per commit; returns (uri, commits, summary)."""
+    from doceval.tracking import log_run
+
+    assert main(eval_args("--split", "test", *overrides())) == 0
+    base = json.loads((project / "out.json").read_text())
+    uri = f"sqlite:///{project / 'mlruns.db'}"
+    _git(project, "init", "-q")
+    commits = []
+    for i in range(n):
+        _git(project, "commit", "-q", "--allow-empty", "-m", f"c{i}", date=f"2026-11-{i + 1:02d}T12:00:00")
+        commits.append(_git(project, "rev-parse", "HEAD"))
+        s = copy.deepcopy(base)
+        s["metrics"]["hit_rate"] = 0.80 - step * i
+        s["metrics"]["ci95"]["hit_rate"] = [0.70 - step * i, 0.90 - step * i]
+        s["config"]["provenance"] = {
+            **s["config"]["provenance"],
+            "git_commit": commits[-1],
+            "git_dirty": i == 2,
+        }
+        log_run(s, uri=uri, root=project, run_name=f"run{i}")
+    return uri, commits, base
+
+
+def test_history_table_plot_and_dirty_runs(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    uri, commits, _ = _history(project, 5, 0.01)
+    capsys.readouterr()
+    assert main(["history", "--tracking-uri", uri, "--metric", "hit_rate", "--plot", "h.png"]) == 0
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line[:8] in {c[:8] for c in commits}]
+    assert [line[:8] for line in lines] == [c[:8] for c in commits]  # commit order
+    assert "0.780 -0.010" in out and "yes" in lines[2]  # change from the previous run; the dirty run shown
+    assert (project / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (
+        main(["history", "--tracking-uri", uri, "--metric", "hit_rate", "--exclude-dirty", "--plot", "h.png"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert out.startswith("4 runs") and commits[2][:8] not in out
+    assert main(["history", "--tracking-uri", uri, "--last", "2", "--plot", "h.png"]) == 0
+    assert capsys.readouterr().out.startswith("2 runs")
+    assert main(["history", "--tracking-uri", uri, "--metric", "hits"]) == 2
+
+
+def test_a_slow_decline_passes_the_baseline_gate_and_fails_the_drift_rule(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri, commits, base = _history(project, 6, 0.01)
+    now = copy.deepcopy(base)
+    now["metrics"]["hit_rate"] = 0.80 - 0.01 * 6
+    now["config"]["provenance"]["git_commit"] = "f" * 40
+    (project / "now.json").write_text(json.dumps(now))
+    prev = copy.deepcopy(base)
+    prev["metrics"]["hit_rate"] = 0.80 - 0.01 * 5
+    (project / "prev.json").write_text(json.dumps(prev))
+    gate = project / "gate.yaml"
+    gate.write_text("thresholds: {hit_rate: 0.5}\nnon_regression: {enabled: true, tolerance: 0.02, metrics: [hit_rate], "
+                    "mode: point}\ndrift: {enabled: false, metrics: [hit_rate], tolerance: 0.03, window: 10}\n")  # fmt: skip
+    args = ["gate", "now.json", "--config", str(gate), "--baseline", "prev.json", "--tracking-uri", uri]
+    assert main(args) == 0  # one step of 0.01 is within the 0.02 tolerance
+    gate.write_text(gate.read_text().replace("drift: {enabled: false", "drift: {enabled: true"))
+    capsys.readouterr()
+    assert main(args) == 3
+    out = capsys.readouterr().out
+    assert (
+        "hit_rate drifted by 0.0600 from 0.8000" in out and commits[0][:8] in out and commits[-1][:8] in out
+    )
+    assert "no drift > 0.03 in hit_rate" in out
+    # a pinned release run as the reference
+    gate.write_text(gate.read_text().replace("window: 10}", "window: 10, reference: nope}"))
+    assert main(args) == 0
+    assert "not in the tracked history" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------------------------------ failure stages
+
+
+def _row(**over: Any) -> dict[str, Any]:
+    row = {"id": "e", "library": "lib", "kind": "lookup", "out_of_scope": False, "refused": False,
+           "refusal_reason": None, "retrieved": [["d", 0.9]], "answer": "use `load()`", "expected_apis": ["load("],
+           "expected_any": [], "forbidden_apis": ["loads("], "verdict": True, "system_error": None,
+           "scores": {"hit_rate": 1.0}}  # fmt: skip
+    row.update(over)
+    return row
+
+
+@pytest.mark.parametrize(
+    ("over", "stage"),
+    [
+        ({}, "ok"),
+        ({"out_of_scope": True, "refused": True}, "correct_refusal"),
+        ({"out_of_scope": True}, "hallucinated_out_of_scope"),
+        ({"system_error": "timeout"}, "system_error"),
+        (
+            {"refused": True, "refusal_reason": "router: library 'x' is not indexed", "retrieved": []},
+            "router_refused",
+        ),
+        (
+            {"refused": True, "refusal_reason": "search: no passage cleared the floor 0.5", "retrieved": []},
+            "no_candidate_above_floor",
+        ),
+        ({"refused": True, "sources": [], "refusal_reason": "I don't know"}, "system_refused"),
+        ({"scores": {"hit_rate": 0.0}}, "relevant_not_in_top_k"),
+        ({"answer": "call parse()"}, "answer_missing_expected_api"),
+        ({"answer": "use load() or loads()"}, "answer_uses_forbidden_api"),
+        ({"verdict": False}, "judged_incorrect"),
+    ],
+)
+def test_failure_stage_by_hand(over: dict[str, Any], stage: str) -> None:
+    assert failure_stage(_row(**over)) == stage
+
+
+def test_every_stage_is_reachable_and_counted() -> None:
+    rows = [_row(id="a"), _row(id="b", verdict=False), _row(id="c", kind="version_trap", verdict=False)]
+    counts = stage_counts(rows, "kind")
+    assert counts["lookup"]["ok"] == 1 and counts["lookup"]["judged_incorrect"] == 1
+    assert counts["version_trap"]["judged_incorrect"] == 1
+    assert set(STAGES) >= {failure_stage(_row())}
+
+
+def test_compare_shows_the_stage_transitions_with_ids(project: Path) -> None:
+    assert main(eval_args("--split", "test", *overrides())) == 0
+    base = json.loads((project / "out.json").read_text())
+    assert all(e["stage"] in STAGES for e in base["entries"])
+    new = copy.deepcopy(base)
+    moved = [e for e in new["entries"] if not e["out_of_scope"] and e["stage"] != "relevant_not_in_top_k"]
+    assert moved
+    for e in moved:
+        e["scores"]["hit_rate"] = 0.0
+        e["stage"] = failure_stage(e)
+    result = compare(base, new, n_boot=100)
+    assert result.transitions and result.transitions[0]["to"] == "relevant_not_in_top_k"
+    assert sorted(result.transitions[0]["ids"]) == sorted(e["id"] for e in moved)
+    text = format_compare(result)
+    assert f"{len(moved):3d} {result.transitions[0]['from']} -> relevant_not_in_top_k" in text
+    assert transitions(base["entries"], base["entries"]) == []
