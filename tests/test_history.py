@@ -59,7 +59,8 @@ def test_history_table_plot_and_dirty_runs(project: Path, capsys: pytest.Capture
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if line[:8] in {c[:8] for c in commits}]
     assert [line[:8] for line in lines] == [c[:8] for c in commits]  # commit order
-    assert "0.780 -0.010" in out and "yes" in lines[2]  # change from the previous run; the dirty run shown
+    # the value, its interval, the change from the previous run; the dirty run shown
+    assert "0.780 [0.68,0.88] -0.010" in out and "yes" in lines[2]
     assert (project / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (
         main(["history", "--tracking-uri", uri, "--metric", "hit_rate", "--exclude-dirty", "--plot", "h.png"])

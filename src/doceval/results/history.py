@@ -44,8 +44,10 @@ def format_history(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str], wi
                 cells.append(f"{'n/a':>24s}")
                 continue
             prev = previous.get(m)
+            ci = block.get("ci")
+            interval = f" [{ci[0]:.2f},{ci[1]:.2f}]" if ci else ""
             delta = "" if prev is None else f" {v - prev:+.3f}"
-            cells.append(f"{f'{v:.3f}{delta}':>24s}")
+            cells.append(f"{f'{v:.3f}{interval}{delta}':>24s}")
             previous[m] = v
         date = time.strftime("%Y-%m-%d", time.gmtime(r["time"]))
         lines.append(
