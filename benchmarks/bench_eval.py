@@ -11,35 +11,17 @@ Needs `dvc repro retrieve` (the candidate cache).
 from __future__ import annotations
 
 import argparse
-import json
-import multiprocessing as mp
 import os
 import platform
-import sys
 import tempfile
 import time
-import urllib.request
-from multiprocessing.connection import Connection
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from local_server import local_server, server_requests
 
 from doceval.config.compose import load_params  # noqa: E402
 from doceval.harness.candidates import load_candidates  # noqa: E402
 from doceval.harness.evaluate import EvalOptions, evaluate  # noqa: E402
-
-
-def _serve(latency: float, conn: Connection) -> None:
-    from openai_server import FakeOpenAI
-
-    with FakeOpenAI(latency_s=latency) as server:
-        conn.send(server.base_url)
-        conn.recv()
-
-
-def _requests(base_url: str) -> int:
-    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/stats", timeout=5) as resp:
-        return int(json.load(resp)["requests"])
 
 
 def main() -> None:
@@ -62,31 +44,24 @@ def main() -> None:
     offline = time.perf_counter() - t0
     print(f"offline (extractive, no judge): {n} entries in {offline:.2f} s = {n / offline:.0f} entries/s")
 
-    parent, child = mp.Pipe()
-    server = mp.Process(target=_serve, args=(args.latency, child), daemon=True)
-    server.start()
-    url = parent.recv()
-    llm = {"base_url": url, "model": "fake", "api_key_env": "DOCEVAL_BENCH_KEY", "max_concurrency": args.concurrency,
-           "cache_path": str(tmp / "llm.sqlite"), "max_retries": 2}  # fmt: skip
-    # run.max_concurrency: entries answered (then judged) at once; the clients' own bound is the same.
-    run = {**(base.get("run") or {}), "max_concurrency": args.concurrency}
-    cfg = {**base, "run": run, "answerer": {"name": "openai", **llm}, "judge": {"name": "openai", **llm}}
-    try:
+    with local_server(args.latency) as url:
+        llm = {"base_url": url, "model": "fake", "api_key_env": "DOCEVAL_BENCH_KEY",
+               "max_concurrency": args.concurrency, "cache_path": str(tmp / "llm.sqlite"), "max_retries": 2}  # fmt: skip
+        # run.max_concurrency: entries answered (then judged) at once; the clients' own bound is the same.
+        run = {**(base.get("run") or {}), "max_concurrency": args.concurrency}
+        cfg = {**base, "run": run, "answerer": {"name": "openai", **llm}, "judge": {"name": "openai", **llm}}
         for label in ("cold cache", "warm cache"):
-            before = _requests(url)
+            before = server_requests(url)
             t0 = time.perf_counter()
             summary = evaluate(cfg, EvalOptions(candidates=cands, progress=False, run_dir=tmp / label))
             seconds = time.perf_counter() - t0
-            made = _requests(url) - before
+            made = server_requests(url) - before
             m = summary["metrics"]["counts"]
             print(
                 f"openai answerer + judge, {label}: {n} entries in {seconds:.2f} s = {n / seconds:.1f} entries/s, "
                 f"{made} requests to the server (latency {args.latency * 1000:.0f} ms, concurrency "
                 f"{args.concurrency}; judged {m['n_judged']}, judge errors {m['judge_errors']})"
             )
-    finally:
-        parent.send("stop")
-        server.join(timeout=5)
 
 
 if __name__ == "__main__":

@@ -17,32 +17,16 @@ import argparse
 import contextlib
 import io
 import json
-import multiprocessing as mp
 import os
-import sys
 import tempfile
 import time
-import urllib.request
-from multiprocessing.connection import Connection
 from pathlib import Path
 
+from local_server import local_server, server_requests
+
+from doceval.cli.main import main as doceval
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from doceval.cli.main import main as doceval  # noqa: E402
-
-
-def _serve(latency: float, conn: Connection) -> None:
-    from openai_server import FakeOpenAI
-
-    with FakeOpenAI(latency_s=latency) as server:
-        conn.send(server.base_url)
-        conn.recv()
-
-
-def _server_requests(base_url: str) -> int:
-    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/stats", timeout=5) as resp:
-        return int(json.load(resp)["requests"])
 
 
 def main() -> int:
@@ -53,30 +37,22 @@ def main() -> int:
     ap.add_argument("--min-ratio", type=float, default=0.8, help="exit 1 if the net ratio falls below this")
     args = ap.parse_args()
 
-    parent, child = mp.Pipe()
-    proc = mp.Process(target=_serve, args=(args.latency, child), daemon=True)
-    proc.start()
-    base_url = parent.recv()
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench")
     os.chdir(ROOT)
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            report = Path(tmp) / "report.json"
-            cmd = ["judge", "validate", "data/judge/v1.jsonl", "--split", "all", "--repeats", str(args.repeats),
-                   "--quiet", "--no-track", "--output", str(report), "judge=openai", f"judge.base_url={base_url}",
-                   "judge.model=bench", f"judge.max_concurrency={args.concurrency}",
-                   f"run.max_concurrency={args.concurrency}", f"judge.cache_path={tmp}/llm.sqlite"]  # fmt: skip
-            walls = []
-            for _ in range(2):  # cold cache, then warm
-                before = _server_requests(base_url)
-                start = time.perf_counter()
-                with contextlib.redirect_stdout(io.StringIO()):
-                    code = doceval(cmd)
-                walls.append((time.perf_counter() - start, _server_requests(base_url) - before, code))
-            rows = json.loads(report.read_text())["n_rows"] * args.repeats
-    finally:
-        parent.send("stop")
-        proc.join(timeout=5)
+    with local_server(args.latency) as base_url, tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = ["judge", "validate", "data/judge/v1.jsonl", "--split", "all", "--repeats", str(args.repeats),
+               "--quiet", "--no-track", "--output", str(report), "judge=openai", f"judge.base_url={base_url}",
+               "judge.model=bench", f"judge.max_concurrency={args.concurrency}",
+               f"run.max_concurrency={args.concurrency}", f"judge.cache_path={tmp}/llm.sqlite"]  # fmt: skip
+        walls = []
+        for _ in range(2):  # cold cache, then warm
+            before = server_requests(base_url)
+            start = time.perf_counter()
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = doceval(cmd)
+            walls.append((time.perf_counter() - start, server_requests(base_url) - before, code))
+        rows = json.loads(report.read_text())["n_rows"] * args.repeats
     (cold, cold_requests, c1), (warm, warm_requests, c2) = walls
     ideal = args.concurrency / args.latency
     raw, net = rows / cold, rows / max(cold - warm, 1e-9)

@@ -12,31 +12,14 @@ The server runs in a child process so its request handling does not compete with
 from __future__ import annotations
 
 import argparse
-import json
-import multiprocessing as mp
 import sys
 import tempfile
 import time
-import urllib.request
-from multiprocessing.connection import Connection
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from local_server import local_server, server_requests
 
 from doceval.llm import ChatClient, LLMConfig, map_concurrent  # noqa: E402
-
-
-def _serve(latency: float, conn: Connection) -> None:
-    from openai_server import FakeOpenAI
-
-    with FakeOpenAI(latency_s=latency) as server:
-        conn.send(server.base_url)
-        conn.recv()  # block until the parent says stop
-
-
-def _server_requests(base_url: str) -> int:
-    with urllib.request.urlopen(base_url.removesuffix("/v1") + "/stats", timeout=5) as resp:
-        return int(json.load(resp)["requests"])
 
 
 def main() -> int:
@@ -47,71 +30,63 @@ def main() -> int:
     ap.add_argument("--min-ratio", type=float, default=0.8, help="exit 1 if any level falls below this")
     args = ap.parse_args()
 
-    parent, child = mp.Pipe()
-    proc = mp.Process(target=_serve, args=(args.latency, child), daemon=True)
-    proc.start()
-    base_url = parent.recv()
     worst = 1.0
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            print(
-                f"server latency {args.latency * 1000:.0f} ms, {args.requests} requests per level "
-                "(at least 16 rounds of the concurrency, so connection set-up does not dominate)"
+    with local_server(args.latency) as base_url, tempfile.TemporaryDirectory() as tmp:
+        print(
+            f"server latency {args.latency * 1000:.0f} ms, {args.requests} requests per level "
+            "(at least 16 rounds of the concurrency, so connection set-up does not dominate)"
+        )
+        # cpu ms/req: client-process CPU per request; cpu cap: the req/s that CPU alone allows (the GIL
+        # serialises it), the ceiling at high concurrency on a small or busy machine.
+        print(
+            f"{'concurrency':>11} {'req/s':>9} {'ideal':>9} {'ratio':>6} {'wall s':>7} "
+            f"{'cpu ms/req':>10} {'cpu cap':>10}"
+        )
+        runs = []
+        for c in args.concurrency:
+            # Level 1 is slow by construction (1 / latency req/s); fewer requests give the same rate.
+            # Steady state: at least 16 full rounds; a 4-round burst mostly measures opening 32 connections.
+            n = min(args.requests, 64) if c == 1 else max(args.requests, 16 * c)
+            cfg = LLMConfig(
+                model="bench",
+                base_url=base_url,
+                max_concurrency=c,
+                cache_path=str(Path(tmp) / "llm.sqlite"),
             )
-            # cpu ms/req: client-process CPU per request; cpu cap: the req/s that CPU alone allows (the GIL
-            # serialises it), the ceiling at high concurrency on a small or busy machine.
+            client = ChatClient(cfg, "answerer")
+            # Warm-up (untimed): open the pool's c connections and the server's handler threads, so the
+            # figure is steady-state throughput rather than connection setup.
+            warm = [[{"role": "user", "content": f"warm-up {c} {i}"}] for i in range(c)]
+            map_concurrent(client.complete, warm, c)
+            prompts = [[{"role": "user", "content": f"level {c} request {i}"}] for i in range(n)]
+            t0, cpu0 = time.perf_counter(), time.process_time()
+            out = map_concurrent(client.complete, prompts, c)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+            assert not any(r.cached for r in out)
+            rate, ideal = n / wall, c / args.latency
+            worst = min(worst, rate / ideal)
             print(
-                f"{'concurrency':>11} {'req/s':>9} {'ideal':>9} {'ratio':>6} {'wall s':>7} "
-                f"{'cpu ms/req':>10} {'cpu cap':>10}"
+                f"{c:>11} {rate:>9.1f} {ideal:>9.1f} {rate / ideal:>6.2f} {wall:>7.2f} "
+                f"{cpu / n * 1000:>10.2f} {n / cpu if cpu else float('inf'):>10.0f}"
             )
-            runs = []
-            for c in args.concurrency:
-                # Level 1 is slow by construction (1 / latency req/s); fewer requests give the same rate.
-                # Steady state: at least 16 full rounds; a 4-round burst mostly measures opening 32 connections.
-                n = min(args.requests, 64) if c == 1 else max(args.requests, 16 * c)
-                cfg = LLMConfig(
-                    model="bench",
-                    base_url=base_url,
-                    max_concurrency=c,
-                    cache_path=str(Path(tmp) / "llm.sqlite"),
-                )
-                client = ChatClient(cfg, "answerer")
-                # Warm-up (untimed): open the pool's c connections and the server's handler threads, so the
-                # figure is steady-state throughput rather than connection setup.
-                warm = [[{"role": "user", "content": f"warm-up {c} {i}"}] for i in range(c)]
-                map_concurrent(client.complete, warm, c)
-                prompts = [[{"role": "user", "content": f"level {c} request {i}"}] for i in range(n)]
-                t0, cpu0 = time.perf_counter(), time.process_time()
-                out = map_concurrent(client.complete, prompts, c)
-                wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-                assert not any(r.cached for r in out)
-                rate, ideal = n / wall, c / args.latency
-                worst = min(worst, rate / ideal)
-                print(
-                    f"{c:>11} {rate:>9.1f} {ideal:>9.1f} {rate / ideal:>6.2f} {wall:>7.2f} "
-                    f"{cpu / n * 1000:>10.2f} {n / cpu if cpu else float('inf'):>10.0f}"
-                )
-                runs.append((client, prompts, c))
+            runs.append((client, prompts, c))
 
-            before = _server_requests(base_url)
-            t0 = time.perf_counter()
-            total = 0
-            for client, prompts, c in runs:
-                out = map_concurrent(client.complete, prompts, c)
-                assert all(r.cached for r in out)
-                total += len(out)
-            wall = time.perf_counter() - t0
-            reached = _server_requests(base_url) - before
-            hits = sum(client.ledger.cache_stats()["hits"] for client, _, _ in runs)
-            print(
-                f"warm cache: {total} requests replayed in {wall:.3f} s ({total / wall:.0f} req/s), "
-                f"{hits} cache hits, {reached} reached the server"
-            )
-            for client, _, _ in runs:
-                client.close()
-    finally:
-        parent.send("stop")
-        proc.join(timeout=5)
+        before = server_requests(base_url)
+        t0 = time.perf_counter()
+        total = 0
+        for client, prompts, c in runs:
+            out = map_concurrent(client.complete, prompts, c)
+            assert all(r.cached for r in out)
+            total += len(out)
+        wall = time.perf_counter() - t0
+        reached = server_requests(base_url) - before
+        hits = sum(client.ledger.cache_stats()["hits"] for client, _, _ in runs)
+        print(
+            f"warm cache: {total} requests replayed in {wall:.3f} s ({total / wall:.0f} req/s), "
+            f"{hits} cache hits, {reached} reached the server"
+        )
+        for client, _, _ in runs:
+            client.close()
     ok = worst >= args.min_ratio and reached == 0
     print(f"worst ratio {worst:.2f} (target >= {args.min_ratio}); {'OK' if ok else 'BELOW TARGET'}")
     return 0 if ok else 1
