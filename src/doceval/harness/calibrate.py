@@ -179,37 +179,24 @@ def overlap_notes(artifact: Mapping[str, Any]) -> list[str]:
 
 def plot_calibration(artifact: Mapping[str, Any], path: Path) -> None:
     """hit_rate and refused_correctly against the floor, one panel per library, the chosen floor marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from doceval.common.plotting import panel_grid
 
     libs = list(artifact["libraries"])
-    cols = min(3, len(libs))
-    rows = (len(libs) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows), squeeze=False)
-    for ax, lib in zip(axes.flat, libs, strict=False):
-        info = artifact["libraries"][lib]
-        curve = info["curve"]
-        x = curve["floor"]
-        for metric, style in (("hit_rate", "-"), ("refused_correctly", "--")):
-            y = [np.nan if v is None else v for v in curve[metric]]
-            ax.plot(x, y, style, label=metric)
-        ax.axvline(info["floor"], color="black", lw=0.8, ls=":", label=f"chosen {info['floor']:.3f}")
-        ax.set_title(f"{lib} ({info['n_in_scope']} in / {info['n_out_of_scope']} out)", fontsize=9)
-        ax.set_xlabel("floor")
-        ax.set_ylim(-0.02, 1.02)
-        ax.legend(fontsize=7, loc="lower left")
-    for ax in list(axes.flat)[len(libs) :]:
-        ax.axis("off")
-    fig.suptitle(
-        f"Floor calibration on split '{artifact['provenance']['split']}' "
-        f"({artifact['provenance']['retriever']['name']}, k={artifact['provenance']['k']})"
-    )
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    prov = artifact["provenance"]
+    title = f"Floor calibration on split '{prov['split']}' ({prov['retriever']['name']}, k={prov['k']})"
+    with panel_grid(len(libs), path, title) as axes:
+        for ax, lib in zip(axes, libs, strict=True):
+            info = artifact["libraries"][lib]
+            curve = info["curve"]
+            for metric, style in (("hit_rate", "-"), ("refused_correctly", "--")):
+                ax.plot(
+                    curve["floor"], [np.nan if v is None else v for v in curve[metric]], style, label=metric
+                )
+            ax.axvline(info["floor"], color="black", lw=0.8, ls=":", label=f"chosen {info['floor']:.3f}")
+            ax.set_title(f"{lib} ({info['n_in_scope']} in / {info['n_out_of_scope']} out)", fontsize=9)
+            ax.set_xlabel("floor")
+            ax.set_ylim(-0.02, 1.02)
+            ax.legend(fontsize=7, loc="lower left")
 
 
 def write_curves(artifact: Mapping[str, Any], folder: Path) -> None:

@@ -176,38 +176,30 @@ def sweep_at(matrix: Any, oos: np.ndarray, floors: np.ndarray, k: int) -> dict[s
 def plot(data: Mapping[str, Any], path: Path) -> None:
     """One panel per library and pooled: refused_correctly against overrefusal_rate as the floor moves,
     calibration (solid) and test (dashed), the operating point used marked on each."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from doceval.common.plotting import panel_grid
 
     names = list(data["libraries"])
-    cols = min(3, len(names))
-    rows = (len(names) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.6 * rows), squeeze=False)
-    for ax, name in zip(axes.flat, names, strict=False):
-        block = data["libraries"][name]
-        for split, style, color in (("calibration", "-", "tab:blue"), ("test", "--", "tab:orange")):
-            if split not in block:
-                continue
-            c = block[split]["curve"]
-            x = [np.nan if v is None else v for v in c["overrefusal_rate"]]
-            y = [np.nan if v is None else v for v in c["refused_correctly"]]
-            a = block[split]["top_score"]["auroc"]
-            ax.plot(x, y, style, color=color, label=f"{split} (AUROC {a:.2f})" if a is not None else split)
-            p = block[split]["chosen"]
-            if p["overrefusal_rate"] is not None and p["refused_correctly"] is not None:
-                ax.plot([p["overrefusal_rate"]], [p["refused_correctly"]], "o", color=color, ms=6)
-        ax.set_title(name, fontsize=9)
-        ax.set_xlabel("overrefusal_rate (answerable refused)")
-        ax.set_ylabel("refused_correctly")
-        ax.set_xlim(-0.02, 1.02)
-        ax.set_ylim(-0.02, 1.02)
-        ax.legend(fontsize=7, loc="lower right")
-    for ax in list(axes.flat)[len(names) :]:
-        ax.axis("off")
-    fig.suptitle("Refusal trade-off as the floor moves (dots: the floors used)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    title = "Refusal trade-off as the floor moves (dots: the floors used)"
+    with panel_grid(len(names), path, title, panel_height=3.6) as axes:
+        for ax, name in zip(axes, names, strict=True):
+            _panel(ax, name, data["libraries"][name])
+
+
+def _panel(ax: Any, name: str, block: Mapping[str, Any]) -> None:
+    for split, style, color in (("calibration", "-", "tab:blue"), ("test", "--", "tab:orange")):
+        if split not in block:
+            continue
+        c = block[split]["curve"]
+        x = [np.nan if v is None else v for v in c["overrefusal_rate"]]
+        y = [np.nan if v is None else v for v in c["refused_correctly"]]
+        a = block[split]["top_score"]["auroc"]
+        ax.plot(x, y, style, color=color, label=f"{split} (AUROC {a:.2f})" if a is not None else split)
+        p = block[split]["chosen"]
+        if p["overrefusal_rate"] is not None and p["refused_correctly"] is not None:
+            ax.plot([p["overrefusal_rate"]], [p["refused_correctly"]], "o", color=color, ms=6)
+    ax.set_title(name, fontsize=9)
+    ax.set_xlabel("overrefusal_rate (answerable refused)")
+    ax.set_ylabel("refused_correctly")
+    ax.set_xlim(-0.02, 1.02)
+    ax.set_ylim(-0.02, 1.02)
+    ax.legend(fontsize=7, loc="lower right")
