@@ -165,3 +165,23 @@ def test_compare_shows_the_stage_transitions_with_ids(project: Path) -> None:
     text = format_compare(result)
     assert f"{len(moved):3d} {result.transitions[0]['from']} -> relevant_not_in_top_k" in text
     assert transitions(base["entries"], base["entries"]) == []
+
+
+def test_runs_say_what_they_are(project: Path) -> None:
+    """A configured run is named split · system · k · floors · golden version, described by its headline."""
+    import mlflow
+
+    uri = f"sqlite:///{project / 'names.db'}"
+    assert main(["eval", "--quiet", "--output", "mine.json", "--split", "test", *overrides(),
+                 f"tracking.uri={uri}"]) == 0  # fmt: skip
+    summary = json.loads((project / "mine.json").read_text())
+    client = mlflow.MlflowClient(uri)
+    exp = client.get_experiment_by_name("doceval-test")
+    run = client.search_runs([exp.experiment_id])[0]
+    assert run.info.run_name == "test · bm25 · k5 · floors 0 · v2 · mine"
+    note = run.data.tags["mlflow.note.content"]
+    hit, ci = summary["metrics"]["hit_rate"], summary["metrics"]["ci95"]["hit_rate"]
+    assert (
+        note.startswith(f"hit_rate {hit:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]")
+        and "answer_accuracy not judged" in note
+    )

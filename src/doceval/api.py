@@ -94,7 +94,7 @@ def evaluate(
     if track:
         from doceval import tracking
 
-        tracking.log_configured_run(cfg, summary, {}, run_name="api", tags={"stage": "api"})
+        tracking.log_configured_run(cfg, summary, {}, run_name=None, tags={"stage": "api"})
     return summary
 
 

@@ -51,7 +51,7 @@ def run_point(
 
         uri = tracking.tracking_uri(cfg["tracking"].get("uri"), root)
         point["run_id"] = tracking.log_run(
-            summary, uri=uri, root=root, run_name=f"point-{job_id}", parent_run_id=parent,
+            summary, uri=uri, root=root, run_name=" ".join(overrides) or f"point-{job_id}", parent_run_id=parent,
             extra_tags={"sweep_overrides": " ".join(overrides)}, golden_path=Path(summary["config"]["golden"]["path"]),
         )  # fmt: skip
     return point

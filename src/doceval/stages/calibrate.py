@@ -88,6 +88,6 @@ def track(params: Mapping[str, Any], result: Mapping[str, Any]) -> str | None:
         params,
         result["summary"],
         {"floors.json": out / "floors.json", "floors.png": out / "floors.png"},
-        run_name="calibrate",
+        run_name="calibrate",  # the title says split calibration; the label says which stage
         tags={"stage": "calibrate"},
     )

@@ -93,4 +93,4 @@ def trade_off(params: Mapping[str, Any], summary: Mapping[str, Any], folder: Pat
 def track(params: Mapping[str, Any], summary: Mapping[str, Any]) -> str | None:
     from doceval import tracking
 
-    return tracking.log_configured_run(params, summary, {}, run_name="evaluate", tags={"stage": "evaluate"})
+    return tracking.log_configured_run(params, summary, {}, run_name=None, tags={"stage": "evaluate"})

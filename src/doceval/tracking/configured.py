@@ -9,7 +9,7 @@ from typing import Any
 from doceval.common.redact import redact_url
 from doceval.config.compose import flatten
 from doceval.tracking.runs import log_run
-from doceval.tracking.shaping import MAX_TAG_LEN
+from doceval.tracking.shaping import MAX_TAG_LEN, run_title
 from doceval.tracking.uris import check_reachable, tracking_uri
 
 
@@ -37,11 +37,13 @@ def log_configured_run(
     root = Path.cwd()
     uri = tracking_uri(cfg["tracking"].get("uri"), root)
     flat = flatten({k: v for k, v in cfg.items() if k not in ("docs", "paths")})
+    title = run_title(summary.get("config") or {})
     run_id = log_run(
         dict(summary),
         uri=uri,
         root=root,
-        run_name=run_name,
+        # What the run is (split · system · k · floors · golden), then the caller's label (an output name).
+        run_name=title if not run_name else f"{title} · {run_name}",
         artifacts=dict(artifacts),
         extra_tags={**(tags or {}), **({"complete": "false"} if summary.get("complete") is False else {})},
         flat_config=flat,

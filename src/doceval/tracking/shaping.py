@@ -131,6 +131,44 @@ def _source_sha(config: Mapping[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
+def run_title(config: Mapping[str, Any]) -> str:
+    """What a run is, as its MLflow name: split · system · k · floors · golden version, e.g.
+    ``test · dense · k5 · floors calibrated(cal) · v2``."""
+    floors = config.get("floors") or {}
+    source = str(floors.get("source") or "")
+    if source.startswith("calibrated"):
+        split = str((floors.get("provenance") or {}).get("split") or "?")
+        floor_text = f"floors calibrated({split[:3]})"
+    elif source == "config":
+        floor_text = f"floors {float(floors.get('global') or 0):g}" + (
+            "+lib" if floors.get("per_library") else ""
+        )
+    else:
+        floor_text = "floors none"
+    if floors.get("signal") not in (None, "score"):
+        floor_text += f" on {floors['signal']}"
+    golden = config.get("golden") or {}
+    stem = Path(str(golden.get("path") or "golden")).stem
+    version = stem if stem.startswith("v") else f"{stem} {str(golden.get('md5') or '')[:6]}".strip()
+    return " · ".join(
+        [_split_of(config) or "all", system_label(config), f"k{config.get('k')}", floor_text, version]
+    )
+
+
+def headline_line(metrics: Mapping[str, Any]) -> str:
+    """The run's description: its headline metrics with their intervals."""
+    ci95 = metrics.get("ci95") or {}
+    parts = []
+    for m in ("hit_rate", "recall", "mrr", "refused_correctly", "overrefusal_rate", "answer_accuracy"):
+        v = metrics.get(m)
+        if v is None:
+            parts.append(f"{m} n/a" if m != "answer_accuracy" else "answer_accuracy not judged")
+            continue
+        ci = ci95.get(m)
+        parts.append(f"{m} {v:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
+    return ", ".join(parts)
+
+
 def build_tags(config: Mapping[str, Any], metrics: Mapping[str, Any], extra: Mapping[str, Any] | None,
                secrets: list[str]) -> dict[str, str]:  # fmt: skip
     prov = config.get("provenance") or {}
@@ -153,6 +191,8 @@ def build_tags(config: Mapping[str, Any], metrics: Mapping[str, Any], extra: Map
     }
     if isinstance(metrics.get("not_judged"), bool):
         tags["not_judged"] = str(metrics["not_judged"]).lower()
+    if metrics:
+        tags["mlflow.note.content"] = headline_line(metrics)  # the run's description in the UI
     if prov.get("git_commit"):
         tags["mlflow.source.git.commit"] = prov["git_commit"]
     tags.update(extra or {})
