@@ -324,6 +324,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--output", type=Path, help="write the results as JSON (default WORK/NAME/results.json)")
     ap.add_argument("--strict-targets", action="store_true", help="exit 3 when a published target is missed")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
+    ap.add_argument(
+        "--precision", choices=["fp32", "bf16"], default="fp32", help="the MiniLM encoder's precision"
+    )
     args = ap.parse_args(argv)
     if args.limit_queries is not None and args.limit_queries < 1:
         ap.error("--limit-queries must be at least 1")
@@ -374,7 +377,8 @@ def run(args: argparse.Namespace) -> int:
 
         t0 = time.perf_counter()
         embedder = make_embedder(
-            {"name": "minilm", "batch_size": 64}, args.work / "cache" / "embeddings.sqlite"
+            {"name": "minilm", "batch_size": 64, "precision": args.precision},
+            args.work / "cache" / "embeddings.sqlite",
         )
         timings["model_load_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()

@@ -37,6 +37,7 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
             ["bench_intervals.py"],
         ),
         ("Index stage vs bare model.encode", ["bench_index.py", *(["--limit", "2000"] if quick else [])]),
+        ("Embedding precision: fp32 vs bf16 autocast (embedder=minilm_bf16)", ["bench_embed_precision.py"]),
     ]
     if scifact is not None:
         runs.append(

