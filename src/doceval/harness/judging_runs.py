@@ -271,9 +271,7 @@ def rescore(
     metrics["cutoffs"] = old_metrics.get("cutoffs")
     new["metrics"] = metrics
     from doceval.common.redact import scrub, secret_values
-    from doceval.scoring.judging import JudgingOutcome
 
-    assert isinstance(outcome, JudgingOutcome)
     new_config = new["config"]
     new_config["rescored_from"] = {
         "path": str(summary_path),

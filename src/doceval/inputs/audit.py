@@ -8,13 +8,13 @@ scope, a version string that rejects a correct answer or accepts a wrong one).
 
 from __future__ import annotations
 
-import json
 import random
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from doceval.common.io import scan_jsonl
 from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry
 
@@ -73,13 +73,9 @@ def read_verdicts(path: Path, ids: Sequence[str]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     known = set(ids)
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(f"{path}:{lineno}: (json): {exc.msg}")
+    for lineno, rec, problem in scan_jsonl(path):
+        if problem is not None:
+            problems.append(f"{path}:{lineno}: (json): {problem}")
             continue
         if rec.get("id") not in known:
             problems.append(f"{path}:{lineno}: id: {rec.get('id')!r} is not an entry of the golden set")

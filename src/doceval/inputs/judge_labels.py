@@ -14,12 +14,12 @@ from the golden set); extra keys (a copy of the question for reading) are ignore
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from doceval.common.io import scan_jsonl
 from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry
 
@@ -53,14 +53,10 @@ def read_labels(path: Path, golden: Mapping[str, GoldenEntry]) -> list[LabelledA
     rows: list[LabelledAnswer] = []
     problems: list[str] = []
     seen: set[str] = set()
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
-        if not line.strip():
-            continue
+    for lineno, rec, problem in scan_jsonl(path):
         where = f"{path}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(f"{where}: (json): {exc.msg}")
+        if problem is not None:
+            problems.append(f"{where}: (json): {problem}")
             continue
         if not isinstance(rec, dict):
             problems.append(f"{where}: (json): a row must be an object")

@@ -10,12 +10,12 @@ both files, so a regraded document changes the md5 every summary records.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from doceval.common.io import scan_jsonl
 from doceval.errors import UsageError
 
 QRELS_SUFFIX = ".qrels.jsonl"
@@ -54,13 +54,9 @@ def read_qrels(path: Path) -> tuple[list[Judgment], list[tuple[int, str, str]]]:
     judgments: list[Judgment] = []
     problems: list[tuple[int, str, str]] = []
     seen: dict[tuple[str, str], int] = {}
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append((lineno, "(json)", f"not valid JSON: {exc.msg} at column {exc.colno}"))
+    for lineno, rec, problem in scan_jsonl(path):
+        if problem is not None:
+            problems.append((lineno, "(json)", problem))
             continue
         if not isinstance(rec, dict):
             problems.append((lineno, "(entry)", "each line must be a JSON object"))
