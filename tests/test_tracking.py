@@ -373,7 +373,22 @@ def test_load_summary_round_trip(tmp_path: Path, template_db: Path) -> None:
     uri = new_store(tmp_path, template_db)
     summary = make_summary("test")
     run_id = tracking.log_run(summary, uri=uri, root=tmp_path)
-    assert tracking.load_summary_from_run(run_id, uri, tmp_path) == summary
+    loaded = tracking.load_summary_from_run(run_id, uri, tmp_path)
+    # The entries come back from the run's traces (checked against summary.json), saying so.
+    assert loaded.pop("entries_source") == f"traces of run {run_id}"
+    assert {k: v for k, v in loaded.items() if k != "entries"} == {
+        k: v for k, v in summary.items() if k != "entries"
+    }
+    by_id = {e["id"]: e for e in loaded["entries"]}
+    for e in summary["entries"]:
+        assert {k: v for k, v in by_id[e["id"]]["scores"].items() if v is not None} == {
+            k: v for k, v in e["scores"].items() if v is not None
+        }
+        assert by_id[e["id"]]["refused"] is e["refused"] and by_id[e["id"]]["answer"] == e["answer"]
+    assert tracking.load_summary_from_run(run_id, uri, tmp_path) == summary | {
+        "entries_source": f"traces of run {run_id}",
+        "entries": loaded["entries"],
+    }
     with pytest.raises(UsageError, match="not found"):
         tracking.load_summary_from_run("0" * 32, uri, tmp_path)
 
@@ -456,6 +471,23 @@ def test_real_mlflow_server(tmp_path: Path, mlflow_server: Server | None) -> Non
     assert [r["info"]["run_id"] for r in found["runs"]] == [run_id]
     assert api("experiments/get-by-name?experiment_name=doceval-calibration")["experiment"]["name"]
     assert tracking.load_summary_from_run(run_id, uri, tmp_path)["metrics"]["recall_at_k"] == 0.75
+
+    # The entries as traces through the server's REST API: one each, with its retriever span and assessments.
+    summary = make_summary("test")
+    summary["entries"][0]["retrieved"] = [["numpy@2.1:numpy.sum", 0.91], ["numpy@2.1:numpy.add", 0.5]]
+    summary["entries"][0]["relevant_ids"] = ["numpy@2.1:numpy.sum"]
+    run_id = tracking.log_run(
+        summary, uri=uri, root=tmp_path, run_name="traced", golden_path=golden_file(tmp_path)
+    )
+    client = MlflowClient(uri)
+    traces = list(client.search_traces(locations=[exp["experiment"]["experiment_id"]], run_id=run_id))
+    assert sorted(t.info.tags["doceval.entry_id"] for t in traces) == ["q1", "q2", "q3"]
+    q1 = next(t for t in traces if t.info.tags["doceval.entry_id"] == "q1")
+    search = next(sp for sp in q1.data.spans if sp.span_type == "RETRIEVER")
+    assert [[d["id"], d["metadata"]["score"]] for d in search.outputs] == summary["entries"][0]["retrieved"]
+    got = {a.name: a.value for a in q1.info.assessments}
+    assert got["relevant_ids"] == ["numpy@2.1:numpy.sum"] and got["mrr"] == 1.0 and got["refused"] is False
+    assert len(tracking.load_summary_from_run(run_id, uri, tmp_path)["entries"]) == 3
 
 
 def test_header_variables_of_an_http_agent_are_secrets(monkeypatch: pytest.MonkeyPatch) -> None:

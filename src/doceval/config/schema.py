@@ -308,6 +308,9 @@ class Paths:
 class Tracking:
     enabled: bool = spec(example="false")
     uri: str | None = spec(example="http://127.0.0.1:5000")
+    traces: bool = spec(
+        True, example="false"
+    )  # every entry as an MLflow trace of its run (docs/design.md 7.3)
 
 
 @dataclass(frozen=True, kw_only=True)

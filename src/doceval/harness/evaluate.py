@@ -377,6 +377,7 @@ def build_summary(
     the rows (means, counts, intervals, breakdowns) with k next to the metrics it applies to, and the
     effective configuration with the system under test and the whole run's LLM usage."""
     per_entry = {**retrieval.per_entry, **answers.per_entry}
+    routed = plan.candidates.routed if plan.candidates is not None else {}
     entry_rows = []
     for i, e in enumerate(plan.entries):
         r, v = run.replies[e.id], answers.verdicts.get(e.id)
@@ -403,6 +404,13 @@ def build_summary(
             "memory_used": r.memory_used,
             "system_error": r.error,
             "scores": _scores(per_entry, i, r.error),
+            # For the entry's trace (docs/design.md 7.3): the label's reference, the router's refusal (None:
+            # routed), and this entry's LLM usage per role (an external system's own accounting as "system").
+            "reference_answer": e.reference_answer,
+            "router_refusal": routed.get(e.id),
+            "usage": sum_usage(r.usage, v.usage if v else {})
+            if plan.agent is None
+            else {**({"system": dict(r.usage)} if r.usage else {}), **(v.usage if v else {})},
         }
         if plan.agent is not None:
             row.update(session_id=r.session_id, sources=[[d, s] for d, s in r.sources], extra=r.extra)
@@ -413,7 +421,6 @@ def build_summary(
     seed, n_boot = int(cfg.get("seed", 0)), int(cfg.get("bootstrap", 1000))
     binary_method = str((cfg.get("intervals") or {}).get("binary", "midp"))
     metrics = aggregate(entry_rows, METRIC_NAMES, seed=seed, n_boot=n_boot, binary_method=binary_method)
-    routed = plan.candidates.routed if plan.candidates is not None else {}
     metrics["counts"].update(
         {
             "n_judged": int(sum(v.verdict is not None for v in verdicts)),

@@ -104,6 +104,9 @@ def compare(
     )
     if corpus_note:
         notes.append(corpus_note)
+    for label, summary in ((base_label, base), (new_label, new)):
+        if summary.get("entries_source"):  # a run id: its MLflow traces, checked against its summary.json
+            notes.append(f"{label}: entries read from the {summary['entries_source']}")
     if k_note:
         notes.append(k_note)
     b_md5, n_md5 = _golden_md5(base), _golden_md5(new)

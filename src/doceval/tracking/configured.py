@@ -48,9 +48,32 @@ def log_configured_run(
         extra_tags={**(tags or {}), **({"complete": "false"} if summary.get("complete") is False else {})},
         flat_config=flat,
         golden_path=Path(summary["config"]["golden"]["path"]),
+        traces=_traces_on(cfg),
+        doc_texts=_doc_texts(cfg) if _traces_on(cfg) else None,
     )
-    print(f"mlflow: logged run {run_id} ({redact_url(uri)})")
+    n = len(summary.get("entries") or [])
+    traced = f", {n} entry traces" if _traces_on(cfg) else ""
+    print(f"mlflow: logged run {run_id}{traced} ({redact_url(uri)})")
     return run_id
+
+
+def _traces_on(cfg: Mapping[str, Any]) -> bool:
+    return bool(cfg.get("tracking", {}).get("traces", True))
+
+
+def _doc_texts(cfg: Mapping[str, Any]) -> dict[str, str] | None:
+    """doc id -> the passage an answerer sees, for the traces' retrieved documents (the corpus is memoised:
+    the run that just scored it already loaded it). None when there is no built corpus to read."""
+    from doceval.errors import UsageError
+    from doceval.inputs.corpus import load_corpus
+
+    docs = (cfg.get("paths") or {}).get("docs")
+    if not docs or not (Path(docs) / "manifest.json").is_file():
+        return None
+    try:
+        return load_corpus(Path(docs)).first_chunks
+    except UsageError:
+        return None  # the run itself read the corpus fine; a file changed since only loses the texts
 
 
 def fail_parent(run_id: str, uri: str, failed_point: str | None = None) -> None:

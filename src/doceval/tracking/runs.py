@@ -103,6 +103,24 @@ def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[i : i + size]
 
 
+def _log_entry_traces(client: MlflowClient, run_id: str, experiment_id: str, summary: Mapping[str, Any],
+                      config: Mapping[str, Any], golden_path: Path | None, secrets: list[str],
+                      env_secrets: list[str], doc_texts: Mapping[str, str] | None) -> None:  # fmt: skip
+    """The run's entries as traces (tag ``doceval.traces`` = how many) and its golden set as a dataset."""
+    from doceval.tracking.datasets import register_golden
+    from doceval.tracking.traces import TRACES_TAG, log_traces
+
+    store = client._tracking_client.store  # batched trace writes need the store (see tracking.traces)
+    n = log_traces(store, run_id=run_id, experiment_id=experiment_id, summary=summary, secrets=secrets,
+                   env_secrets=env_secrets, texts=doc_texts)  # fmt: skip
+    client.set_tag(run_id, TRACES_TAG, str(n))
+    md5 = (config.get("golden") or {}).get("md5")
+    if golden_path is not None:
+        dataset_id = register_golden(store, experiment_id, Path(golden_path), md5, secrets)
+        if dataset_id:
+            client.set_tag(run_id, "doceval.golden_dataset_id", dataset_id)
+
+
 def log_run(
     summary: Mapping[str, Any],
     *,
@@ -115,12 +133,16 @@ def log_run(
     flat_config: Mapping[str, Any] | None = None,
     usage: Mapping[str, Any] | None = None,
     golden_path: Path | None = None,
+    traces: bool = True,
+    doc_texts: Mapping[str, str] | None = None,
 ) -> str:
     """Log one evaluation summary as a finished MLflow run; returns the run id.
 
     The experiment follows ``config.split`` (a child of ``parent_run_id`` goes to its parent's experiment,
     which MLflow needs to nest it). Artifacts: summary.json, entries.csv, config.yaml and every file (or
-    folder) in ``artifacts`` under its key's name."""
+    folder) in ``artifacts`` under its key's name. With ``traces``, every entry is also a trace of the run
+    (:mod:`doceval.tracking.traces`; ``doc_texts`` fills the retrieved documents' content) and the golden
+    set an evaluation dataset of the experiment."""
     from mlflow.entities import Metric, Param
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
@@ -179,6 +201,9 @@ def log_run(
                         client.log_artifacts(run_id, str(path), artifact_path=artifact_path)
                     else:
                         client.log_artifact(run_id, str(path), artifact_path=artifact_path)
+                if traces:
+                    _log_entry_traces(client, run_id, experiment_id, summary, config, golden_path,
+                                      secrets, env_secrets, doc_texts)  # fmt: skip
             except BaseException:
                 client.set_terminated(run_id, "FAILED")
                 raise
@@ -223,7 +248,8 @@ def log_parent_artifacts(run_id: str, *, uri: str, root: Path | None = None, fil
 
 
 def load_summary_from_run(run_id: str, uri: str, root: Path | None = None) -> dict[str, Any]:
-    """The summary.json artifact of a logged run (for ``doceval compare RUN_ID RUN_ID``)."""
+    """A logged run's summary (for ``doceval compare RUN_ID RUN_ID``): its summary.json artifact, with the
+    entries read from the run's traces when it has them (checked against the artifact)."""
     from mlflow.exceptions import MlflowException
 
     check_reachable(uri)
@@ -241,4 +267,8 @@ def load_summary_from_run(run_id: str, uri: str, root: Path | None = None) -> di
             raise UsageError(f"MLflow run {run_id} has no summary.json artifact ({_safe(exc, uri)}); "
                              "was it logged by doceval?") from None  # fmt: skip
         data: dict[str, Any] = json.loads(Path(local).read_text(encoding="utf-8"))
-    return data
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+        return data  # the caller's shape check names what is wrong
+    from doceval.tracking.trace_reader import with_trace_entries
+
+    return with_trace_entries(data, client, run_id)

@@ -1,0 +1,317 @@
+"""Per-entry MLflow traces: each scored entry of a summary as one trace linked to its run, so the MLflow UI
+lists, filters and compares a run question by question (docs/design.md section 7.3).
+
+A trace is built from the scored summary, after scoring (nothing here runs the system): a root span for the
+probe, the router decision, a RETRIEVER span with the ranked documents after floors and k, the memory
+surfaced, the answerer and judge calls with their token usage (or one span for an external system's call).
+The golden labels become expectations, the per-entry outcomes feedback. Logging is batched: one
+``start_trace`` per entry carrying its tags, metadata and assessments, and the spans of many entries in one
+``log_spans`` call (the public one-assessment-per-call API costs ~10 ms per assessment on sqlite).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from doceval.tracking.secrets import leaks, scrub
+
+if TYPE_CHECKING:
+    from mlflow.entities import Assessment, TraceInfo
+    from mlflow.store.tracking.abstract_store import AbstractStore
+
+ENTRY_TAG = "doceval.entry_id"  # the golden entry id: the key two runs are compared on
+RUN_TAG = "doceval.run_id"
+TRACES_TAG = "doceval.traces"  # on the run: how many entry traces it has (compare checks it)
+SPAN_BATCH = 500  # entries whose spans go in one log_spans call
+# Expectations (what the golden set says) and feedback (what the entry scored): names shown in the UI.
+EXPECTATIONS = ("relevant_ids", "reference_answer", "expected_apis", "expected_any", "forbidden_apis",
+                "out_of_scope")  # fmt: skip
+# Feedback: every per-entry score of the summary under its metric name (hit_rate of one entry is its hit,
+# mrr its reciprocal rank), plus "refused", "stage" and the judge's "answer_correct" with its reason.
+STAGE, REFUSED, VERDICT = "stage", "refused", "answer_correct"
+_MAX_ATTR = 20000  # characters of one span input/output kept (a huge answer must not bloat the store)
+
+
+def _trace_id(run_id: str, entry_id: str) -> tuple[str, bytes]:
+    """A deterministic trace id per (run, entry): MLflow's ``tr-<32 hex>`` and the 16 OTel bytes behind it."""
+    raw = hashlib.sha256(f"{run_id}\0{entry_id}".encode()).digest()[:16]
+    return "tr-" + raw.hex(), raw
+
+
+def _b64(raw: bytes) -> str:
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _clip(value: Any) -> Any:
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return value if len(text) <= _MAX_ATTR else text[: _MAX_ATTR - 3] + "..."
+
+
+class _SpanWriter:
+    """Span dicts of one trace in MLflow's v3 wire format (``Span.from_dict`` reads them back)."""
+
+    def __init__(self, trace_id: str, raw_id: bytes, start_ns: int) -> None:
+        self.trace_id, self.raw_id, self.start_ns = trace_id, raw_id, start_ns
+        self.dicts: list[dict[str, Any]] = []
+
+    def add(self, name: str, span_type: str, inputs: Any, outputs: Any, *, parent: str | None = None,
+            attributes: Mapping[str, Any] | None = None, error: str | None = None) -> str:  # fmt: skip
+        span_id = _b64(hashlib.sha256(f"{self.trace_id}\0{len(self.dicts)}".encode()).digest()[:8])
+        attrs = {
+            "mlflow.traceRequestId": json.dumps(self.trace_id),
+            "mlflow.spanType": json.dumps(span_type),
+            "mlflow.spanInputs": json.dumps(_clip(inputs), default=str, ensure_ascii=False),
+            "mlflow.spanOutputs": json.dumps(_clip(outputs), default=str, ensure_ascii=False),
+        }
+        for key, value in (attributes or {}).items():
+            attrs[key] = json.dumps(value, default=str, ensure_ascii=False)
+        # Spans are laid out one microsecond apart: doceval records no per-call latency, and a zero-length
+        # span would render as nothing in the UI's timeline.
+        n = len(self.dicts)
+        self.dicts.append(
+            {
+                "trace_id": _b64(self.raw_id),
+                "span_id": span_id,
+                "parent_span_id": parent,
+                "name": name,
+                "start_time_unix_nano": self.start_ns + n * 1000,
+                "end_time_unix_nano": self.start_ns + (n + 1) * 1000 if parent else self.start_ns + 100_000,
+                "events": [],
+                "status": {
+                    "code": "STATUS_CODE_ERROR" if error else "STATUS_CODE_OK",
+                    "message": error or "",
+                },
+                "attributes": attrs,
+                "links": [],
+            }
+        )
+        return span_id
+
+
+def _token_usage(usage: Mapping[str, Any] | None) -> dict[str, int] | None:
+    """MLflow's chat usage attribute from one call's usage block (prompt/completion tokens), if any."""
+    if not usage:
+        return None
+    inp = usage.get("prompt_tokens", usage.get("input_tokens"))
+    out = usage.get("completion_tokens", usage.get("output_tokens"))
+    if not isinstance(inp, int | float) or not isinstance(out, int | float):
+        return None
+    return {"input_tokens": int(inp), "output_tokens": int(out), "total_tokens": int(inp) + int(out)}
+
+
+def _documents(retrieved: Sequence[Sequence[Any]], texts: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    """The RETRIEVER span's output: MLflow Documents (the UI renders doc_uri, score and content)."""
+    docs = []
+    for rank, (doc_id, score) in enumerate(retrieved, start=1):
+        text = (texts or {}).get(str(doc_id)) or str(doc_id)
+        docs.append({"page_content": text[:2000], "id": str(doc_id),
+                     "metadata": {"doc_uri": str(doc_id), "chunk_id": str(doc_id), "score": score,
+                                  "rank": rank}})  # fmt: skip
+    return docs
+
+
+def build_spans(entry: Mapping[str, Any], trace_id: str, raw_id: bytes, start_ns: int,
+                k: int | None, external: bool, texts: Mapping[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """The spans of one entry's trace (see the module docstring), as v3 span dicts."""
+    w = _SpanWriter(trace_id, raw_id, start_ns)
+    probe = {
+        "question": entry.get("question"),
+        "library": entry.get("library"),
+        "version": entry.get("version"),
+    }
+    outputs = {"answer": entry.get("answer"), "refused": entry.get("refused"),
+               "refusal_reason": entry.get("refusal_reason"),
+               "sources": [d for d, _ in entry.get("retrieved") or []]}  # fmt: skip
+    root = w.add("probe", "AGENT", probe, outputs, error=entry.get("system_error"),
+                 attributes={"doceval.entry_id": entry.get("id"), "doceval.split": entry.get("split"),
+                             "doceval.kind": entry.get("kind")})  # fmt: skip
+    usage = entry.get("usage") or {}
+    retrieved = entry.get("retrieved") or []
+    pin = f"{entry.get('library')}@{entry.get('version')}"
+    if external:
+        w.add("assistant call", "AGENT", probe,
+              {"answer": entry.get("answer"), "sources": entry.get("sources") or [],
+               "refused": entry.get("refused"), "reason": entry.get("refusal_reason"),
+               "extra": entry.get("extra") or {}, "session_id": entry.get("session_id")},
+              parent=root, error=entry.get("system_error"),
+              attributes={"doceval.usage": usage.get("system") or {}})  # fmt: skip
+        w.add("sources", "RETRIEVER", {"query": entry.get("question"), "k": k},
+              _documents(retrieved, texts), parent=root)  # fmt: skip
+    else:
+        router_refusal = entry.get("router_refusal")
+        w.add("router", "TOOL", probe, {"pin": None if router_refusal else pin, "refused": router_refusal},
+              parent=root)  # fmt: skip
+        w.add("search", "RETRIEVER", {"query": entry.get("question"), "pin": pin, "k": k},
+              _documents(retrieved, texts), parent=root)  # fmt: skip
+        w.add("memory", "MEMORY", {"question": entry.get("question")}, entry.get("memory_used") or [],
+              parent=root)  # fmt: skip
+        answerer = usage.get("answerer") or {}
+        tokens = _token_usage(answerer)
+        w.add("answerer", "LLM", {"question": entry.get("question"), "passages": [d for d, _ in retrieved]},
+              {"answer": entry.get("answer"), "refused": entry.get("refused")}, parent=root,
+              attributes={"mlflow.chat.tokenUsage": tokens} if tokens else None)  # fmt: skip
+    if entry.get("verdict") is not None or entry.get("judge_error"):
+        tokens = _token_usage(usage.get("judge") or {})
+        w.add("judge", "EVALUATOR", {"answer": entry.get("answer")},
+              {"verdict": entry.get("verdict"), "reason": entry.get("verdict_reason")}, parent=root,
+              error=entry.get("judge_error"),
+              attributes={"mlflow.chat.tokenUsage": tokens} if tokens else None)  # fmt: skip
+    return w.dicts
+
+
+def build_assessments(
+    entry: Mapping[str, Any], golden_source: str, judge_hash: str | None
+) -> list[Assessment]:
+    """Expectations from the golden labels, feedback from the entry's scores and verdict ("could not score"
+    is an error on the feedback, not a 0)."""
+    from mlflow.entities import AssessmentError, AssessmentSource, Expectation, Feedback
+
+    human = AssessmentSource("HUMAN", golden_source)
+    code = AssessmentSource("CODE", "doceval")
+    out: list[Assessment] = []
+    for name in EXPECTATIONS:
+        value = entry.get(name)
+        if value is None or (name == "expected_any" and not value):
+            continue
+        out.append(Expectation(name=name, value=value, source=human))
+    for name, value in (entry.get("scores") or {}).items():
+        if value is not None:  # None: the metric does not apply to this entry
+            out.append(Feedback(name=name, value=float(value), source=code))
+    if entry.get("system_error"):
+        out.append(Feedback(name=REFUSED, error=AssessmentError("SYSTEM_ERROR", str(entry["system_error"])),
+                            source=code))  # fmt: skip
+    else:
+        out.append(Feedback(name=REFUSED, value=bool(entry.get("refused")), source=code))
+    out.append(Feedback(name=STAGE, value=str(entry.get("stage")), source=code))
+    meta = {"judge_config_hash": judge_hash} if judge_hash else None
+    judge = AssessmentSource("LLM_JUDGE", judge_hash or "judge")
+    if entry.get("judge_error"):
+        out.append(Feedback(name=VERDICT, error=AssessmentError("JUDGE_ERROR", str(entry["judge_error"])),
+                            source=judge, metadata=meta))  # fmt: skip
+    elif entry.get("verdict") is not None:
+        out.append(Feedback(name=VERDICT, value=bool(entry["verdict"]),
+                            rationale=entry.get("verdict_reason"), source=judge, metadata=meta))  # fmt: skip
+    return out
+
+
+def _preview(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)[:1000]
+
+
+def build_trace(entry: Mapping[str, Any], *, run_id: str, experiment_id: str, config: Mapping[str, Any],
+                start_ms: int, texts: Mapping[str, str] | None = None) -> tuple[TraceInfo, list[dict[str, Any]]]:  # fmt: skip
+    """One entry's TraceInfo (tags, metadata, assessments) and its span dicts."""
+    from mlflow.entities import TraceInfo, TraceLocation, TraceState
+
+    trace_id, raw = _trace_id(run_id, str(entry["id"]))
+    external = "session_id" in entry  # rows of an external system carry its session
+    judge_id = config.get("judge_id") or {}
+    spans = build_spans(entry, trace_id, raw, start_ms * 1_000_000, config.get("k"), external, texts)
+    golden = config.get("golden") or {}
+    source = f"{golden.get('path')}@{str(golden.get('md5') or '')[:8]}"
+    assessments = build_assessments(entry, source, judge_id.get("hash"))
+    probe = json.loads(spans[0]["attributes"]["mlflow.spanInputs"])
+    answer = json.loads(spans[0]["attributes"]["mlflow.spanOutputs"])
+    tags = {
+        ENTRY_TAG: str(entry["id"]),
+        RUN_TAG: run_id,
+        "doceval.split": str(entry.get("split")),
+        "doceval.kind": str(entry.get("kind")),
+        "doceval.pin": f"{entry.get('library')}@{entry.get('version')}",
+        "doceval.out_of_scope": str(bool(entry.get("out_of_scope"))).lower(),
+        "doceval.stage": str(entry.get("stage")),
+        "doceval.golden_md5": str(golden.get("md5")),
+        "mlflow.traceName": "probe",
+    }
+    info = TraceInfo(
+        trace_id=trace_id,
+        trace_location=TraceLocation.from_experiment_id(experiment_id),
+        request_time=start_ms,
+        execution_duration=0,
+        state=TraceState.ERROR if entry.get("system_error") else TraceState.OK,
+        request_preview=_preview(probe),
+        response_preview=_preview(answer),
+        client_request_id=str(entry["id"]),
+        trace_metadata={
+            "mlflow.sourceRun": run_id,
+            "mlflow.trace_schema.version": "3",
+            "mlflow.traceInputs": _preview(probe),
+            "mlflow.traceOutputs": _preview(answer),
+        },
+        tags=tags,
+        assessments=assessments,
+    )
+    return info, spans
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+@contextmanager
+def _one_transaction(store: Any) -> Iterator[None]:
+    """All writes of a SQL store in one transaction: its per-call session (one commit, so one fsync, per
+    trace on sqlite: ~11 ms) is swapped for one shared session for the block. Any error rolls every trace of
+    the block back, so a run never holds half its traces. Other stores (REST) write as they are."""
+    original = getattr(store, "ManagedSessionMaker", None)
+    if original is None:
+        yield
+        return
+    with original(read_only=False) as shared:
+
+        @contextmanager
+        def reuse(read_only: bool = True) -> Iterator[Any]:
+            yield shared
+
+        experiments: dict[str, Any] = {}
+        lookup = store.get_experiment
+
+        def cached(experiment_id: str) -> Any:  # start_trace reads the experiment once per trace
+            if experiment_id not in experiments:
+                experiments[experiment_id] = lookup(experiment_id)
+            return experiments[experiment_id]
+
+        store.ManagedSessionMaker, store.get_experiment = reuse, cached
+        try:
+            yield
+        finally:
+            store.ManagedSessionMaker = original
+            del store.get_experiment  # the class's method again
+
+
+def log_traces(store: AbstractStore, *, run_id: str, experiment_id: str, summary: Mapping[str, Any],
+               secrets: list[str], env_secrets: list[str],
+               texts: Mapping[str, str] | None = None) -> int:  # fmt: skip
+    """Log every entry of ``summary`` as a trace of ``run_id``; returns how many. Inputs, outputs, span
+    attributes, tags and assessments are built from the scrubbed summary; a value still holding a key
+    variable's content stops the logging (it would be a leak) rather than being written."""
+    from mlflow.entities import Span
+
+    clean = scrub(summary, secrets)
+    config = clean.get("config") or {}
+    entries = clean.get("entries") or []
+    start_ms = int(time.time() * 1000)
+    for batch in _chunks(entries, SPAN_BATCH):
+        infos, spans = [], []
+        for entry in batch:
+            info, span_dicts = build_trace(entry, run_id=run_id, experiment_id=experiment_id, config=config,
+                                           start_ms=start_ms, texts=texts)  # fmt: skip
+            if env_secrets and leaks(json.dumps([span_dicts, info.to_dict()], default=str), env_secrets):
+                raise ValueError(f"trace of entry {entry['id']}: a secret value would be logged")
+            infos.append(info)
+            spans += [Span.from_dict(d) for d in span_dicts]
+        with _one_transaction(store):
+            for info in infos:
+                store.start_trace(info)
+            store.log_spans(experiment_id, spans)
+    if entries:
+        for ids in _chunks([_trace_id(run_id, str(e["id"]))[0] for e in entries], 100):
+            store.link_traces_to_run(list(ids), run_id)
+    return len(entries)
