@@ -31,6 +31,10 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
         ("Floor sweep from cached candidates vs re-retrieving per point", ["bench_sweep.py"]),
         ("LLM calls against a local server with 100 ms latency", ["bench_llm.py"]),
         ("Eval throughput through the whole harness", ["bench_eval.py"]),
+        (
+            "MLflow traces: what per-entry traces add to logging a 10,000-entry run",
+            ["bench_traces.py", *(["--entries", "2000"] if quick else [])],
+        ),
         ("Judge validation: `doceval judge validate --repeats 3`, 100 ms latency", ["bench_judge.py"]),
         (
             "Interval coverage: exact and simulated, old percentile bootstrap vs the new intervals",

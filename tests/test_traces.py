@@ -192,3 +192,43 @@ def test_compare_run_ids_reads_the_traces_and_refuses_incomplete_ones(
     client.delete_traces(experiment_id=new.info.experiment_id, trace_ids=[victim])
     assert main(["compare", base.info.run_id, new.info.run_id]) == 2
     assert "traces are incomplete" in capsys.readouterr().err
+
+
+def test_bulk_trace_writes_store_what_start_trace_stores(tmp_path: Path, template_db: Path) -> None:
+    """The batched writer builds MLflow's own rows; a trace written by it reads back exactly as one written by
+    MLflow's ``start_trace`` (ids, times and locations aside)."""
+    from doceval.tracking.traces import _bulk_start_traces, _one_transaction, build_trace
+
+    shutil.copyfile(template_db, tmp_path / "b.db")
+    client = MlflowClient(f"sqlite:///{tmp_path / 'b.db'}")
+    store = client._tracking_client.store
+    entry = {"id": "e1", "split": "test", "library": "lib", "version": "1", "kind": "api", "question": "q?",
+             "out_of_scope": False, "relevant_ids": ["lib@1:a"], "reference_answer": "use a", "expected_apis": ["a("],
+             "expected_any": [], "forbidden_apis": ["b("], "retrieved": [["lib@1:a", 0.9]], "refused": False,
+             "answer": "a()", "verdict": True, "verdict_reason": "names a", "judge_error": None, "memory_used": [],
+             "system_error": None, "scores": {"hit_rate": 1.0, "mrr": 1.0, "answer_accuracy": 1.0},
+             "stage": "ok", "router_refusal": None, "usage": {}}  # fmt: skip
+    config = {"k": 5, "golden": {"path": "g.jsonl", "md5": "0" * 32}, "judge_id": {"hash": "h" * 16}}
+    stored = []
+    for mode in ("start_trace", "bulk"):
+        exp = client.create_experiment(mode)
+        run = client.create_run(exp)
+        info, _ = build_trace(entry, run_id=run.info.run_id, experiment_id=exp, config=config, start_ms=1000)
+        if mode == "bulk":
+            with _one_transaction(store):
+                assert _bulk_start_traces(store, [info])
+        else:
+            store.start_trace(info)
+        got = store.get_trace_info(info.trace_id).to_dict()
+        for key in ("trace_id", "trace_location"):
+            got.pop(key)
+        got["tags"].pop("mlflow.artifactLocation")
+        got["tags"].pop("doceval.run_id")
+        got["trace_metadata"].pop("mlflow.sourceRun")
+        got["assessments"] = sorted(
+            ({k: v for k, v in a.items() if k not in ("assessment_id", "trace_id", "create_time", "last_update_time")}
+             for a in got["assessments"]),
+            key=lambda a: a["assessment_name"],
+        )  # fmt: skip
+        stored.append(got)
+    assert stored[0] == stored[1] and len(stored[0]["assessments"]) == 11

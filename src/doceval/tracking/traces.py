@@ -286,6 +286,68 @@ def _one_transaction(store: Any) -> Iterator[None]:
             del store.get_experiment  # the class's method again
 
 
+def _bulk_start_traces(store: Any, infos: Sequence[TraceInfo]) -> bool:
+    """``start_trace`` for many new traces in one flush on a SQL store: the rows of MLflow's own
+    ``SqlAlchemyStore._start_trace_once`` (happy path: trace ids are new, derived from a new run id), built by
+    its own model classes, without its per-trace experiment lookup and flush (~6 ms of ~10 per entry on
+    sqlite). False (nothing written) when the store is not MLflow's SQL store: the caller writes one by one.
+    tests/test_traces.py checks the stored traces against ``start_trace``'s."""
+    import importlib
+
+    try:  # typed Any: these are the store module's internals, pinned with mlflow in constraints.txt
+        sql: Any = importlib.import_module("mlflow.store.tracking.sqlalchemy_store")
+    except ImportError:
+        return False
+    if not isinstance(store, sql.SqlAlchemyStore) or not infos:
+        return False
+    experiment = store.get_experiment(infos[0].experiment_id)
+    store._check_experiment_is_active(experiment)
+    experiment_int = int(str(infos[0].experiment_id))  # one experiment per call: the run's
+    rows = []
+    for info in infos:
+        trace_id, metadata = info.trace_id, dict(info.trace_metadata)
+        row = sql.SqlTraceInfo(
+            request_id=trace_id,
+            experiment_id=info.experiment_id,
+            timestamp_ms=info.request_time,
+            execution_time_ms=info.execution_duration,
+            status=info.state.value,
+            client_request_id=info.client_request_id,
+            request_preview=info.request_preview,
+            response_preview=info.response_preview,
+            trace_name=sql.validate_trace_name(info.tags.get(sql.TraceTagKey.TRACE_NAME)),
+            **sql.analytics_columns_from_metadata(metadata),
+        )
+        row.tags = [
+            sql.SqlTraceTag(request_id=trace_id, key=k, value=v)
+            for k, v in info.tags.items()
+            if k != sql.TraceTagKey.TRACE_NAME
+        ] + [store._get_trace_artifact_location_tag(experiment, trace_id)]
+        for key in sql.PROMOTED_TRACE_METADATA_KEYS:
+            metadata.pop(key, None)
+        metadata[sql.TraceMetadataKey.TRACE_INFO_FINALIZED] = "true"
+        assessments = []
+        for a in info.assessments:
+            sa = sql.SqlAssessments.from_mlflow_entity(a)
+            sa.trace_id, sa.experiment_id, sa.trace_timestamp_ms = trace_id, experiment_int, info.request_time
+            assessments.append(sa)
+        row.assessments = assessments
+        row.request_metadata = [
+            sql.SqlTraceMetadata(request_id=trace_id, key=k, value=v) for k, v in sorted(metadata.items())
+        ]
+        rows.append(row)
+    times = sorted({i.request_time for i in infos})
+    with store.ManagedSessionMaker(read_only=False) as session:
+        sql.enqueue_rollup_rebuild_partitions(
+            session,
+            [(family, experiment_int, times)
+             for family in (sql.RollupFamily.TRACE_METRIC, sql.RollupFamily.ASSESSMENT)],
+        )  # fmt: skip
+        session.add_all(rows)
+        session.flush()
+    return True
+
+
 def log_traces(store: AbstractStore, *, run_id: str, experiment_id: str, summary: Mapping[str, Any],
                secrets: list[str], env_secrets: list[str],
                texts: Mapping[str, str] | None = None) -> int:  # fmt: skip
@@ -308,8 +370,9 @@ def log_traces(store: AbstractStore, *, run_id: str, experiment_id: str, summary
             infos.append(info)
             spans += [Span.from_dict(d) for d in span_dicts]
         with _one_transaction(store):
-            for info in infos:
-                store.start_trace(info)
+            if not _bulk_start_traces(store, infos):
+                for info in infos:
+                    store.start_trace(info)
             store.log_spans(experiment_id, spans)
     if entries:
         for ids in _chunks([_trace_id(run_id, str(e["id"]))[0] for e in entries], 100):
