@@ -310,7 +310,7 @@ class Tracking:
     uri: str | None = spec(example="http://127.0.0.1:5000")
     traces: bool = spec(
         True, example="false"
-    )  # every entry as an MLflow trace of its run (docs/design.md 7.3)
+    )  # every entry as an MLflow trace of its run (docs/design.md 6.7)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -404,7 +404,7 @@ def build_summary(
             "memory_used": r.memory_used,
             "system_error": r.error,
             "scores": _scores(per_entry, i, r.error),
-            # For the entry's trace (docs/design.md 7.3): the label's reference, the router's refusal (None:
+            # For the entry's trace (docs/design.md 6.7): the label's reference, the router's refusal (None:
             # routed), and this entry's LLM usage per role (an external system's own accounting as "system").
             "reference_answer": e.reference_answer,
             "router_refusal": routed.get(e.id),

@@ -1,5 +1,5 @@
 """Per-entry MLflow traces: each scored entry of a summary as one trace linked to its run, so the MLflow UI
-lists, filters and compares a run question by question (docs/design.md section 7.3).
+lists, filters and compares a run question by question (docs/design.md section 6.7).
 
 A trace is built from the scored summary, after scoring (nothing here runs the system): a root span for the
 probe, the router decision, a RETRIEVER span with the ranked documents after floors and k, the memory
