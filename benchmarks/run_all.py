@@ -42,6 +42,10 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
         ),
         ("Index stage vs bare model.encode", ["bench_index.py", *(["--limit", "2000"] if quick else [])]),
         ("Embedding precision: fp32 vs bf16 autocast (embedder=minilm_bf16)", ["bench_embed_precision.py"]),
+        (
+            "Store scale: qdrant_local vs Qdrant Edge exact and HNSW",
+            ["bench_store_scale.py", *(["--points", "20000", "--queries", "2000"] if quick else [])],
+        ),
     ]
     if scifact is not None:
         runs.append(

@@ -414,7 +414,9 @@ def test_a_registered_retriever_is_built_without_touching_the_harness(
 
     with pytest.raises(UsageError, match="retriever=toy_corpus needs the docs corpus"):
         make_retriever({"name": "toy_corpus"}, None)
-    with pytest.raises(UsageError, match="choose one of: overlap, bm25, dense, hybrid, function, toy"):
+    with pytest.raises(
+        UsageError, match="choose one of: overlap, bm25, dense, hybrid, hybrid_native, function, toy"
+    ):
         make_retriever({"name": "splade"}, None)
     with pytest.raises(ValueError, match="registered twice"):
         register_retriever("toy")(build_corpus)

@@ -103,6 +103,9 @@ def built(tmp_path_factory: pytest.TempPathFactory, server: FakeOpenAI) -> Path:
     params["embedder"] = {"name": "openai", "base_url": server.base_url, "model": "fake-embedding",
                           "api_key_env": KEY_ENV, "batch_size": 4}  # fmt: skip
     params["retriever"] = {"name": "dense"}
+    params["store"] = {
+        "name": "qdrant_local"
+    }  # these rows damage local mode's files (Edge: test_store_edge.py)
     params["tracking"] = {"enabled": False, "uri": None}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (root / "conf").symlink_to(ROOT / "conf")  # `doceval eval` composes conf/ from the working directory

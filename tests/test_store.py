@@ -66,7 +66,7 @@ def test_a_second_local_store_on_the_same_path_is_a_usage_error(tmp_path):
 
 
 def test_store_config_errors():
-    with pytest.raises(UsageError, match="qdrant_local or qdrant_server"):
+    with pytest.raises(UsageError, match="use one of qdrant_edge, qdrant_local, qdrant_server"):
         VectorStore({"name": "faiss"})
 
 

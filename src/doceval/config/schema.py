@@ -133,6 +133,13 @@ class RetrieverHybrid:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RetrieverHybridNative:
+    name: Literal["hybrid_native"]
+    rrf_k: int = spec(ge=1, example="60")  # the engine's RRF divides by rrf_k + rank, rank from 0
+    depth: int = spec(ge=1, example="100")
+
+
+@dataclass(frozen=True, kw_only=True)
 class RetrieverFunction:
     name: Literal["function"]
     # Null in conf/ (the option must compose as shipped); building the retriever without one is a UsageError that
@@ -171,6 +178,23 @@ class EmbedderOpenAI:
 @dataclass(frozen=True, kw_only=True)
 class StoreQdrantLocal:
     name: Literal["qdrant_local"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreSearch:
+    exact: bool = spec(example="true")
+    hnsw_ef: int | None = spec(ge=1, example="128")
+    m: int = spec(ge=0, example="16")
+    ef_construct: int = spec(ge=4, example="100")
+    quantization: str | None = spec(choices=("scalar", "binary"), example="scalar")
+    rescore: bool = spec(example="true")
+    oversampling: float | None = spec(ge=1, example="2.0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreQdrantEdge:
+    name: Literal["qdrant_edge"]
+    search: StoreSearch = spec()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -344,9 +368,16 @@ class Run:
     max_concurrency: int = spec(ge=1, example="8")
 
 
-Retriever = RetrieverOverlap | RetrieverBM25 | RetrieverDense | RetrieverHybrid | RetrieverFunction
+Retriever = (
+    RetrieverOverlap
+    | RetrieverBM25
+    | RetrieverDense
+    | RetrieverHybrid
+    | RetrieverHybridNative
+    | RetrieverFunction
+)
 Embedder = EmbedderMiniLM | EmbedderOpenAI
-Store = StoreQdrantLocal | StoreQdrantServer
+Store = StoreQdrantEdge | StoreQdrantLocal | StoreQdrantServer
 Answerer = AnswererExtractive | AnswererOpenAI
 Judge = JudgeNone | JudgeOpenAI | JudgeReference
 Floors = FloorsCalibrated | FloorsConfig

@@ -21,7 +21,9 @@ from doceval.inputs.golden import GoldenEntry
 from doceval.system.retrievers import Ranked, Retriever, make_retriever
 
 CANDIDATES = "candidates.jsonl"
+EXACT = "exact.jsonl"  # the same retrieval with exact search, when the configured search is approximate
 META = "meta.json"
+INDEX_RETRIEVERS = ("dense", "hybrid", "hybrid_native")  # the built-in retrievers that read the index
 
 
 @dataclass
@@ -57,10 +59,10 @@ def open_retriever(params: Mapping[str, Any], corpus: Corpus | None) -> Iterator
     A user's retriever function needs no corpus (``corpus`` None)."""
     from doceval.index.build import check_index
     from doceval.index.embed import make_embedder
-    from doceval.index.store import VectorStore
+    from doceval.index.store import VectorStore, store_subdir
 
     cfg = params["retriever"]
-    if cfg.get("name") not in ("dense", "hybrid"):
+    if cfg.get("name") not in INDEX_RETRIEVERS:
         yield make_retriever(cfg, corpus)
         return
     if corpus is None:
@@ -73,11 +75,10 @@ def open_retriever(params: Mapping[str, Any], corpus: Corpus | None) -> Iterator
     if embedder.fingerprint != manifest["model"]:
         raise UsageError(
             f"{index_dir}: index built with {manifest['model']}, but embedder is {embedder.fingerprint}; "
-            "rerun `dvc repro index`"
+            "rerun `dvc repro index` (or `doceval index`)"
         )
-    store_path = (
-        index_dir / "qdrant" if params["store"].get("name", "qdrant_local") == "qdrant_local" else None
-    )
+    subdir = store_subdir(str(params["store"].get("name", "qdrant_local")))
+    store_path = index_dir / subdir if subdir else None
     with VectorStore(params["store"], path=store_path, expect=manifest["partitions"]) as store:
         yield make_retriever(cfg, corpus, store=store, embedder=embedder)
 
@@ -135,12 +136,22 @@ def compute_candidates(
         "golden_md5": golden_md5,
         "corpus_hash": None if corpus is None else corpus.manifest["content_hash"],
         "index_hash": None if corpus is None else _index_hash(Path(params["paths"]["index"])),
+        # Which search produced them (store, exact or HNSW and its parameters): summaries and the report say it.
+        "search": _search_of(params),
         "entries": len(entries),
         # A retriever returning bare ids has no scores: floors and calibration do not apply to it.
         "scored": getattr(retriever, "scored", True) is not False,
         "system": describe() if callable(describe) else {"retriever": params["retriever"].get("name")},
     }
     return CandidateSet(meta, ranked, routed)
+
+
+def _search_of(params: Mapping[str, Any]) -> dict[str, Any] | None:
+    from doceval.index.store.search import search_record
+
+    if params["retriever"].get("name") not in INDEX_RETRIEVERS:
+        return None
+    return search_record(params.get("store") or {})
 
 
 def _index_hash(index_dir: Path) -> str | None:
@@ -150,16 +161,16 @@ def _index_hash(index_dir: Path) -> str | None:
     return str(json.loads(manifest.read_text()).get("content_hash"))
 
 
-def load_candidates(runs_dir: Path) -> CandidateSet:
+def load_candidates(runs_dir: Path, name: str = CANDIDATES) -> CandidateSet:
     """The candidate cache as the retrieve stage wrote it. It is an output: a damaged file (a line cut short, a
     record of the wrong shape) means rerun the stage, never edit it. Whether it is whole and matches what is
-    evaluated is :func:`check_candidates`' job."""
+    evaluated is :func:`check_candidates`' job. ``name=EXACT``: the exact-search twin of an approximate search."""
     folder = runs_dir / "candidates"
     rerun = "dvc repro retrieve"
     meta = read_json(folder / META, "candidate cache metadata", rerun=rerun)
     if not isinstance(meta, dict) or not isinstance(meta.get("candidates_k"), int):
         raise UsageError(f"{folder / META}: not candidate cache metadata; rerun `{rerun}`")
-    path = folder / CANDIDATES
+    path = folder / name
     if not path.is_file():
         raise UsageError(f"{path}: candidate cache not found; rerun `{rerun}`")
     ranked: dict[str, Ranked] = {}
@@ -177,9 +188,6 @@ def load_candidates(runs_dir: Path) -> CandidateSet:
     return CandidateSet(meta, ranked, routed)
 
 
-INDEX_RETRIEVERS = ("dense", "hybrid")  # the built-in retrievers whose candidates come from the index
-
-
 def check_candidates(
     cands: CandidateSet,
     entries: Sequence[GoldenEntry],
@@ -188,13 +196,15 @@ def check_candidates(
     k: int,
     corpus: Corpus | None = None,
     index_dir: Path | None = None,
+    store_cfg: Mapping[str, Any] | None = None,
 ) -> None:
     """Loud errors when the cache does not match what is being evaluated, or is not whole (fewer records than
     its ``meta.json`` counts).
 
     With ``corpus``, the cache must have been retrieved from that corpus (its manifest's ``content_hash``); with
     ``index_dir`` and a retriever that reads the index (dense, hybrid), from that index (its manifest's
-    ``content_hash``). A cache from another corpus or index holds another system's candidates."""
+    ``content_hash``); with ``store_cfg``, with the requested search (store.search). A cache from another
+    corpus, index or search holds another system's candidates."""
     if cands.meta.get("golden_md5") != golden_md5:
         raise UsageError(
             "candidate cache was built from another golden set (md5 differs); rerun `dvc repro retrieve`"
@@ -223,6 +233,14 @@ def check_candidates(
             )
             raise UsageError(
                 f"candidate cache was retrieved from another index (index_hash {_short(recorded_index)}, {now}); "
+                "rerun `dvc repro retrieve`"
+            )
+    if store_cfg is not None and retriever_cfg.get("name") in INDEX_RETRIEVERS:
+        wanted = _search_of({"retriever": retriever_cfg, "store": store_cfg})
+        recorded_search = cands.meta.get("search")
+        if recorded_search != wanted:
+            raise UsageError(
+                f"candidate cache was retrieved with another search ({recorded_search}, requested {wanted}); "
                 "rerun `dvc repro retrieve`"
             )
     recorded_entries = cands.meta.get("entries")

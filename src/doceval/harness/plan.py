@@ -103,13 +103,24 @@ def candidates_for(
     change under an unchanged config."""
     index_dir = Path(cfg["paths"]["index"])
     if options.candidates is not None:
-        check_candidates(options.candidates, all_entries, golden_md5, cfg["retriever"], k, corpus, index_dir)
+        check_candidates(
+            options.candidates,
+            all_entries,
+            golden_md5,
+            cfg["retriever"],
+            k,
+            corpus,
+            index_dir,
+            cfg.get("store"),
+        )
         return options.candidates
     runs = Path(cfg["paths"]["runs"])
     if not uses_function_retriever(cfg, options) and (runs / "candidates" / "meta.json").is_file():
         cached = load_candidates(runs)
         try:
-            check_candidates(cached, all_entries, golden_md5, cfg["retriever"], k, corpus, index_dir)
+            check_candidates(
+                cached, all_entries, golden_md5, cfg["retriever"], k, corpus, index_dir, cfg.get("store")
+            )
             return cached
         except UsageError as exc:
             # Another retriever, golden set or a deeper k: retrieve live below, leaving the cache alone.

@@ -1,4 +1,5 @@
-"""The index stage: embed every chunk (cached) and write one Qdrant collection per library@version."""
+"""The index stage: embed every chunk (cached) and write one partition (Edge shard or Qdrant collection) per
+library@version."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from doceval.common.io import atomic_dir, read_json, write_json_atomic
 from doceval.common.redact import redact_url
 from doceval.errors import UsageError
 from doceval.index.embed import CachedEmbedder
-from doceval.index.store import VectorStore
+from doceval.index.store import REBUILD, SearchConfig, VectorStore, store_subdir
 from doceval.inputs.corpus import Corpus
 
 MANIFEST = "manifest.json"
@@ -30,14 +31,17 @@ def build_index(
     out_dir: Path,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Embed and upsert every partition. Local mode writes into a temp dir that replaces ``out_dir`` on success."""
+    """Embed and upsert every partition. An embedded store (Edge, local mode) is written into a temp dir that
+    replaces ``out_dir`` only on success: a killed build leaves the previous index (or none), never half of one."""
     from tqdm import tqdm
 
     timings: dict[str, float] = {"embed_s": 0.0, "upsert_s": 0.0}
     counts: dict[str, int] = {}
-    local = store_cfg.get("name", "qdrant_local") == "qdrant_local"
+    name = str(store_cfg.get("name", "qdrant_local"))
+    subdir = store_subdir(name)
+    search = SearchConfig.of(store_cfg)
     with atomic_dir(out_dir) as tmp:
-        store = VectorStore(store_cfg, path=tmp / "qdrant" if local else None)
+        store = VectorStore(store_cfg, path=tmp / subdir if subdir else None)
         try:
             bar = tqdm(
                 total=sum(len(p.chunk_ids) for p in corpus.partitions.values()),
@@ -51,10 +55,10 @@ def build_index(
                 vectors = embedder.encode(part.texts)
                 t1 = time.perf_counter()
                 store.recreate(pin, embedder.dim)
-                store.upsert(pin, part.chunk_ids, part.doc_ids, vectors)
+                store.upsert(pin, part.chunk_ids, part.doc_ids, vectors, texts=part.texts)
+                counts[pin] = store.finish(pin)
                 timings["embed_s"] += t1 - t0
                 timings["upsert_s"] += time.perf_counter() - t1
-                counts[pin] = store.count(pin)
                 if counts[pin] != len(part.chunk_ids):
                     raise RuntimeError(
                         f"index: {pin} holds {counts[pin]} points, expected {len(part.chunk_ids)}"
@@ -66,9 +70,11 @@ def build_index(
         manifest = {
             "model": embedder.fingerprint,
             "dim": embedder.dim,
-            "store": store_cfg.get("name", "qdrant_local"),
+            "store": name,
+            # Index-time search parameters (null for the qdrant-client stores): part of what the index is.
+            "search": search.index_identity() if name == "qdrant_edge" else None,
             # A server URL with credentials in it is recorded without them (the manifest is a pipeline output).
-            "location": "qdrant" if local else redact_url(str(store_cfg.get("url"))),
+            "location": subdir if subdir else redact_url(str(store_cfg.get("url"))),
             "partitions": counts,
             "chunks": sum(counts.values()),
             "corpus_hash": corpus.manifest["content_hash"],
@@ -131,13 +137,36 @@ def check_index(
     built_with = str(manifest.get("store", "qdrant_local"))
     wanted = str((store_cfg or {}).get("name", built_with))
     if wanted != built_with:
-        raise UsageError(
-            f"{path}: the index was built into {built_with}, but store={wanted}; rerun `dvc repro index`"
-        )
+        raise UsageError(f"{path}: the index was built into {built_with}, but store={wanted}; {REBUILD}")
+    check_search(path, manifest, store_cfg)
     if not verify_store:
         return manifest
-    if built_with == "qdrant_local":
-        VectorStore({"name": "qdrant_local"}, path=index_dir / "qdrant", expect=partitions).close()
+    subdir = store_subdir(built_with)
+    if subdir is not None:
+        cfg = dict(store_cfg) if store_cfg is not None else {"name": built_with}
+        VectorStore(cfg, path=index_dir / subdir, expect=partitions).close()
     elif store_cfg is not None:
         VectorStore(store_cfg, expect=partitions).close()
     return manifest
+
+
+def check_search(path: Path, manifest: Mapping[str, Any], store_cfg: Mapping[str, Any] | None) -> None:
+    """The index-time search parameters (HNSW m, ef_construct, quantization) the index was built with must be
+    the requested ones; query-time ones (exact, hnsw_ef, rescore, oversampling) may differ freely."""
+    if store_cfg is None or store_cfg.get("name") != "qdrant_edge":
+        return
+    wanted = SearchConfig.of(store_cfg).index_identity()
+    built = manifest.get("search")
+    if built != wanted:
+        diff = (
+            ", ".join(
+                f"store.search.{key}={wanted[key]!r} (index: {built.get(key)!r})"
+                for key in wanted
+                if built.get(key) != wanted[key]
+            )
+            if isinstance(built, dict)
+            else f"no index-time search parameters recorded, requested {wanted}"
+        )
+        raise UsageError(
+            f"{path}: the index was built with other index-time search parameters: {diff}; {REBUILD}"
+        )

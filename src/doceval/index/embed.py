@@ -241,10 +241,12 @@ class CachedEmbedder:
         self.cache = cache
         self.hits = 0
         self.misses = 0
+        self.seen_dim = 0
 
     @property
     def dim(self) -> int:
-        return self.inner.dim
+        # An API embedder learns its dimension from a reply; when every text came from the cache there was none.
+        return self.inner.dim or self.seen_dim
 
     @property
     def fingerprint(self) -> str:
@@ -277,8 +279,10 @@ class CachedEmbedder:
                 bar.update(len(batch))
             bar.close()
         if not keys:
-            return np.zeros((0, self.inner.dim), dtype=np.float32)
-        return np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
+        self.seen_dim = int(out.shape[1])
+        return out
 
 
 def make_embedder(cfg: Mapping[str, Any], cache_path: Path | None) -> CachedEmbedder:

@@ -37,6 +37,7 @@ def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
         int(params["k"]),
         corpus=corpus,
         index_dir=Path(params["paths"]["index"]),
+        store_cfg=params.get("store"),
     )
     if cands.meta.get("scored") is False:
         raise UsageError(

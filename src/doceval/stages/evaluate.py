@@ -10,6 +10,8 @@ from doceval.common.io import check_writable, write_json_atomic
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.scoring.registry import METRIC_NAMES
 
+ANN_VS_EXACT = "ann_vs_exact.json"  # the report's "ANN vs exact" (doceval.harness.ann)
+
 
 def headline_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The DVC metrics file: headline values and counts, flat enough for `dvc metrics diff`."""
@@ -28,12 +30,16 @@ def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
     out = Path(params["paths"]["eval"])
     # Outputs and the tracking store are checked before any work: a run must not be lost at the end.
     fix = f"make {out} writable, or set paths.eval to a writable folder (conf/, then `doceval params`)"
-    for name in ("summary.json", "metrics.json"):
+    for name in ("summary.json", "metrics.json", ANN_VS_EXACT):
         check_writable(out / name, str(out / name), fix)
     tracking.check_configured(params)
     summary = evaluate(params, EvalOptions(progress=progress))
     write_json_atomic(out / "summary.json", summary)
     write_json_atomic(out / "metrics.json", headline_metrics(summary))
+    if params["agent"]["name"] == "docchat":
+        from doceval.harness.ann import ann_vs_exact
+
+        write_json_atomic(out / ANN_VS_EXACT, ann_vs_exact(params, summary))
     if (
         summary["config"]["floors"].get("source", "").startswith("calibrated")
         and params["agent"]["name"] == "docchat"

@@ -59,6 +59,11 @@ def run(params: Mapping[str, Any]) -> tuple[Path, GateResult]:
         lines += tradeoff_lines(
             read_json(trade, "refusal trade-off", rerun="dvc repro evaluate"), calibration, summary
         )
+    ann = out / "ann_vs_exact.json"
+    if ann.is_file():
+        from doceval.results.ann_md import ann_lines
+
+        lines += ann_lines(read_json(ann, "ANN vs exact", rerun="dvc repro evaluate"))
     validation = out / "judge" / "reference.json"
     if validation.is_file():
         lines += judge_agreement_lines(read_json(validation, "judge validation", rerun="dvc repro judge"))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from doceval.common.io import atomic_dir, write_json_atomic
-from doceval.harness.candidates import CANDIDATES, META, CandidateSet, compute_candidates
+from doceval.harness.candidates import CANDIDATES, EXACT, META, CandidateSet, compute_candidates
 from doceval.inputs.corpus import load_corpus
+from doceval.inputs.golden import GoldenEntry
 from doceval.inputs.scope import load_checked_golden
 
 
@@ -19,18 +20,34 @@ def run(params: Mapping[str, Any], progress: bool = True) -> CandidateSet:
     golden_path = Path(params["golden"])
     entries, golden_md5, _ = load_checked_golden(golden_path, corpus)
     cands = compute_candidates(params, corpus, entries, golden_path, golden_md5, progress)
+    exact = None
+    search = cands.meta.get("search") or {}
+    if not search.get("exact", True):
+        # The same index searched exactly, for the report's "ANN vs exact" (one more pass over the golden set).
+        twin = {
+            **params,
+            "store": {**params["store"], "search": {**params["store"]["search"], "exact": True}},
+        }
+        exact = compute_candidates(twin, corpus, entries, golden_path, golden_md5, progress)
+        cands.meta["exact_candidates"] = EXACT
     out = Path(params["paths"]["runs"]) / "candidates"
     with atomic_dir(out) as tmp:
-        with (tmp / CANDIDATES).open("w", encoding="utf-8") as fh:
-            for entry in entries:
-                record = {
-                    "id": entry.id,
-                    "router": cands.routed[entry.id],
-                    "candidates": [[d, round(s, 6)] for d, s in cands.ranked[entry.id]],
-                }
-                fh.write(json.dumps(record) + "\n")
+        _write(tmp / CANDIDATES, entries, cands)
+        if exact is not None:
+            _write(tmp / EXACT, entries, exact)
         write_json_atomic(tmp / META, cands.meta)
     print(
         json.dumps({"entries": len(entries), "retriever": cands.meta["retriever"]["name"], "K": cands.depth})
     )
     return cands
+
+
+def _write(path: Path, entries: Sequence[GoldenEntry], cands: CandidateSet) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for entry in entries:
+            record = {
+                "id": entry.id,
+                "router": cands.routed[entry.id],
+                "candidates": [[d, round(s, 6)] for d, s in cands.ranked[entry.id]],
+            }
+            fh.write(json.dumps(record) + "\n")

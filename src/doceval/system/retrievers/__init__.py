@@ -85,7 +85,7 @@ def make_retriever(
     store: VectorStore | None = None,
     embedder: CachedEmbedder | None = None,
 ) -> Retriever:
-    """Build the retriever named by ``cfg['name']``; dense and hybrid need the opened store and embedder, all
+    """Build the retriever named by ``cfg['name']``; dense and the hybrids need the opened store and embedder, all
     but ``function`` need the corpus."""
     name = cfg.get("name")
     entry = RETRIEVERS.get(name) if isinstance(name, str) else None
@@ -137,6 +137,20 @@ def _build_hybrid(cfg: Mapping[str, Any], res: Resources) -> Retriever:
     dense = DenseRetriever(store, embedder, set(corpus.pins))
     return HybridRetriever(
         _bm25(cfg, corpus), dense, rrf_k=int(cfg.get("rrf_k", 60)), depth=int(cfg.get("depth", 100))
+    )
+
+
+@register_retriever("hybrid_native")
+def _build_hybrid_native(cfg: Mapping[str, Any], res: Resources) -> Retriever:
+    from doceval.system.retrievers.hybrid_native import NativeHybridRetriever
+
+    store, embedder = res.need_index()
+    return NativeHybridRetriever(
+        store,
+        embedder,
+        set(res.need_corpus().pins),
+        rrf_k=int(cfg.get("rrf_k", 60)),
+        depth=int(cfg.get("depth", 100)),
     )
 
 

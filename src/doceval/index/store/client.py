@@ -1,16 +1,14 @@
-"""Qdrant access (the only module that imports qdrant_client): one collection per library@version.
+"""The qdrant-client stores (``store=qdrant_local``, ``store=qdrant_server``): one collection per library@version.
 
 Partitioning by pin keeps every query a plain vector search: local mode scans payloads for filters, which is
-about 10x slower than searching a small collection.
+about 10x slower than searching a small collection. Local mode is a pure-Python brute-force scan: always exact.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,21 +17,15 @@ import numpy as np
 
 from doceval.common.redact import redact_url
 from doceval.errors import UsageError
+from doceval.index.store.common import REBUILD, Hit, collection_name, point_id
 
-_NAMESPACE = uuid.UUID("6f1c7a52-3f0e-4c7e-9b7e-0d0cdbc0e001")
-REBUILD = "rerun `dvc repro index` (or `doceval index`)"
 # Qdrant local mode's on-disk layout: <path>/meta.json lists the collections, each one lives in
 # <path>/collection/<name>/storage.sqlite. Opening a path where they are missing silently creates them empty.
 _META = "meta.json"
 _STORAGE = "storage.sqlite"
 
 
-def collection_name(pin: str) -> str:
-    """``pydantic@2.8.2`` -> ``doceval__pydantic__2_8_2`` (Qdrant names allow [A-Za-z0-9_-])."""
-    return "doceval__" + re.sub(r"[^A-Za-z0-9_-]", "_", pin.replace("@", "__"))
-
-
-class VectorStore:
+class ClientStore:
     """Thin wrapper over QdrantClient. Local mode takes an exclusive lock on its path: open one per process."""
 
     def __init__(
@@ -72,7 +64,7 @@ class VectorStore:
             self.client = QdrantClient(url=str(url), api_key=api_key, timeout=int(cfg.get("timeout_s", 30)))
             self.location = redact_url(str(url))  # for messages: never the key, nor the URL's credentials
         else:
-            raise UsageError(f"store.name={kind!r} is not known; use qdrant_local or qdrant_server")
+            raise UsageError(f"store.name={kind!r} is not a qdrant-client store")
         if expect is not None:
             try:
                 self.verify(expect)
@@ -112,8 +104,10 @@ class VectorStore:
         chunk_ids: Sequence[str],
         doc_ids: Sequence[str],
         vectors: np.ndarray,
+        texts: Sequence[str] | None = None,
         batch: int = 1024,
     ) -> None:
+        """``texts`` are for the Edge store's BM25 vectors; these stores keep only the dense vectors."""
         from qdrant_client import models
 
         name = collection_name(pin)
@@ -122,7 +116,7 @@ class VectorStore:
             self.client.upsert(
                 name,
                 points=models.Batch(
-                    ids=[str(uuid.uuid5(_NAMESPACE, c)) for c in chunk_ids[start:stop]],
+                    ids=[point_id(c) for c in chunk_ids[start:stop]],
                     vectors=vectors[start:stop].tolist(),
                     payloads=[
                         {"chunk_id": c, "doc_id": d}
@@ -138,7 +132,7 @@ class VectorStore:
     def count(self, pin: str) -> int:
         return int(self.client.count(collection_name(pin), exact=True).count)
 
-    def search(self, pin: str, vector: np.ndarray, limit: int) -> list[tuple[str, str, float]]:
+    def search(self, pin: str, vector: np.ndarray, limit: int, exact: bool | None = None) -> list[Hit]:
         """Top chunks by cosine: ``[(chunk_id, doc_id, score), ...]``."""
         result = self.client.query_points(
             collection_name(pin),
@@ -154,12 +148,6 @@ class VectorStore:
 
     def close(self) -> None:
         self.client.close()
-
-    def __enter__(self) -> VectorStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def check_local_files(target: Path, expect: Mapping[str, int]) -> None:

@@ -1,0 +1,67 @@
+"""ANN vs exact: the configured (approximate) search against exact search on the same index and split.
+
+The retrieve stage caches both candidate lists when the search is approximate (``exact.jsonl`` beside
+``candidates.jsonl``); this scores the exact list with the same floors and k, pairs it with the run entry by
+entry (``doceval.results.comparison.compare``: paired 95% intervals, nothing new), and adds the mean top-k
+overlap of the two rankings. Cheap: no retrieval, one more scoring pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from doceval.harness.candidates import EXACT, load_candidates
+from doceval.harness.evaluate import evaluate
+from doceval.harness.plan import EvalOptions
+
+METRICS = ("hit_rate", "recall", "mrr", "ndcg")
+
+
+def top_k_overlap(ann: list[str], exact: list[str], k: int) -> float | None:
+    """Share of the exact top-k that the approximate top-k also holds (None when exact found nothing)."""
+    reference = exact[:k]
+    if not reference:
+        return None
+    return len(set(ann[:k]) & set(reference)) / len(reference)
+
+
+def ann_vs_exact(params: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"search", "k", "exact": true}`` when the configured search is exact; otherwise also ``rows`` (one per
+    metric: exact, configured, change, ci95, p, n) and ``overlap_at_k`` (mean over entries, and n)."""
+    from doceval.results.comparison import compare
+
+    config = summary["config"]
+    search = (config.get("candidates") or {}).get("search")
+    k = int(config["k"])
+    out: dict[str, Any] = {"search": search, "k": k, "split": config.get("split")}
+    if search is None:
+        return {**out, "exact": None, "note": "the retriever does not search the index"}
+    if search.get("exact", True):
+        return {**out, "exact": True}
+    runs = Path(params["paths"]["runs"])
+    ann, exact = load_candidates(runs), load_candidates(runs, EXACT)
+    exact_summary = evaluate(params, EvalOptions(progress=False, candidates=exact))
+    result = compare(
+        exact_summary, summary, n_boot=int(params.get("bootstrap", 1000)), seed=int(params.get("seed", 0)),
+        base_label="exact", new_label="configured",
+    )  # fmt: skip
+    overlaps = [
+        top_k_overlap(
+            [d for d, _ in ann.ranked.get(e["id"], [])], [d for d, _ in exact.ranked.get(e["id"], [])], k
+        )
+        for e in summary["entries"]
+    ]
+    found = [o for o in overlaps if o is not None]
+    rows = [
+        {"metric": r.metric, "exact": r.base, "configured": r.new, "change": r.change,
+         "ci95": list(r.ci) if r.ci else None, "p": r.p_value, "n": r.n_paired}
+        for r in result.rows if r.metric in METRICS
+    ]  # fmt: skip
+    return {
+        **out,
+        "exact": False,
+        "rows": rows,
+        "overlap_at_k": {"mean": sum(found) / len(found) if found else None, "n": len(found)},
+    }
