@@ -371,7 +371,7 @@ def test_ann_vs_exact_section_in_the_report(project: Path) -> None:
     assert not (project / "data/runs/candidates/exact.jsonl").exists()
     assert main(["report", "--params", "params.yaml"]) in (0, 3)
     report = (project / "eval/report.md").read_text()
-    assert "The configured search is exact (exact (qdrant_edge)): nothing to compare." in report
+    assert "The configured search is exact (qdrant_edge): nothing to compare." in report
 
 
 KILLED_INDEX = """

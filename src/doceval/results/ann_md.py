@@ -35,7 +35,12 @@ def ann_lines(data: Mapping[str, Any]) -> list[str]:
     if data.get("exact") is None:
         return [*lines, f"Not applicable: {data.get('note', 'no index search')}."]
     if data.get("exact"):
-        return [*lines, f"The configured search is exact ({describe(search)}): nothing to compare."]
+        return [
+            *lines,
+            f"The configured search is {describe(search)}: nothing to compare. Set "
+            "`store.search.exact=false` (with your `hnsw_ef`, quantization) to measure the search production "
+            "runs against exact search.",
+        ]
     k = data.get("k")
     lines += [
         f"Configured search: {describe(search)}, against exact search on the same index, split "
