@@ -286,13 +286,21 @@ def _one_transaction(store: Any) -> Iterator[None]:
             del store.get_experiment  # the class's method again
 
 
+def _columns(obj: Any) -> dict[str, Any]:
+    """The column values a model object was given (unset ones are left to the table's defaults)."""
+    names = {c.key for c in obj.__table__.columns}
+    return {k: v for k, v in vars(obj).items() if k in names}
+
+
 def _bulk_start_traces(store: Any, infos: Sequence[TraceInfo]) -> bool:
-    """``start_trace`` for many new traces in one flush on a SQL store: the rows of MLflow's own
+    """``start_trace`` for many new traces at once on a SQL store: the rows of MLflow's own
     ``SqlAlchemyStore._start_trace_once`` (happy path: trace ids are new, derived from a new run id), built by
-    its own model classes, without its per-trace experiment lookup and flush (~6 ms of ~10 per entry on
-    sqlite). False (nothing written) when the store is not MLflow's SQL store: the caller writes one by one.
+    its own model classes and inserted per table in one executemany, without its per-trace experiment lookup,
+    flush and ORM unit of work (measured: ~6 ms -> ~1.3 ms per entry on sqlite). False (nothing written) when the store is not MLflow's SQL store: the caller writes one by one.
     tests/test_traces.py checks the stored traces against ``start_trace``'s."""
     import importlib
+
+    from sqlalchemy import insert
 
     try:  # typed Any: these are the store module's internals, pinned with mlflow in constraints.txt
         sql: Any = importlib.import_module("mlflow.store.tracking.sqlalchemy_store")
@@ -303,10 +311,14 @@ def _bulk_start_traces(store: Any, infos: Sequence[TraceInfo]) -> bool:
     experiment = store.get_experiment(infos[0].experiment_id)
     store._check_experiment_is_active(experiment)
     experiment_int = int(str(infos[0].experiment_id))  # one experiment per call: the run's
-    rows = []
+    tables: dict[Any, list[dict[str, Any]]] = {}  # model class -> its rows, inserted parents first
+
+    def add(obj: Any) -> None:
+        tables.setdefault(type(obj), []).append(_columns(obj))
+
     for info in infos:
         trace_id, metadata = info.trace_id, dict(info.trace_metadata)
-        row = sql.SqlTraceInfo(
+        add(sql.SqlTraceInfo(
             request_id=trace_id,
             experiment_id=info.experiment_id,
             timestamp_ms=info.request_time,
@@ -317,25 +329,20 @@ def _bulk_start_traces(store: Any, infos: Sequence[TraceInfo]) -> bool:
             response_preview=info.response_preview,
             trace_name=sql.validate_trace_name(info.tags.get(sql.TraceTagKey.TRACE_NAME)),
             **sql.analytics_columns_from_metadata(metadata),
-        )
-        row.tags = [
-            sql.SqlTraceTag(request_id=trace_id, key=k, value=v)
-            for k, v in info.tags.items()
-            if k != sql.TraceTagKey.TRACE_NAME
-        ] + [store._get_trace_artifact_location_tag(experiment, trace_id)]
+        ))  # fmt: skip
+        for k, v in info.tags.items():
+            if k != sql.TraceTagKey.TRACE_NAME:
+                add(sql.SqlTraceTag(request_id=trace_id, key=k, value=v))
+        add(store._get_trace_artifact_location_tag(experiment, trace_id))
         for key in sql.PROMOTED_TRACE_METADATA_KEYS:
             metadata.pop(key, None)
         metadata[sql.TraceMetadataKey.TRACE_INFO_FINALIZED] = "true"
-        assessments = []
+        for k, v in sorted(metadata.items()):
+            add(sql.SqlTraceMetadata(request_id=trace_id, key=k, value=v))
         for a in info.assessments:
             sa = sql.SqlAssessments.from_mlflow_entity(a)
             sa.trace_id, sa.experiment_id, sa.trace_timestamp_ms = trace_id, experiment_int, info.request_time
-            assessments.append(sa)
-        row.assessments = assessments
-        row.request_metadata = [
-            sql.SqlTraceMetadata(request_id=trace_id, key=k, value=v) for k, v in sorted(metadata.items())
-        ]
-        rows.append(row)
+            add(sa)
     times = sorted({i.request_time for i in infos})
     with store.ManagedSessionMaker(read_only=False) as session:
         sql.enqueue_rollup_rebuild_partitions(
@@ -343,8 +350,14 @@ def _bulk_start_traces(store: Any, infos: Sequence[TraceInfo]) -> bool:
             [(family, experiment_int, times)
              for family in (sql.RollupFamily.TRACE_METRIC, sql.RollupFamily.ASSESSMENT)],
         )  # fmt: skip
-        session.add_all(rows)
-        session.flush()
+        # One executemany per table and column set instead of the ORM's unit of work (~0.2 ms per row, and
+        # an entry is ~30 rows); the rows are the model objects' own column values.
+        for model, rows in tables.items():
+            by_keys: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+            for row in rows:
+                by_keys.setdefault(tuple(sorted(row)), []).append(row)
+            for group in by_keys.values():
+                session.execute(insert(model.__table__), group)
     return True
 
 
