@@ -8,7 +8,8 @@ the repository: pass its path).
 Nothing here is a special path for benchmarks: the data is imported with ``doceval.inputs.beir.import_beir`` into a
 corpus + golden set in ``--work`` (default benchmarks/.work, git-ignored; never data/), the index is built with
 ``doceval.index.build.build_index`` (all-MiniLM-L6-v2 behind the content-addressed embedding cache in
-WORK/cache/embeddings.sqlite, so a rerun never re-embeds; store qdrant_local), candidates come from
+WORK/cache/embeddings.sqlite, so a rerun never re-embeds; ``--store``: the default qdrant_edge, or qdrant_local),
+candidates come from
 ``doceval.harness.candidates.retrieve_all`` with retrievers from ``doceval.system.retrievers.make_retriever`` (top 100), and the
 scores from ``doceval.scoring.metrics`` (build_matrix / retrieval_scores, floors at -inf).
 
@@ -49,7 +50,7 @@ import numpy as np
 from doceval.errors import UsageError
 from doceval.harness.candidates import retrieve_all
 from doceval.index.embed import CachedEmbedder
-from doceval.index.store import VectorStore
+from doceval.index.store import VectorStore, store_subdir
 from doceval.inputs.beir import import_beir, read_qrels
 from doceval.inputs.corpus import Corpus, load_corpus
 from doceval.inputs.golden import GoldenEntry, parse_golden
@@ -303,7 +304,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("path", type=Path, help="BEIR folder (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv)")
     ap.add_argument("--split", default="test")
     ap.add_argument(
-        "--retrievers", nargs="+", default=["bm25", "dense"], choices=["bm25", "dense", "hybrid", "overlap"]
+        "--retrievers",
+        nargs="+",
+        default=["bm25", "dense"],
+        choices=["bm25", "dense", "hybrid", "hybrid_native", "overlap"],
+    )
+    ap.add_argument(
+        "--store",
+        choices=["qdrant_edge", "qdrant_local"],
+        default="qdrant_edge",
+        help="the embedded store the index is built in (hybrid_native needs qdrant_edge)",
     )
     ap.add_argument("--limit-queries", type=int, metavar="N", help="only the first N queries (smoke runs)")
     ap.add_argument(
@@ -371,7 +381,7 @@ def run(args: argparse.Namespace) -> int:
 
     store: VectorStore | None = None
     embedder: CachedEmbedder | None = None
-    if {"dense", "hybrid"} & set(args.retrievers):
+    if {"dense", "hybrid", "hybrid_native"} & set(args.retrievers):
         from doceval.index.build import build_index
         from doceval.index.embed import make_embedder
 
@@ -383,7 +393,7 @@ def run(args: argparse.Namespace) -> int:
         timings["model_load_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         manifest = build_index(
-            corpus, embedder, {"name": "qdrant_local"}, work / "index", progress=not args.quiet
+            corpus, embedder, {"name": args.store}, work / "index", progress=not args.quiet
         )
         timings["index_s"] = time.perf_counter() - t0
         timings["index_embed_s"] = manifest["timings"]["embed_s"]
@@ -394,7 +404,11 @@ def run(args: argparse.Namespace) -> int:
             f"misses {cache['misses']}  [model load {timings['model_load_s']:.1f} s, embed "
             f"{timings['index_embed_s']:.1f} s, upsert {timings['index_upsert_s']:.1f} s]"
         )
-        store = VectorStore({"name": "qdrant_local"}, path=work / "index" / "qdrant")
+        store = VectorStore(
+            {"name": args.store},
+            path=work / "index" / store_subdir(args.store),
+            expect=manifest["partitions"],
+        )
 
     systems: list[System] = []
     for name in args.retrievers:
