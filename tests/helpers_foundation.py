@@ -170,3 +170,18 @@ def minilm():
     from doceval.index.embed import MiniLMEmbedder
 
     return MiniLMEmbedder()
+
+
+def write_fixture_golden(root: Path, rows: list[tuple[str, str, str, list[str], str]]) -> Path:
+    """``data/golden/v2.jsonl`` under ``root`` from ``(id, question, pin, relevant_ids, split)`` rows: an
+    entry without relevant ids is out of scope."""
+    golden = root / "data" / "golden" / "v2.jsonl"
+    golden.parent.mkdir(parents=True)
+    golden.write_text("".join(
+        json.dumps({"id": gid, "question": q, "library": pin.split("@")[0], "version": pin.split("@")[1],
+                    "out_of_scope": not rel, "relevant_ids": rel, "reference_answer": "see docs" if rel else "",
+                    "expected_apis": [], "forbidden_apis": [], "split": split,
+                    "kind": "lookup" if rel else "off_topic"}) + "\n"
+        for gid, q, pin, rel, split in rows
+    ))  # fmt: skip
+    return golden

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers_foundation import PIN1, PIN2, build_fixture_corpus, fixture_documents
+from helpers_foundation import PIN1, PIN2, build_fixture_corpus, fixture_documents, write_fixture_golden
 from openai_server import FakeOpenAI
 
 from doceval.cli.main import main
@@ -87,15 +87,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, server: FakeOpenAI) -> Path:
     """docs -> index -> retrieve (dense) -> calibrate, once, through the CLI; every row works on a copy."""
     root = tmp_path_factory.mktemp("integrity") / "project"
     build_fixture_corpus(root / "data" / "docs")
-    golden = root / "data" / "golden" / "v2.jsonl"
-    golden.parent.mkdir(parents=True)
-    golden.write_text("".join(
-        json.dumps({"id": gid, "question": q, "library": pin.split("@")[0], "version": pin.split("@")[1],
-                    "out_of_scope": not rel, "relevant_ids": rel, "reference_answer": "see docs" if rel else "",
-                    "expected_apis": [], "forbidden_apis": [], "split": split,
-                    "kind": "lookup" if rel else "off_topic"}) + "\n"
-        for gid, q, pin, rel, split in GOLDEN
-    ))  # fmt: skip
+    write_fixture_golden(root, GOLDEN)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["paths"] = {"docs": "data/docs", "index": "data/index", "runs": "data/runs", "cache": "data/cache",
                        "eval": "eval"}  # fmt: skip

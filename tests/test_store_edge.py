@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from helpers_foundation import PIN1, PIN2, build_fixture_corpus
+from helpers_foundation import PIN1, PIN2, build_fixture_corpus, write_fixture_golden
 from openai_server import FakeOpenAI
 
 from doceval.cli.main import main
@@ -203,15 +203,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, server: FakeOpenAI) -> Path:
     """docs -> index (store=qdrant_edge, the default) once; every test works on a copy."""
     root = tmp_path_factory.mktemp("edge") / "project"
     build_fixture_corpus(root / "data" / "docs")
-    golden = root / "data" / "golden" / "v2.jsonl"
-    golden.parent.mkdir(parents=True)
-    golden.write_text("".join(
-        json.dumps({"id": gid, "question": q, "library": pin.split("@")[0], "version": pin.split("@")[1],
-                    "out_of_scope": not rel, "relevant_ids": rel, "reference_answer": "see docs" if rel else "",
-                    "expected_apis": [], "forbidden_apis": [], "split": split,
-                    "kind": "lookup" if rel else "off_topic"}) + "\n"
-        for gid, q, pin, rel, split in GOLDEN
-    ))  # fmt: skip
+    write_fixture_golden(root, GOLDEN)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     assert params["store"]["name"] == "qdrant_edge" and params["store"]["search"]["exact"] is True
     params["paths"] = {"docs": "data/docs", "index": "data/index", "runs": "data/runs", "cache": "data/cache",
