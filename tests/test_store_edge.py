@@ -396,3 +396,22 @@ def test_a_killed_index_stage_leaves_the_previous_index_whole(project: Path) -> 
     # A half-written shard put in place by hand (a copied folder, say): detected, never read.
     (project / "data/index/edge" / f"{collection_name(PIN2)}.done.json").unlink()
     assert main(["retrieve", "--params", "params.yaml", "--quiet"]) == 2
+
+
+def _file_hashes(root: Path) -> dict[str, str]:
+    import hashlib
+
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file()
+    }
+
+
+def test_reading_the_index_never_changes_its_files(project: Path) -> None:
+    """DVC hashed the index when the index stage ended: a reader must leave every byte as it was (the engine
+    rewrites a shard on its first load, so the index stage settles each shard before it finishes)."""
+    before = _file_hashes(project / "data/index")
+    assert main(["retrieve", "--params", "params.yaml", "--quiet"]) == 0
+    assert main(["retrieve", "--params", "params.yaml", "--quiet"]) == 0
+    assert _file_hashes(project / "data/index") == before

@@ -218,6 +218,13 @@ class EdgeStore:
         except Exception as exc:
             raise _engine_error("building the index", self.search_cfg, exc) from exc
         points = int(shard.count(qe.CountRequest(exact=True)))
+        # The engine rewrites a shard's files the first time it loads them (config, a fresh appendable
+        # segment), then never again: settle it here, so a reader never changes the index that DVC hashed.
+        self.shards.pop(pin).close()
+        try:
+            qe.EdgeShard.load(str(self.shard_dir(pin))).close()
+        except Exception as exc:
+            raise _engine_error("reopening the built index", self.search_cfg, exc) from exc
         record = {"pin": pin, "points": points, "search": self.search_cfg.index_identity(),
                   "bm25": {"k": BM25_K, "b": BM25_B, "avg_len": self.avg_len.get(pin)}}  # fmt: skip
         write_json_atomic(self.marker(pin), record)
