@@ -415,3 +415,21 @@ def test_reading_the_index_never_changes_its_files(project: Path) -> None:
     assert main(["retrieve", "--params", "params.yaml", "--quiet"]) == 0
     assert main(["retrieve", "--params", "params.yaml", "--quiet"]) == 0
     assert _file_hashes(project / "data/index") == before
+
+
+@pytest.mark.parametrize("option", ["minilm", "minilm_bf16", "minilm_bf16_weights"])
+def test_every_minilm_embedder_option_indexes_and_retrieves_from_the_cli(project: Path, option: str) -> None:
+    """The shipped conf/embedder/<option>.yaml through the index and retrieve stages with the real model: the
+    manifest names the precision, and an index of one precision is refused to a run asking for another."""
+    shipped = yaml.safe_load((ROOT / "conf" / "embedder" / f"{option}.yaml").read_text())
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["embedder"] = shipped
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    assert main(["index", "--params", "params.yaml", "--quiet"]) == 0
+    assert main(["retrieve", "--params", "params.yaml", "--quiet"]) == 0
+    model = json.loads((project / "data/index/manifest.json").read_text())["model"]
+    precision = shipped.get("precision", "fp32")
+    assert model.endswith(f":{precision}") if precision != "fp32" else ":bf16" not in model
+    other = {**shipped, "precision": "fp32" if precision != "fp32" else "bf16_weights"}
+    (project / "params.yaml").write_text(yaml.safe_dump({**params, "embedder": other}, sort_keys=False))
+    assert main(["retrieve", "--params", "params.yaml", "--quiet"]) == 2
