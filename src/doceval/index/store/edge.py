@@ -169,6 +169,10 @@ class EdgeStore:
             hnsw_config=qe.HnswIndexConfig(m=s.m, ef_construct=s.ef_construct, full_scan_threshold=1),
             quantization_config=_quantization(s),
             optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1, default_segment_number=1),
+            # No write-ahead log: a shard is built once in the index stage's temp folder and flushed before its
+            # marker, so a WAL protects nothing, and its two preallocated 32 MiB files per shard were half of
+            # the index's apparent size (DVC hashes and caches it).
+            wal_enabled=False,
         )
         try:
             self.shards[pin] = qe.EdgeShard.create(str(self.shard_dir(pin)), config)
