@@ -417,19 +417,27 @@ def test_reading_the_index_never_changes_its_files(project: Path) -> None:
     assert _file_hashes(project / "data/index") == before
 
 
-@pytest.mark.parametrize("option", ["minilm", "minilm_bf16", "minilm_bf16_weights"])
+@pytest.mark.parametrize("option", ["minilm", "minilm_bf16", "minilm_bf16_weights", "minilm_auto"])
 def test_every_minilm_embedder_option_indexes_and_retrieves_from_the_cli(project: Path, option: str) -> None:
     """The shipped conf/embedder/<option>.yaml through the index and retrieve stages with the real model: the
-    manifest names the precision, and an index of one precision is refused to a run asking for another."""
+    manifest and the candidates name the precision and device that ran (``auto`` resolved as this machine
+    allows), and an index of one precision is refused to a run asking for another."""
+    from doceval.index.hardware import resolve_precision
+
     shipped = yaml.safe_load((ROOT / "conf" / "embedder" / f"{option}.yaml").read_text())
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["embedder"] = shipped
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     assert main(["index", "--params", "params.yaml", "--quiet"]) == 0
     assert main(["retrieve", "--params", "params.yaml", "--quiet"]) == 0
-    model = json.loads((project / "data/index/manifest.json").read_text())["model"]
-    precision = shipped.get("precision", "fp32")
+    manifest = json.loads((project / "data/index/manifest.json").read_text())
+    precision = resolve_precision(shipped["precision"], "cpu")
+    assert shipped["precision"] != "auto" or precision in ("fp32", "bf16_weights")
+    assert manifest["embedder"] == {"precision": precision, "device": "cpu"}
+    model = manifest["model"]
     assert model.endswith(f":{precision}") if precision != "fp32" else ":bf16" not in model
+    meta = json.loads((project / "data/runs/candidates/meta.json").read_text())
+    assert meta["embedder"] == {"model": model, "precision": precision, "device": "cpu"}
     other = {**shipped, "precision": "fp32" if precision != "fp32" else "bf16_weights"}
     (project / "params.yaml").write_text(yaml.safe_dump({**params, "embedder": other}, sort_keys=False))
     assert main(["retrieve", "--params", "params.yaml", "--quiet"]) == 2

@@ -156,7 +156,8 @@ class RetrieverFunction:
 class EmbedderMiniLM:
     name: Literal["minilm"]
     batch_size: int = spec(ge=1, example="64")
-    precision: str = spec("fp32", choices=("fp32", "bf16", "bf16_weights"), example="bf16")
+    precision: str = spec("fp32", choices=("fp32", "bf16", "bf16_weights", "auto"), example="bf16")
+    device: str = spec("cpu", choices=("cpu", "cuda", "auto"), example="auto")
 
 
 @dataclass(frozen=True, kw_only=True)

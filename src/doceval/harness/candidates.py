@@ -138,6 +138,8 @@ def compute_candidates(
         "index_hash": None if corpus is None else _index_hash(Path(params["paths"]["index"])),
         # Which search produced them (store, exact or HNSW and its parameters): summaries and the report say it.
         "search": _search_of(params),
+        # Which embedder built the index (model, and the precision and device `auto` chose): the summary says it.
+        "embedder": _embedder_of(params) if corpus is not None else None,
         "entries": len(entries),
         # A retriever returning bare ids has no scores: floors and calibration do not apply to it.
         "scored": getattr(retriever, "scored", True) is not False,
@@ -152,6 +154,16 @@ def _search_of(params: Mapping[str, Any]) -> dict[str, Any] | None:
     if params["retriever"].get("name") not in INDEX_RETRIEVERS:
         return None
     return search_record(params.get("store") or {})
+
+
+def _embedder_of(params: Mapping[str, Any]) -> dict[str, Any] | None:
+    if params["retriever"].get("name") not in INDEX_RETRIEVERS:
+        return None
+    manifest = Path(params["paths"]["index"]) / "manifest.json"
+    if not manifest.is_file():
+        return None
+    recorded = json.loads(manifest.read_text())
+    return {"model": recorded.get("model"), **(recorded.get("embedder") or {})}
 
 
 def _index_hash(index_dir: Path) -> str | None:

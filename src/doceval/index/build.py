@@ -4,6 +4,7 @@ library@version."""
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -43,16 +44,16 @@ def build_index(
     with atomic_dir(out_dir) as tmp:
         store = VectorStore(store_cfg, path=tmp / subdir if subdir else None)
         try:
+            total = sum(len(p.chunk_ids) for p in corpus.partitions.values())
+            _announce(embedder, total)
+            # The bar's rate and estimate count chunks embedded (cached ones jump ahead); a terminal only.
             bar = tqdm(
-                total=sum(len(p.chunk_ids) for p in corpus.partitions.values()),
-                desc="index",
-                unit="chunk",
-                disable=not progress,
+                total=total, desc="index", unit="chunk", disable=not progress or not sys.stderr.isatty()
             )
             for pin in corpus.pins:
                 part = corpus.partitions[pin]
                 t0 = time.perf_counter()
-                vectors = embedder.encode(part.texts)
+                vectors = embedder.encode(part.texts, on_progress=bar.update)
                 t1 = time.perf_counter()
                 store.recreate(pin, embedder.dim)
                 store.upsert(pin, part.chunk_ids, part.doc_ids, vectors, texts=part.texts)
@@ -63,12 +64,13 @@ def build_index(
                     raise RuntimeError(
                         f"index: {pin} holds {counts[pin]} points, expected {len(part.chunk_ids)}"
                     )
-                bar.update(len(part.chunk_ids))
             bar.close()
         finally:
             store.close()
         manifest = {
             "model": embedder.fingerprint,
+            # The MiniLM precision and device that ran (after `auto`); null for an API embedder.
+            "embedder": embedder.resolved(),
             "dim": embedder.dim,
             "store": name,
             # Index-time search parameters (null for the qdrant-client stores): part of what the index is.
@@ -84,6 +86,14 @@ def build_index(
         }
         write_json_atomic(tmp / MANIFEST, manifest)
     return manifest
+
+
+def _announce(embedder: CachedEmbedder, total: int) -> None:
+    """One line on stderr before the long part: what embeds the corpus, and how many chunks."""
+    resolved = embedder.resolved()
+    how = f"{resolved['precision']} on {resolved['device']}" if resolved else "an API embedder"
+    print(f"index: {total} chunks with {embedder.fingerprint} ({how}); cached chunks are not embedded again",
+          file=sys.stderr)  # fmt: skip
 
 
 def check_index(

