@@ -12,6 +12,7 @@ from doceval.harness.candidates import CANDIDATES, EXACT, META, CandidateSet, co
 from doceval.inputs.corpus import load_corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.inputs.scope import load_checked_golden
+from doceval.system.retrievers.base import SCORE_DECIMALS
 
 
 def run(params: Mapping[str, Any], progress: bool = True) -> CandidateSet:
@@ -48,6 +49,6 @@ def _write(path: Path, entries: Sequence[GoldenEntry], cands: CandidateSet) -> N
             record = {
                 "id": entry.id,
                 "router": cands.routed[entry.id],
-                "candidates": [[d, round(s, 6)] for d, s in cands.ranked[entry.id]],
+                "candidates": [[d, round(s, SCORE_DECIMALS)] for d, s in cands.ranked[entry.id]],
             }
             fh.write(json.dumps(record) + "\n")
