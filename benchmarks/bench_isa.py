@@ -106,7 +106,7 @@ def _edge_vs_exact() -> str:
         best: dict[str, float] = {}
         for doc, s in zip(part.doc_ids, scores, strict=True):
             best[doc] = max(best.get(doc, -2.0), float(s))
-        exact = sorted(best.items(), key=lambda kv: (-kv[1], kv[0]))[: len(cands[entry.id])]
+        exact = sorted(best.items(), key=lambda kv: (-round(kv[1], 6), kv[0]))[: len(cands[entry.id])]
         compared += 1
         same += [d for d, _ in exact] == [d for d, _ in cands[entry.id]]
         worst = max(
