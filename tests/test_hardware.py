@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
         (CpuCapability("AVX512", True, False, "avx512_core_vnni"), False, "AVX-512"),
         (CpuCapability("AVX512", True, False, "AVX512_CORE_BF16"), True, "AVX-512 BF16"),
         (CpuCapability("AVX512", True, True, "AVX512_CORE_AMX"), True, "AMX"),
+        (CpuCapability("AVX512", True, True, "AVX512_CORE_BF16"), True, "AVX-512 BF16"),  # AMX capped away
     ],
 )
 def test_native_bf16_needs_the_instructions_and_no_cap_below_them(
@@ -76,3 +77,18 @@ def test_fp32_never_warns_and_auto_picks_fp32_where_bf16_is_emulated() -> None:
     assert fp32.returncode == 0 and auto.returncode == 0, fp32.stderr + auto.stderr
     assert "without native bf16" not in fp32.stderr + auto.stderr
     assert fp32.stdout.split()[:2] == ["fp32", "cpu"] and auto.stdout == fp32.stdout  # same cache key too
+
+
+def test_device_check_says_there_is_no_gpu_and_exits_0_on_a_cpu_only_machine() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: device_check.py measures it instead")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "device_check.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("no GPU: torch") and "sees no CUDA device" in proc.stdout

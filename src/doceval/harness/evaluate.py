@@ -463,7 +463,8 @@ def build_summary(
             "corpus_pins": plan.corpus.pins if plan.corpus is not None else None,
         },
         "candidates": {
-            k2: meta.get(k2) for k2 in ("candidates_k", "index_hash", "corpus_hash", "live", "search", "embedder")
+            k2: meta.get(k2)
+            for k2 in ("candidates_k", "index_hash", "corpus_hash", "live", "search", "embedder")
         },
         "corpus_hash": plan.corpus.manifest.get("content_hash") if plan.corpus is not None else None,
         "run_key": setup.key,

@@ -34,7 +34,9 @@ class CpuCapability:
         """The README's class names: AMX, AVX-512 BF16, AVX-512, AVX2, or no vector ISA (default)."""
         if self.isa == "AVX512":
             if self.native_bf16:
-                return "AMX" if self.amx else "AVX-512 BF16"
+                cap = (self.onednn_cap or "").upper()
+                amx = self.amx and (not cap or "AMX" in cap or cap.startswith("AVX10"))
+                return "AMX" if amx else "AVX-512 BF16"
             return "AVX-512"
         return "AVX2" if self.isa == "AVX2" else "default (no AVX2)"
 
