@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 from statistics import NormalDist
 
 from doceval.scoring.special import bdtr, bdtrc, brentq
@@ -77,6 +78,13 @@ def midp(successes: float, n: int, alpha: float = 0.05) -> tuple[float, float]:
     x = int(successes)
     if x != successes:
         raise ValueError(f"midp needs an integer count of successes, got {successes}")
+    return _midp(x, int(n), float(alpha))
+
+
+@lru_cache(maxsize=4096)
+def _midp(x: int, n: int, alpha: float) -> tuple[float, float]:
+    # Cached: the same (x, n) recurs across metrics, breakdowns and sweep points, and each bound takes ~0.7 ms
+    # of pure-Python root finding (SciPy's compiled tails took a third of that, but 0.75 s to import).
     tiny = 1e-15
 
     def pmf(p: float) -> float:
