@@ -93,14 +93,18 @@ def commands(doceval: list[str], url: str, out: Path, store: Path) -> dict[str, 
     return runs
 
 
-def measure(runs: dict[str, list[str]], rounds: int, env: dict[str, str]) -> tuple[dict[str, float], float]:
+def measure(
+    runs: dict[str, list[str]], rounds: int, env: dict[str, str], tmp: Path
+) -> tuple[dict[str, float], float]:
     """Median seconds per command over ``rounds`` round-robin rounds after one warm-up round; and the warm-up
-    of the first tracked command (its store did not exist yet)."""
+    of the first tracked command (its store did not exist yet). Each eval journals into a folder of its own
+    under ``tmp``: a user's changed system is a new run key, never answers resumed from a journal."""
     times: dict[str, list[float]] = {label: [] for label in runs}
     first_store = 0.0
     for i in range(rounds + 1):
-        for label, cmd in runs.items():
-            seconds = timed(cmd, env)
+        for j, (label, cmd) in enumerate(runs.items()):
+            fresh = [f"paths.runs={tmp / 'runs' / f'{i}-{j}'}"] if "eval" in cmd else []
+            seconds = timed([*cmd, *fresh], env)
             if i:
                 times[label].append(seconds)
             elif label.endswith("tracked") and not first_store:
@@ -117,7 +121,7 @@ def main() -> None:
     env.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     with tempfile.TemporaryDirectory(prefix="doceval-inner-loop-") as tmp, http_assistant() as url:
         runs = commands(doceval_command(), url, Path(tmp) / "run.json", Path(tmp) / "mlruns" / "mlflow.db")
-        median, first_store = measure(runs, args.runs, env)
+        median, first_store = measure(runs, args.runs, env, Path(tmp))
     print(f"{ENTRIES} entries, k=3; median of {args.runs} runs after a warm-up; {os.cpu_count()} CPUs")
     print(f"doceval --help: {median['doceval --help']:.2f} s")
     print(f"{'system':20s} {'--no-track':>10s} {'tracked':>9s} {'tracking adds':>14s} {'per entry':>10s}")

@@ -83,7 +83,8 @@ def assistant_url() -> Iterator[str]:
     ids=["retriever=function", "agent=function"],
 )
 def test_a_no_track_eval_imports_no_heavy_library(tmp_path: Path, system: list[str]) -> None:
-    modules = loaded_modules(tmp_path, *EVAL, "--output", str(tmp_path / "run.json"), *system, "k=3")
+    modules = loaded_modules(tmp_path, *EVAL, "--output", str(tmp_path / "run.json"), *system, "k=3",
+                             f"paths.runs={tmp_path / 'runs'}")  # fmt: skip
     assert "doceval.scoring.aggregate" in modules  # it did score
     assert heavy(modules) == []
 
@@ -92,7 +93,7 @@ def test_a_no_track_eval_of_an_http_assistant_imports_no_heavy_library(
     tmp_path: Path, assistant_url: str
 ) -> None:
     modules = loaded_modules(tmp_path, *EVAL, "--output", str(tmp_path / "run.json"), "agent=http",
-                             f"agent.url={assistant_url}", "k=3")  # fmt: skip
+                             f"agent.url={assistant_url}", "k=3", f"paths.runs={tmp_path / 'runs'}")  # fmt: skip
     assert "doceval.harness.agent_http" in modules
     assert heavy(modules) == []
 
