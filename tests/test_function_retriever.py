@@ -339,8 +339,15 @@ def test_distributions_of_one_name_equals_the_full_scan(
 ) -> None:
     """distributions_of(top) reads only what can name ``top`` (issue 26: the full scan was 0.4 s of a 10-entry
     eval) and must still give packages_distributions()'s answer: declared top_level.txt, or names inferred from
-    RECORD (dist-info) or SOURCES.txt (egg-info), for installed distributions and for these three."""
+    RECORD (dist-info) or SOURCES.txt (egg-info), for installed distributions and for these three. Their listed
+    files exist, as an installed package's do: once a library has imported the importlib_metadata backport,
+    discovery goes through it, and it skips listed files that are missing."""
     from importlib import metadata
+
+    for listed in ("solo_mod.py", "pkg_inf/__init__.py", "pkg_inf/data.txt", "odd,name/x.py", "egg_mod/core.py",
+                   "setup.py"):  # fmt: skip
+        (tmp_path / listed).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / listed).write_text("")
 
     (tmp_path / "inferred-1.0.dist-info").mkdir()
     (tmp_path / "inferred-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: inferred\n")

@@ -104,22 +104,30 @@ def distributions_of(top: str) -> tuple[str, ...]:
 
 def _infers(dist: metadata.Distribution, top: str) -> bool:
     """Whether ``top`` is among the names Python 3.11's ``_top_level_inferred(dist)`` gives: the first part of
-    each .py path in RECORD (or SOURCES.txt, each line quoted), read as ``Distribution.files`` reads them; a
-    path is only built for rows that contain ``top``."""
+    each .py path in ``dist.files``. That list is built only when a row of RECORD (or, without one, the text of
+    SOURCES.txt or installed-files.txt) could name ``top``; building it for every distribution was the cost."""
     record = dist.read_text("RECORD")
-    text = record or dist.read_text("SOURCES.txt") or ""
-    if top not in text:
+    if record:
+        if top not in record or not any(_names(row, top) for row in csv.reader(record.splitlines())):
+            return False
+    elif top not in (dist.read_text("SOURCES.txt") or "") + (dist.read_text("installed-files.txt") or ""):
         return False
-    lines = record.splitlines() if record else [f'"{line}"' for line in text.splitlines()]
-    for row in csv.reader(lines):
-        if not row or top not in row[0]:
-            continue
-        path = PurePosixPath(row[0])
-        if path.suffix != ".py":
-            continue
-        if (path.parts[0] if len(path.parts) > 1 else path.with_suffix("").name) == top:
-            return True
-    return False
+    # The answer itself comes from Distribution.files, as packages_distributions() gets it (the importlib_metadata
+    # backport, once a library has imported it, also drops listed files that are missing on disk).
+    files = dist.files or []
+    return top in {
+        f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name for f in files if f.suffix == ".py"
+    }
+
+
+def _names(row: list[str], top: str) -> bool:
+    """Whether one RECORD row is a .py file whose first path part (or module name) is ``top``."""
+    if not row or top not in row[0]:
+        return False
+    path = PurePosixPath(row[0])
+    return (
+        path.suffix == ".py" and (path.parts[0] if len(path.parts) > 1 else path.with_suffix("").name) == top
+    )
 
 
 def provenance_of(obj: Any) -> dict[str, Any]:
