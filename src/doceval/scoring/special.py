@@ -11,9 +11,10 @@ algorithms, operation for operation, so every summary keeps the exact floats it 
 - :func:`brentq`: ``scipy.optimize.brentq`` (C. Harris' C routine): Brent's method with inverse quadratic
   extrapolation, the same steps, tolerances and defaults.
 
-Python floats are IEEE doubles and ``math.log``/``exp``/``pow``/``log1p``/``expm1`` call the same C library
-SciPy calls, so the results are equal to the last bit; ``tests/test_special.py`` checks that against the
-installed SciPy on thousands of arguments. Only positive shape parameters are supported (the binomial needs
+Python floats are IEEE doubles and ``math.log``/``exp``/``pow``/``log1p`` call the same C library SciPy calls
+(``expm1`` is Cephes' own, here as there), so the results are equal to the last bit; ``tests/test_special.py``
+checks that against the installed SciPy on thousands of arguments (a SciPy built to fuse multiply-adds could
+differ in the last bit; that test would say so). Only positive shape parameters are supported (the binomial needs
 no more), and a domain error is a ValueError instead of a NaN.
 """
 
