@@ -32,6 +32,10 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
         ("LLM calls against a local server with 100 ms latency", ["bench_llm.py"]),
         ("Eval throughput through the whole harness", ["bench_eval.py"]),
         (
+            "Inner loop: a 10-entry `doceval eval`, --no-track and tracked, three systems that answer at once",
+            ["bench_inner_loop.py", *(["--runs", "3"] if quick else [])],
+        ),
+        (
             "MLflow traces: what per-entry traces add to logging a 10,000-entry run",
             ["bench_traces.py", *(["--entries", "2000"] if quick else [])],
         ),

@@ -7,6 +7,7 @@ import hashlib
 import importlib
 import math
 import os
+import random
 import sys
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 import doceval.system.retrievers as registry
-from doceval.common.targets import load_target, provenance_of
+from doceval.common.targets import distributions_of, load_target, provenance_of
 from doceval.config.compose import compose, validate_config
 from doceval.errors import UsageError
 from doceval.system.retrievers import Resources, Retriever, make_retriever, register_retriever
@@ -331,6 +332,44 @@ def test_code_from_an_installed_distribution_records_its_name_and_version() -> N
     found = provenance_of(yaml.safe_load)
     assert found["distribution"] == "PyYAML" and found["distribution_version"] == yaml.__version__
     assert found["module"] == "yaml" and found["source_sha256"]
+
+
+def test_distributions_of_one_name_equals_the_full_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """distributions_of(top) reads only what can name ``top`` (issue 26: the full scan was 0.4 s of a 10-entry
+    eval) and must still give packages_distributions()'s answer: declared top_level.txt, or names inferred from
+    RECORD (dist-info) or SOURCES.txt (egg-info), for installed distributions and for these three. Their listed
+    files exist, as an installed package's do: once a library has imported the importlib_metadata backport,
+    discovery goes through it, and it skips listed files that are missing."""
+    from importlib import metadata
+
+    for listed in ("solo_mod.py", "pkg_inf/__init__.py", "pkg_inf/data.txt", "odd,name/x.py", "egg_mod/core.py",
+                   "setup.py"):  # fmt: skip
+        (tmp_path / listed).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / listed).write_text("")
+
+    (tmp_path / "inferred-1.0.dist-info").mkdir()
+    (tmp_path / "inferred-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: inferred\n")
+    (tmp_path / "inferred-1.0.dist-info" / "RECORD").write_text(
+        'solo_mod.py,,\npkg_inf/__init__.py,,\npkg_inf/data.txt,,\n"odd,name/x.py",,\n'
+    )
+    (tmp_path / "declared-2.0.dist-info").mkdir()
+    (tmp_path / "declared-2.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: declared\n")
+    (tmp_path / "declared-2.0.dist-info" / "top_level.txt").write_text("pkg_dec\npkg_dec\n")
+    (tmp_path / "declared-2.0.dist-info" / "RECORD").write_text("solo_mod.py,,\n")  # declared wins
+    (tmp_path / "egg.egg-info").mkdir()
+    (tmp_path / "egg.egg-info" / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: egg\n")
+    (tmp_path / "egg.egg-info" / "SOURCES.txt").write_text("egg_mod/core.py\nsetup.py\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    full = metadata.packages_distributions()
+    names = sorted(full)
+    sample = random.Random(26).sample(names, min(40, len(names)))
+    mine = ["solo_mod", "pkg_inf", "pkg_dec", "egg_mod", "setup", "odd,name", "data", "examples", "yaml"]
+    for top in [*mine, *sample, "tests", "test", "py", "src", "no_such_module_anywhere"]:
+        distributions_of.cache_clear()
+        assert distributions_of(top) == tuple(full.get(top, ())), top
+    assert distributions_of("pkg_dec") == ("declared", "declared") and distributions_of("egg_mod") == ("egg",)
 
 
 def test_from_callable_needs_no_module_and_no_corpus() -> None:

@@ -3,6 +3,7 @@ from, so a run records which code it evaluated (a user retriever, an agent adapt
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import importlib
 import inspect
@@ -11,7 +12,7 @@ import re
 import sys
 from functools import lru_cache
 from importlib import metadata
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from doceval.common.io import sha256_file
@@ -81,10 +82,52 @@ def load_target(target: str, what: str) -> Any:
     return found
 
 
-@lru_cache(maxsize=1)
-def _distributions() -> dict[str, list[str]]:
-    # Scans every installed distribution's metadata once per process (a few hundred ms on a big venv).
-    return dict(metadata.packages_distributions())
+@lru_cache(maxsize=64)
+def distributions_of(top: str) -> tuple[str, ...]:
+    """The installed distributions providing top-level module ``top``: exactly
+    ``importlib.metadata.packages_distributions().get(top)`` (Python 3.11's rules: a declared top_level.txt,
+    else the first part of each .py file in RECORD or SOURCES.txt), in the same order.
+
+    That call parses every distribution's metadata and file list (~0.4 s on a big venv, a quarter of a
+    ten-entry ``doceval eval``; issue 26). Here a distribution whose file lists do not even contain the text
+    ``top`` is skipped after one read: each name those rules can yield is a substring of one of those files.
+    """
+    found: list[str] = []
+    for dist in metadata.distributions():
+        declared = (dist.read_text("top_level.txt") or "").split()
+        # A name declared twice is listed twice, as there.
+        times = declared.count(top) if declared else int(_infers(dist, top))
+        if times:  # parsing the metadata is the slow part: only for the few that match
+            found += [dist.metadata["Name"]] * times
+    return tuple(found)
+
+
+def _infers(dist: metadata.Distribution, top: str) -> bool:
+    """Whether ``top`` is among the names Python 3.11's ``_top_level_inferred(dist)`` gives: the first part of
+    each .py path in ``dist.files``. That list is built only when a row of RECORD (or, without one, the text of
+    SOURCES.txt or installed-files.txt) could name ``top``; building it for every distribution was the cost."""
+    record = dist.read_text("RECORD")
+    if record:
+        if top not in record or not any(_names(row, top) for row in csv.reader(record.splitlines())):
+            return False
+    elif top not in (dist.read_text("SOURCES.txt") or "") + (dist.read_text("installed-files.txt") or ""):
+        return False
+    # The answer itself comes from Distribution.files, as packages_distributions() gets it (the importlib_metadata
+    # backport, once a library has imported it, also drops listed files that are missing on disk).
+    files = dist.files or []
+    return top in {
+        f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name for f in files if f.suffix == ".py"
+    }
+
+
+def _names(row: list[str], top: str) -> bool:
+    """Whether one RECORD row is a .py file whose first path part (or module name) is ``top``."""
+    if not row or top not in row[0]:
+        return False
+    path = PurePosixPath(row[0])
+    return (
+        path.suffix == ".py" and (path.parts[0] if len(path.parts) > 1 else path.with_suffix("").name) == top
+    )
 
 
 def provenance_of(obj: Any) -> dict[str, Any]:
@@ -116,7 +159,7 @@ def provenance_of(obj: Any) -> dict[str, Any]:
         if text is not None:
             out["source_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
     top = str(out["module"] or "").split(".")[0]
-    dists = _distributions().get(top) if top else None
+    dists = distributions_of(top) if top else None
     if dists:
         out["distribution"] = dists[0]
         try:

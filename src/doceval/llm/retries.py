@@ -10,8 +10,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-import openai
-
 from doceval.common import retry
 from doceval.common.retry import RetryPolicy
 from doceval.llm.errors import LLMError, _Malformed, redact
@@ -23,6 +21,8 @@ T = TypeVar("T")
 
 def _classify(exc: BaseException) -> tuple[str, int | None] | None:
     """(kind, status) for retryable failures, None for failures a retry cannot fix."""
+    import openai  # lazy: start-up budget (issue 26); loaded by the client that raised, so free here
+
     if isinstance(exc, openai.APITimeoutError):
         return "timeout", None
     if isinstance(exc, openai.APIConnectionError):
@@ -40,6 +40,8 @@ def _classify(exc: BaseException) -> tuple[str, int | None] | None:
 
 
 def _retry_after(exc: BaseException) -> float | None:
+    import openai  # lazy: start-up budget (issue 26)
+
     if not isinstance(exc, openai.APIStatusError):
         return None
     value = exc.response.headers.get("retry-after")
@@ -69,6 +71,8 @@ def call_with_retries(
 
     Raises :class:`LLMError` (redacted) when retries run out or the error is one a retry cannot fix.
     """
+    import openai  # lazy: start-up budget (issue 26); a model call has loaded it by now
+
     attempts = 0
 
     def counted() -> None:

@@ -7,7 +7,8 @@ to a point when every entry agrees). docs/design.md section 4.3 states which met
 
 - :func:`midp`: the mid-P interval (Clopper-Pearson with half the probability of the observed count; Lancaster
   1961, Berry and Armitage 1995): the default, the one whose exact coverage meets the targets of the benchmark
-  on every window of rates and sizes.
+  on every window of rates and sizes. Its binomial tails and root finder are :mod:`doceval.scoring.special`'s
+  pure-Python ones, equal to SciPy's to the last bit: scoring starts without importing SciPy (issue 26).
 - :func:`wilson`: Wilson (1927) score interval; :func:`jeffreys`: the equal-tailed Beta(x + 1/2, n - x + 1/2)
   interval, with the bound at 0 (1) when x = 0 (x = n) (Brown, Cai and DasGupta 2001).
 - :func:`newcombe_paired`: Newcombe's (1998) square-and-add interval for the difference of two paired
@@ -19,7 +20,10 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from functools import lru_cache
 from statistics import NormalDist
+
+from doceval.scoring.special import bdtr, bdtrc, brentq
 
 __all__ = ["jeffreys", "mcnemar_exact_p", "midp", "newcombe_paired", "normal_quantile", "wilson"]
 
@@ -55,6 +59,8 @@ def wilson(successes: float, n: int, alpha: float = 0.05) -> tuple[float, float]
 def jeffreys(successes: float, n: int, alpha: float = 0.05) -> tuple[float, float]:
     """Jeffreys interval: the alpha/2 and 1 - alpha/2 quantiles of Beta(x + 1/2, n - x + 1/2), with the lower
     bound 0 when x = 0 and the upper bound 1 when x = n."""
+    # lazy: start-up budget (issue 26): scipy.special costs ~0.25 s to import, and only intervals.binary=jeffreys
+    # needs it; its betaincinv is Boost's ibeta_inv, too large to reproduce to the last bit here.
     from scipy.special import betaincinv
 
     _check(successes, n, alpha)
@@ -68,26 +74,30 @@ def midp(successes: float, n: int, alpha: float = 0.05) -> tuple[float, float]:
     """Mid-P interval for ``successes / n`` (an integer count): the lower bound L solves
     P(X > x) + P(X = x) / 2 = alpha / 2 under Binomial(n, L), the upper bound U solves
     P(X < x) + P(X = x) / 2 = alpha / 2; L = 0 when x = 0 and U = 1 when x = n."""
-    from scipy.optimize import brentq
-    from scipy.special import bdtr, bdtrc  # binomial cdf and survival function, as fast ufuncs
-
     _check(successes, n, alpha)
     x = int(successes)
     if x != successes:
         raise ValueError(f"midp needs an integer count of successes, got {successes}")
+    return _midp(x, int(n), float(alpha))
+
+
+@lru_cache(maxsize=4096)
+def _midp(x: int, n: int, alpha: float) -> tuple[float, float]:
+    # Cached: the same (x, n) recurs across metrics, breakdowns and sweep points, and each bound takes ~0.7 ms
+    # of pure-Python root finding (SciPy's compiled tails took a third of that, but 0.75 s to import).
     tiny = 1e-15
 
     def pmf(p: float) -> float:
-        return float(bdtr(x, n, p)) - (float(bdtr(x - 1, n, p)) if x > 0 else 0.0)
+        return bdtr(x, n, p) - (bdtr(x - 1, n, p) if x > 0 else 0.0)
 
     def above(p: float) -> float:  # P(X > x) + P(X = x) / 2, increasing in p
-        return float(bdtrc(x, n, p)) + 0.5 * pmf(p) - alpha / 2.0
+        return bdtrc(x, n, p) + 0.5 * pmf(p) - alpha / 2.0
 
     def below(p: float) -> float:  # P(X < x) + P(X = x) / 2, decreasing in p
-        return (float(bdtr(x - 1, n, p)) if x > 0 else 0.0) + 0.5 * pmf(p) - alpha / 2.0
+        return (bdtr(x - 1, n, p) if x > 0 else 0.0) + 0.5 * pmf(p) - alpha / 2.0
 
-    lo = 0.0 if x == 0 else float(brentq(above, tiny, 1.0 - tiny, xtol=1e-14))
-    hi = 1.0 if x == n else float(brentq(below, tiny, 1.0 - tiny, xtol=1e-14))
+    lo = 0.0 if x == 0 else brentq(above, tiny, 1.0 - tiny, xtol=1e-14)
+    hi = 1.0 if x == n else brentq(below, tiny, 1.0 - tiny, xtol=1e-14)
     return lo, hi
 
 

@@ -36,7 +36,13 @@ from doceval.tracking.shaping import (
     entries_csv,
     sanitize_key,
 )
-from doceval.tracking.store import _client, _experiment_id, check_artifact_location, ensure_store
+from doceval.tracking.store import (
+    _client,
+    _experiment_id,
+    check_artifact_location,
+    ensure_store,
+    import_mlflow,
+)
 from doceval.tracking.uris import check_reachable, experiment_name
 
 if TYPE_CHECKING:
@@ -143,6 +149,7 @@ def log_run(
     folder) in ``artifacts`` under its key's name. With ``traces``, every entry is also a trace of the run
     (:mod:`doceval.tracking.traces`; ``doc_texts`` fills the retrieved documents' content) and the golden
     set an evaluation dataset of the experiment."""
+    import_mlflow(uri)
     from mlflow.entities import Metric, Param
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
