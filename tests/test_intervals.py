@@ -330,3 +330,33 @@ def test_eval_cli_rejects_an_unknown_interval_method(tmp_path: Path, monkeypatch
     monkeypatch.chdir(tmp_path)
     assert main(["eval", "--no-track", "--quiet", "--output", "out.json", "intervals.binary=wald"]) == 2
     assert not (tmp_path / "out.json").exists()
+
+
+def test_midp_roots_are_scipys_brentq_to_the_last_bit() -> None:
+    """The mid-P bounds use SciPy's compiled brentq loaded from its file (no scipy.optimize import at start-up);
+    the public scipy.optimize.brentq gives the very same floats on every (x, n) up to 60 and random larger ones."""
+    import random
+
+    from scipy.optimize import brentq
+    from scipy.special import bdtr, bdtrc
+
+    from doceval.scoring import proportions
+
+    loaded = proportions._brentq()
+    pairs = [(x, n) for n in range(1, 61) for x in range(n + 1)]
+    rng = random.Random(0)
+    pairs += [(rng.randint(0, n), n) for n in (rng.randint(61, 2000) for _ in range(300))]
+    checked = 0
+    for x, n in pairs:
+        if x == 0:
+            continue
+
+        def above(p: float, x: int = x, n: int = n) -> float:
+            pmf = float(bdtr(x, n, p)) - float(bdtr(x - 1, n, p))
+            return float(bdtrc(x, n, p)) + 0.5 * pmf - 0.025
+
+        ours = loaded(above, 1e-15, 1.0 - 1e-15, 1e-14)
+        assert ours == brentq(above, 1e-15, 1.0 - 1e-15, xtol=1e-14), (x, n)
+        assert proportions.midp(x, n)[0] == ours
+        checked += 1
+    assert checked > 1800

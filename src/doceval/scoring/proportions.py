@@ -7,8 +7,8 @@ to a point when every entry agrees). docs/design.md section 4.3 states which met
 
 - :func:`midp`: the mid-P interval (Clopper-Pearson with half the probability of the observed count; Lancaster
   1961, Berry and Armitage 1995): the default, the one whose exact coverage meets the targets of the benchmark
-  on every window of rates and sizes. Its binomial tails and root finder are :mod:`doceval.scoring.special`'s
-  pure-Python ones, equal to SciPy's to the last bit: scoring starts without importing SciPy (issue 26).
+  on every window of rates and sizes. Its binomial tails are SciPy's ``bdtr``/``bdtrc`` and its root finder
+  SciPy's compiled ``brentq``, reached without importing ``scipy.optimize`` (see :func:`_brentq`).
 - :func:`wilson`: Wilson (1927) score interval; :func:`jeffreys`: the equal-tailed Beta(x + 1/2, n - x + 1/2)
   interval, with the bound at 0 (1) when x = 0 (x = n) (Brown, Cai and DasGupta 2001).
 - :func:`newcombe_paired`: Newcombe's (1998) square-and-add interval for the difference of two paired
@@ -19,11 +19,11 @@ to a point when every entry agrees). docs/design.md section 4.3 states which met
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable
 from fractions import Fraction
 from functools import lru_cache
 from statistics import NormalDist
-
-from doceval.scoring.special import bdtr, bdtrc, brentq
 
 __all__ = ["jeffreys", "mcnemar_exact_p", "midp", "newcombe_paired", "normal_quantile", "wilson"]
 
@@ -83,22 +83,59 @@ def midp(successes: float, n: int, alpha: float = 0.05) -> tuple[float, float]:
 
 @lru_cache(maxsize=4096)
 def _midp(x: int, n: int, alpha: float) -> tuple[float, float]:
-    # Cached: the same (x, n) recurs across metrics, breakdowns and sweep points, and each bound takes ~0.7 ms
-    # of pure-Python root finding (SciPy's compiled tails took a third of that, but 0.75 s to import).
+    # Cached: the same (x, n) recurs across metrics, breakdowns and sweep points.
+    # lazy: start-up budget (issue 26): scipy.special costs ~0.25 s to import, only when an interval is computed.
+    from scipy.special import bdtr, bdtrc  # binomial cdf and survival function, as fast ufuncs
+
+    brentq = _brentq()
     tiny = 1e-15
 
     def pmf(p: float) -> float:
-        return bdtr(x, n, p) - (bdtr(x - 1, n, p) if x > 0 else 0.0)
+        return float(bdtr(x, n, p)) - (float(bdtr(x - 1, n, p)) if x > 0 else 0.0)
 
     def above(p: float) -> float:  # P(X > x) + P(X = x) / 2, increasing in p
-        return bdtrc(x, n, p) + 0.5 * pmf(p) - alpha / 2.0
+        return float(bdtrc(x, n, p)) + 0.5 * pmf(p) - alpha / 2.0
 
     def below(p: float) -> float:  # P(X < x) + P(X = x) / 2, decreasing in p
-        return (bdtr(x - 1, n, p) if x > 0 else 0.0) + 0.5 * pmf(p) - alpha / 2.0
+        return (float(bdtr(x - 1, n, p)) if x > 0 else 0.0) + 0.5 * pmf(p) - alpha / 2.0
 
-    lo = 0.0 if x == 0 else brentq(above, tiny, 1.0 - tiny, xtol=1e-14)
-    hi = 1.0 if x == n else brentq(below, tiny, 1.0 - tiny, xtol=1e-14)
+    lo = 0.0 if x == 0 else float(brentq(above, tiny, 1.0 - tiny, 1e-14))
+    hi = 1.0 if x == n else float(brentq(below, tiny, 1.0 - tiny, 1e-14))
     return lo, hi
+
+
+# scipy.optimize.brentq's own defaults (rtol = 4 * machine epsilon, 100 iterations).
+_BRENT_RTOL, _BRENT_MAXITER = 4 * 2.220446049250313e-16, 100
+
+
+@lru_cache(maxsize=1)
+def _brentq() -> Callable[[Callable[[float], float], float, float, float], float]:
+    """SciPy's compiled Brent root finder (the C routine ``scipy.optimize.brentq`` calls, same arguments, same
+    floats) without importing ``scipy.optimize``, whose package import costs ~0.5 s of a ten-entry eval's start-up
+    (issue 26): its extension module is loaded from its file. Where that fails (another SciPy layout), the public
+    function; tests/test_intervals.py checks both give the same roots."""
+    import importlib.machinery
+    import importlib.util
+
+    import scipy
+
+    try:
+        name = "scipy.optimize._zeros"
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = f"{scipy.__path__[0]}/optimize/_zeros{suffix}"
+            spec = importlib.util.spec_from_file_location(name, path)
+            if spec is not None and spec.loader is not None and os.path.isfile(path):
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+                c_brentq = module._brentq
+                return lambda f, a, b, xtol: float(
+                    c_brentq(f, a, b, xtol, _BRENT_RTOL, _BRENT_MAXITER, (), False, True)
+                )
+    except (ImportError, AttributeError, OSError):
+        pass
+    from scipy.optimize import brentq
+
+    return lambda f, a, b, xtol: float(brentq(f, a, b, xtol=xtol))
 
 
 def newcombe_paired(
