@@ -58,8 +58,21 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
         runs.append(
             ("BEIR SciFact (test): nDCG@10 vs published, parity with trec_eval", ["beir.py", str(scifact)])
         )
+    runs += [
+        (
+            "MiniLM encode per precision on each CPU class (AVX2, AVX-512, AVX-512 BF16, AMX), fp32 knobs",
+            ["bench_embed_isa.py", *(["--rounds", "1"] if quick else [])],
+        ),
+        ("Stage start-up: wall time, needed imports and the rest, per DVC stage", ["bench_stage_startup.py"]),
+    ]
     if not quick:
         runs.append(("dvc repro from a clean clone, stage by stage", ["bench_repro.py"]))
+        runs.append(
+            (
+                "dvc repro from a clean clone, stage by stage, as an AVX2-only CPU",
+                ["bench_repro.py", "--isa", "avx2"],
+            )
+        )
     return runs
 
 
