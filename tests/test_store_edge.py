@@ -441,7 +441,8 @@ def test_every_minilm_embedder_option_indexes_and_retrieves_from_the_cli(project
     assert main(["eval", "--split", "test", "--no-track", "--quiet", "--output", "out.json", "floors=zero",
                  "golden=data/golden/v2.jsonl", f"embedder={option}", "tracking.enabled=false"]) == 0  # fmt: skip
     summary = json.loads((project / "out.json").read_text())
-    assert summary["config"]["candidates"]["embedder"] == meta["embedder"]  # what `auto` chose, in the summary
+    # What `auto` chose, in the summary too.
+    assert summary["config"]["candidates"]["embedder"] == meta["embedder"]
     other = {**shipped, "precision": "fp32" if precision != "fp32" else "bf16_weights"}
     (project / "params.yaml").write_text(yaml.safe_dump({**params, "embedder": other}, sort_keys=False))
     assert main(["retrieve", "--params", "params.yaml", "--quiet"]) == 2
