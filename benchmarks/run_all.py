@@ -61,7 +61,7 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
     runs += [
         (
             "MiniLM encode per precision on each CPU class (AVX2, AVX-512, AVX-512 BF16, AMX), fp32 knobs",
-            ["bench_embed_isa.py", *(["--rounds", "1"] if quick else [])],
+            ["bench_embed_isa.py", "--sample", "200", "--rounds", "1" if quick else "2"],
         ),
         ("Stage start-up: wall time, needed imports and the rest, per DVC stage", ["bench_stage_startup.py"]),
     ]
