@@ -34,9 +34,8 @@ class Embedder(Protocol):
 # autocast; bf16_weights: the weights themselves cast to bf16 once; auto: bf16_weights where bf16 is native, else
 # fp32 (what it chose is in the fingerprint, hence the manifest and the summary).
 PRECISIONS = ("fp32", "bf16", "bf16_weights", "auto")
-DEVICES = ("cpu", "cuda", "auto")
-# The README's measured slowdown of emulated bf16 (benchmark section, "Embedding speed per CPU class").
-EMULATED_BF16_SLOWDOWN = "bf16_weights 4x and bf16 autocast 5x slower than fp32 on an AVX2-only AMD EPYC"
+# The measured slowdown of emulated bf16 (README, "The same headline on every CPU": speed per CPU class).
+EMULATED_BF16_SLOWDOWN = "3-4x (bf16 weights) and 4.4-5.5x (bf16 autocast) slower than fp32 on AVX2-only CPUs"
 
 
 class MiniLMEmbedder:
@@ -147,7 +146,7 @@ def _warn_if_emulated(precision: str, device: str) -> None:
     if not cpu.native_bf16:
         log.warning(
             "embedder.precision=%s on a CPU without native bf16 (%s): bf16 is emulated here, measured %s "
-            "(README, benchmark section); embedder=minilm (fp32) is the fast and portable choice",
+            '(README, "The same headline on every CPU"); embedder=minilm (fp32) is the fast and portable choice',
             precision,
             cpu.describe(),
             EMULATED_BF16_SLOWDOWN,
@@ -345,6 +344,9 @@ class CachedEmbedder:
         tick(len(texts) - len(todo))
         if todo:
             text_of = dict(zip(keys, texts, strict=True))
+            # Length buckets: the embedder sorts each slice by length and pads each batch to its longest text;
+            # sorting all the misses first makes every batch hold texts of near-equal length (less padding).
+            todo.sort(key=lambda key: (-len(text_of[key]), key))
             from tqdm import tqdm
 
             bar = tqdm(total=len(todo), desc="embed", unit="text", disable=not progress)
