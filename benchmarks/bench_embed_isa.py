@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-VARIANTS = {"fp32": 64, "bf16": 64, "bf16_weights": 16}  # precision -> conf/embedder batch size
+VARIANTS = {"fp32": 16, "bf16": 64, "bf16_weights": 16}  # precision -> conf/embedder batch size
 CLASSES = {
     "AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
     "AVX-512": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"},

@@ -29,7 +29,7 @@ from doceval.scoring.metrics import build_matrix, retrieval_scores
 
 METRICS = ("hit_rate", "recall", "mrr", "ndcg")
 # precision -> batch size, as in conf/embedder/minilm*.yaml
-VARIANTS = {"fp32": 64, "bf16": 64, "bf16_weights": 16}
+VARIANTS = {"fp32": 16, "bf16": 64, "bf16_weights": 16}
 
 
 def _search(
