@@ -21,14 +21,15 @@ import sys
 import time
 from pathlib import Path
 
+from doceval.index.hardware import ISA_CAPS, capped_env
+
 VARIANTS = {"fp32": 16, "bf16": 64, "bf16_weights": 16}  # precision -> conf/embedder batch size
 CLASSES = {
-    "AVX2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "AVX2": ISA_CAPS["avx2"],
     "AVX-512": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"},
     "AVX-512 BF16": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"},
     "AMX": {},
 }  # fmt: skip
-CAP_KEYS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 
 
 def _sample(n: int) -> list[str]:
@@ -105,8 +106,7 @@ def main() -> int:
         if order.index(name) > order.index(best.machine_class):
             print(f"| {name} | not measured here | | | |")
             continue
-        env = {k: v for k, v in os.environ.items() if k not in CAP_KEYS}
-        env.update(CLASSES[name])
+        env = capped_env(CLASSES[name])
         out = subprocess.run(
             [sys.executable, __file__, "--worker", "--sample", str(args.sample), "--rounds", str(args.rounds)],
             env=env, capture_output=True, text=True, check=True,

@@ -29,17 +29,9 @@ from pathlib import Path
 
 import yaml
 
+from doceval.index.hardware import ISA_CAPS, capped_env
+
 ROOT = Path(__file__).resolve().parents[1]
-# What each --isa sets: torch's own kernels, oneDNN's and MKL's dispatch, all lowered together.
-ISA_ENV = {
-    "default": {
-        "ATEN_CPU_CAPABILITY": "default",
-        "ONEDNN_MAX_CPU_ISA": "SSE41",
-        "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
-    },
-    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
-    "best": {},
-}
 SAVED = (
     "eval/metrics.json",
     "data/runs/candidates",
@@ -48,18 +40,10 @@ SAVED = (
 )
 
 
-def isa_env(isa: str, threads: int | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ISA_ENV["default"]}
-    env.update(ISA_ENV[isa])
-    if threads:
-        env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
-    return env
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the clone (its path is printed)")
-    parser.add_argument("--isa", choices=sorted(ISA_ENV), default="best", help="instruction-set cap")
+    parser.add_argument("--isa", choices=sorted(ISA_CAPS), default="best", help="instruction-set cap")
     parser.add_argument("--threads", type=int, default=None, help="OMP/MKL threads (default: torch's)")
     parser.add_argument("--save", type=Path, default=None, help="copy the outputs bench_isa.py compares here")
     args = parser.parse_args()
@@ -67,7 +51,7 @@ def main() -> None:
     clone = work / "clone"
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     env = {
-        **isa_env(args.isa, args.threads),
+        **capped_env(ISA_CAPS[args.isa], args.threads),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         "PYTHONPATH": str(clone / "src"),
         "HF_HUB_OFFLINE": "1",

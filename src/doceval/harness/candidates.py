@@ -127,6 +127,7 @@ def compute_candidates(
         with open_retriever(params, corpus) as retriever:
             ranked, routed = retrieve_all(entries, retriever, corpus, depth, progress)
     describe = getattr(retriever, "describe", None)
+    index = None if corpus is None else _index_manifest(Path(params["paths"]["index"]))
     meta = {
         "retriever": dict(params["retriever"]),
         "retriever_fingerprint": retriever_fingerprint(params["retriever"]),
@@ -135,11 +136,11 @@ def compute_candidates(
         "golden": str(golden_path),
         "golden_md5": golden_md5,
         "corpus_hash": None if corpus is None else corpus.manifest["content_hash"],
-        "index_hash": None if corpus is None else _index_hash(Path(params["paths"]["index"])),
+        "index_hash": None if index is None else str(index.get("content_hash")),
         # Which search produced them (store, exact or HNSW and its parameters): summaries and the report say it.
         "search": _search_of(params),
         # Which embedder built the index (model, and the precision and device `auto` chose): the summary says it.
-        "embedder": _embedder_of(params) if corpus is not None else None,
+        "embedder": _embedder_of(params, index),
         "entries": len(entries),
         # A retriever returning bare ids has no scores: floors and calibration do not apply to it.
         "scored": getattr(retriever, "scored", True) is not False,
@@ -156,21 +157,18 @@ def _search_of(params: Mapping[str, Any]) -> dict[str, Any] | None:
     return search_record(params.get("store") or {})
 
 
-def _embedder_of(params: Mapping[str, Any]) -> dict[str, Any] | None:
-    if params["retriever"].get("name") not in INDEX_RETRIEVERS:
+def _embedder_of(params: Mapping[str, Any], index: dict[str, Any] | None) -> dict[str, Any] | None:
+    if index is None or params["retriever"].get("name") not in INDEX_RETRIEVERS:
         return None
-    manifest = Path(params["paths"]["index"]) / "manifest.json"
-    if not manifest.is_file():
-        return None
-    recorded = json.loads(manifest.read_text())
-    return {"model": recorded.get("model"), **(recorded.get("embedder") or {})}
+    return {"model": index.get("model"), **(index.get("embedder") or {})}
 
 
-def _index_hash(index_dir: Path) -> str | None:
+def _index_manifest(index_dir: Path) -> dict[str, Any] | None:
     manifest = index_dir / "manifest.json"
     if not manifest.is_file():
         return None
-    return str(json.loads(manifest.read_text()).get("content_hash"))
+    recorded: dict[str, Any] = json.loads(manifest.read_text())
+    return recorded
 
 
 def load_candidates(runs_dir: Path, name: str = CANDIDATES) -> CandidateSet:

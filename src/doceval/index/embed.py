@@ -46,7 +46,6 @@ class MiniLMEmbedder:
             raise UsageError(f"embedder.precision={precision!r}: choose one of {', '.join(PRECISIONS)}")
         from doceval.index.hardware import resolve_device, resolve_precision
 
-        self.requested = {"precision": precision, "device": device}
         self.device = resolve_device(device)
         self.precision = resolve_precision(precision, self.device)
         _warn_if_emulated(self.precision, self.device)

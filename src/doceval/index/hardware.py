@@ -11,6 +11,30 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+# What makes a better x86-64 CPU behave like a lesser one for torch's own kernels, oneDNN's and MKL's (each only
+# ever lowers the ISA): the cross-ISA benchmarks and tests/test_portable.py run under these.
+ISA_CAPS: dict[str, dict[str, str]] = {
+    "default": {
+        "ATEN_CPU_CAPABILITY": "default",
+        "ONEDNN_MAX_CPU_ISA": "SSE41",
+        "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+    },
+    "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    "best": {},
+}
+CAP_VARIABLES = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+
+
+def capped_env(caps: dict[str, str], threads: int | None = None) -> dict[str, str]:
+    """This process's environment with every cap variable replaced by ``caps`` (e.g. ``ISA_CAPS["avx2"]``),
+    and OMP/MKL threads set when ``threads`` is given: for a child process."""
+    env = {k: v for k, v in os.environ.items() if k not in CAP_VARIABLES}
+    env.update(caps)
+    if threads:
+        env.update({"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)})
+    return env
+
+
 # oneDNN ISA names from the lowest up; those below AVX512_CORE_BF16 have no bf16 dot-product instructions.
 _ONEDNN_NO_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
 
