@@ -26,3 +26,12 @@ def real_corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     build_corpus(parse_specs(params["docs"]["libraries"]), out, ROOT / "data" / "cache" / "wheels",
                  int(params["docs"]["chunk_chars"]), progress=False)  # fmt: skip
     return out
+
+
+@pytest.fixture(autouse=True)
+def _forget_registered_secrets() -> object:
+    """The scrubber's registry is per process: one test's secrets must not mask another test's text."""
+    from doceval.common.redact import forget_secrets
+
+    yield
+    forget_secrets()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -305,15 +306,30 @@ def test_llm_eval_answers_then_judges_and_resumes_from_both_journals(
     assert len((run_dir / "journal.jsonl").read_text().splitlines()) == len(rows)
     assert len((run_dir / "judge.jsonl").read_text().splitlines()) == len(answered)
 
-    # The same command again: everything comes from the journals, not even the LLM cache is asked.
+    # The run finished: the same command asks the system again (doceval's LLM calls hit their cache), the
+    # finished run's journals set aside in previous/ (issue 27: a redeployed system is never scored stale).
     openai_server.reset_stats()
     assert main(args) == 0
+    rerun = json.loads((project / "out.json").read_text())
+    assert rerun["config"]["usage"]["resumed"] == 0 and rerun["config"]["usage"]["resumed_verdicts"] == 0
+    assert rerun["config"]["usage"]["journal"]["mode"] == "rerun"
+    assert (run_dir / "previous" / "journal.jsonl").is_file() and rerun["metrics"] == m
+    # --resume replays the finished run: everything comes from the journals, not even the LLM cache is asked.
+    openai_server.reset_stats()
+    assert main([*args, "--resume"]) == 0
     again = json.loads((project / "out.json").read_text())
+    assert again["config"]["usage"]["journal"]["mode"] == "resume-finished"
     assert openai_server.requests == 0 and again["config"]["usage"]["this_invocation"] == {}
     assert again["config"]["usage"]["resumed"] == len(rows)
     assert again["config"]["usage"]["resumed_verdicts"] == len(answered)
-    assert again["config"]["usage"]["by_role"] == usage["by_role"]  # the whole run's cost, resumed included
-    assert again["metrics"] == m and again["entries"] == rows
+    # The whole run's cost, resumed included: the run replayed is the rerun, whose calls hit the LLM cache.
+    assert again["config"]["usage"]["by_role"] == rerun["config"]["usage"]["by_role"]
+    assert again["entries"] == rerun["entries"]
+
+    def unpriced(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:  # cache hits cost nothing
+        return [{k: v for k, v in e.items() if k != "usage"} for e in entries]
+
+    assert again["metrics"] == m and unpriced(again["entries"]) == unpriced(rows)
 
 
 def test_judge_errors_are_counted_and_excluded_from_accuracy(

@@ -23,7 +23,6 @@ from doceval.llm import (
     embed_texts,
     iter_concurrent,
     map_concurrent,
-    redact,
     resolve_api_key,
     usage_scope,
 )
@@ -260,9 +259,13 @@ def test_api_key_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
     assert resolve_api_key(None, "MY_KEY") == "sk-secret-value-123"
 
 
-def test_redact() -> None:
+def test_llm_messages_go_through_the_one_scrubber() -> None:
+    from doceval.common.redact import forget_secrets, register_secret, scrub_message
+
     text = "Incorrect API key provided: sk-abc123XYZ***wxyz. token=hunter2hunter2"
-    out = redact(text, ["hunter2hunter2"])
+    register_secret("hunter2hunter2")
+    out = scrub_message(text)
+    forget_secrets()
     assert "abc123" not in out and "hunter2" not in out and "sk-***" in out
 
 

@@ -51,6 +51,8 @@ def evaluate(
     max_errors: int | None = None,
     track: bool = False,
     progress: bool = False,
+    resume: bool = False,
+    fresh: bool = False,
 ) -> Summary:
     """Evaluate a golden set (JSONL or JSON array) and return its summary.
 
@@ -61,6 +63,8 @@ def evaluate(
     - Neither: the configured system (conf/ + ``overrides``, e.g. ``["retriever=bm25"]``).
     - ``k`` (default: the config's), ``split`` (default: every entry), ``judge`` (the configured judge; off by
       default: answer_accuracy is then "not judged"), ``track`` (log to MLflow, off by default).
+    - Journals (docs/design.md 7.3): an interrupted run resumes; a finished one is asked again unless
+      ``resume``; ``fresh`` always starts over.
     A user's callable runs without floors unless ``overrides`` name some: calibrated floors belong to the
     retriever they were calibrated for.
     """
@@ -77,6 +81,8 @@ def evaluate(
         warm_memory=warm_memory,
         progress=progress,
         max_errors=max_errors,
+        resume=resume,
+        fresh=fresh,
     )
     if retriever is not None:
         from doceval.system.retrievers.function import FunctionRetriever

@@ -18,9 +18,11 @@ import errno
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from doceval.cli import beir, golden, history, ids, judge, pipeline, results
 from doceval.cli.common import Parser
+from doceval.common.redact import register_overrides, scrub_data, scrub_message
 from doceval.errors import EXIT_UNEXPECTED, EXIT_USAGE, GateFailed, RunIncomplete, UsageError
 
 DESCRIPTION = "doceval: evaluate documentation assistants against a labelled golden set"
@@ -75,8 +77,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _ScrubbingStream:
+    """stdout/stderr for the length of a command: every registered secret (doceval.common.redact) is
+    masked in whatever is written, so no print, progress bar or library message can show one."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(scrub_data(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # fileno, flush, isatty, encoding...: the real stream's
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _ScrubbingStream(stdout), _ScrubbingStream(stderr)
+    try:
+        return _main(argv)
+    finally:
+        # A stdout discarded after a broken pipe stays discarded; otherwise the caller's streams come back.
+        if isinstance(sys.stdout, _ScrubbingStream):
+            sys.stdout = stdout
+        sys.stderr = stderr
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
+    register_overrides(argv if argv is not None else sys.argv[1:])  # before argparse or Hydra can quote one
     try:
         args, extra = parser.parse_known_args(argv)
         # argparse cannot take positionals after options once it has filled a positional list: commands
@@ -100,10 +130,10 @@ def _run(args: argparse.Namespace) -> int:
         _discard_stdout()
         return EXIT_BROKEN_PIPE
     except UsageError as exc:
-        print(f"doceval {args.command}: error: {exc}", file=sys.stderr)
+        print(scrub_message(f"doceval {args.command}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
     except (GateFailed, RunIncomplete) as exc:
-        print(str(exc), file=sys.stderr)
+        print(scrub_message(str(exc)), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"doceval {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
@@ -115,8 +145,9 @@ def _run(args: argparse.Namespace) -> int:
 def _unexpected(command: str, exc: BaseException) -> int:
     import traceback
 
-    traceback.print_exception(exc)
-    print(f"doceval {command}: unexpected error: {exc}", file=sys.stderr)
+    # A traceback quotes arguments and locals' reprs: it is a message like any other.
+    print(scrub_message("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
+    print(scrub_message(f"doceval {command}: unexpected error: {exc}"), file=sys.stderr)
     return EXIT_UNEXPECTED
 
 

@@ -112,6 +112,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         warm_memory=args.warm_memory,
         progress=not args.quiet,
         max_errors=args.max_errors,
+        resume=args.resume,
+        fresh=args.fresh,
     )
     if args.repeats < 1:
         raise UsageError(
@@ -130,6 +132,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # Written and logged before anything is printed: a reader that stops early (| head) loses only lines.
     tracking.log_configured_run(cfg, summary, {}, run_name=output.stem, tags={"stage": "eval"})
     print_headline(summary)
+    note = journal_note((summary.get("config") or {}).get("usage"))
+    if note:
+        print(note)
     if "repeats" in summary:
         from doceval.harness.repeats import format_repeats
 
@@ -142,6 +147,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
             f"({output}); fix the system or raise --max-errors, then rerun (answered entries are not redone)"
         )
     return 0
+
+
+def journal_note(usage: Any) -> str | None:
+    """One console line saying how many entries came from a journal, and why (the summary's
+    ``config.usage``); None when none did and the run started afresh for no reason worth stating."""
+    if not isinstance(usage, dict) or not isinstance(usage.get("journal"), dict):
+        return None
+    entries, verdicts = usage.get("resumed", 0), usage.get("resumed_verdicts", 0)
+    mode, where = usage["journal"].get("mode"), usage["journal"].get("dir")
+    if entries or verdicts:
+        why = "a finished run, --resume" if mode == "resume-finished" else "an interrupted run"
+        return (f"journal: {entries} entries and {verdicts} verdicts replayed from {where} ({why}); "
+                "--fresh asks the system again")  # fmt: skip
+    if mode == "rerun":
+        return (
+            f"journal: the earlier run of this configuration had finished; asked the system again ({where})"
+        )
+    if mode == "fresh":
+        return f"journal: --fresh: earlier journals set aside in {where}/previous"
+    return None
 
 
 def _evaluate_repeats(cfg: dict[str, Any], options: Any, repeats: int) -> dict[str, Any]:
@@ -261,6 +286,17 @@ def register(sub: Any) -> None:
         "--dry-run",
         action="store_true",
         help="print the requests, tokens and cost each LLM role would need, then exit 0 without calling any",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="replay a finished run's journals instead of asking the system again (an interrupted run "
+        "always resumes)",
+    )
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="set this run's journals aside (kept in previous/) and start over",
     )
     p.add_argument("--no-track", action="store_true", help="do not log the run to MLflow")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from doceval.common.redact import scrub_data
 from doceval.errors import UsageError
 
 try:
@@ -179,7 +180,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     """Write through a temporary sibling and rename: readers see the old file or the new one, never half."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(scrub_data(text), encoding="utf-8")  # the last line of defence: no registered secret
     os.replace(tmp, path)
 
 

@@ -12,11 +12,12 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, TypeVar
 
+from doceval.common.redact import scrub_data
 from doceval.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,8 @@ class Journal:
     def append(self, record: Mapping[str, Any]) -> None:
         if self._fh is None:
             return
-        line = json.dumps(record, ensure_ascii=False) + "\n"
+        # A system may echo a credential it was sent: the journal never holds one (resumed entries neither).
+        line = json.dumps(scrub_data(record), ensure_ascii=False) + "\n"
         with self._lock:
             self._fh.write(line)
             self._fh.flush()
@@ -105,3 +107,56 @@ def dataclass_from_record(cls: type[D], data: Mapping[str, Any]) -> D:
     if missing:
         raise KeyError(f"missing field(s) {', '.join(missing)}")
     return cls(**{n: data[n] for n in names})
+
+
+# ------------------------------------------------------------------------------ which journals a run reuses
+
+FINISHED_MARKER = "finished.json"  # beside a run's journals once its run finished (its summary was built)
+PREVIOUS_DIR = "previous"  # a finished run's journals, kept when a rerun starts over
+
+
+@dataclass(frozen=True)
+class JournalPlan:
+    """How a run treats the journals of an earlier invocation with the same run key."""
+
+    mode: (
+        str  # "new", "resume" (an interrupted run), "resume-finished" (--resume), "fresh" (--fresh), "rerun"
+    )
+    run_dir: Path | None
+
+    @property
+    def reuses(self) -> bool:
+        return self.mode in ("resume", "resume-finished")
+
+
+def plan_journals(run_dir: Path | None, journals: list[Path], *, resume: bool, fresh: bool) -> JournalPlan:
+    """The journal rule (docs/design.md section 7.3): an interrupted run's journals are resumed; a finished
+    run's journals are replayed only with ``resume`` (otherwise the system is asked again: a redeployed
+    service must not be scored from its old replies); ``fresh`` always starts over. Journals set aside are
+    moved to ``previous/``, never deleted."""
+    if resume and fresh:
+        raise UsageError("--resume and --fresh contradict each other: pass one (or neither)")
+    if run_dir is None or not journals:
+        return JournalPlan("new", None)
+    finished = (run_dir / FINISHED_MARKER).is_file()
+    present = [p for p in journals if p.is_file()]
+    if not present and not finished:
+        return JournalPlan("new", run_dir)
+    if not fresh and (resume or not finished):
+        return JournalPlan("resume-finished" if finished else "resume", run_dir)
+    keep = run_dir / PREVIOUS_DIR
+    keep.mkdir(parents=True, exist_ok=True)
+    for path in [*present, run_dir / FINISHED_MARKER]:
+        if path.is_file():
+            os.replace(path, keep / path.name)
+    return JournalPlan("fresh" if fresh else "rerun", run_dir)
+
+
+def mark_finished(plan: JournalPlan, record: Mapping[str, Any]) -> None:
+    """Record that the run whose journals live in ``plan.run_dir`` finished (a later plain rerun starts over)."""
+    if plan.run_dir is None:
+        return
+    plan.run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = plan.run_dir / f".{FINISHED_MARKER}.{os.getpid()}"
+    tmp.write_text(json.dumps(dict(record), sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, plan.run_dir / FINISHED_MARKER)

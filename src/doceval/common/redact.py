@@ -11,14 +11,26 @@ What counts as a secret:
   (``DEFAULT_SECRET_ENV``), and the credentials of URLs found in the configuration (``secret_values``);
   a value shorter than ``MIN_SUBSTRING_SECRET`` only counts when a whole string equals it.
 
-``scrub(obj, secrets)`` applies all of it to a JSON-like object. Standard library only.
+Every secret doceval learns during a run is registered once (:func:`register_secret`, :func:`register_config`,
+:func:`register_overrides`): header values with and without their scheme prefix (``Bearer``), the Basic token
+derived from a URL's userinfo and its decoded parts, URL credentials, values of secret-named keys (retriever
+and agent kwargs included). Every writer then passes what it writes through the registry: :func:`scrub_data`
+for data text (answers, questions, journals: only known values are replaced, a URL in a doc stays as written),
+:func:`scrub_message` for messages (known values, URL credentials, key-shaped strings), :func:`scrub` and
+:func:`redact_text` for config blocks and MLflow (both include the registered values), and
+:func:`install_log_scrubber` for every log record. ``scrub(obj, secrets)`` applies all of it to a JSON-like
+object. Standard library only.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
+import logging
 import os
 import re
+import threading
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -28,6 +40,8 @@ MASK = "***"  # a URL's credentials, a secret query value
 # Always treated as secret sources, whether or not the config names them (defence in depth).
 DEFAULT_SECRET_ENV = ("OPENAI_API_KEY", "QDRANT_API_KEY", "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD")
 MIN_SUBSTRING_SECRET = 8  # shorter secrets are only matched as whole values
+# Shorter values are not registered: masking every "0" or "ab" in the data would corrupt it, protect nothing.
+MIN_REGISTERED_SECRET = 4
 
 # Query parameter names whose values are credentials (api_key, access_token, X-Amz-Signature, sig, pass...).
 SECRET_QUERY = re.compile(r"key|token|secret|pass|sig|auth|cred", re.IGNORECASE)
@@ -169,8 +183,9 @@ def env_secret_values(*configs: Any, environ: Mapping[str, str] | None = None) -
 
 def secret_values(*configs: Any, environ: Mapping[str, str] | None = None) -> list[str]:
     """Every known secret value in or behind ``configs``: :func:`env_secret_values` plus the credentials of
-    the URLs they hold (:func:`url_secret_values`), longest first."""
+    the URLs they hold (:func:`url_secret_values`) and the registered secrets, longest first."""
     merged = set(env_secret_values(*configs, environ=environ)) | set(url_secret_values(*configs))
+    merged |= set(known_secrets())
     return sorted(merged, key=len, reverse=True)
 
 
@@ -180,9 +195,10 @@ def leaks(value: str, secrets: Iterable[str]) -> bool:
 
 
 def redact_text(value: str, secrets: Iterable[str] = ()) -> str:
-    """``value`` with URL credentials masked and known secret values replaced by ``<redacted>``."""
+    """``value`` with URL credentials masked and known secret values (``secrets`` and the registered ones)
+    replaced by ``<redacted>``."""
     value = redact_urls(value)
-    for s in secrets:
+    for s in _with_registered(secrets):
         if not s:
             continue
         if value == s:
@@ -195,7 +211,7 @@ def redact_text(value: str, secrets: Iterable[str] = ()) -> str:
 def redact_bytes(data: bytes, secrets: Iterable[str] = ()) -> bytes:
     """A file's content for recording: UTF-8 text as :func:`redact_text`; other bytes with the known secret
     values (long enough) replaced."""
-    secrets = list(secrets)
+    secrets = _with_registered(secrets)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -209,8 +225,8 @@ def redact_bytes(data: bytes, secrets: Iterable[str] = ()) -> bytes:
 def scrub(obj: Any, secrets: Iterable[str] = (), *, drop_secret_keys: bool = True) -> Any:
     """A deep copy of a JSON-like ``obj`` that is safe to record: values of secret-named keys dropped (or
     ``<redacted>`` with ``drop_secret_keys=False``), URL credentials masked and known secret values redacted in
-    every string (mapping keys included); tuples become lists."""
-    secrets = list(secrets)
+    every string (mapping keys included); tuples become lists. The registered secrets always count."""
+    secrets = _with_registered(secrets)
 
     def walk(value: Any) -> Any:
         if isinstance(value, Mapping):
@@ -230,3 +246,192 @@ def scrub(obj: Any, secrets: Iterable[str] = (), *, drop_secret_keys: bool = Tru
         return copy.deepcopy(value)
 
     return walk(obj)
+
+
+# ------------------------------------------------------------------------------------ the run's registry
+
+_registry: set[str] = set()
+_registry_lock = threading.Lock()
+_sorted_cache: list[str] = []
+# An Authorization-style value: a scheme word, then the credential a reply may quote without it.
+_SCHEME_VALUE = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]*)\s+(\S.*)$")
+# Key-shaped strings in messages only (never in data text: "sk-learn" is a word in docs).
+_KEYLIKE = re.compile(r"\b(sk-|Bearer\s+|Basic\s+)[A-Za-z0-9_\-.+/=*]{8,}")
+
+
+def _secret_forms(value: str) -> set[str]:
+    """``value`` and what the same secret looks like elsewhere: percent-encoded and decoded, without its
+    scheme prefix (``Bearer x`` -> ``x``), and a Basic token's decoded ``user:password`` and password."""
+    forms = {value, urllib.parse.unquote(value), urllib.parse.quote(value, safe="")}
+    match = _SCHEME_VALUE.match(value.strip())
+    if match is not None:
+        scheme, credential = match.group(1), match.group(2).strip()
+        forms.add(credential)
+        if scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(credential, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError, ValueError):
+                decoded = ""
+            user, sep, password = decoded.partition(":")
+            forms.update({decoded, password} if sep else {decoded})
+    return {f for f in forms if len(f.strip()) >= MIN_REGISTERED_SECRET}
+
+
+def register_secret(value: Any) -> None:
+    """Remember ``value`` (and its other forms) as a secret of this process: every writer scrubs it from now
+    on. Blank values are ignored; one shorter than ``MIN_SUBSTRING_SECRET`` is masked only as a whole value."""
+    if value is None or isinstance(value, bool) or len(str(value).strip()) < MIN_REGISTERED_SECRET:
+        return
+    global _sorted_cache
+    forms = _secret_forms(str(value))
+    with _registry_lock:
+        if forms <= _registry:
+            return
+        _registry.update(forms)
+        _sorted_cache = sorted(_registry, key=len, reverse=True)
+    install_log_scrubber()
+
+
+def register_basic_token(user: str, password: str) -> str:
+    """The ``Basic`` token of ``user:password`` (as an HTTP client sends it), registered with its parts."""
+    token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+    register_secret(f"Basic {token}")
+    register_secret(password)
+    return token
+
+
+def _secret_keyed_values(obj: Any, out: list[str]) -> None:
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            if secret_key(str(k)) and isinstance(v, str | int | float) and not isinstance(v, bool):
+                out.append(str(v))
+            else:
+                _secret_keyed_values(v, out)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            _secret_keyed_values(v, out)
+
+
+def register_config(*configs: Any, environ: Mapping[str, str] | None = None) -> None:
+    """Register every secret a configuration holds or points at: the contents of ``*_env`` variables (and
+    ``DEFAULT_SECRET_ENV``), URL credentials, and the values of secret-named keys at any depth (a
+    retriever's ``kwargs.token``), plus the Basic token a URL's userinfo becomes."""
+    found: list[str] = []
+    for cfg in configs:
+        _secret_keyed_values(cfg, found)
+    found += env_secret_values(*configs, environ=environ) + url_secret_values(*configs)
+    for value in found:
+        register_secret(value)
+    for cfg in configs:
+        for text in _strings(cfg):
+            for m in _URL_IN_TEXT.finditer(text) if "@" in text else ():
+                _register_userinfo(m.group(0).rstrip(_TRAILING))
+
+
+def _register_userinfo(url: str) -> None:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:
+        return
+    if user is not None or password is not None:
+        register_basic_token(urllib.parse.unquote(user or ""), urllib.parse.unquote(password or ""))
+
+
+def register_overrides(overrides: Iterable[str]) -> None:
+    """Register secrets in command-line overrides before anything parses them (a Hydra syntax error quotes
+    the override): the value of a secret-named key and the credentials of a URL, as written."""
+    for override in overrides:
+        key, sep, value = str(override).partition("=")
+        if not sep:
+            continue
+        value = value.strip().strip("'\"")
+        if secret_key(key.lstrip("+~")):
+            register_secret(value)
+            register_secret(value.rstrip(_TRAILING))
+        for m in _URL_IN_TEXT.finditer(value):
+            url = m.group(0).rstrip(_TRAILING)
+            for cred in url_credentials(url):
+                register_secret(cred)
+            _register_userinfo(url)
+
+
+def known_secrets() -> list[str]:
+    """The registered secrets, longest first (so a secret inside a longer one is replaced whole)."""
+    return _sorted_cache
+
+
+def forget_secrets() -> None:
+    """Empty the registry (tests; a long-lived process between unrelated runs)."""
+    global _sorted_cache
+    with _registry_lock:
+        _registry.clear()
+        _sorted_cache = []
+
+
+def _with_registered(secrets: Iterable[str]) -> list[str]:
+    given = [s for s in secrets if s]
+    if not _sorted_cache:
+        return given
+    return sorted(set(given) | set(_sorted_cache), key=len, reverse=True)
+
+
+def _replace_known(text: str, secrets: list[str]) -> str:
+    for s in secrets:
+        if text == s:
+            return REDACTED
+        if len(s) >= MIN_SUBSTRING_SECRET and s in text:
+            text = text.replace(s, REDACTED)
+    return text
+
+
+def scrub_data(obj: Any) -> Any:
+    """``obj`` (a string or JSON-like value) with every registered secret replaced by ``<redacted>``; nothing
+    else changes (data text keeps the URLs it quotes). Returns ``obj`` itself when nothing is registered."""
+    secrets = _sorted_cache
+    if not secrets:
+        return obj
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return _replace_known(value, secrets)
+        if isinstance(value, Mapping):
+            return {walk(k) if isinstance(k, str) else k: walk(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(obj)
+
+
+def scrub_message(text: str) -> str:
+    """A message safe to print or log: registered secrets, URL credentials and key-shaped strings
+    (``sk-...``, ``Bearer ...``) masked."""
+    text = _replace_known(redact_urls(text), _sorted_cache)
+    return _KEYLIKE.sub(lambda m: m.group(1) + MASK, text)
+
+
+_log_scrubber_installed = False
+
+
+def install_log_scrubber() -> None:
+    """Scrub every log record (doceval's and its libraries') as it is made: its message is rendered, scrubbed
+    and frozen, so no handler, formatter or later argument can bring a secret back."""
+    global _log_scrubber_installed
+    with _registry_lock:
+        if _log_scrubber_installed:
+            return
+        _log_scrubber_installed = True
+    make_record = logging.getLogRecordFactory()
+
+    def scrubbed_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make_record(*args, **kwargs)
+        if _sorted_cache:
+            try:
+                message = record.getMessage()
+            except (TypeError, ValueError):  # a record whose arguments do not fit: leave it to logging
+                return record
+            record.msg, record.args = scrub_message(message), None
+        return record
+
+    logging.setLogRecordFactory(scrubbed_record)

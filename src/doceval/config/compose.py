@@ -16,6 +16,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
+from doceval.common.redact import register_config, register_overrides
 from doceval.config import schema
 from doceval.errors import UsageError
 
@@ -55,6 +56,7 @@ def compose(overrides: Sequence[str] = (), conf_dir: Path | None = None) -> dict
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    register_overrides(overrides)  # before Hydra parses them: its errors quote the override as written
     conf_dir = find_conf_dir() if conf_dir is None else conf_dir
     if not (conf_dir / "config.yaml").is_file():
         raise UsageError(f"{conf_dir}/config.yaml not found: run doceval from the project root")
@@ -67,6 +69,7 @@ def compose(overrides: Sequence[str] = (), conf_dir: Path | None = None) -> dict
         raise UsageError(f"config override: {_first_line(exc)} (see conf/ for the groups and keys)") from exc
     data = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(data, dict)
+    register_config(data)
     return validate_config({str(k): v for k, v in data.items()})
 
 
@@ -95,6 +98,7 @@ def load_params(path: Path = PARAMS) -> dict[str, Any]:
         raise UsageError(f"{path}: not valid YAML ({exc})") from exc
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a mapping at the top level")
+    register_config(data)
     try:
         return validate_config(data, str(path), complete=False)
     except UsageError as exc:

@@ -9,7 +9,6 @@ to another host.
 
 from __future__ import annotations
 
-import base64
 import email.utils
 import http.client
 import json
@@ -26,7 +25,13 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from doceval.common.redact import SECRET_QUERY, redact_url, redact_urls
+from doceval.common.redact import (
+    SECRET_QUERY,
+    redact_url,
+    register_basic_token,
+    register_secret,
+    scrub_message,
+)
 from doceval.common.retry import Classification, RetriesExhausted, RetryPolicy, call_with_retries
 from doceval.errors import UsageError
 from doceval.seam import Probe
@@ -114,7 +119,6 @@ class HttpAgent:
         env = os.environ if environ is None else environ
         self.headers_env = dict(headers_env or {})
         self._headers: dict[str, str] = {}
-        self._secrets: list[str] = []
         for header, var in self.headers_env.items():
             if not _HEADER_NAME.fullmatch(header):
                 raise UsageError(f"agent.headers_env.{header}: not a valid HTTP header name")
@@ -129,18 +133,17 @@ class HttpAgent:
             if "\n" in value or "\r" in value:
                 raise UsageError(f"agent.headers_env.{header}: the value of {var} contains a line break")
             self._headers[header] = value
-            self._secrets.append(value)
+            register_secret(value)  # with and without its scheme prefix: a reply may quote either
         # urllib sends no credentials from the URL itself: move user:password into Basic auth.
         if parts.username is not None or parts.password is not None:
             user = urllib.parse.unquote(parts.username or "")
             password = urllib.parse.unquote(parts.password or "")
-            token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+            token = register_basic_token(user, password)
             self._headers.setdefault("Authorization", f"Basic {token}")
-            self._secrets += [password, token]
             parts = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1])
         for key, value in urllib.parse.parse_qsl(parts.query):
             if SECRET_QUERY.search(key):
-                self._secrets.append(value)
+                register_secret(value)
         self._url = urllib.parse.urlunsplit(parts)
         self.url = redact_url(url)  # for messages and provenance
         self.timeout_s = float(timeout_s)
@@ -287,8 +290,4 @@ class HttpAgent:
         return self._redact(text)
 
     def _redact(self, text: str) -> str:
-        text = redact_urls(text)
-        for secret in self._secrets:
-            if len(secret) >= 3:
-                text = text.replace(secret, "***")
-        return text
+        return scrub_message(text)  # the one scrubber: every secret above was registered with it

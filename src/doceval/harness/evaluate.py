@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from doceval.common.journal import mark_finished, plan_journals
 from doceval.common.provenance import provenance, source_hash
+from doceval.common.redact import scrub_data
 from doceval.errors import UsageError
 from doceval.harness.plan import EvalOptions, RunPlan, plan_run
 from doceval.scoring.aggregate import aggregate
@@ -471,8 +473,13 @@ def build_summary(
         "usage": usage,
         "provenance": provenance(),
     }
-    # Every block (a user's retriever kwargs and URLs included), not only the model blocks, is stored scrubbed.
-    summary: dict[str, Any] = {"metrics": metrics, "config": _public(config), "entries": entry_rows}
+    # Every block (a user's retriever kwargs and URLs included), not only the model blocks, is stored scrubbed;
+    # the entries (answers, errors, extras a system echoed) lose every registered secret.
+    summary: dict[str, Any] = {
+        "metrics": metrics,
+        "config": _public(config),
+        "entries": scrub_data(entry_rows),
+    }
     summary["complete"] = not run.stopped
     if run.stopped:
         summary["incomplete"] = {
@@ -485,9 +492,15 @@ def build_summary(
 
 def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict[str, Any]:
     """Score one configuration on one split. Returns ``{"metrics", "config", "entries", "complete"}``."""
+    from doceval.common.redact import register_config
+
     options = options or EvalOptions()
+    register_config(cfg)  # every writer below scrubs what the config holds or points at (the API path too)
     plan = plan_run(cfg, options)
     setup = prepare_agent(cfg, options, plan)
+    journals = [p for p in (setup.agent_journal, setup.judge_journal) if p is not None]
+    reuse = plan_journals(journals[0].parent if journals else None, journals, resume=options.resume,
+                          fresh=options.fresh)  # fmt: skip
     ledger = open_ledger(setup, plan)
     total = len(plan.entries)
     if plan.agent is None:
@@ -498,7 +511,15 @@ def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict
         plan = dataclasses.replace(plan, entries=[e for e in plan.entries if e.id in run.replies])
         retrieval = score_sources(plan, run.replies)
     answers = score_answers(plan, setup, run, ledger, options.progress)
-    return build_summary(cfg, plan, setup, retrieval, run, answers, ledger, total)
+    summary = build_summary(cfg, plan, setup, retrieval, run, answers, ledger, total)
+    # Beside usage.resumed / resumed_verdicts (how many came from a journal): why, and from where.
+    summary["config"]["usage"]["journal"] = {
+        "mode": reuse.mode,
+        "dir": None if reuse.run_dir is None else str(reuse.run_dir),
+    }
+    if summary["complete"]:
+        mark_finished(reuse, {"entries": len(plan.entries), "system_errors": run.n_errors})
+    return summary
 
 
 def _judge_id(judge_cfg: Mapping[str, Any]) -> dict[str, Any] | None:

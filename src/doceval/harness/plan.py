@@ -50,6 +50,8 @@ class EvalOptions:
     retriever: Retriever | None = None  # a retriever object instead of the configured one (Python API)
     agent: ExternalAgent | None = None  # an assistant instead of the configured agent (Python API)
     repeat: int = 0  # --repeats: which repeat this run is (its own journals; LLM seeds are in the config)
+    resume: bool = False  # --resume: replay a finished run's journals (an interrupted run resumes anyway)
+    fresh: bool = False  # --fresh: set every journal of this run aside and ask the system again
 
 
 def split_of(cfg: Mapping[str, Any], options: EvalOptions) -> str | None:

@@ -20,7 +20,7 @@ from doceval.llm.chat import ChatClient, ChatResult, TemplatedChat, estimate_pro
 from doceval.llm.concurrency import iter_concurrent, map_concurrent
 from doceval.llm.config import DEFAULT_API_KEY_ENV, LLMConfig, make_openai_client, resolve_api_key
 from doceval.llm.embeddings import embed_texts
-from doceval.llm.errors import LOCAL_PLACEHOLDER_KEY, BudgetExceeded, LLMError, redact
+from doceval.llm.errors import LOCAL_PLACEHOLDER_KEY, BudgetExceeded, LLMError
 from doceval.llm.ledger import Ledger, RoleUsage, usage_scope
 from doceval.llm.prompts import PromptTemplate
 from doceval.llm.retries import RetryPolicy, call_with_retries
@@ -46,7 +46,6 @@ __all__ = [
     "iter_concurrent",
     "make_openai_client",
     "map_concurrent",
-    "redact",
     "resolve_api_key",
     "usage_scope",
 ]

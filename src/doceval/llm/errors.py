@@ -1,9 +1,6 @@
-"""LLM errors (a failed call, a budget stop) and the redaction of key-like strings from messages."""
+"""LLM errors: a failed call, a budget stop. Messages are scrubbed by the one scrubber (doceval.common.redact)."""
 
 from __future__ import annotations
-
-import re
-from collections.abc import Iterable
 
 # Local servers (vLLM, Ollama, llama.cpp) ignore the key, but the client refuses to start without one.
 LOCAL_PLACEHOLDER_KEY = "not-needed"
@@ -34,14 +31,3 @@ class BudgetExceeded(Exception):
 
 class _Malformed(Exception):
     """A 2xx reply whose body is not the expected shape (treated like a transient server fault)."""
-
-
-_KEYLIKE = re.compile(r"(sk-|Bearer\s+)[A-Za-z0-9_\-.*]{4,}")
-
-
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """Remove API keys from text: the given secrets verbatim, and anything shaped like ``sk-...``."""
-    for secret in secrets:
-        if secret and len(secret) >= 4 and secret != LOCAL_PLACEHOLDER_KEY:
-            text = text.replace(secret, "***")
-    return _KEYLIKE.sub(r"\1***", text)

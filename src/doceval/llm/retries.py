@@ -11,8 +11,9 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from doceval.common import retry
+from doceval.common.redact import register_secret, scrub_message
 from doceval.common.retry import RetryPolicy
-from doceval.llm.errors import LLMError, _Malformed, redact
+from doceval.llm.errors import LOCAL_PLACEHOLDER_KEY, LLMError, _Malformed
 
 __all__ = ["RetryPolicy", "call_with_retries"]
 
@@ -54,7 +55,10 @@ def _retry_after(exc: BaseException) -> float | None:
 def _describe(exc: BaseException, secrets: Sequence[str]) -> str:
     status = getattr(exc, "status_code", None)
     head = type(exc).__name__ + (f" (HTTP {status})" if status else "")
-    return redact(f"{head}: {str(exc)[:300]}", secrets)
+    for secret in secrets:  # the key (and base_url credentials) of this client: never in a message
+        if secret != LOCAL_PLACEHOLDER_KEY:
+            register_secret(secret)
+    return scrub_message(f"{head}: {str(exc)[:300]}")
 
 
 def call_with_retries(

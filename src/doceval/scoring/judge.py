@@ -14,9 +14,9 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from doceval.common.redact import redact_url
+from doceval.common.redact import redact_url, scrub_message
 from doceval.errors import UsageError
-from doceval.llm import LLMConfig, LLMError, PromptTemplate, TemplatedChat, redact
+from doceval.llm import LLMConfig, LLMError, PromptTemplate, TemplatedChat
 from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings
 from doceval.scoring.reference_judge import identity as reference_identity
 from doceval.seam import Probe
@@ -90,7 +90,7 @@ class OpenAIJudge(TemplatedChat):
         try:
             verdict, reason = parse_verdict(result.content)
         except ValueError as exc:
-            snippet = redact(" ".join(result.content.split())[:120])
+            snippet = scrub_message(" ".join(result.content.split())[:120])
             return None, None, f"malformed judge output: {exc}: {snippet!r}"
         return verdict, reason, None
 
