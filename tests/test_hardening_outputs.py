@@ -209,6 +209,66 @@ def test_a_symlink_to_a_file_stays_a_link_and_its_target_is_replaced(
     assert sorted(p.name for p in target.parent.iterdir()) == ["real.out"]  # no temporary file left
 
 
+def _docs(out: str) -> list[str]:
+    params = str(ROOT / "params.yaml")
+    return [
+        "docs",
+        "--params",
+        params,
+        "--quiet",
+        "--folder",
+        "md",
+        "--library",
+        "lib",
+        "--version",
+        "1",
+        "--out",
+        out,
+    ]
+
+
+FOLDER_COMMANDS: dict[str, Callable[[str], list[str]]] = {
+    "docs --out": _docs,
+    "beir import --out": lambda p: ["beir", "import", "md", "--out", p],
+}
+
+
+def _regular_file(path: Path) -> str:
+    path.write_text("someone's file\n", encoding="utf-8")
+    return "is a regular file, not a folder"
+
+
+FOLDER_KINDS = {"fifo": _fifo, "regular file": _regular_file, "dangling symlink": _dangling}
+
+
+@pytest.mark.parametrize("kind", list(FOLDER_KINDS))
+@pytest.mark.parametrize("command", list(FOLDER_COMMANDS))
+def test_an_output_folder_that_is_not_a_folder_exits_2_and_is_left_alone(
+    project: Path, capsys: pytest.CaptureFixture[str], command: str, kind: str
+) -> None:
+    (project / "md").mkdir()
+    (project / "md" / "a.md").write_text("# Fees\n\nLate fees are five dollars per day.\n", encoding="utf-8")
+    path = project / "out.d"
+    FOLDER_KINDS[kind](path)
+    before = _kind_of(path), path.read_text() if kind == "regular file" else None
+    assert main(FOLDER_COMMANDS[command](str(path))) == 2
+    err = capsys.readouterr().err
+    assert f"--out {path}: is a" in err and "not a folder; pass --out DIR naming a folder" in err, err
+    assert (_kind_of(path), path.read_text() if kind == "regular file" else None) == before
+    assert [p.name for p in project.iterdir() if p.name.startswith(".")] == []
+
+
+def test_an_output_folder_behind_a_symlink_is_replaced_and_the_link_stays(project: Path) -> None:
+    (project / "md").mkdir()
+    (project / "md" / "a.md").write_text("# Fees\n\nLate fees are five dollars per day.\n", encoding="utf-8")
+    (project / "real").mkdir()
+    (project / "real" / "stale.txt").write_text("from an older build\n", encoding="utf-8")
+    (project / "corpus").symlink_to("real")
+    assert main(_docs("corpus")) == 0
+    assert (project / "corpus").is_symlink() and os.readlink(project / "corpus") == "real"
+    assert sorted(p.name for p in (project / "real").iterdir()) == ["corpus.jsonl", "manifest.json"]
+
+
 def test_golden_split_rewrites_the_file_a_symlink_names_and_refuses_a_fifo(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

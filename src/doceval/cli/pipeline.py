@@ -35,8 +35,11 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
+    from doceval.common.io import output_folder
     from doceval.stages import docs
 
+    if args.out:
+        output_folder(Path(args.out), f"--out {args.out}", "pass --out DIR naming a folder (new or existing)")
     docs.run(
         stage_params(args),
         progress=not args.quiet,

@@ -53,8 +53,10 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     temporary sibling is ``.<name>.<pid>.<random>``, locked (``flock``) while its writer runs; a writer killed
     with SIGKILL cannot remove it, so every call first removes the stale siblings of ``target``: unlocked ones
     whose pid is dead (or, without a pid in the name, older than this process). A sibling another live process
-    is writing is left alone.
+    is writing is left alone. A symlink at ``target`` has the folder it points at replaced; a file, device,
+    FIFO or dangling link there is refused (:func:`output_folder`) before the block runs.
     """
+    target = output_folder(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_dirs(target)
     tmp = _make_temp_dir(target)
@@ -75,6 +77,27 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     finally:
         _unlock(lock)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def output_folder(
+    target: Path, what: str | None = None, fix: str = "remove it or name another output folder"
+) -> Path:
+    """The folder :func:`atomic_dir` replaces: ``target``, or the folder a symlink there points at (the link
+    stays a link). Anything else already there (a file, a device, a FIFO, a dangling link) is a UsageError
+    naming ``what`` (default: the path) and the fix: renaming it aside would put a folder where /dev/null was."""
+    what = what or str(target)
+    if target.is_symlink():
+        real = Path(os.path.realpath(target))
+        if not real.is_dir():
+            raise UsageError(f"{what}: is a symlink to {real}, which is not a folder; {fix}")
+        return real
+    try:
+        mode = target.stat().st_mode
+    except OSError:
+        return target  # nothing there yet (or unreachable: creating it says why)
+    if not stat.S_ISDIR(mode):
+        raise UsageError(f"{what}: is {_kind(mode)}, not a folder; {fix}")
+    return target
 
 
 def _make_temp_dir(target: Path) -> Path:
@@ -294,6 +317,7 @@ def probe_folder(folder: Path) -> None:
 
 
 _KINDS = (
+    (stat.S_ISREG, "a regular file"),
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
