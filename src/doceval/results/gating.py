@@ -72,12 +72,6 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
             f"{where}: unknown key(s) {', '.join(unknown_keys)}; expected thresholds, non_regression, drift, "
             "max_system_errors"
         )
-    max_errors = cfg.get("max_system_errors", 0)
-    if isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 0:
-        raise UsageError(
-            f"{where}: max_system_errors: {max_errors!r} must be an integer >= 0 (the entries whose system call "
-            "may fail before the gate fails the run; 0: none)"
-        )
     thresholds = cfg.get("thresholds") or {}
     if not isinstance(thresholds, Mapping):
         raise UsageError(f"{where}: thresholds must map metric names to numbers, e.g. hit_rate: 0.60")
@@ -124,7 +118,7 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
         )
     return {
         "thresholds": {str(m): float(t) for m, t in thresholds.items()},
-        "max_system_errors": max_errors,
+        "max_system_errors": _check_max_system_errors(cfg.get("max_system_errors", 0), where),
         "drift": _check_drift(cfg.get("drift"), where, valid),
         "non_regression": {
             "enabled": enabled,
@@ -134,6 +128,15 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
             "alpha": float(alpha),
         },
     }
+
+
+def _check_max_system_errors(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(
+            f"{where}: max_system_errors: {value!r} must be an integer >= 0 (the entries whose system call "
+            "may fail before the gate fails the run; 0: none)"
+        )
+    return value
 
 
 def _check_drift(drift: Any, where: str, valid: str) -> dict[str, Any]:
