@@ -15,8 +15,14 @@ from doceval.inputs.beir import DEFAULT_CHUNK_CHARS, import_beir
 
 
 def cmd_beir_import(args: argparse.Namespace) -> int:
+    from doceval.common.io import output_folder, output_target
+
     out = Path(args.out)
     docs, golden = out / "docs", out / "golden.jsonl"
+    fix = "pass --out DIR naming a folder (new or existing)"
+    output_folder(out, f"--out {out}", fix)
+    output_folder(docs, f"--out {out}: {docs}", fix)
+    output_target(golden, f"--out {out}: {golden}", fix)
     result = import_beir(
         Path(args.folder),
         args.split,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -71,3 +73,35 @@ def print_headline(summary: Mapping[str, Any]) -> None:
     )
     if not summary.get("complete", True):
         print(f"INCOMPLETE: {one_line(summary['incomplete']['reason'])}")
+
+
+def _file_identity(path: Path) -> tuple[int, int, int, int] | None:
+    """What tells one file from its replacement: device, inode, mtime and size (None: nothing there)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size
+
+
+@contextlib.contextmanager
+def stale_on_failure(output: Path, command: str) -> Iterator[None]:
+    """A run that fails must not leave an earlier run's summary at its ``--output``, where a gate would take it
+    for this run's. On any failure inside the block (an error, a usage error found mid-run, Ctrl-C) a file
+    still at ``output`` is the earlier one: it is moved to ``<output>.stale`` (nothing is lost) and stderr says
+    so. Once this run has written its own summary (an incomplete run's, exit 4, included) it is left alone."""
+    before = _file_identity(output)
+    try:
+        yield
+    except BaseException:
+        if before is not None and _file_identity(output) == before:
+            stale = output.with_name(output.name + ".stale")
+            try:
+                os.replace(output, stale)  # a symlink moves as the link: its target is untouched
+            except OSError as exc:
+                print(f"doceval {command}: the previous summary at {output} could not be moved aside "
+                      f"({exc.strerror or exc}); it is not this run's: delete it", file=sys.stderr)  # fmt: skip
+            else:
+                print(f"doceval {command}: the previous summary at {output} was moved to {stale}: this run "
+                      "failed", file=sys.stderr)  # fmt: skip
+        raise

@@ -71,10 +71,12 @@ def _validate_against_corpus(args: argparse.Namespace) -> int:
 def cmd_golden_audit(args: argparse.Namespace) -> int:
     import json
 
-    from doceval.common.io import write_text_atomic
+    from doceval.common.io import check_writable, write_text_atomic
     from doceval.inputs.audit import audit_sample, format_summary, read_verdicts, summarise, worksheet_rows
     from doceval.inputs.golden import parse_golden
 
+    if args.out is not None:
+        check_writable(Path(args.out), f"--out {args.out}", "pass a writable --out FILE")
     entries = parse_golden(Path(args.path))
     if args.verdicts:
         summary = summarise(read_verdicts(Path(args.verdicts), [e.id for e in entries]))
@@ -95,13 +97,17 @@ def cmd_golden_audit(args: argparse.Namespace) -> int:
 def cmd_golden_pool(args: argparse.Namespace) -> int:
     import json
 
-    from doceval.common.io import write_text_atomic
+    from doceval.common.io import check_writable, write_text_atomic
     from doceval.inputs.golden import parse_golden
     from doceval.inputs.qrels import qrels_path, unjudged
     from doceval.results import load_summary
 
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k {args.k}: must be at least 1")
+    if args.out:
+        check_writable(
+            Path(args.out), f"--out {args.out}", "pass a writable --out FILE, or omit it for stdout"
+        )
     entries = parse_golden(Path(args.golden))
     rows = unjudged(entries, [load_summary(run) for run in args.runs], args.k)
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
@@ -119,8 +125,11 @@ def cmd_golden_pool(args: argparse.Namespace) -> int:
 
 
 def cmd_golden_split(args: argparse.Namespace) -> int:
+    from doceval.common.io import output_target
     from doceval.inputs.golden import DEFAULT_PIN, write_splits
 
+    # The golden set is rewritten whole: a symlink to it stays a link, anything but a file is refused.
+    output_target(Path(args.path), f"golden split {args.path}", "name the golden set's JSONL file")
     # Splitting checks no ids: an entry without library/version is stratified under the default pin.
     counts = write_splits(Path(args.path), seed=args.seed, default_pin=DEFAULT_PIN)
     print(f"{args.path}: split tags written with seed {args.seed}: {counts}")

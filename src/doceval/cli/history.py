@@ -27,6 +27,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     from doceval.tracking.history import load_history
 
     metrics = args.metric or DEFAULT_METRICS
+    if args.plot:
+        from doceval.common.io import output_target
+
+        # Refused before the store is read; no folder is made until there is a plot to write.
+        output_target(Path(args.plot), f"--plot {args.plot}", "pass a writable --plot PATH (a .png file)")
     unknown = [m for m in metrics if m not in METRIC_NAMES]
     if unknown:
         raise UsageError(f"--metric {', '.join(unknown)}: unknown; valid metrics: {', '.join(METRIC_NAMES)}")

@@ -136,6 +136,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_rescore(args: argparse.Namespace) -> int:
     from doceval import tracking
+    from doceval.cli.common import stale_on_failure
     from doceval.common.io import check_writable, read_json, write_json_atomic
     from doceval.config.compose import compose
     from doceval.harness.judging_runs import rescore
@@ -149,14 +150,17 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     output = Path(args.output)
     check_writable(output, f"--output {output}", "pass a writable --output PATH")
     tracking.check_configured(cfg)
-    summary_path = Path(summary_arg)
-    summary = read_json(summary_path, "run summary", rerun="doceval eval")
-    if not isinstance(summary, dict) or "config" not in summary:
-        raise UsageError(f"{summary_path}: not a doceval summary (no config block)")
-    golden_path = args.golden or (summary["config"].get("golden") or {}).get("path") or cfg["golden"]
-    golden, _, golden_md5 = _golden(cfg, golden_path)
-    new = rescore(summary, summary_path, golden, golden_md5, cfg["judge"], cfg=cfg, progress=not args.quiet)
-    write_json_atomic(output, new)
+    with stale_on_failure(output, "judge rescore"):
+        summary_path = Path(summary_arg)
+        summary = read_json(summary_path, "run summary", rerun="doceval eval")
+        if not isinstance(summary, dict) or "config" not in summary:
+            raise UsageError(f"{summary_path}: not a doceval summary (no config block)")
+        golden_path = args.golden or (summary["config"].get("golden") or {}).get("path") or cfg["golden"]
+        golden, _, golden_md5 = _golden(cfg, golden_path)
+        new = rescore(
+            summary, summary_path, golden, golden_md5, cfg["judge"], cfg=cfg, progress=not args.quiet
+        )
+        write_json_atomic(output, new)
     tracking.log_configured_run(cfg, new, {}, run_name=output.stem, tags={"stage": "rescore"})
     m = new["metrics"]
     acc = m.get("answer_accuracy")

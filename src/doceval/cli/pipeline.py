@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from doceval.cli.common import add_stage, print_headline, stage_params
+from doceval.cli.common import add_stage, print_headline, stage_params, stale_on_failure
 from doceval.errors import EXIT_USAGE, RunIncomplete, UsageError
 
 
@@ -35,8 +35,11 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
+    from doceval.common.io import output_folder
     from doceval.stages import docs
 
+    if args.out:
+        output_folder(Path(args.out), f"--out {args.out}", "pass --out DIR naming a folder (new or existing)")
     docs.run(
         stage_params(args),
         progress=not args.quiet,
@@ -127,8 +130,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     output = Path(args.output)
     check_writable(output, f"--output {output}", "pass a writable --output PATH (e.g. eval/runs/NAME.json)")
     tracking.check_configured(cfg)
-    summary = _evaluate_repeats(cfg, options, args.repeats)
-    write_json_atomic(output, summary)
+    with stale_on_failure(output, "eval"):
+        summary = _evaluate_repeats(cfg, options, args.repeats)
+        write_json_atomic(output, summary)
     # Written and logged before anything is printed: a reader that stops early (| head) loses only lines.
     tracking.log_configured_run(cfg, summary, {}, run_name=output.stem, tags={"stage": "eval"})
     print_headline(summary)

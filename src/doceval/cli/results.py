@@ -65,6 +65,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.bootstrap < 1:
         raise UsageError(f"--bootstrap {args.bootstrap}: must be at least 1")
     gate_cfg = None if args.no_gate else _gate_config(args.gate, "--gate", args.gate != DEFAULT_GATE)
+    if args.plot:
+        from doceval.common.io import check_writable
+
+        check_writable(Path(args.plot), f"--plot {args.plot}", "pass a writable --plot PATH (a .png file)")
     loader = _mlflow_loader(args.tracking_uri)
     base = load_summary(args.base, loader)
     new = load_summary(args.new, loader)

@@ -9,6 +9,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -53,8 +54,10 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     temporary sibling is ``.<name>.<pid>.<random>``, locked (``flock``) while its writer runs; a writer killed
     with SIGKILL cannot remove it, so every call first removes the stale siblings of ``target``: unlocked ones
     whose pid is dead (or, without a pid in the name, older than this process). A sibling another live process
-    is writing is left alone.
+    is writing is left alone. A symlink at ``target`` has the folder it points at replaced; a file, device,
+    FIFO or dangling link there is refused (:func:`output_folder`) before the block runs.
     """
+    target = output_folder(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temp_dirs(target)
     tmp = _make_temp_dir(target)
@@ -75,6 +78,27 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     finally:
         _unlock(lock)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def output_folder(
+    target: Path, what: str | None = None, fix: str = "remove it or name another output folder"
+) -> Path:
+    """The folder :func:`atomic_dir` replaces: ``target``, or the folder a symlink there points at (the link
+    stays a link). Anything else already there (a file, a device, a FIFO, a dangling link) is a UsageError
+    naming ``what`` (default: the path) and the fix: renaming it aside would put a folder where /dev/null was."""
+    what = what or str(target)
+    if target.is_symlink():
+        real = Path(os.path.realpath(target))
+        if not real.is_dir():
+            raise UsageError(f"{what}: is a symlink to {real}, which is not a folder; {fix}")
+        return real
+    try:
+        mode = target.stat().st_mode
+    except OSError:
+        return target  # nothing there yet (or unreachable: creating it says why)
+    if not stat.S_ISDIR(mode):
+        raise UsageError(f"{what}: is {_kind(mode)}, not a folder; {fix}")
+    return target
 
 
 def _make_temp_dir(target: Path) -> Path:
@@ -177,11 +201,67 @@ def _unlock(fd: int | None) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write through a temporary sibling and rename: readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(scrub_data(text), encoding="utf-8")  # the last line of defence: no registered secret
-    os.replace(tmp, path)
+    """UTF-8 text through :func:`write_bytes_atomic`, with every registered secret masked
+    (:mod:`doceval.common.redact`): the last line of defence, whatever the caller forgot."""
+    write_bytes_atomic(path, scrub_data(text).encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write through a temporary sibling and rename: readers see the old file or the new one, never half.
+
+    Only a regular file is ever replaced (:func:`output_target`): a symlink to one has its target replaced and
+    stays a link; a device, FIFO, socket, directory or dangling link is a UsageError, never turned into a
+    regular file. The temporary sibling is ``.<name>.<pid>.<random>.tmp``, one per writer, so two processes
+    writing the same output cannot clobber each other's half-written file; a writer killed before its rename
+    leaves one behind, removed by the next write once that pid is gone."""
+    target = output_target(path, str(path), "remove it or name another output file")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temp_files(target)
+    tmp = _make_temp_file(target)
+    try:
+        tmp.write_bytes(data)
+        _keep_mode(target, tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _make_temp_file(target: Path) -> Path:
+    """``.<name>.<pid>.<8 random hex>.tmp``, created exclusively (the umask applies, as to any new file)."""
+    while True:
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return tmp
+
+
+def _remove_stale_temp_files(target: Path) -> None:
+    """Remove the temporary files of ``target`` whose writer (the pid in the name) is no longer running."""
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.(\d+)\.[0-9a-f]{{8}}\.tmp")
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    for name in names:
+        match = pattern.fullmatch(name)
+        if match is None:
+            continue
+        pid = int(match.group(1))
+        if pid != os.getpid() and not _pid_alive(pid):
+            with contextlib.suppress(OSError):
+                (target.parent / name).unlink()
+
+
+def _keep_mode(target: Path, tmp: Path) -> None:
+    """A replaced file keeps its permissions (a summary made private stays private)."""
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        return  # a new file: the umask's permissions
+    os.chmod(tmp, mode)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -239,14 +319,63 @@ def probe_folder(folder: Path) -> None:
         pass
 
 
-def check_writable(path: Path, what: str, fix: str) -> None:
-    """Refuse (UsageError naming ``what`` and the fix) an output path that cannot be written: a directory, a
-    folder that cannot be created, or one where no file can be made (read-only, /proc). Creates the folder when
-    needed and tries a temporary file in it; called before any work, so a bad path never costs a run."""
-    if path.is_dir():
+_KINDS = (
+    (stat.S_ISREG, "a regular file"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def output_target(path: Path, what: str, fix: str) -> Path:
+    """The regular file that writing the output ``path`` replaces: ``path`` itself (existing or not), or, for a
+    symlink, the file it resolves to (the link stays a link). Anything else already at ``path`` is a UsageError
+    naming ``what`` and the fix: outputs are replaced whole (temporary sibling + rename), which would turn a
+    device (/dev/null, /dev/full), a FIFO or a socket into a regular file, and cannot replace a directory."""
+    if path.is_symlink():
+        real = Path(os.path.realpath(path))
+        try:
+            mode = real.stat().st_mode
+        except FileNotFoundError:
+            raise UsageError(
+                f"{what}: is a symlink to {real}, which does not exist (a dangling link); point the link at an "
+                f"existing file or remove it, or {fix}"
+            ) from None
+        except OSError as exc:
+            raise UsageError(f"{what}: cannot follow the symlink ({exc.strerror or exc}); {fix}") from None
+        if not stat.S_ISREG(mode):
+            raise UsageError(f"{what}: is a symlink to {real}, {_kind(mode)}, not a regular file; {fix}")
+        return real
+    try:
+        mode = path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return path  # a new file (a parent that is a file is check_writable's to report)
+    except OSError as exc:
+        raise UsageError(f"{what}: cannot inspect it ({exc.strerror or exc}); {fix}") from None
+    if stat.S_ISDIR(mode):
         raise UsageError(
             f"{what}: is a directory; name a file in it (e.g. {path / 'summary.json'}), or {fix}"
         )
+    if not stat.S_ISREG(mode):
+        raise UsageError(
+            f"{what}: is {_kind(mode)}, not a regular file; doceval replaces an output file whole and "
+            f"never writes into a device, pipe or socket; {fix}"
+        )
+    return path
+
+
+def check_writable(path: Path, what: str, fix: str) -> None:
+    """Refuse (UsageError naming ``what`` and the fix) an output path that cannot be written: anything but a
+    regular file or a symlink to one (:func:`output_target`), a folder that cannot be created, or one where no
+    file can be made (read-only, /proc). Creates the folder when needed and tries a temporary file in it;
+    called before any work, so a bad path never costs a run."""
+    path = output_target(path, what, fix)
     folder = path.parent
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{what}: {folder} is a file, not a folder; {fix}")

@@ -303,6 +303,7 @@ class Gate:
     thresholds: dict[str, float] = spec(keys=_metric_names, ge=0, le=1)
     non_regression: NonRegression = spec()
     drift: Drift = spec(None)
+    max_system_errors: int = spec(0, ge=0, example="0")  # more entries with a system error: the gate fails
 
 
 @dataclass(frozen=True, kw_only=True)

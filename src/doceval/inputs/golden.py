@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from doceval.common.io import write_text_atomic
 from doceval.errors import UsageError
 
 KNOWN_SPLITS = ("calibration", "test")
@@ -429,5 +430,5 @@ def write_splits(path: Path, seed: int = 0, *, default_pin: tuple[str, str] | No
         text = json.dumps(recs, indent=2, ensure_ascii=False) + "\n"
     else:
         text = "\n".join(json.dumps(rec, ensure_ascii=False) for rec in recs) + "\n"
-    path.write_text(text, encoding="utf-8")
+    write_text_atomic(path, text)  # a failed write leaves the golden set as it was, never half of it
     return dict(Counter(assignment.values()))

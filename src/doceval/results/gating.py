@@ -66,10 +66,11 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
     valid = f"valid metrics: {', '.join(METRIC_NAMES)}"
     if not isinstance(cfg, Mapping):
         raise UsageError(f"{where}: expected a mapping with 'thresholds' and 'non_regression'")
-    unknown_keys = sorted(set(cfg) - {"thresholds", "non_regression", "drift"})
+    unknown_keys = sorted(set(cfg) - {"thresholds", "non_regression", "drift", "max_system_errors"})
     if unknown_keys:
         raise UsageError(
-            f"{where}: unknown key(s) {', '.join(unknown_keys)}; expected thresholds, non_regression, drift"
+            f"{where}: unknown key(s) {', '.join(unknown_keys)}; expected thresholds, non_regression, drift, "
+            "max_system_errors"
         )
     thresholds = cfg.get("thresholds") or {}
     if not isinstance(thresholds, Mapping):
@@ -117,6 +118,7 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
         )
     return {
         "thresholds": {str(m): float(t) for m, t in thresholds.items()},
+        "max_system_errors": _check_max_system_errors(cfg.get("max_system_errors", 0), where),
         "drift": _check_drift(cfg.get("drift"), where, valid),
         "non_regression": {
             "enabled": enabled,
@@ -126,6 +128,15 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
             "alpha": float(alpha),
         },
     }
+
+
+def _check_max_system_errors(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(
+            f"{where}: max_system_errors: {value!r} must be an integer >= 0 (the entries whose system call "
+            "may fail before the gate fails the run; 0: none)"
+        )
+    return value
 
 
 def _check_drift(drift: Any, where: str, valid: str) -> dict[str, Any]:
@@ -208,8 +219,9 @@ def gate(
 ) -> GateResult:
     """Apply thresholds (``>=``; ``<=`` for lower-is-better metrics) and, with a baseline, non-regression.
 
-    A summary with no entries fails ("nothing was measured"), and so does one marked ``complete: false`` ("the
-    run is incomplete"), whatever its metrics say. A threshold on a metric the summary does not measure (null)
+    A summary with no entries fails ("nothing was measured"), and so do one marked ``complete: false`` ("the
+    run is incomplete") and one with more system errors than ``max_system_errors`` (default 0), whatever its
+    metrics say. A threshold on a metric the summary does not measure (null)
     fails as "not measured". A baseline cut at another k is refused (UsageError) unless ``allow_different_k``.
     """
     cfg = check_gate_config(gate_cfg)
@@ -218,31 +230,7 @@ def gate(
     failures: list[GateFailure] = []
     conditions: list[str] = []
     notes: list[str] = []
-    if not summary["entries"]:
-        failures.append(
-            GateFailure(
-                "(entries)",
-                "at least one entry",
-                None,
-                None,
-                "nothing was measured: the summary has no entries (an empty split or a hand-written summary); "
-                "gate a summary written by `doceval eval` or `doceval evaluate`",
-            )
-        )
-    if summary.get("complete") is False:
-        incomplete = summary.get("incomplete")
-        reason = incomplete.get("reason") if isinstance(incomplete, Mapping) else None
-        failures.append(
-            GateFailure(
-                "(complete)",
-                "a complete run",
-                None,
-                None,
-                "the run is incomplete (complete: false"
-                + (f"; {reason}" if reason else "")
-                + "): its metrics cover only part of the split; fix the system and rerun it to completion",
-            )
-        )
+    failures += _run_failures(summary, cfg["max_system_errors"])
     for m, t in cfg["thresholds"].items():
         lower = m in LOWER_IS_BETTER
         cond = f"{m} {'<=' if lower else '>='} {_fmt_threshold(t)}"
@@ -324,6 +312,64 @@ def gate(
     passed = not failures
     line = f"CI gate ({' and '.join(conditions)}): {'PASS' if passed else 'FAIL'}"
     return GateResult(passed, line, failures, conditions, notes)
+
+
+def _run_failures(summary: Summary, max_system_errors: int) -> list[GateFailure]:
+    """What fails a run whatever its metrics say: no entries, an incomplete run, or more entries whose system
+    call failed than ``max_system_errors`` (those entries are scored by no metric, so the metrics alone would
+    pass a run whose system failed on 4 entries of 10)."""
+    failures: list[GateFailure] = []
+    if not summary["entries"]:
+        failures.append(
+            GateFailure(
+                "(entries)",
+                "at least one entry",
+                None,
+                None,
+                "nothing was measured: the summary has no entries (an empty split or a hand-written summary); "
+                "gate a summary written by `doceval eval` or `doceval evaluate`",
+            )
+        )
+    if summary.get("complete") is False:
+        incomplete = summary.get("incomplete")
+        reason = incomplete.get("reason") if isinstance(incomplete, Mapping) else None
+        failures.append(
+            GateFailure(
+                "(complete)",
+                "a complete run",
+                None,
+                None,
+                "the run is incomplete (complete: false"
+                + (f"; {reason}" if reason else "")
+                + "): its metrics cover only part of the split; fix the system and rerun it to completion",
+            )
+        )
+    errors = system_errors(summary)
+    if errors > max_system_errors:
+        failures.append(
+            GateFailure(
+                "(system_errors)",
+                f"system_errors <= {max_system_errors}",
+                float(errors),
+                float(errors - max_system_errors),
+                f"{errors} of {len(summary['entries'])} entries had a system error (the system under test failed "
+                f"on them; they are scored by no metric), more than max_system_errors: {max_system_errors} in the "
+                "gate config; fix the system and rerun, or raise max_system_errors",
+            )
+        )
+    return failures
+
+
+def system_errors(summary: Summary) -> int:
+    """``metrics.counts.system_errors``; 0 for a summary written before the count existed."""
+    counts = summary["metrics"].get("counts")
+    value = counts.get("system_errors", 0) if isinstance(counts, Mapping) else 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UsageError(
+            f"summary: metrics.counts.system_errors is {value!r}, expected an integer >= 0; pass a summary "
+            "written by `doceval eval --output PATH`"
+        )
+    return value
 
 
 def _paired_p_values(

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 
+from doceval.common.io import write_bytes_atomic
 from doceval.common.naming import system_label
 from doceval.scoring.registry import LOWER_IS_BETTER
 
@@ -97,7 +99,8 @@ def plot_history(
         ax.legend(fontsize=7, loc="lower left")
     axes[-1, 0].set_xlabel("commit (oldest first)")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    png = BytesIO()
+    fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
+    write_bytes_atomic(path, png.getvalue())  # a regular file replaced whole, never a device or a FIFO
     return path

@@ -1,6 +1,7 @@
-"""The gate's verdict as JUnit XML, the format CI systems display: one test case per gate condition, and for a
-failed metric threshold one failing test case per entry that scored against it (a miss on hit_rate, an
-unrefused out-of-scope question on refused_correctly)."""
+"""The gate's verdict as JUnit XML, the format CI systems display: one test case per gate condition (and per
+failure outside them: no entries, an incomplete run, too many system errors), for a failed metric threshold one
+failing test case per entry that scored against it (a miss on hit_rate, an unrefused out-of-scope question on
+refused_correctly), and for too many system errors one per entry whose system call failed."""
 
 from __future__ import annotations
 
@@ -27,6 +28,19 @@ def _failing_entries(entries: Sequence[Mapping[str, Any]], metric: str) -> list[
     return out
 
 
+def _system_error_cases(suite: ET.Element, entries: Sequence[Mapping[str, Any]]) -> int:
+    """One failing case per entry whose system call failed (at most MAX_ENTRY_CASES), with the error."""
+    failed = [e for e in entries if e.get("system_error")]
+    for e in failed[:MAX_ENTRY_CASES]:
+        case = ET.SubElement(suite, "testcase", classname="doceval.entries.system_errors", name=str(e["id"]))
+        text = f"system error on {e['id']} ({e.get('library')}@{e.get('version')}): {e['system_error']}"
+        ET.SubElement(case, "failure", message="system error", type="SystemError").text = text
+    if len(failed) > MAX_ENTRY_CASES:
+        more = f"{len(failed) - MAX_ENTRY_CASES} more entries with a system error are in the summary"
+        ET.SubElement(suite, "system-out").text = more
+    return min(len(failed), MAX_ENTRY_CASES)
+
+
 def junit_xml(verdict: GateResult, summary: Mapping[str, Any], name: str = "doceval gate") -> str:
     suite = ET.Element("testsuite", name=name)
     cases = 0
@@ -46,6 +60,10 @@ def junit_xml(verdict: GateResult, summary: Mapping[str, Any], name: str = "doce
             cases += 1
             failures += 1
     entries = summary.get("entries") or []
+    if any(f.metric == "(system_errors)" for f in verdict.failures):
+        n = _system_error_cases(suite, entries)
+        cases += n
+        failures += n
     for f in verdict.failures:
         if f.value is None or f.metric.startswith("("):
             continue

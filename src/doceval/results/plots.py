@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from io import BytesIO
 from pathlib import Path
 
+from doceval.common.io import write_bytes_atomic
 from doceval.results.comparison import CompareResult, _signed
 from doceval.scoring.registry import LOWER_IS_BETTER
 
@@ -14,7 +16,6 @@ def plot_compare(result: CompareResult, path: str | Path) -> Path:
     from matplotlib.figure import Figure
 
     out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
     rows = list(reversed(result.rows))  # first metric on top
     fig = Figure(figsize=(8.5, 0.5 * len(rows) + 1.6), dpi=120)
     FigureCanvasAgg(fig)
@@ -62,5 +63,7 @@ def plot_compare(result: CompareResult, path: str | Path) -> Path:
         fontsize=10,
     )
     fig.tight_layout()
-    fig.savefig(out, format="png")
+    png = BytesIO()
+    fig.savefig(png, format="png")
+    write_bytes_atomic(out, png.getvalue())  # a regular file replaced whole, never a device or a FIFO
     return out
