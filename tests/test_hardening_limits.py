@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
+import subprocess
 import sys
 import textwrap
 import threading
@@ -22,6 +24,7 @@ from typing import Any
 
 import pytest
 
+import doceval
 from doceval.cli import main
 from doceval.common.concurrency import CallTimedOut, DeadlineCaller
 from doceval.errors import UsageError
@@ -446,6 +449,35 @@ def test_a_call_past_timeout_s_is_a_system_error_and_too_many_stop_the_run(
     ] * 2
     assert s["config"]["run"]["max_abandoned"] == 1
     assert elapsed < 2.5, elapsed  # two deadlines, not two 3 s calls
+
+
+def test_a_call_that_never_returns_does_not_hold_the_process_at_exit(project: Write, tmp_path: Path) -> None:
+    project("pass")
+    Path("hang.py").write_text(
+        "import time\ndef retrieve(question, k):\n    while True:\n        time.sleep(1)\n"
+    )
+    src = Path(str(doceval.__file__)).resolve().parents[1]
+    argv = [
+        "eval",
+        "--golden",
+        "golden.jsonl",
+        "--split",
+        "all",
+        "--no-track",
+        "--quiet",
+        "--output",
+        "out.json",
+        "retriever=function",
+        "retriever.target=hang:retrieve",
+        "retriever.timeout_s=0.2",
+        "run.max_abandoned=0",
+    ]
+    code = f"import sys; from doceval.cli.main import main; sys.exit(main({argv!r}))"
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(src)},
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 4, proc.stderr[-2000:]
+    assert "run.max_abandoned=0" in proc.stderr and time.monotonic() - start < 30
 
 
 def test_the_function_agents_reply_over_max_reply_bytes_is_a_system_error(project: Write) -> None:
