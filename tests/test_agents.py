@@ -356,7 +356,7 @@ def test_the_agent_block_composes_and_validates() -> None:
     assert compose([], conf_dir=CONF)["agent"] == {"name": "docchat"}
     cfg = compose(["agent=http", "agent.url=http://127.0.0.1:9"], conf_dir=CONF)
     assert cfg["agent"] == {"name": "http", "url": "http://127.0.0.1:9", "headers_env": {}, "timeout_s": 30,
-                            "max_retries": 3}  # fmt: skip
+                            "max_retries": 3, "max_reply_bytes": 4194304}  # fmt: skip
     cfg = compose(["agent=http", "agent.url=http://127.0.0.1:9", "+agent.headers_env.Authorization=TOKEN"],
                   conf_dir=CONF)  # fmt: skip
     assert cfg["agent"]["headers_env"] == {"Authorization": "TOKEN"}

@@ -95,7 +95,7 @@ def test_every_experiment_composes_and_validates(experiment: str) -> None:
 
 
 def test_shipped_config_has_the_run_block_and_no_role_budget(shipped: dict[str, Any]) -> None:
-    assert shipped["run"] == {"budget_usd": None, "max_concurrency": 8}
+    assert shipped["run"] == {"budget_usd": None, "max_concurrency": 8, "max_abandoned": 3}
     assert "budget_usd" not in compose(["answerer=openai"], conf_dir=CONF)["answerer"]
     assert yaml.safe_load((ROOT / "params.yaml").read_text()) == shipped
 
@@ -192,7 +192,12 @@ def test_open_mappings_are_the_only_free_form_keys(monkeypatch: pytest.MonkeyPat
         ["retriever=function", "retriever.target=m:f", "+retriever.kwargs={alpha: 1, beta: [x]}"],
         conf_dir=CONF,
     )
-    assert cfg["retriever"] == {"name": "function", "target": "m:f", "kwargs": {"alpha": 1, "beta": ["x"]}}
+    assert cfg["retriever"] == {
+        "name": "function",
+        "target": "m:f",
+        "kwargs": {"alpha": 1, "beta": ["x"]},
+        "timeout_s": 120,
+    }
     cfg = compose(
         ["answerer=openai", "+answerer.response_format={type: json_object, x: {y: true}}"], conf_dir=CONF
     )

@@ -412,7 +412,12 @@ def test_the_config_composes_with_target_and_kwargs_and_builds(user_module: Writ
         ],
         conf_dir=CONF,
     )
-    assert cfg["retriever"] == {"name": "function", "target": "cfgmod:make", "kwargs": {"min_score": 0.5}}
+    assert cfg["retriever"] == {
+        "name": "function",
+        "target": "cfgmod:make",
+        "kwargs": {"min_score": 0.5},
+        "timeout_s": 120,
+    }
     assert make_retriever(cfg["retriever"], None).retrieve("q", "l", "1", 3) == [("a", 0.5)]
     bad = {**cfg, "retriever": {**cfg["retriever"], "target": "cfgmod"}}
     with pytest.raises(UsageError, match=r"retriever.target=cfgmod: expected MODULE:ATTR"):

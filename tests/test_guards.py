@@ -43,11 +43,15 @@ ROWS = [
 BM25 = ["retriever=bm25"]
 USER_MODULE_NAME = "guards_userret"  # a name no other test imports (sys.modules is shared)
 USER_MODULE = '''
+import os
+
 def make(min_score=1):
-    """A factory whose retriever fails at run time for a bad value (the sweep checks only build the first)."""
+    """A factory that fails at run time for a bad value: inside a sweep job only (DOCEVAL_SWEEP_DIR is set
+    there), so the sweep's own check, which builds the first point in its process, passes. Not its retriever:
+    a retriever's exception is that entry's system error, never the point's failure."""
+    if str(min_score).startswith("boom") and os.environ.get("DOCEVAL_SWEEP_DIR"):
+        raise RuntimeError(f"index offline for min_score={min_score}")
     def retrieve(question, k):
-        if str(min_score).startswith("boom"):
-            raise RuntimeError(f"index offline for min_score={min_score}")
         return []
     return retrieve
 '''
@@ -392,7 +396,10 @@ def test_a_point_failing_at_run_time_marks_the_parent_failed_and_the_folder(
     uri = f"sqlite:///{project / 'store' / 'mlflow.db'}"
     assert main(_user_sweep("1", "boom", track=[f"tracking.uri={uri}"])) == 2
     err = capsys.readouterr().err
-    assert "sweep: point 2 (+retriever.kwargs.min_score=boom) failed: RuntimeError: index offline" in err
+    assert (
+        "sweep: point 2 (+retriever.kwargs.min_score=boom) failed: retriever.target=guards_userret:make: the "
+        "factory called with kwargs min_score raised RuntimeError: index offline"
+    ) in err
     assert "Traceback" not in err
     parent = re.search(r"MLflow parent run ([0-9a-f]{32}) is marked FAILED", err)
     assert parent, err

@@ -8,9 +8,13 @@ documents, reference answer), and the scorers never see the system's internals.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from doceval.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,39 @@ class Source:
 
     id: str
     score: float | None  # None: the system gave no score
+
+
+class InvalidRetrieval(UsageError):
+    """A retriever function's result of the wrong shape for one question (a usage error when called alone; the
+    harness records ``"invalid response: <problem>"`` as that entry's system error)."""
+
+    def __init__(self, about: str, problem: str) -> None:
+        super().__init__(f"{about}: {problem}")
+        self.problem = problem
+
+
+def source_problem(doc_id: object, score: object) -> str | None:
+    """Why ``(doc_id, score)`` from the user's system cannot be scored, or None: one rule for a retriever's
+    results and an assistant's sources. An id is a non-empty str; a score is None (not given) or a finite real
+    number: never a bool, NaN (it would pass or fail every floor at random), an infinity, or an int too large
+    for a float. The text completes "item 3 ..." or "sources[3] ..."."""
+    if not isinstance(doc_id, str):
+        return f"has the id {doc_id!r:.60} ({type(doc_id).__name__}); document ids are non-empty strings"
+    if not doc_id:
+        return 'has an empty id ""; document ids are non-empty strings'
+    if score is None:
+        return None
+    finite = isinstance(score, numbers.Real) and not isinstance(score, bool)
+    if finite:
+        try:
+            finite = math.isfinite(float(score))  # type: ignore[arg-type]
+        except OverflowError:  # an int like 10**400
+            finite = False
+    if not finite:
+        return (
+            f"({doc_id!r:.60}) has the score {score!r:.60}; expected a number (finite: not NaN or infinite)"
+        )
+    return None
 
 
 @dataclass

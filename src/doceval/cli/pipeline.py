@@ -148,7 +148,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise RunIncomplete(
             f"doceval eval: run incomplete: {summary['incomplete']['reason']}; the summary covers "
             f"{summary['incomplete']['entries_scored']} of {summary['incomplete']['entries_in_split']} entries "
-            f"({output}); fix the system or raise --max-errors, then rerun (answered entries are not redone)"
+            f"({output}); fix the system or raise the limit named, then rerun (answered entries are not redone)"
         )
     return 0
 

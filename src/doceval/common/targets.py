@@ -37,7 +37,8 @@ def load_target(target: str, what: str) -> Any:
     first on sys.path. ``what`` is the config key holding it (``retriever.target``), named in every error.
 
     Raises UsageError (exit 2) for a malformed target, a module that is not found (naming the sys.path
-    searched), a module whose import fails, or a missing attribute.
+    searched), a module whose import fails (a ``sys.exit()`` in it included: the user's code never chooses
+    doceval's exit code), or a missing attribute. A KeyboardInterrupt propagates.
     """
     if not isinstance(target, str) or not re.fullmatch(TARGET_PATTERN, target.strip()):
         raise UsageError(
@@ -65,7 +66,9 @@ def load_target(target: str, what: str) -> Any:
         raise UsageError(
             f"{what}={target}: {exc.filename}:{exc.lineno}: syntax error in {module_name!r}: {exc.msg}"
         ) from exc
-    except Exception as exc:  # the user's module raised at import time: report it as bad input
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the user's module raised (or exited) at import: bad input
         raise UsageError(
             f"{what}={target}: importing {module_name!r} raised {type(exc).__name__}: {exc}"
         ) from exc

@@ -88,6 +88,9 @@ class AgentFunction:
         what="MODULE:ATTR (a function on the Python path, the current directory first)",
         example="my_agent:answer",
     )
+    # Optional (doceval.common.concurrency.DEFAULT_TIMEOUT_S and agent_http.DEFAULT_MAX_REPLY_BYTES apply).
+    timeout_s: float | None = spec(None, gt=0, example="120")  # null: no deadline
+    max_reply_bytes: int = spec(None, ge=1, example="4194304")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,8 +101,9 @@ class AgentHttp:
     )
     # Header name -> name of the environment variable whose value is sent (an OPEN_MAPPINGS entry).
     headers_env: dict[str, str] = spec(nonempty=True, example="{Authorization: MY_AGENT_TOKEN}")
-    timeout_s: float = spec(gt=0, example="30")
+    timeout_s: float = spec(gt=0, example="30")  # total per request: connect to last byte
     max_retries: int = spec(ge=0, example="3")
+    max_reply_bytes: int = spec(None, ge=1, example="4194304")  # optional: 4 MiB applies
     # Read by make_agent when present (not in conf/: doceval.common.retry's defaults apply).
     retry_base_delay_s: float = spec(None, ge=0)
     retry_max_delay_s: float = spec(None, ge=0)
@@ -150,6 +154,7 @@ class RetrieverFunction:
         example="my_retriever:retrieve",
     )
     kwargs: dict[str, Any] = spec(example="{}")  # free-form: the factory's keyword arguments
+    timeout_s: float | None = spec(None, gt=0, example="120")  # optional (120 applies); null: no deadline
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -364,10 +369,12 @@ class Intervals:
 
 @dataclass(frozen=True, kw_only=True)
 class Run:
-    """The whole run, across roles: the LLM budget (answerer and judge together) and the agent's concurrency."""
+    """The whole run, across roles: the LLM budget (answerer and judge together), the agent's concurrency, and
+    how many calls of the user's function may be abandoned past their deadline before the run stops."""
 
     budget_usd: float | None = spec(ge=0, example="5.0")
     max_concurrency: int = spec(ge=1, example="8")
+    max_abandoned: int | None = spec(None, ge=0, example="3")  # optional (3 applies); null: no limit
 
 
 Retriever = (

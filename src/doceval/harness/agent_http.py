@@ -5,16 +5,23 @@ Request body: ``{"question", "library", "version", "session_id"}``. Headers come
 (``headers_env``: header name -> variable name); their values are sent and nothing else: never logged, never
 in a message, a journal or :meth:`HttpAgent.describe`. Redirects are not followed, so credentials never travel
 to another host.
+
+Limits: ``timeout_s`` is a deadline for the whole request, from connect to the last byte of the reply (a server
+that drips its reply byte by byte cannot stretch it), and a reply body over ``max_reply_bytes`` is refused
+without reading the rest.
 """
 
 from __future__ import annotations
 
 import email.utils
+import functools
 import http.client
+import io
 import json
 import logging
 import os
 import re
+import socket
 import threading
 import time
 import urllib.error
@@ -39,6 +46,15 @@ from doceval.seam import Probe
 log = logging.getLogger(__name__)
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an RFC 9110 token
+DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024  # agent.max_reply_bytes in conf/agent/{http,function}.yaml
+_CHUNK = 64 * 1024
+
+
+def reply_cap(value: Any) -> int:
+    """``agent.max_reply_bytes``: an integer >= 1."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"agent.max_reply_bytes={value!r}: expected an integer >= 1 (e.g. 4194304, 4 MiB)")
+    return value
 
 
 class AgentCallError(Exception):
@@ -50,6 +66,65 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
     # A redirect would resend the credential headers to wherever the server points; surface it instead.
     def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+
+class _DeadlineIO(io.RawIOBase):
+    """The reply's socket, read with at most the time left before the deadline per read: a socket timeout
+    alone bounds each read, so a server sending a byte every second would never time out."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        super().__init__()
+        self._sock = sock
+        self._raw = sock.makefile("rb", buffering=0)  # holds the socket open as http.client expects
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the deadline passed while reading the reply")
+        self._sock.settimeout(left)
+        n: int | None = self._raw.readinto(buffer)
+        return n
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _DeadlineResponse(http.client.HTTPResponse):
+    """A response whose status line, headers and body are all read before ``deadline``."""
+
+    def __init__(self, sock: socket.socket, *args: Any, deadline: float, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        self.fp.close()  # the file super() opened; the one below keeps the socket open instead
+        self.fp = io.BufferedReader(_DeadlineIO(sock, deadline))
+
+
+class _DeadlineMixin:
+    """For urllib's HTTP(S) handlers: the connection reads its response with the request's ``deadline``."""
+
+    def do_open(self, http_class: Any, req: urllib.request.Request, **kwargs: Any) -> Any:
+        deadline = getattr(req, "deadline", None)
+        if deadline is None:
+            return super().do_open(http_class, req, **kwargs)  # type: ignore[misc]
+
+        def connection(*args: Any, **conn_kwargs: Any) -> http.client.HTTPConnection:
+            conn: http.client.HTTPConnection = http_class(*args, **conn_kwargs)
+            conn.response_class = functools.partial(_DeadlineResponse, deadline=deadline)  # type: ignore[assignment]
+            return conn
+
+        return super().do_open(connection, req, **kwargs)  # type: ignore[misc]
+
+
+class _DeadlineHTTPHandler(_DeadlineMixin, urllib.request.HTTPHandler):
+    pass
+
+
+class _DeadlineHTTPSHandler(_DeadlineMixin, urllib.request.HTTPSHandler):
+    pass
 
 
 def _classify(exc: BaseException) -> Classification | None:
@@ -101,6 +176,7 @@ class HttpAgent:
         headers_env: Mapping[str, str] | None = None,
         timeout_s: float = 30.0,
         max_retries: int = 3,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
         retry_base_delay_s: float = 1.0,
         retry_max_delay_s: float = 30.0,
         environ: Mapping[str, str] | None = None,
@@ -147,16 +223,19 @@ class HttpAgent:
         self._url = urllib.parse.urlunsplit(parts)
         self.url = redact_url(url)  # for messages and provenance
         self.timeout_s = float(timeout_s)
+        self.max_reply_bytes = reply_cap(max_reply_bytes)
         self.policy = RetryPolicy(max_retries, retry_base_delay_s, retry_max_delay_s)
         self._sleep = sleep
-        self._opener = urllib.request.build_opener(_NoRedirect())
+        self._opener = urllib.request.build_opener(
+            _NoRedirect(), _DeadlineHTTPHandler(), _DeadlineHTTPSHandler()
+        )
         self._lock = threading.Lock()
         self._counts = {"requests": 0, "retries": 0}
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any], **kwargs: Any) -> HttpAgent:
         """From the ``agent`` block (``url``, ``headers_env``, ``timeout_s``, ``max_retries`` and, when present,
-        ``retry_base_delay_s`` and ``retry_max_delay_s``)."""
+        ``max_reply_bytes``, ``retry_base_delay_s`` and ``retry_max_delay_s``)."""
         url = cfg.get("url")
         if not isinstance(url, str) or not url.strip():
             raise UsageError("agent=http needs agent.url=URL (e.g. agent.url=http://127.0.0.1:8000/ask)")
@@ -169,6 +248,7 @@ class HttpAgent:
             headers_env={str(k): v for k, v in headers_env.items()},
             timeout_s=float(cfg.get("timeout_s", 30.0)),
             max_retries=int(cfg.get("max_retries", 3)),
+            max_reply_bytes=reply_cap(cfg.get("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES)),
             **optional,
             **kwargs,
         )
@@ -257,8 +337,12 @@ class HttpAgent:
             method="POST",
             headers={"Content-Type": "application/json", "Accept": "application/json", **self._headers},
         )
+        # One deadline from connect to the last byte: connect and send get the time left (all of it, here),
+        # every read of the status line, headers and body the time left then (_DeadlineIO).
+        deadline = time.monotonic() + self.timeout_s
+        request.deadline = deadline  # type: ignore[attr-defined]  # read by _DeadlineMixin
         with self._opener.open(request, timeout=self.timeout_s) as reply:
-            raw = reply.read()
+            raw = self._read_capped(reply, deadline)
         try:
             data = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -270,12 +354,32 @@ class HttpAgent:
             )
         return data
 
+    def _read_capped(self, reply: Any, deadline: float) -> bytes:
+        """The body, in chunks, up to ``max_reply_bytes``: a bigger one is refused (Content-Length first)."""
+        cap = self.max_reply_bytes
+        declared = reply.headers.get("Content-Length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > cap:
+            raise AgentCallError(
+                f"oversize: reply over agent.max_reply_bytes={cap} bytes (Content-Length {declared.strip()})"
+            )
+        chunks: list[bytes] = []
+        size = 0
+        while size <= cap:
+            if time.monotonic() >= deadline:
+                raise TimeoutError("the deadline passed while reading the reply")
+            chunk = reply.read(min(_CHUNK, cap + 1 - size))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+        raise AgentCallError(f"oversize: reply over agent.max_reply_bytes={cap} bytes")
+
     def _describe(self, exc: BaseException, body: bool = False) -> str:
         if isinstance(exc, urllib.error.HTTPError):
             text = f"HTTP {exc.code} {exc.reason}"
             if body:
                 try:
-                    detail = exc.read()[:200].decode("utf-8", "replace").strip()
+                    detail = exc.read(200).decode("utf-8", "replace").strip()  # never the whole body
                 except (OSError, http.client.HTTPException):
                     detail = ""
                 text += f": {detail}" if detail else ""

@@ -6,8 +6,9 @@ A system is called with the probe only (question, library, version) plus a sessi
 harness. Its reply must be a JSON object/mapping with ``answer`` (str or null), ``sources`` (a list of id
 strings or ``{"id": str, "score": number}`` objects, best first) and ``refused`` (bool); optional ``reason``
 (the refusal reason) and ``usage`` (a mapping); every other key is kept verbatim in ``extra``. A reply of
-another shape, an exception or a call that failed after its retries is an *error* for that entry: recorded
-with its message, never scored (in particular never as a refusal), and tried again on a rerun.
+another shape, an exception (a SystemExit included), a call past its deadline or one that failed after its
+retries is an *error* for that entry: recorded with its message, never scored (in particular never as a
+refusal), and tried again on a rerun. A KeyboardInterrupt is never caught: it stops the run.
 """
 
 from __future__ import annotations
@@ -26,12 +27,18 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
-from doceval.common.concurrency import iter_concurrent
+from doceval.common.concurrency import (
+    DEFAULT_TIMEOUT_S,
+    CallTimedOut,
+    DeadlineCaller,
+    iter_concurrent,
+    timeout_of,
+)
 from doceval.common.journal import Journal, load_records
 from doceval.common.targets import load_target, provenance_of
 from doceval.errors import UsageError
-from doceval.harness.agent_http import AgentCallError, HttpAgent
-from doceval.seam import Probe, Source, SystemResponse
+from doceval.harness.agent_http import DEFAULT_MAX_REPLY_BYTES, AgentCallError, HttpAgent, reply_cap
+from doceval.seam import InvalidRetrieval, Probe, Source, SystemResponse, source_problem
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +81,24 @@ class ExternalAgent(Protocol):
 
 
 class FunctionAgent:
-    """A Python callable ``fn(question=..., library=..., version=..., session_id=...)`` returning the reply."""
+    """A Python callable ``fn(question=..., library=..., version=..., session_id=...)`` returning the reply,
+    called on a worker thread with a deadline (``timeout_s``; None: in the caller's thread, no deadline)."""
 
     name = "function"
 
-    def __init__(self, fn: Callable[..., Mapping[str, Any]], target: str) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Mapping[str, Any]],
+        target: str,
+        *,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+    ) -> None:
         self._fn = fn
         self.target = target
+        self.timeout_s = timeout_of(timeout_s, "agent.timeout_s")
+        self.max_reply_bytes = reply_cap(max_reply_bytes)
+        self._caller = DeadlineCaller("doceval-agent")
         self._provenance = provenance_of(fn)
 
     def describe(self) -> dict[str, Any]:
@@ -89,10 +107,32 @@ class FunctionAgent:
     def check(self) -> None:
         return None  # resolving the target and its signature already ran in make_agent/function_agent
 
+    @property
+    def abandoned(self) -> int:
+        """Calls abandoned past their deadline so far (their threads may still be running)."""
+        return self._caller.abandoned
+
     def call(self, probe: Probe, session_id: str) -> Mapping[str, Any]:
-        return self._fn(
-            question=probe.question, library=probe.library, version=probe.version, session_id=session_id
+        reply = self._caller.call(
+            lambda: self._fn(
+                question=probe.question, library=probe.library, version=probe.version, session_id=session_id
+            ),
+            self.timeout_s,
         )
+        self._check_size(reply)
+        return reply
+
+    def _check_size(self, reply: Any) -> None:
+        # The same cap as an HTTP reply's body: a huge answer would be copied into the journal and the summary.
+        try:
+            size = len(json.dumps(reply, ensure_ascii=False, default=lambda _: None).encode("utf-8"))
+        except (TypeError, ValueError):
+            return  # not JSON at all (a circular reference, a non-str key): parse_response says so
+        if size > self.max_reply_bytes:
+            raise AgentCallError(
+                f"oversize: reply over agent.max_reply_bytes={self.max_reply_bytes} bytes "
+                f"({size} bytes as JSON)"
+            )
 
 
 def function_agent(fn: Callable[..., Mapping[str, Any]], name: str = "callable") -> ExternalAgent:
@@ -147,7 +187,12 @@ def make_agent(cfg: Mapping[str, Any]) -> ExternalAgent | None:
                 "agent=function needs agent.target=MODULE:ATTR (e.g. agent.target=my_agent:answer, for a "
                 f"function answer{_CALL} in my_agent.py in the current directory)"
             )
-        return FunctionAgent(resolve_target(target.strip()), target.strip())
+        return FunctionAgent(
+            resolve_target(target.strip()),
+            target.strip(),
+            timeout_s=timeout_of(cfg.get("timeout_s", DEFAULT_TIMEOUT_S), "agent.timeout_s"),
+            max_reply_bytes=reply_cap(cfg.get("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES)),
+        )
     if name == "http":
         return HttpAgent.from_config(cfg)
     raise UsageError(f"agent.name={name}: expected one of {', '.join(AGENT_NAMES)}")
@@ -168,18 +213,19 @@ def _type_name(value: Any) -> str:
 
 
 def _source(item: Any, i: int) -> Source:
-    if isinstance(item, str) and item:
-        return Source(item, None)
-    if isinstance(item, Mapping) and isinstance(item.get("id"), str) and item["id"]:
-        score = item.get("score")
-        if score is None:
-            return Source(item["id"], None)
-        if isinstance(score, int | float) and not isinstance(score, bool):
-            return Source(item["id"], float(score))
-        raise InvalidResponse(f"sources[{i}].score must be a number, got {_type_name(score)}")
-    raise InvalidResponse(
-        f'sources[{i}] must be an id string or {{"id": str, "score": number}}, got {_type_name(item)}'
-    )
+    if isinstance(item, str):
+        doc_id, score = item, None
+    elif isinstance(item, Mapping) and "id" in item:
+        doc_id, score = item["id"], item.get("score")
+    else:
+        raise InvalidResponse(
+            f'sources[{i}] must be an id string or {{"id": str, "score": number}}, got {_type_name(item)}'
+        )
+    # One rule with a retriever function's results (an empty id, a NaN or infinite score).
+    problem = source_problem(doc_id, score)
+    if problem is not None:
+        raise InvalidResponse(f"sources[{i}] {problem}")
+    return Source(doc_id, None if score is None else float(score))
 
 
 def parse_response(probe_id: str, session_id: str, raw: Any) -> SystemResponse:
@@ -220,10 +266,30 @@ def parse_response(probe_id: str, session_id: str, raw: Any) -> SystemResponse:
     return response
 
 
-def _error_text(exc: Exception) -> str:
+def system_error_text(exc: BaseException) -> str:
+    """An entry's ``system_error``, one shape for the user's assistant and retriever: ``"<kind>: <message>"``."""
     if isinstance(exc, AgentCallError | InvalidResponse):
         return str(exc)
+    if isinstance(exc, InvalidRetrieval):
+        return f"invalid response: {exc.problem}"
+    if isinstance(exc, CallTimedOut):
+        return f"timeout: {exc}"
     return f"exception: {type(exc).__name__}: {str(exc)[:300]}"
+
+
+def abandoned_stop(system: object, max_abandoned: int | None) -> str | None:
+    """Why the run must stop because of calls abandoned past their deadline (threads that may run on), or None."""
+    abandoned = int(getattr(system, "abandoned", 0))
+    if max_abandoned is None or abandoned <= max_abandoned:
+        return None
+    return f"stopped after {abandoned} calls abandoned past their deadline (more than run.max_abandoned={max_abandoned})"
+
+
+def errors_stop(n_errors: int, max_errors: int | None) -> str | None:
+    """Why the run must stop after ``n_errors`` system errors (``--max-errors``), or None."""
+    if max_errors is None or n_errors <= max_errors:
+        return None
+    return f"stopped after {n_errors} system errors (more than --max-errors)"
 
 
 # -------------------------------------------------------------------------------------------- the run
@@ -233,8 +299,9 @@ def _error_text(exc: Exception) -> str:
 class ExternalOutcome:
     responses: dict[str, SystemResponse]  # every probe answered OR errored, in probe order
     n_errors: int
-    stopped: bool  # max_errors exceeded: entries not attempted are absent from responses
+    stopped: bool  # max_errors or max_abandoned exceeded: entries not attempted are absent from responses
     resumed: int
+    stop_reason: str | None = None  # why it stopped, for the summary's "incomplete"
 
 
 def load_journal(path: Path) -> dict[str, SystemResponse]:
@@ -251,6 +318,7 @@ def run_external(
     journal_path: Path | None = None,
     max_concurrency: int = 8,
     max_errors: int | None = None,
+    max_abandoned: int | None = None,
     progress: bool = True,
 ) -> ExternalOutcome:
     """Send every probe to ``agent`` once; see the module docstring for what a reply must hold.
@@ -261,7 +329,8 @@ def run_external(
     - ``journal_path``: every finished response (ok or error) is appended before it counts; a rerun skips
       entries journaled ok and calls the errored ones again.
     - ``max_errors``: once more entries than this have errored, no new call starts; calls in flight finish
-      (and are journaled and returned) and the outcome says ``stopped``.
+      (and are journaled and returned) and the outcome says ``stopped``. ``max_abandoned`` likewise, once more
+      calls than this were abandoned past their deadline (``agent.timeout_s`` of a function agent).
     """
     ids = [p.id for p in probes]
     if len(set(ids)) != len(ids):
@@ -286,7 +355,10 @@ def run_external(
         session_id = warm_session if warm_memory else f"{run_tag}-{probe.id}"
         try:
             response = parse_response(probe.id, session_id, agent.call(probe, session_id))
-        except Exception as exc:  # noqa: BLE001 - any failure of the system is that entry's error
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - any failure of the system (a SystemExit too) is that
+            # entry's error: the user's code never chooses doceval's exit code
             response = SystemResponse(
                 id=probe.id,
                 answer=None,
@@ -296,7 +368,7 @@ def run_external(
                 usage={},
                 extra={},
                 session_id=session_id,
-                error=_error_text(exc),
+                error=system_error_text(exc),
             )
         journal.append(response.to_json())  # here, not in the loop: calls in flight at a stop still count
         with lock:
@@ -308,7 +380,7 @@ def run_external(
     bar = tqdm(total=len(probes), initial=len(done), desc=f"agent ({agent.name})", unit="entry",
                disable=not progress)  # fmt: skip
     n_errors = 0
-    stopped = False
+    reason: str | None = None
     try:
         with contextlib.closing(iter_concurrent(process, todo, concurrency)) as outcomes:
             for _, response in outcomes:
@@ -318,9 +390,9 @@ def run_external(
                 n_errors += 1
                 bar.set_postfix(errors=n_errors, refresh=False)
                 log.warning("%s: %s", response.id, response.error)
-                if max_errors is not None and n_errors > max_errors:
-                    log.error("stopping: %d entries errored (max_errors=%d)", n_errors, max_errors)
-                    stopped = True
+                reason = errors_stop(n_errors, max_errors) or abandoned_stop(agent, max_abandoned)
+                if reason is not None:
+                    log.error("stopping: %s", reason)
                     break
     finally:
         bar.close()
@@ -330,6 +402,7 @@ def run_external(
     return ExternalOutcome(
         responses=ordered,
         n_errors=sum(1 for r in ordered.values() if r.error is not None),
-        stopped=stopped,
+        stopped=reason is not None,
         resumed=len(done),
+        stop_reason=reason,
     )

@@ -9,8 +9,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ from doceval.errors import UsageError
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.system.retrievers import Ranked, Retriever, make_retriever
+from doceval.system.retrievers.function import FunctionRetriever
 
+log = logging.getLogger(__name__)
 CANDIDATES = "candidates.jsonl"
 EXACT = "exact.jsonl"  # the same retrieval with exact search, when the configured search is approximate
 META = "meta.json"
@@ -33,6 +36,10 @@ class CandidateSet:
     meta: dict[str, Any]
     ranked: dict[str, Ranked]
     routed: dict[str, str | None]  # entry id -> router refusal reason (None when routed)
+    # A user's retriever function only (never cached): entry id -> its system error, and why retrieval stopped
+    # early (--max-errors, run.max_abandoned); entries never asked are then absent from ``ranked``.
+    errors: dict[str, str] = field(default_factory=dict)
+    stopped: str | None = None
 
     @property
     def depth(self) -> int:
@@ -83,26 +90,58 @@ def open_retriever(params: Mapping[str, Any], corpus: Corpus | None) -> Iterator
         yield make_retriever(cfg, corpus, store=store, embedder=embedder)
 
 
+@dataclass(frozen=True)
+class ErrorLimits:
+    """When a user's retriever makes the run stop early: more system errors than ``max_errors``, or more calls
+    abandoned past their deadline than ``max_abandoned`` (None: no limit)."""
+
+    max_errors: int | None = None
+    max_abandoned: int | None = None
+
+
 def retrieve_all(
     entries: Sequence[GoldenEntry],
     retriever: Retriever,
     corpus: Corpus | None,
     depth: int,
     progress: bool = True,
-) -> tuple[dict[str, Ranked], dict[str, str | None]]:
+    limits: ErrorLimits | None = None,
+) -> CandidateSet:
     """Top-``depth`` per entry, and the router's verdict (no router without a doceval corpus: the user's
-    retriever sees every question)."""
+    retriever sees every question). ``meta`` is left empty for the caller.
+
+    A user's retriever function is the system under test: whatever goes wrong in one call (an exception, a
+    SystemExit, a timeout, a result of the wrong shape) is that entry's system error, and past ``limits``
+    no further entry is asked. A built-in retriever's failure is doceval's own and propagates."""
     from tqdm import tqdm
 
-    ranked: dict[str, Ranked] = {}
-    routed: dict[str, str | None] = {}
+    from doceval.harness.agents import abandoned_stop, errors_stop, system_error_text
+
+    limits = limits or ErrorLimits()
+    user = isinstance(retriever, FunctionRetriever)
+    out = CandidateSet({}, {}, {})
     for entry in tqdm(entries, desc=f"retrieve ({retriever.name})", unit="q", disable=not progress):
         reason = None if corpus is None else route(entry, corpus)
-        routed[entry.id] = reason
-        ranked[entry.id] = (
-            [] if reason else retriever.retrieve(entry.question, entry.library, entry.version, depth)
-        )
-    return ranked, routed
+        out.routed[entry.id] = reason
+        try:
+            out.ranked[entry.id] = (
+                [] if reason else retriever.retrieve(entry.question, entry.library, entry.version, depth)
+            )
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - only the user's code: its exit code is never doceval's
+            if not user:
+                raise
+            out.ranked[entry.id] = []
+            out.errors[entry.id] = system_error_text(exc)
+            log.warning("%s: %s", entry.id, out.errors[entry.id])
+            out.stopped = errors_stop(len(out.errors), limits.max_errors) or abandoned_stop(
+                retriever, limits.max_abandoned
+            )
+            if out.stopped is not None:
+                log.error("stopping: %s", out.stopped)
+                break
+    return out
 
 
 def compute_candidates(
@@ -113,22 +152,24 @@ def compute_candidates(
     golden_md5: str,
     progress: bool = True,
     retriever: Retriever | None = None,
+    limits: ErrorLimits | None = None,
 ) -> CandidateSet:
     """Retrieve the top-K of every entry with the configured retriever (or ``retriever``, a user's object from
-    the Python API) and record what they came from."""
+    the Python API) and record what they came from. A user's function's failures are per-entry errors
+    (:func:`retrieve_all`, ``limits``)."""
     depth = int(params["candidates_k"])
     if depth < int(params["k"]):
         raise UsageError(
             f"candidates_k={depth} must be >= k={params['k']} (retrieve once, cut at any k <= K)"
         )
     if retriever is not None:
-        ranked, routed = retrieve_all(entries, retriever, corpus, depth, progress)
+        cands = retrieve_all(entries, retriever, corpus, depth, progress, limits)
     else:
         with open_retriever(params, corpus) as retriever:
-            ranked, routed = retrieve_all(entries, retriever, corpus, depth, progress)
+            cands = retrieve_all(entries, retriever, corpus, depth, progress, limits)
     describe = getattr(retriever, "describe", None)
     index = None if corpus is None else _index_manifest(Path(params["paths"]["index"]))
-    meta = {
+    cands.meta = {
         "retriever": dict(params["retriever"]),
         "retriever_fingerprint": retriever_fingerprint(params["retriever"]),
         "score_range": list(retriever.score_range),
@@ -146,7 +187,7 @@ def compute_candidates(
         "scored": getattr(retriever, "scored", True) is not False,
         "system": describe() if callable(describe) else {"retriever": params["retriever"].get("name")},
     }
-    return CandidateSet(meta, ranked, routed)
+    return cands
 
 
 def _search_of(params: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -27,7 +27,7 @@ from doceval.common.journal import mark_finished, plan_journals
 from doceval.common.provenance import provenance, source_hash
 from doceval.common.redact import scrub_data
 from doceval.errors import UsageError
-from doceval.harness.plan import EvalOptions, RunPlan, plan_run
+from doceval.harness.plan import EvalOptions, RunPlan, max_abandoned, plan_run
 from doceval.scoring.aggregate import aggregate
 from doceval.scoring.failures import failure_stage
 from doceval.scoring.metrics import answer_scores, build_matrix, cut, retrieval_scores
@@ -116,6 +116,8 @@ class AgentSetup:
     key: str
     agent_journal: Path | None
     judge_journal: Path | None
+    # run.max_abandoned: calls of the user's function left running past their deadline before the run stops
+    max_abandoned: int | None = 3
 
 
 def _run_settings(cfg: Mapping[str, Any], answerer_cfg: Mapping[str, Any]) -> tuple[float | None, int]:
@@ -178,8 +180,9 @@ def prepare_agent(cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan) -
     # The journals make LLM and assistant runs resumable; an offline, unjudged run of doceval's agent costs
     # milliseconds to redo, and fsyncing every entry would dominate a sweep point.
     offline = plan.agent is None and answerer_cfg.get("name") == "extractive" and judge is None
-    journals = (None, None) if offline else (run_dir / "journal.jsonl", run_dir / "judge.jsonl")
-    return AgentSetup(answerer_cfg, judge_cfg, answerer, judge, warm, budget, conc, key, *journals)
+    journal, judge_journal = (None, None) if offline else (run_dir / "journal.jsonl", run_dir / "judge.jsonl")
+    return AgentSetup(answerer_cfg, judge_cfg, answerer, judge, warm, budget, conc, key, journal, judge_journal,
+                      max_abandoned(cfg))  # fmt: skip
 
 
 def open_ledger(setup: AgentSetup, plan: RunPlan) -> Ledger:
@@ -227,8 +230,9 @@ class SystemRun:
     replies: dict[str, Reply]  # the entries the system was asked about, in entry order
     usage_by_role: dict[str, dict[str, float]]  # the system's LLM usage (doceval's agent), whole run
     resumed: int
-    stopped: bool = False  # --max-errors exceeded: later entries were never asked
+    stopped: bool = False  # --max-errors (or run.max_abandoned) exceeded: later entries were never asked
     n_errors: int = 0
+    stop_reason: str | None = None
 
 
 def run_docchat(
@@ -243,8 +247,10 @@ def run_docchat(
     texts = plan.corpus.first_chunks if plan.corpus is not None else {}
     hits = {i: [(d, 0.0 if s is None else s) for d, s in r] for i, r in retrieval.retrieved.items()}
     search = PrecomputedSearch(plan.candidates.routed, hits, texts, plan.floors.of)
+    # An entry whose retrieval (the user's function) failed is a system error: the agent never answers it.
+    errors = {e.id: plan.candidates.errors[e.id] for e in plan.entries if e.id in plan.candidates.errors}
     outcome = run_agent(
-        plan.probes(),
+        [p for p in plan.probes() if p.id not in errors],
         search,
         setup.answerer,
         warm_memory=setup.warm,
@@ -254,7 +260,7 @@ def run_docchat(
         ledger=ledger,
         progress=progress,
     )
-    missing = [e.id for e in plan.entries if e.id not in outcome.records]
+    missing = [e.id for e in plan.entries if e.id not in outcome.records and e.id not in errors]
     if missing:
         why = (
             f"the budget run.budget_usd={setup.budget_usd} would be exceeded; raise it and"
@@ -265,11 +271,15 @@ def run_docchat(
         raise _stopped(what, why, setup.agent_journal)
     replies = {}
     for e in plan.entries:
+        if e.id in errors:
+            replies[e.id] = Reply(None, False, None, [], error=errors[e.id])
+            continue
         r = outcome.records[e.id]
         replies[e.id] = Reply(
             r.answer, r.refused, r.refusal_reason, retrieval.retrieved[e.id], r.usage, r.memory_used
         )
-    return SystemRun(replies, outcome.total_usage(), outcome.resumed)
+    stop = plan.candidates.stopped
+    return SystemRun(replies, outcome.total_usage(), outcome.resumed, stop is not None, len(errors), stop)
 
 
 def run_assistant(plan: RunPlan, setup: AgentSetup, options: EvalOptions) -> SystemRun:
@@ -285,6 +295,7 @@ def run_assistant(plan: RunPlan, setup: AgentSetup, options: EvalOptions) -> Sys
         journal_path=setup.agent_journal,
         max_concurrency=setup.max_concurrency,
         max_errors=options.max_errors,
+        max_abandoned=setup.max_abandoned,
         progress=options.progress,
     )
     replies = {}
@@ -308,9 +319,8 @@ def run_assistant(plan: RunPlan, setup: AgentSetup, options: EvalOptions) -> Sys
         for key, value in reply.usage.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 totals[key] = totals.get(key, 0) + value
-    return SystemRun(
-        replies, {"system": totals} if totals else {}, outcome.resumed, outcome.stopped, outcome.n_errors
-    )
+    return SystemRun(replies, {"system": totals} if totals else {}, outcome.resumed, outcome.stopped,
+                     outcome.n_errors, outcome.stop_reason)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -456,7 +466,11 @@ def build_summary(
         # Names the judge (model, endpoint, template hash, temperature, seed; or the offline rule): two
         # answer_accuracy figures with different hashes are not comparable.
         "judge_id": _judge_id(setup.judge_cfg),
-        "run": {"budget_usd": setup.budget_usd, "max_concurrency": setup.max_concurrency},
+        "run": {
+            "budget_usd": setup.budget_usd,
+            "max_concurrency": setup.max_concurrency,
+            "max_abandoned": setup.max_abandoned,
+        },
         "memory": {"isolate": not setup.warm},
         # The pins its out-of-scope labels were checked against: another corpus makes them mean other things.
         "golden": {
@@ -483,7 +497,7 @@ def build_summary(
     summary["complete"] = not run.stopped
     if run.stopped:
         summary["incomplete"] = {
-            "reason": f"stopped after {run.n_errors} system errors (more than --max-errors)",
+            "reason": run.stop_reason or f"stopped after {run.n_errors} system errors",
             "entries_scored": len(plan.entries),
             "entries_in_split": total_entries,
         }
@@ -504,6 +518,9 @@ def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict
     ledger = open_ledger(setup, plan)
     total = len(plan.entries)
     if plan.agent is None:
+        assert plan.candidates is not None
+        # Retrieval stopped early (the user's function, past --max-errors): entries never asked are not scored.
+        plan = dataclasses.replace(plan, entries=[e for e in plan.entries if e.id in plan.candidates.ranked])
         retrieval = score_retrieval(plan)
         run = run_docchat(plan, retrieval, setup, ledger, options.progress)
     else:

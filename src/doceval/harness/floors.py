@@ -97,15 +97,20 @@ def _floor_names(floors: Floors) -> tuple[str, Callable[[str], str], str, str]:
 
 
 def check_floors(
-    floors: Floors, libraries: Sequence[str], score_range: Sequence[float], retriever: str
+    floors: Floors,
+    libraries: Sequence[str],
+    score_range: Sequence[float],
+    retriever: str,
+    known_in: str = "the corpus",
 ) -> None:
-    """Every per-library floor names an indexed library and every floor lies in the retriever's score range.
-    Messages name where the floors came from: the calibrated artifact, the config or the command line."""
+    """Every per-library floor names a known library (indexed, or ``known_in`` elsewhere: the golden set of a
+    user's retriever) and every floor lies in the retriever's score range. Messages name where the floors came
+    from: the calibrated artifact, the config or the command line."""
     global_name, library_name, per_library, fix = _floor_names(floors)
     unknown = sorted(set(floors.per_library) - set(libraries))
     if unknown:
         raise UsageError(
-            f"{per_library}: {', '.join(unknown)} not in the corpus; known libraries: {', '.join(sorted(libraries))}"
+            f"{per_library}: {', '.join(unknown)} not in {known_in}; known libraries: {', '.join(sorted(libraries))}"
             + (f"; {fix}" if floors.source.startswith("calibrated:") else "")
         )
     low, high = float(score_range[0]), float(score_range[1])

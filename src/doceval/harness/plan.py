@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doceval.errors import UsageError
-from doceval.harness.candidates import CandidateSet, check_candidates, compute_candidates, load_candidates
+from doceval.harness.candidates import (
+    CandidateSet,
+    ErrorLimits,
+    check_candidates,
+    compute_candidates,
+    load_candidates,
+)
 from doceval.harness.floors import Floors, check_floors, resolve_floors
 from doceval.inputs.corpus import Corpus, load_corpus
 from doceval.inputs.golden import DEFAULT_PIN, GoldenEntry, parse_golden, select_split
@@ -69,6 +75,31 @@ def agent_name(cfg: Mapping[str, Any], options: EvalOptions) -> str:
 
 def uses_function_retriever(cfg: Mapping[str, Any], options: EvalOptions) -> bool:
     return options.retriever is not None or cfg["retriever"].get("name") == "function"
+
+
+DEFAULT_MAX_ABANDONED = 3  # run.max_abandoned in conf/config.yaml
+
+
+def max_abandoned(cfg: Mapping[str, Any]) -> int | None:
+    """``run.max_abandoned``: how many calls of the user's function may be abandoned past their deadline (each
+    leaves a thread running) before the run stops as incomplete; None: no limit."""
+    value = (cfg.get("run") or {}).get("max_abandoned", DEFAULT_MAX_ABANDONED)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise UsageError(f"run.max_abandoned={value!r}: expected an integer >= 0, or null for no limit")
+    return value
+
+
+def check_one_system(cfg: Mapping[str, Any], options: EvalOptions) -> None:
+    """One system under test: an assistant brings its own retrieval, so a user's retriever next to it would be
+    silently ignored. And its run limit (run.max_abandoned) is valid, before any work."""
+    max_abandoned(cfg)
+    agent = agent_name(cfg, options)
+    if agent != "docchat" and uses_function_retriever(cfg, options):
+        raise UsageError(
+            f"agent={agent} and retriever=function: the assistant brings its own retrieval, so the retriever "
+            f"would be ignored; drop retriever=function to evaluate the assistant, or agent={agent} to evaluate "
+            "the retriever with doceval's agent"
+        )
 
 
 def needs_corpus(cfg: Mapping[str, Any], options: EvalOptions) -> bool:
@@ -135,9 +166,9 @@ def candidates_for(
                 f"{reason}: retrieving live for this run (the cache in {runs / 'candidates'} is left alone)"
             )
     live = {**cfg, "candidates_k": max(int(cfg["candidates_k"]), k)}
-    return compute_candidates(
-        live, corpus, all_entries, golden_path, golden_md5, options.progress, retriever=options.retriever
-    )
+    limits = ErrorLimits(options.max_errors, max_abandoned(cfg))
+    return compute_candidates(live, corpus, all_entries, golden_path, golden_md5, options.progress,
+                              retriever=options.retriever, limits=limits)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -254,6 +285,7 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
     if options.max_errors is not None and options.max_errors < 0:
         raise UsageError(f"--max-errors {options.max_errors}: must be 0 or more")
     split = split_of(cfg, options)
+    check_one_system(cfg, options)
     agent = _external_agent(cfg, options)
     corpus, all_entries, golden_path, golden_md5 = load_inputs(cfg, options, needs_corpus(cfg, options))
     entries = select_split(all_entries, split, golden_path)
@@ -272,11 +304,17 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
     floors = (
         _floors(cfg, options, split, external=False, scored=True, report_ids=report_ids) if builtin else None
     )
+    if agent is None and corpus is None and options.floor_flags:  # a typo costs no call of the user's code
+        _check_golden_libraries(Floors(float("-inf"), dict(options.floor_flags), source="cli"), all_entries,
+                                golden_path)  # fmt: skip
     if agent is not None:
         agent.check()  # one probe request: an assistant that does not answer fails before any work
         cands = None
-    else:
-        cands = candidates_for(cfg, options, corpus, all_entries, golden_path, golden_md5, k)
+    else:  # a user's function runs live on the evaluated entries only: its failures count towards --max-errors
+        asked = (
+            entries if uses_function_retriever(cfg, options) and options.candidates is None else all_entries
+        )
+        cands = candidates_for(cfg, options, corpus, asked, golden_path, golden_md5, k)
     if floors is None:
         scored = cands is not None and cands.meta.get("scored", True) is not False
         floors = _floors(
@@ -301,6 +339,8 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
         values = {e.id: float(v) for e, v in zip(entries, vec, strict=True)}
     elif cands is not None and corpus is not None:
         check_floors(floors, corpus.libraries, cands.meta["score_range"], str(cfg["retriever"]["name"]))
+    elif cands is not None:
+        _check_golden_libraries(floors, all_entries, golden_path)
     calibrated_md5 = (floors.provenance or {}).get("golden_md5")
     if calibrated_md5 is not None and calibrated_md5 != golden_md5:
         # Allowed (the ids are disjoint), but floors tuned to other labels are rarely what the user meant.
@@ -311,6 +351,15 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
     system = "docchat" if agent is None else agent.name
     return RunPlan(system, k, limit, split, corpus, golden_path, golden_md5, entries, floors, cands, agent,
                    relevance_threshold(cfg), signal, values)  # fmt: skip
+
+
+def _check_golden_libraries(floors: Floors, entries: Sequence[GoldenEntry], golden_path: Path) -> None:
+    """A user's retriever has no corpus to name the libraries: per-library floors must name one of the golden
+    set's, as they must name an indexed one with a built-in retriever."""
+    libraries = sorted({e.library for e in entries})
+    check_floors(
+        floors, libraries, (float("-inf"), float("inf")), "function", known_in=f"the golden set {golden_path}"
+    )
 
 
 def relevance_threshold(cfg: Mapping[str, Any]) -> int:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from doceval.common.io import atomic_dir, write_json_atomic
+from doceval.errors import UsageError
 from doceval.harness.candidates import CANDIDATES, EXACT, META, CandidateSet, compute_candidates
 from doceval.inputs.corpus import load_corpus
 from doceval.inputs.golden import GoldenEntry
@@ -21,6 +22,12 @@ def run(params: Mapping[str, Any], progress: bool = True) -> CandidateSet:
     golden_path = Path(params["golden"])
     entries, golden_md5, _ = load_checked_golden(golden_path, corpus)
     cands = compute_candidates(params, corpus, entries, golden_path, golden_md5, progress)
+    if cands.errors:  # the cache has no place for a failed call: it would read as a refusal
+        first = next(iter(cands.errors.items()))
+        raise UsageError(
+            f"retrieve: the retriever failed on {len(cands.errors)} entries (first {first[0]}: {first[1]}); "
+            "fix it and rerun `dvc repro retrieve` (`doceval eval` records such failures per entry instead)"
+        )
     exact = None
     search = cands.meta.get("search") or {}
     if not search.get("exact", True):

@@ -5,19 +5,25 @@ refusal. ``library``/``version`` are passed as keyword arguments when the functi
 ``+retriever.kwargs.NAME=VALUE`` overrides ATTR is a factory, called once with them, that returns the function
 (or an object with a ``.retrieve(question, k, ...)`` method); a class is always such a factory. No docs corpus is
 needed: library and version come from the probe.
+
+Each call runs on a worker thread with a deadline (``retriever.timeout_s``, null: none): a call past it raises
+:class:`~doceval.common.concurrency.CallTimedOut` and is abandoned (counted in :attr:`FunctionRetriever.abandoned`).
+A result of the wrong shape raises :class:`InvalidRetrieval`; the harness records either, or anything the
+function raises, as that question's system error.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-import numbers
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from doceval.common.concurrency import DEFAULT_TIMEOUT_S, DeadlineCaller, timeout_of
 from doceval.common.targets import load_target, provenance_of
 from doceval.errors import UsageError
+from doceval.seam import InvalidRetrieval, source_problem
 from doceval.system.retrievers.base import Ranked
 
 _EXAMPLE = "def retrieve(question, k, library=None, version=None) -> list[str]"
@@ -48,13 +54,17 @@ class FunctionRetriever:
         target: str,
         kwargs: Mapping[str, Any] | None = None,
         origin: Any = None,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
     ) -> None:
         """Use :meth:`from_target`, :meth:`from_config` or :meth:`from_callable`.
 
         ``fn`` is the retrieve callable; ``where`` prefixes every error (``retriever.target=mod:fn``); ``origin``
-        is the object whose code :meth:`describe` hashes (the factory, when there is one).
+        is the object whose code :meth:`describe` hashes (the factory, when there is one); ``timeout_s`` the
+        deadline of each call (None: called in the caller's thread, no deadline).
         """
         self.target = target
+        self.timeout_s = timeout_of(timeout_s, "retriever.timeout_s")
+        self._caller = DeadlineCaller("doceval-retriever")
         self.kwargs: dict[str, Any] = dict(kwargs or {})
         self.where = where
         self._fn = fn
@@ -99,25 +109,35 @@ class FunctionRetriever:
                 f"retriever.kwargs={kwargs!r}: expected a mapping of keyword arguments for the factory "
                 "(set them as +retriever.kwargs.NAME=VALUE)"
             )
-        return cls.from_target(target, kwargs)
+        timeout_s = timeout_of(cfg.get("timeout_s", DEFAULT_TIMEOUT_S), "retriever.timeout_s")
+        return cls.from_target(target, kwargs, timeout_s=timeout_s)
 
     @classmethod
-    def from_target(cls, target: str, kwargs: Mapping[str, Any] | None = None) -> FunctionRetriever:
+    def from_target(
+        cls,
+        target: str,
+        kwargs: Mapping[str, Any] | None = None,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    ) -> FunctionRetriever:
         where = f"retriever.target={target}"
         attr = load_target(target, "retriever.target")
         fn = cls._build(attr, dict(kwargs or {}), where, "+retriever.kwargs.NAME=VALUE")
-        return cls(fn, where=where, target=target, kwargs=kwargs, origin=attr)
+        return cls(fn, where=where, target=target, kwargs=kwargs, origin=attr, timeout_s=timeout_s)
 
     @classmethod
     def from_callable(
-        cls, fn: Any, name: str = "callable", kwargs: Mapping[str, Any] | None = None
+        cls,
+        fn: Any,
+        name: str = "callable",
+        kwargs: Mapping[str, Any] | None = None,
+        timeout_s: float | None = DEFAULT_TIMEOUT_S,
     ) -> FunctionRetriever:
         """For the Python API: ``fn`` is the retrieve function, an object with ``.retrieve``, or (with ``kwargs``,
         or when it is a class) a factory of either. ``name`` stands for the target in errors and
         :meth:`describe`."""
         where = f"retriever callable {name!r}"
         built = cls._build(fn, dict(kwargs or {}), where, "kwargs=")
-        return cls(built, where=where, target=name, kwargs=kwargs, origin=fn)
+        return cls(built, where=where, target=name, kwargs=kwargs, origin=fn, timeout_s=timeout_s)
 
     @staticmethod
     def _build(attr: Any, kwargs: dict[str, Any], where: str, how: str) -> Callable[..., Any]:
@@ -143,9 +163,10 @@ class FunctionRetriever:
             made = attr(**kwargs)
         except TypeError as exc:
             raise UsageError(f"{where}: the factory rejected the kwargs {names}: {exc}") from exc
-        except (
-            Exception
-        ) as exc:  # the user's factory refused its arguments (a ValueError on a bad value, say)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a ValueError on a bad value, say; a SystemExit never
+            # chooses doceval's exit code
             raise UsageError(
                 f"{where}: the factory called with kwargs {names} raised {type(exc).__name__}: {exc}"
             ) from exc
@@ -165,10 +186,16 @@ class FunctionRetriever:
         pairs = {"library": library, "version": version}
         return {key: value for key, value in pairs.items() if self._passes[key]}
 
+    @property
+    def abandoned(self) -> int:
+        """Calls abandoned past their deadline so far (their threads may still be running)."""
+        return self._caller.abandoned
+
     def retrieve(self, question: str, library: str, version: str, k: int) -> Ranked:
+        extra = self._extra(library, version)
         try:
-            result = self._fn(question, k, **self._extra(library, version))
-        except Exception as exc:
+            result = self._caller.call(lambda: self._fn(question, k, **extra), self.timeout_s)
+        except BaseException as exc:
             exc.add_note(f"raised by {self.where} on the question {_short(question)}")
             raise
         return self._check(result, question, k)
@@ -176,9 +203,10 @@ class FunctionRetriever:
     def _check(self, result: Any, question: str, k: int) -> Ranked:
         about = f"{self.where} on the question {_short(question)}"
         if not isinstance(result, list):
-            raise UsageError(
-                f"{about}: returned a value of type {type(result).__name__}; return a list of document ids best first, "
-                "or of (id, score) pairs ([] to refuse)"
+            raise InvalidRetrieval(
+                about,
+                f"returned a value of type {type(result).__name__}; return a list of document ids best first, "
+                "or of (id, score) pairs ([] to refuse)",
             )
         ids: list[str] = []
         scores: list[float] = []
@@ -188,33 +216,27 @@ class FunctionRetriever:
                 doc_id, score, pair = item, None, False
             elif isinstance(item, list | tuple):
                 if len(item) != 2:
-                    raise UsageError(
-                        f"{about}: item {i} has {len(item)} values; a scored item is a pair (id, score)"
+                    raise InvalidRetrieval(
+                        about, f"item {i} has {len(item)} values; a scored item is a pair (id, score)"
                     )
                 doc_id, score, pair = item[0], item[1], True
             else:
-                raise UsageError(
-                    f"{about}: item {i} is of type {type(item).__name__} ({item!r:.60}); "
-                    "expected a str document id or an (id, score) pair"
-                )
-            if not isinstance(doc_id, str):
-                raise UsageError(
-                    f"{about}: item {i} has the id {doc_id!r:.60} ({type(doc_id).__name__}); "
-                    "document ids are str, like 'pydantic@2.8.2:pydantic.main.BaseModel'"
+                raise InvalidRetrieval(
+                    about,
+                    f"item {i} is of type {type(item).__name__} ({item!r:.60}); "
+                    "expected a str document id or an (id, score) pair",
                 )
             if scored is not None and pair != scored:
-                raise UsageError(f"{about}: mixes bare ids and (id, score) pairs; return one form")
+                raise InvalidRetrieval(about, "mixes bare ids and (id, score) pairs; return one form")
             scored = pair
-            value = 0.0
-            if pair:
-                # bool is an int to Python but never a score; NaN would pass or fail every floor at random.
-                if not isinstance(score, numbers.Real) or isinstance(score, bool) or math.isnan(score):
-                    raise UsageError(
-                        f"{about}: item {i} ({doc_id!r}) has the score {score!r:.60}; expected a number"
-                    )
-                value = float(score)
+            # One rule with an assistant's sources: a non-empty str id, a finite score (None: a bare id).
+            problem = source_problem(doc_id, score if pair else None)
+            if problem is None and pair and score is None:
+                problem = f"({doc_id!r:.60}) has the score None; expected a number"
+            if problem is not None:
+                raise InvalidRetrieval(about, f"item {i} {problem}")
             ids.append(doc_id)
-            scores.append(value)
+            scores.append(float(score) if pair and score is not None else 0.0)
         if scored is None:
             return []  # refused
         with self._lock:
@@ -223,9 +245,10 @@ class FunctionRetriever:
             elif self.scored != scored:
                 before = "(id, score) pairs" if self.scored else "bare ids"
                 now = "(id, score) pairs" if scored else "bare ids"
-                raise UsageError(
-                    f"{about}: returned {now}, but {before} for earlier questions; return one form for every "
-                    "question (floors need scores on one scale)"
+                raise InvalidRetrieval(
+                    about,
+                    f"returned {now}, but {before} for earlier questions; return one form for every "
+                    "question (floors need scores on one scale)",
                 )
         # Duplicates collapse keeping the first, as best_per_document keeps the best; list order is the ranking.
         first: dict[str, float] = {}
