@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from doceval.common.io import write_text_atomic
 from doceval.config.compose import find_conf_dir
 from doceval.errors import UsageError
 from doceval.harness.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, FAILED_SUFFIX
@@ -221,6 +222,8 @@ def run_sweep(
         sys.executable, "-m", "doceval.harness.sweep_app", "-m", "--config-dir", str(find_conf_dir().resolve()), *final,
         "hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}", f"hydra.sweep.dir={sweep_dir}",
         "hydra.sweep.subdir=${hydra.job.num}", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled",
+        # No .hydra/ folders: they would hold every override as typed, a secret-named kwarg's value included.
+        "hydra.output_subdir=null",
     ]  # fmt: skip
     started = time.perf_counter()
     try:
@@ -230,6 +233,8 @@ def run_sweep(
     except BaseException:  # interrupted: the parent must not stay FINISHED over a sweep that did not finish
         _abandon(sweep_dir, parent, uri, None, "the sweep was interrupted")
         raise
+    finally:
+        _scrub_multirun_yaml(sweep_dir)
     elapsed = time.perf_counter() - started
     if returncode != 0:
         raise _point_failed(sweep_dir, parent, uri, returncode, log, swept_keys)
@@ -247,6 +252,14 @@ def run_sweep(
 
         tracking.log_parent_artifacts(parent, uri=uri, root=root, files=[plot, sweep_dir / "points.csv"])
     return {"dir": sweep_dir, "points": points, "table": table, "parent": parent, "seconds": elapsed}
+
+
+def _scrub_multirun_yaml(sweep_dir: Path) -> None:
+    """Hydra's sweeper always saves the whole config, overrides as typed, in multirun.yaml: rewritten
+    through the scrubber (a secret-named kwarg's value becomes <redacted>), as every file doceval keeps."""
+    saved = sweep_dir / "multirun.yaml"
+    if saved.is_file():
+        write_text_atomic(saved, saved.read_text(encoding="utf-8"))
 
 
 def _abandon(sweep_dir: Path, parent: str | None, uri: str | None, point: str | None, why: str) -> str:

@@ -16,6 +16,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from doceval.common.io import write_json_atomic
+from doceval.common.redact import register_config, register_overrides
 from doceval.errors import UsageError
 from doceval.harness.candidates import META, load_candidates
 from doceval.harness.evaluate import EvalOptions, evaluate
@@ -68,6 +69,8 @@ def main(dcfg: DictConfig) -> None:
     hc = HydraConfig.get()
     job_id = str(hc.job.num)
     overrides = list(hc.overrides.task)
+    register_overrides(overrides)  # a point is a process of its own: its writers scrub what it was given
+    register_config(cfg)
     sweep_dir = Path(os.environ.get(ENV_DIR, hc.sweep.dir))
     out_dir = sweep_dir / "points" / job_id
     try:
