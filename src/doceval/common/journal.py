@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, TypeVar
 
+from doceval.common.io import jsonl_line
 from doceval.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ class Journal:
     def append(self, record: Mapping[str, Any]) -> None:
         if self._fh is None:
             return
-        line = json.dumps(record, ensure_ascii=False) + "\n"
+        line = jsonl_line(record)  # strict JSON, lone surrogates escaped: a reply cannot break the journal
         with self._lock:
             self._fh.write(line)
             self._fh.flush()

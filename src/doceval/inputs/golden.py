@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from doceval.common.io import json_text, jsonl_line
 from doceval.errors import UsageError
 
 KNOWN_SPLITS = ("calibration", "test")
@@ -425,9 +426,6 @@ def write_splits(path: Path, seed: int = 0, *, default_pin: tuple[str, str] | No
     recs = [r.value for r in records]
     for rec in recs:
         rec["split"] = assignment[rec["id"]]
-    if in_array:
-        text = json.dumps(recs, indent=2, ensure_ascii=False) + "\n"
-    else:
-        text = "\n".join(json.dumps(rec, ensure_ascii=False) for rec in recs) + "\n"
+    text = json_text(recs, indent=2) + "\n" if in_array else "".join(jsonl_line(rec) for rec in recs)
     path.write_text(text, encoding="utf-8")
     return dict(Counter(assignment.values()))
