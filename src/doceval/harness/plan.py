@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doceval.errors import UsageError
-from doceval.harness.candidates import CandidateSet, check_candidates, compute_candidates, load_candidates
+from doceval.harness.candidates import (
+    CandidateSet,
+    check_candidates,
+    compute_candidates,
+    load_candidates,
+    score_range_of,
+)
 from doceval.harness.floors import Floors, check_floors, resolve_floors
 from doceval.inputs.corpus import Corpus, load_corpus
 from doceval.inputs.golden import DEFAULT_PIN, GoldenEntry, parse_golden, select_split
@@ -298,7 +304,7 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
         vec = entry_signal(signal, entries, cands, corpus)
         values = {e.id: float(v) for e, v in zip(entries, vec, strict=True)}
     elif cands is not None and corpus is not None:
-        check_floors(floors, corpus.libraries, cands.meta["score_range"], str(cfg["retriever"]["name"]))
+        check_floors(floors, corpus.libraries, score_range_of(cands.meta), str(cfg["retriever"]["name"]))
     calibrated_md5 = (floors.provenance or {}).get("golden_md5")
     if calibrated_md5 is not None and calibrated_md5 != golden_md5:
         # Allowed (the ids are disjoint), but floors tuned to other labels are rarely what the user meant.

@@ -35,6 +35,23 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
         return None
 
 
+def _finite(score: Any) -> float | None:
+    """``score`` as a finite float, or None when it is not a real number or not finite."""
+    if not isinstance(score, numbers.Real) or isinstance(score, bool):
+        return None
+    try:
+        value = float(score)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _shown(score: Any) -> str:
+    if isinstance(score, int) and not isinstance(score, bool) and _finite(score) is None:
+        return "an integer too large for a float"
+    return f"{score!r:.60}"
+
+
 class FunctionRetriever:
     name = "function"
     # User scores may be on any scale (a distance, a logit), so no floor is out of range.
@@ -207,12 +224,16 @@ class FunctionRetriever:
             scored = pair
             value = 0.0
             if pair:
-                # bool is an int to Python but never a score; NaN would pass or fail every floor at random.
-                if not isinstance(score, numbers.Real) or isinstance(score, bool) or math.isnan(score):
+                # bool is an int to Python but never a score; NaN would pass or fail every floor at random, and
+                # +-inf (or an int too big for a float) is no score either: the candidates are strict JSON.
+                finite = _finite(score)
+                if finite is None:
+                    real = isinstance(score, numbers.Real) and not isinstance(score, bool)
+                    what = "a finite number" if real else "a number"
                     raise UsageError(
-                        f"{about}: item {i} ({doc_id!r}) has the score {score!r:.60}; expected a number"
+                        f"{about}: item {i} ({doc_id!r}) has the score {_shown(score)}; expected {what}"
                     )
-                value = float(score)
+                value = finite
             ids.append(doc_id)
             scores.append(value)
         if scored is None:
