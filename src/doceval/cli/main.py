@@ -14,6 +14,7 @@ files (the summary, the MLflow run) before they print, so nothing is lost but th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import sys
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 
 from doceval.cli import beir, golden, history, ids, judge, pipeline, results
 from doceval.cli.common import Parser
+from doceval.common.io import TERMINAL_ERRORS
 from doceval.errors import EXIT_UNEXPECTED, EXIT_USAGE, GateFailed, RunIncomplete, UsageError
 
 DESCRIPTION = "doceval: evaluate documentation assistants against a labelled golden set"
@@ -75,7 +77,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _escape_unencodable() -> None:
+    """A lone surrogate (an assistant's reply) is printed as ``\\udXXX``, an undecodable byte of a file name as
+    that byte, never an exception (stdout's default is to raise)."""
+    for stream in (sys.stdout, sys.stderr):
+        # A stream replaced by something that is not a text stream is left as it is.
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            stream.reconfigure(errors=TERMINAL_ERRORS)  # type: ignore[union-attr]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _escape_unencodable()
     parser = build_parser()
     try:
         args, extra = parser.parse_known_args(argv)
