@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import sys
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, Field, fields, is_dataclass
@@ -43,7 +44,7 @@ def find_conf_dir() -> Path:
     )
 
 
-def compose(overrides: Sequence[str] = (), conf_dir: Path | None = None) -> dict[str, Any]:
+def compose(overrides: Sequence[str] = (), conf_dir: str | Path | None = None) -> dict[str, Any]:
     """Compose ``conf/config.yaml`` with Hydra overrides into a plain dict, validated by the typed schema.
 
     Unknown groups or options (Hydra), unknown keys, wrong types and out-of-range values (the schema) become a
@@ -51,23 +52,118 @@ def compose(overrides: Sequence[str] = (), conf_dir: Path | None = None) -> dict
     """
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
-    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    conf_dir = find_conf_dir() if conf_dir is None else conf_dir
+    conf_dir = find_conf_dir() if conf_dir is None else _path_arg(conf_dir, "compose", "conf_dir", "conf")
     if not (conf_dir / "config.yaml").is_file():
         raise UsageError(f"{conf_dir}/config.yaml not found: run doceval from the project root")
+    overrides = check_override_syntax(overrides)
+    secrets = _override_secrets(overrides)
     try:
         with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base="1.3"):
             cfg = hydra_compose(config_name="config", overrides=list(overrides))
+        data = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(data, dict)
+        return validate_config({str(k): v for k, v in data.items()})
     except MissingConfigException as exc:
-        raise UsageError(f"config override: {_first_line(exc)}") from exc
-    except (ConfigCompositionException, OmegaConfBaseException) as exc:
-        raise UsageError(f"config override: {_first_line(exc)} (see conf/ for the groups and keys)") from exc
-    data = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(data, dict)
-    return validate_config({str(k): v for k, v in data.items()})
+        raise UsageError(_redact(f"config override: {_first_line(exc)}", secrets)) from None
+    except (ConfigCompositionException, OmegaConfBaseException, HydraException) as exc:
+        text = f"config override: {_first_line(exc)} (see conf/ for the groups and keys)"
+        raise UsageError(_redact(text, secrets)) from None
+    except UsageError as exc:  # the schema's message quotes the value: a URL's password, a token
+        raise UsageError(_redact(str(exc), secrets)) from None
+
+
+GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
+# A key is dotted words; `+`/`++` add, `~` deletes (Hydra's override grammar).
+_KEY = re.compile(r"(?:\+\+|\+|~)?[\w./@-]+(?:\[[^\]]*\])?")
+
+
+def check_override_syntax(overrides: Sequence[str] | str) -> list[str]:
+    """Every override parsed on its own before composing, so a syntax error names the override that has it
+    (Hydra's own message shows a fragment of the input) and how to write it; values of secret-looking keys
+    and URL credentials are never shown."""
+    if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
+        # The type only: the value could be an override holding a secret.
+        what = "a str" if isinstance(overrides, str) else "a list with an item that is not a str"
+        raise UsageError(f"overrides={what}: expected a list of KEY=VALUE strings (e.g. overrides=['k=3'])")
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for override in overrides:
+        try:
+            parser.parse_override(override)
+        except HydraException as exc:
+            raise UsageError(_syntax_error(override, exc)) from None
+    return list(overrides)
+
+
+def _syntax_error(override: str, exc: BaseException) -> str:
+    key, sep, _ = override.partition("=")
+    secrets = _override_secrets([override], min_length=1)
+    shown = f"{key}=<redacted>" if sep and _secret_key(key) else _redact(override, secrets)
+    if not sep and not override.startswith("~"):
+        fix = "an override is KEY=VALUE (e.g. k=5), +KEY=VALUE to add a key, ~KEY to delete one"
+    elif not _KEY.fullmatch(key.strip()):
+        example = "+agent.headers_env.My-Header=MY_VAR" if "headers_env" in key else "retriever.k1=1.2"
+        fix = f"a key is dotted words of letters, digits, _ and - (e.g. {example}): no spaces, no '?'"
+    else:
+        fix = f"quote the value: {key}='VALUE' (in a shell, quote it twice: \"{key}='VALUE'\")"
+    # Hydra's words quote part of the input: left out when that part could be a secret.
+    detail = "" if secrets or (sep and _secret_key(key)) else f" ({_hydra_detail(exc)})"
+    return f"config override {shown}: not valid override syntax{detail}; {fix} (Hydra override grammar: {GRAMMAR})"
+
+
+def _hydra_detail(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines()]
+    kept = [
+        line for line in lines if line and not line.startswith(("See https://", "Error parsing override"))
+    ]
+    return _redact(" ".join(kept[:1]) or "syntax error", [])
+
+
+def _secret_key(key: str) -> bool:
+    from doceval.common.redact import secret_key
+
+    return secret_key(key.strip().lstrip("+~"))
+
+
+def _override_secrets(overrides: Sequence[str], min_length: int = 3) -> list[str]:
+    """The values that must not be printed: of secret-named keys, and the credentials of URLs (of at least
+    ``min_length`` characters: a shorter one would redact ordinary words; its URL is masked all the same)."""
+    from doceval.common.redact import url_credentials, url_secret_values
+
+    found: set[str] = set()
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if sep and _secret_key(key) and value.strip():
+            found.update({value, value.strip(), value.strip().strip("'\"")})
+        for word in value.split():
+            if "://" in word:
+                found.update(url_credentials(word.strip("'\"[](),")))
+    found.update(url_secret_values(list(overrides)))
+    return sorted((s for s in found if len(s) >= min_length), key=len, reverse=True)
+
+
+def _redact(text: str, secrets: Sequence[str]) -> str:
+    """URL credentials masked and every secret from the overrides replaced, whatever its length."""
+    from doceval.common.redact import REDACTED, redact_urls
+
+    text = redact_urls(text)
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def _path_arg(value: Any, function: str, name: str, example: str) -> Path:
+    """A path argument of the Python API (str or Path), or a UsageError naming it."""
+    if not isinstance(value, str | Path) or not str(value).strip():
+        raise UsageError(f"{function}({name}={value!r:.60}): expected a path, str or pathlib.Path "
+                         f"(e.g. {function}({name}='{example}'))")  # fmt: skip
+    return Path(value)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -79,12 +175,13 @@ def _first_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def load_params(path: Path = PARAMS) -> dict[str, Any]:
+def load_params(path: str | Path = PARAMS) -> dict[str, Any]:
     """params.yaml, the composed configuration DVC stages read, validated by the typed schema.
 
     Keys may be absent (a stage can be run on a params file holding only its own blocks, and conf/ is checked
     complete when composed); what is there must be declared, typed and in range.
     """
+    path = _path_arg(path, "load_params", "path", "params.yaml")
     if not path.is_file():
         raise UsageError(
             f"{path} not found: run from the project root, or `make params` to compose it from conf/"
@@ -203,7 +300,10 @@ def _type_ok(value: Any, hint: Any) -> bool:
     if one is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if one is float:
-        return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+        # NaN and +-inf are no setting (and not JSON: summaries record the config), nor an int past float's range.
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        return math.isfinite(value) if isinstance(value, float) else abs(value) <= sys.float_info.max
     if one is str:
         return isinstance(value, str)
     if origin is list:
@@ -326,8 +426,10 @@ def _check(value: Any, hint: Any, meta: Mapping[str, Any], path: str, complete: 
             if allowed is not None and key not in allowed:
                 raise UsageError(f"{_join(path, key)}: unknown key; valid keys: {', '.join(allowed)}")
             _check(item, item_hint, meta, _join(path, key), complete)
-    elif one in (int, float) and not _in_range(value, meta):
-        raise _bad(path, value, hint, meta)
+    elif one in (int, float):
+        choices = _choices(meta, "choices")
+        if not _in_range(value, meta) or (choices is not None and value not in choices):
+            raise _bad(path, value, hint, meta)
     elif one is str:
         choices = _choices(meta, "choices")
         pattern = meta.get("pattern")
