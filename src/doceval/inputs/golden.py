@@ -354,13 +354,20 @@ def select_split(
     """Entries of ``split``; untagged entries belong to every split; ``None`` selects everything."""
     if split is None:
         return list(entries)
-    # The seed's rule: untagged entries belong to every split, so an untagged golden set runs whole. A split
-    # that no entry is tagged with, in a set that has tags, is a typo or another set's split: an error.
+    # The seed's rule: untagged entries belong to every split, so an untagged golden set runs whole on a split
+    # name a tag can hold. A split that no entry is tagged with, in a set that has tags, is a typo or another
+    # set's split; in a set without tags, so is a name no tag can hold: an error either way.
     known = sorted({e.split for e in entries if e.split is not None})
-    if known and split not in known:
+    if (known and split not in known) or (not known and split not in KNOWN_SPLITS):
+        where = path or "the golden set"
+        listed = ", ".join(known) if known else "none (no entry has a split tag)"
+        fix = (
+            "pass one of them, or --split all (split=all) for every entry"
+            if known
+            else f"pass --split all (split=all) for every entry, or tag them first: `doceval golden split {where}`"
+        )
         raise UsageError(
-            f"--split {split}: no entries are tagged {split!r} in {path or 'the golden set'}; "
-            f"known splits: {', '.join(known)} (or split=all)"
+            f"--split {split}: no entries are tagged {split!r} in {where}; known splits: {listed}; {fix}"
         )
     chosen = [e for e in entries if e.split is None or e.split == split]
     if not chosen:
