@@ -24,7 +24,8 @@ def reply_for(question: str) -> dict[str, Any]:
 
 class FakeAgent:
     """An HTTP agent on 127.0.0.1:<free port>. ``faults[question]`` is consumed one per request; ``always``
-    applies to every request for a question. It records each request's body and Authorization header."""
+    applies to every request for a question (``score=TEXT``: the first source's score as raw JSON text). It
+    records each request's body and Authorization header."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -75,6 +76,11 @@ class FakeAgent:
                 elif fault == "bad_sources":
                     payload["sources"] = "pydantic@2.8.2:a"
                 data = b"{not json" if fault == "bad_json" else json.dumps(payload).encode()
+                if fault is not None and fault.startswith("score="):
+                    # The first source's score written as raw JSON text: NaN, -Infinity, 1e400 (what other
+                    # JSON encoders emit), which json.dumps cannot produce from a number.
+                    payload["sources"] = [{"id": "pydantic@2.8.2:a", "score": "@SCORE@"}]
+                    data = json.dumps(payload).replace('"@SCORE@"', fault[len("score=") :]).encode()
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)

@@ -302,7 +302,10 @@ RETRIEVER_FAILURES = [
     ("return [(3, 1.0)]", "invalid response: item 0 has the id 3 (int)"),
     ("return ['']", 'invalid response: item 0 has an empty id ""; document ids are non-empty strings'),
     ("return [('', 1.0)]", 'invalid response: item 0 has an empty id ""'),
-    ("return [('D1', float('nan'))]", "invalid response: item 0 ('D1') has the score nan; expected a number"),
+    (
+        "return [('D1', float('nan'))]",
+        "invalid response: item 0 ('D1') has the score nan; expected a finite number",
+    ),
     ("return [('D1', float('inf'))]", "invalid response: item 0 ('D1') has the score inf"),
     ("return [('D1', -float('inf'))]", "invalid response: item 0 ('D1') has the score -inf"),
     ("return [('D1', 10**400)]", "invalid response: item 0 ('D1') has the score 1000000"),

@@ -312,18 +312,43 @@ def test_writes_use_a_temporary_name_of_their_own_and_keep_the_permissions(tmp_p
     ("overrides", "rc"),
     [
         (["retriever=function", "retriever.target=userout:make", "+retriever.kwargs.region=us"], 2),
-        (["retriever=function", "retriever.target=userout:wrong_type"], 2),
-        (["retriever=function", "retriever.target=userout:crashing"], 1),
+        # A retriever's bad return or exception is that entry's system error (issue 27): the run goes on. A
+        # usage error found after the output check: the answerer's endpoint refuses every call...
+        (
+            [
+                "retriever=function",
+                "retriever.target=userout:ids",
+                "answerer=openai",
+                "answerer.model=m",
+                "answerer.max_retries=0",
+                "answerer.base_url=http://127.0.0.1:9/v1",
+            ],
+            2,
+        ),
+        # ...and a bug in doceval itself (simulated: the scoring step raises) is exit 1.
+        (["retriever=function", "retriever.target=userout:ids", "bug"], 1),
         (["retriever=function", "retriever.target=userout:interrupted"], 130),
     ],
     ids=["factory raises", "usage error mid-run", "unexpected error", "ctrl-c"],
 )
 def test_a_failed_eval_moves_the_previous_summary_aside(
-    project: Path, capsys: pytest.CaptureFixture[str], overrides: list[str], rc: int
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    overrides: list[str],
+    rc: int,
 ) -> None:
     out = project / "runs" / "latest.json"
     out.parent.mkdir()
     out.write_text(json.dumps(OLD), encoding="utf-8")
+    if "bug" in overrides:
+        import doceval.harness.evaluate as evaluate_module
+
+        def bug(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("a bug in doceval")
+
+        monkeypatch.setattr(evaluate_module, "score_answers", bug)
+        overrides = [o for o in overrides if o != "bug"]
     assert main(eval_argv(str(out), *overrides)) == rc
     assert not out.exists()
     assert json.loads(out.with_name("latest.json.stale").read_text()) == OLD

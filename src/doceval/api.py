@@ -28,7 +28,16 @@ from doceval.results import CompareResult, GateResult, load_summary
 from doceval.results import compare as compare_summaries
 from doceval.results import gate as gate_summary
 
-__all__ = ["EvalOptions", "compare", "compose", "evaluate", "evaluate_config", "gate", "load_params"]
+__all__ = [
+    "EvalOptions",
+    "compare",
+    "compose",
+    "evaluate",
+    "evaluate_config",
+    "gate",
+    "load_params",
+    "load_summary",
+]
 
 Summary = dict[str, Any]
 
@@ -68,6 +77,8 @@ def evaluate(
     A user's callable runs without floors unless ``overrides`` name some: calibrated floors belong to the
     retriever they were calibrated for.
     """
+    _check_evaluate_args(golden, retriever, agent, k, split, overrides, max_errors,
+                         judge=judge, warm_memory=warm_memory, track=track, progress=progress)  # fmt: skip
     if retriever is not None and agent is not None:
         raise UsageError("evaluate: pass retriever= or agent=, not both (an agent brings its own retrieval)")
     extra = [f"k={k}"] if k is not None else []
@@ -104,15 +115,74 @@ def evaluate(
     return summary
 
 
-def _summary(value: Mapping[str, Any] | str | Path) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else load_summary(value)
+# ------------------------------------------------------------------------------ checking the arguments
+# Python does not check annotations: a wrong type would fail deep inside (a TypeError, an AttributeError) with
+# no word about which argument. Each check names the argument, what it got and how to call it.
+
+
+def _bad(function: str, name: str, value: Any, expected: str, example: str) -> UsageError:
+    shown = f"{value!r:.60}" if not isinstance(value, list | tuple | dict) else f"a {type(value).__name__}"
+    return UsageError(f"{function}({name}={shown}): expected {expected} (e.g. {example})")
+
+
+def _check_evaluate_args(golden: Any, retriever: Any, agent: Any, k: Any, split: Any, overrides: Any,
+                         max_errors: Any, **flags: Any) -> None:  # fmt: skip
+    if isinstance(golden, list | tuple) and golden and all(isinstance(r, Mapping) for r in golden):
+        raise UsageError(
+            "evaluate(golden=a list of rows): expected the path of a golden set file; write the rows to a JSONL "
+            "file, one JSON object per line, and pass its path (e.g. evaluate('golden.jsonl', retriever=fn))"
+        )
+    if not isinstance(golden, str | Path) or not str(golden).strip():
+        raise _bad("evaluate", "golden", golden, "the path of a golden set (str or pathlib.Path), JSONL or a "
+                   "JSON array", "evaluate('golden.jsonl', retriever=fn)")  # fmt: skip
+    for name, fn in (("retriever", retriever), ("agent", agent)):
+        if fn is not None and not callable(fn):
+            raise _bad(
+                "evaluate", name, fn, "a function or None", f"evaluate('golden.jsonl', {name}=my_{name})"
+            )
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise _bad("evaluate", "k", k, "an integer >= 1 or None (the config's k)", "k=5")
+    if split is not None and not isinstance(split, str):
+        raise _bad("evaluate", "split", split, "a split name or None (every entry)", "split='test'")
+    if (
+        isinstance(overrides, str)
+        or not isinstance(overrides, list | tuple)
+        or not all(isinstance(o, str) for o in overrides)
+    ):
+        # Named by type only: an override can hold a secret (a URL's password, a token).
+        raise UsageError(
+            f"evaluate(overrides=a {type(overrides).__name__}): expected a list of KEY=VALUE strings "
+            "(e.g. overrides=['k=3'])"
+        )
+    if max_errors is not None and (
+        isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 0
+    ):
+        raise _bad("evaluate", "max_errors", max_errors, "an integer >= 0 or None (no limit)", "max_errors=2")
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise _bad("evaluate", name, value, "True or False", f"{name}=True")
+
+
+def _summary(value: Any, function: str = "compare", name: str = "base") -> Mapping[str, Any]:
+    if isinstance(value, Mapping):
+        return value
+    if not isinstance(value, str | Path):
+        raise _bad(function, name, value, "a summary (the dict evaluate returns), a summary JSON path or an "
+                   "MLflow run id", f"{function}('eval/runs/base.json', ...)")  # fmt: skip
+    return load_summary(value)
 
 
 def compare(
     base: Mapping[str, Any] | str | Path, new: Mapping[str, Any] | str | Path, **options: Any
 ) -> CompareResult:
     """Side by side, paired by entry id (``doceval compare``); summaries, summary files or MLflow run ids."""
-    return compare_summaries(_summary(base), _summary(new), **options)
+    import inspect
+
+    known = [p for p in inspect.signature(compare_summaries).parameters if p not in ("base", "new")]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise UsageError(f"compare({unknown[0]}=...): not an option of compare; options: {', '.join(known)}")
+    return compare_summaries(_summary(base, "compare", "base"), _summary(new, "compare", "new"), **options)
 
 
 def gate(
@@ -126,6 +196,13 @@ def gate(
     (a mapping or a conf/gate YAML path; default conf/gate/default.yaml)."""
     from doceval.results import load_gate_config
 
+    if thresholds is not None and not isinstance(thresholds, Mapping):
+        raise _bad(
+            "gate", "thresholds", thresholds, "a mapping of metric name to number", "{'hit_rate': 0.6}"
+        )
+    if config is not None and not isinstance(config, Mapping | str | Path):
+        raise _bad("gate", "config", config, "a gate config mapping or a conf/gate YAML path",
+                   "config='conf/gate/default.yaml'")  # fmt: skip
     if thresholds is not None:
         cfg: Mapping[str, Any] = {"thresholds": dict(thresholds), "non_regression": {"enabled": False}}
     elif config is None:
@@ -136,5 +213,5 @@ def gate(
         cfg = load_gate_config(config)
     else:
         cfg = config
-    base = None if baseline is None else _summary(baseline)
-    return gate_summary(_summary(summary), cfg, baseline=base)
+    base = None if baseline is None else _summary(baseline, "gate", "baseline")
+    return gate_summary(_summary(summary, "gate", "summary"), cfg, baseline=base)

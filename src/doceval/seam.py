@@ -78,7 +78,8 @@ def source_problem(doc_id: object, score: object) -> str | None:
             finite = False
     if not finite:
         return (
-            f"({doc_id!r:.60}) has the score {score!r:.60}; expected a number (finite: not NaN or infinite)"
+            f"({doc_id!r:.60}) has the score {score!r:.60}; expected a finite number (not NaN, infinite or "
+            "too large for a float)"
         )
     return None
 

@@ -69,9 +69,7 @@ def _validate_against_corpus(args: argparse.Namespace) -> int:
 
 
 def cmd_golden_audit(args: argparse.Namespace) -> int:
-    import json
-
-    from doceval.common.io import check_writable, write_text_atomic
+    from doceval.common.io import check_writable, write_jsonl_atomic
     from doceval.inputs.audit import audit_sample, format_summary, read_verdicts, summarise, worksheet_rows
     from doceval.inputs.golden import parse_golden
 
@@ -87,7 +85,7 @@ def cmd_golden_audit(args: argparse.Namespace) -> int:
             "golden audit: pass --sample N --out FILE (a worksheet), or --verdicts FILE (the summary)"
         )
     rows = worksheet_rows(audit_sample(entries, args.sample, args.seed))
-    write_text_atomic(Path(args.out), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    write_jsonl_atomic(Path(args.out), rows)
     print(
         f"{args.out}: {len(rows)} entries to audit (seed {args.seed}); fill in verdict (OK, MINOR, WRONG) and reason"
     )
@@ -95,9 +93,7 @@ def cmd_golden_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_golden_pool(args: argparse.Namespace) -> int:
-    import json
-
-    from doceval.common.io import check_writable, write_text_atomic
+    from doceval.common.io import check_writable, jsonl_line, write_text_atomic
     from doceval.inputs.golden import parse_golden
     from doceval.inputs.qrels import qrels_path, unjudged
     from doceval.results import load_summary
@@ -110,7 +106,7 @@ def cmd_golden_pool(args: argparse.Namespace) -> int:
         )
     entries = parse_golden(Path(args.golden))
     rows = unjudged(entries, [load_summary(run) for run in args.runs], args.k)
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    text = "".join(jsonl_line(r) for r in rows)
     if args.out:
         write_text_atomic(Path(args.out), text)
     else:

@@ -14,6 +14,7 @@ files (the summary, the MLflow run) before they print, so nothing is lost but th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import sys
@@ -22,6 +23,7 @@ from typing import Any
 
 from doceval.cli import beir, golden, history, ids, judge, pipeline, results
 from doceval.cli.common import Parser
+from doceval.common.io import TERMINAL_ERRORS
 from doceval.common.redact import register_overrides, scrub_data, scrub_message
 from doceval.errors import EXIT_UNEXPECTED, EXIT_USAGE, GateFailed, RunIncomplete, UsageError
 
@@ -77,6 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _escape_unencodable() -> None:
+    """A lone surrogate (an assistant's reply) is printed as ``\\udXXX``, an undecodable byte of a file name as
+    that byte, never an exception (stdout's default is to raise)."""
+    for stream in (sys.stdout, sys.stderr):
+        # A stream replaced by something that is not a text stream is left as it is.
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            stream.reconfigure(errors=TERMINAL_ERRORS)  # type: ignore[union-attr]
+
+
 class _ScrubbingStream:
     """stdout/stderr for the length of a command: every registered secret (doceval.common.redact) is
     masked in whatever is written, so no print, progress bar or library message can show one."""
@@ -93,6 +104,7 @@ class _ScrubbingStream:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _escape_unencodable()
     stdout, stderr = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = _ScrubbingStream(stdout), _ScrubbingStream(stderr)
     try:

@@ -100,8 +100,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from doceval.common.io import check_writable, write_json_atomic
     from doceval.config.compose import compose
     from doceval.harness.evaluate import EvalOptions
-    from doceval.harness.floors import parse_floor_flags
+    from doceval.harness.floors import check_score_floor, parse_floor_flags
 
+    check_score_floor(args.score_floor)  # before composing: a bad flag costs nothing
     cfg = compose(args.overrides)
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: must be at least 1 (or omit it for every entry)")

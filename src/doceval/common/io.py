@@ -1,10 +1,17 @@
-"""Small file helpers shared by every stage: hashing, atomic outputs, JSON/JSONL with line numbers."""
+"""Small file helpers shared by every stage: hashing, atomic outputs, JSON/JSONL with line numbers.
+
+Every JSON doceval writes goes through :func:`json_text` (or :func:`jsonl_line`): strict JSON, never ``NaN`` or
+``Infinity`` (JavaScript's ``JSON.parse`` and many other readers refuse them), lone surrogates as ``\\udXXX``
+escapes. Text files are written with lone surrogates backslash-escaped, never a UnicodeEncodeError.
+"""
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import secrets
@@ -12,7 +19,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -200,10 +207,104 @@ def _unlock(fd: int | None) -> None:
         os.close(fd)  # closing the descriptor releases its flock
 
 
+# A lone surrogate (U+D800..U+DFFF) is a valid character of a Python str (json.loads('"\\ud800"') makes one) but
+# not encodable as UTF-8: written raw it raises UnicodeEncodeError. Every text doceval writes escapes them.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+TEXT_ERRORS = "backslashreplace"  # how text files write a lone surrogate: as \udXXX
+
+
+def _keep_bytes_else_escape(exc: UnicodeError) -> tuple[bytes, int]:
+    """A codec error handler for the terminal: a surrogate that stands for an undecodable byte (Python's
+    ``surrogateescape``, e.g. a file name in the C locale) prints as that byte, any other as ``\\udXXX``."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    out = b""
+    for ch in exc.object[exc.start : exc.end]:
+        code = ord(ch)
+        out += bytes([code - 0xDC00]) if 0xDC80 <= code <= 0xDCFF else ch.encode("ascii", "backslashreplace")
+    return out, exc.end
+
+
+TERMINAL_ERRORS = "doceval.terminal"
+codecs.register_error(TERMINAL_ERRORS, _keep_bytes_else_escape)
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def json_text(data: Any, *, indent: int | None = None, sort_keys: bool = False,
+              default: Callable[[Any], Any] | None = None) -> str:  # fmt: skip
+    """``data`` as strict JSON: a non-finite float (NaN, +-Infinity) is a ValueError naming where it is (a bug:
+    such values are written as null with a stated reason where they are made), and a lone surrogate becomes
+    the escape ``\\ud800``, valid JSON that reads back as the same string."""
+    try:
+        text = json.dumps(data, indent=indent, sort_keys=sort_keys, default=default, ensure_ascii=False,
+                          allow_nan=False)  # fmt: skip
+    except ValueError as exc:
+        where = non_finite_path(data)
+        if where is None:
+            raise
+        raise ValueError(f"not strict JSON: {where} is not a finite number ({exc})") from None
+    return _SURROGATE.sub(_escape_surrogate, text) if _SURROGATE.search(text) else text
+
+
+def jsonl_line(record: Any, default: Callable[[Any], Any] | None = None) -> str:
+    """One JSONL line (strict JSON, see :func:`json_text`), newline included."""
+    return json_text(record, default=default) + "\n"
+
+
+def non_finite_path(data: Any, path: str = "$") -> str | None:
+    """Where the first NaN or +-Infinity in a JSON-like value is (``$.config.floors.global``), else None."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return f"{path} = {data}"
+    if isinstance(data, Mapping):
+        for key, value in data.items():
+            found = non_finite_path(value, f"{path}.{key}")
+            if found:
+                return found
+    elif isinstance(data, list | tuple):
+        for i, value in enumerate(data):
+            found = non_finite_path(value, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def finite_or_null(data: Any) -> Any:
+    """A JSON-like value with every NaN and +-Infinity replaced by None: what an older doceval wrote as
+    ``NaN``/``Infinity`` (its readers still take it) read as the null a current one writes."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, Mapping):
+        return {key: finite_or_null(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [finite_or_null(value) for value in data]
+    return data
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate written as ``\\udXXX`` (for text that is not JSON)."""
+    return _SURROGATE.sub(_escape_surrogate, text) if _SURROGATE.search(text) else text
+
+
+def without_surrogates(data: Any) -> Any:
+    """A JSON-like value with :func:`escape_surrogates` applied to every string (mapping keys included): for
+    stores that take only UTF-8 (sqlite through MLflow), where the escape is the only way to keep the text."""
+    if isinstance(data, str):
+        return escape_surrogates(data)
+    if isinstance(data, Mapping):
+        return {without_surrogates(key): without_surrogates(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [without_surrogates(value) for value in data]
+    return data
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """UTF-8 text through :func:`write_bytes_atomic`, with every registered secret masked
-    (:mod:`doceval.common.redact`): the last line of defence, whatever the caller forgot."""
-    write_bytes_atomic(path, scrub_data(text).encode("utf-8"))
+    (:mod:`doceval.common.redact`): the last line of defence, whatever the caller forgot. A lone surrogate
+    in ``text`` is written as ``\\udXXX``."""
+    write_bytes_atomic(path, scrub_data(text).encode("utf-8", errors=TEXT_ERRORS))
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
@@ -265,7 +366,12 @@ def _keep_mode(target: Path, tmp: Path) -> None:
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    write_text_atomic(path, json_text(data, indent=2) + "\n")
+
+
+def write_jsonl_atomic(path: Path, records: Iterable[Any]) -> None:
+    """One strict JSON object per line (:func:`jsonl_line`), written atomically."""
+    write_text_atomic(path, "".join(jsonl_line(r) for r in records))
 
 
 def read_json(path: Path, what: str, rerun: str | None = None) -> Any:
@@ -289,7 +395,7 @@ def iter_jsonl(path: Path, rerun: str | None = None) -> Iterator[tuple[int, Any]
         if rerun
         else "fix or remove that line"
     )
-    with path.open(encoding="utf-8") as fh:
+    with path.open(encoding="utf-8-sig") as fh:  # a BOM (Windows editors) is not part of line 1
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -301,8 +407,9 @@ def iter_jsonl(path: Path, rerun: str | None = None) -> Iterator[tuple[int, Any]
 
 def scan_jsonl(path: Path) -> Iterator[tuple[int, Any, str | None]]:
     """Yield ``(line_number, record, problem)`` for every non-blank line; a bad line has a problem text and no
-    record, so validators can report every bad line at once instead of stopping at the first."""
-    with path.open(encoding="utf-8") as fh:
+    record, so validators can report every bad line at once instead of stopping at the first. A UTF-8 BOM at the
+    start is dropped, as the golden set's reader drops it."""
+    with path.open(encoding="utf-8-sig") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue

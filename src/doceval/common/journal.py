@@ -17,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, TypeVar
 
+from doceval.common.io import jsonl_line
 from doceval.common.redact import scrub_data
 from doceval.errors import UsageError
 
@@ -78,8 +79,9 @@ class Journal:
     def append(self, record: Mapping[str, Any]) -> None:
         if self._fh is None:
             return
-        # A system may echo a credential it was sent: the journal never holds one (resumed entries neither).
-        line = json.dumps(scrub_data(record), ensure_ascii=False) + "\n"
+        # Strict JSON, lone surrogates escaped (a reply cannot break the journal), and no credential a
+        # system echoed (resumed entries neither).
+        line = jsonl_line(scrub_data(record))
         with self._lock:
             self._fh.write(line)
             self._fh.flush()

@@ -1,9 +1,9 @@
 """Text from data (golden questions, ids, answers, config values) made safe to print and to write.
 
 - ``printable(s)``: for the terminal. Control characters (C0, DEL, C1: ESC sequences, carriage returns,
-  bells), line and paragraph separators and bidirectional overrides are shown escaped (``\\x1b``, ``\\u202e``)
-  instead of being replayed, so a question cannot recolour, move the cursor, rewrite earlier lines or reorder
-  what the terminal shows.
+  bells), lone surrogates, line and paragraph separators and bidirectional overrides are shown escaped
+  (``\\x1b``, ``\\ud800``, ``\\u202e``) instead of being replayed, so a question cannot recolour, move the
+  cursor, rewrite earlier lines or reorder what the terminal shows.
 - ``one_line(s)``: printable and on one line (every run of whitespace, newlines included, is one space).
 - ``md_text(s)`` / ``md_code(s)``: one line of Markdown (report.md): HTML escaped, Markdown control
   characters neutralised, and ``|`` escaped so a value never breaks a table row.
@@ -28,7 +28,8 @@ def _escape(ch: str) -> str:
 
 
 def _unsafe(ch: str) -> bool:
-    return ch in _INVISIBLE or unicodedata.category(ch) == "Cc"
+    # Cs: a lone surrogate, which no terminal or UTF-8 file can take.
+    return ch in _INVISIBLE or unicodedata.category(ch) in ("Cc", "Cs")
 
 
 def printable(text: Any) -> str:

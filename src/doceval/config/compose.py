@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import sys
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, Field, fields, is_dataclass
@@ -16,7 +17,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
-from doceval.common.redact import register_config, register_overrides
+from doceval.common.redact import register_config, register_overrides, scrub_message
 from doceval.config import schema
 from doceval.errors import UsageError
 
@@ -44,7 +45,7 @@ def find_conf_dir() -> Path:
     )
 
 
-def compose(overrides: Sequence[str] = (), conf_dir: Path | None = None) -> dict[str, Any]:
+def compose(overrides: Sequence[str] = (), conf_dir: str | Path | None = None) -> dict[str, Any]:
     """Compose ``conf/config.yaml`` with Hydra overrides into a plain dict, validated by the typed schema.
 
     Unknown groups or options (Hydra), unknown keys, wrong types and out-of-range values (the schema) become a
@@ -52,25 +53,93 @@ def compose(overrides: Sequence[str] = (), conf_dir: Path | None = None) -> dict
     """
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
-    from hydra.errors import ConfigCompositionException, MissingConfigException
+    from hydra.errors import ConfigCompositionException, HydraException, MissingConfigException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    register_overrides(overrides)  # before Hydra parses them: its errors quote the override as written
-    conf_dir = find_conf_dir() if conf_dir is None else conf_dir
+    # Before Hydra parses them (its errors quote the override as written); a str is refused just below.
+    register_overrides(overrides if not isinstance(overrides, str) else ())
+    conf_dir = find_conf_dir() if conf_dir is None else _path_arg(conf_dir, "compose", "conf_dir", "conf")
     if not (conf_dir / "config.yaml").is_file():
         raise UsageError(f"{conf_dir}/config.yaml not found: run doceval from the project root")
+    overrides = check_override_syntax(overrides)
     try:
         with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base="1.3"):
             cfg = hydra_compose(config_name="config", overrides=list(overrides))
+        data = OmegaConf.to_container(cfg, resolve=True)
+        assert isinstance(data, dict)
+        register_config(data)
+        return validate_config({str(k): v for k, v in data.items()})
     except MissingConfigException as exc:
-        raise UsageError(f"config override: {_first_line(exc)}") from exc
-    except (ConfigCompositionException, OmegaConfBaseException) as exc:
-        raise UsageError(f"config override: {_first_line(exc)} (see conf/ for the groups and keys)") from exc
-    data = OmegaConf.to_container(cfg, resolve=True)
-    assert isinstance(data, dict)
-    register_config(data)
-    return validate_config({str(k): v for k, v in data.items()})
+        raise UsageError(scrub_message(f"config override: {_first_line(exc)}")) from None
+    except (ConfigCompositionException, OmegaConfBaseException, HydraException) as exc:
+        text = f"config override: {_first_line(exc)} (see conf/ for the groups and keys)"
+        raise UsageError(scrub_message(text)) from None
+    except UsageError as exc:  # the schema's message quotes the value: a URL's password, a token
+        raise UsageError(scrub_message(str(exc))) from None
+
+
+GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
+# A key is dotted words; `+`/`++` add, `~` deletes (Hydra's override grammar).
+_KEY = re.compile(r"(?:\+\+|\+|~)?[\w./@-]+(?:\[[^\]]*\])?")
+
+
+def check_override_syntax(overrides: Sequence[str] | str) -> list[str]:
+    """Every override parsed on its own before composing, so a syntax error names the override that has it
+    (Hydra's own message shows a fragment of the input) and how to write it; values of secret-looking keys
+    and URL credentials are never shown."""
+    if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
+        # The type only: the value could be an override holding a secret.
+        what = "a str" if isinstance(overrides, str) else "a list with an item that is not a str"
+        raise UsageError(f"overrides={what}: expected a list of KEY=VALUE strings (e.g. overrides=['k=3'])")
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for override in overrides:
+        try:
+            parser.parse_override(override)
+        except HydraException as exc:
+            raise UsageError(_syntax_error(override, exc)) from None
+    return list(overrides)
+
+
+def _syntax_error(override: str, exc: BaseException) -> str:
+    key, sep, _ = override.partition("=")
+    shown = f"{key}=<redacted>" if sep and _secret_key(key) else scrub_message(override)
+    holds_secret = shown != override  # registered by compose() before any parsing
+    if not sep and not override.startswith("~"):
+        fix = "an override is KEY=VALUE (e.g. k=5), +KEY=VALUE to add a key, ~KEY to delete one"
+    elif not _KEY.fullmatch(key.strip()):
+        example = "+agent.headers_env.My-Header=MY_VAR" if "headers_env" in key else "retriever.k1=1.2"
+        fix = f"a key is dotted words of letters, digits, _ and - (e.g. {example}): no spaces, no '?'"
+    else:
+        fix = f"quote the value: {key}='VALUE' (in a shell, quote it twice: \"{key}='VALUE'\")"
+    # Hydra's words quote part of the input: left out when that part could be a secret.
+    detail = "" if holds_secret else f" ({_hydra_detail(exc)})"
+    return f"config override {shown}: not valid override syntax{detail}; {fix} (Hydra override grammar: {GRAMMAR})"
+
+
+def _hydra_detail(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines()]
+    kept = [
+        line for line in lines if line and not line.startswith(("See https://", "Error parsing override"))
+    ]
+    return scrub_message(" ".join(kept[:1]) or "syntax error")
+
+
+def _secret_key(key: str) -> bool:
+    from doceval.common.redact import secret_key
+
+    return secret_key(key.strip().lstrip("+~"))
+
+
+def _path_arg(value: Any, function: str, name: str, example: str) -> Path:
+    """A path argument of the Python API (str or Path), or a UsageError naming it."""
+    if not isinstance(value, str | Path) or not str(value).strip():
+        raise UsageError(f"{function}({name}={value!r:.60}): expected a path, str or pathlib.Path "
+                         f"(e.g. {function}({name}='{example}'))")  # fmt: skip
+    return Path(value)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -82,12 +151,13 @@ def _first_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def load_params(path: Path = PARAMS) -> dict[str, Any]:
+def load_params(path: str | Path = PARAMS) -> dict[str, Any]:
     """params.yaml, the composed configuration DVC stages read, validated by the typed schema.
 
     Keys may be absent (a stage can be run on a params file holding only its own blocks, and conf/ is checked
     complete when composed); what is there must be declared, typed and in range.
     """
+    path = _path_arg(path, "load_params", "path", "params.yaml")
     if not path.is_file():
         raise UsageError(
             f"{path} not found: run from the project root, or `make params` to compose it from conf/"
@@ -207,7 +277,10 @@ def _type_ok(value: Any, hint: Any) -> bool:
     if one is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if one is float:
-        return isinstance(value, int | float) and not isinstance(value, bool) and not math.isnan(value)
+        # NaN and +-inf are no setting (and not JSON: summaries record the config), nor an int past float's range.
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        return math.isfinite(value) if isinstance(value, float) else abs(value) <= sys.float_info.max
     if one is str:
         return isinstance(value, str)
     if origin is list:
@@ -330,8 +403,10 @@ def _check(value: Any, hint: Any, meta: Mapping[str, Any], path: str, complete: 
             if allowed is not None and key not in allowed:
                 raise UsageError(f"{_join(path, key)}: unknown key; valid keys: {', '.join(allowed)}")
             _check(item, item_hint, meta, _join(path, key), complete)
-    elif one in (int, float) and not _in_range(value, meta):
-        raise _bad(path, value, hint, meta)
+    elif one in (int, float):
+        choices = _choices(meta, "choices")
+        if not _in_range(value, meta) or (choices is not None and value not in choices):
+            raise _bad(path, value, hint, meta)
     elif one is str:
         choices = _choices(meta, "choices")
         pattern = meta.get("pattern")

@@ -357,7 +357,11 @@ class Relevance:
     """Graded judgments (docs/design.md section 3.4): the grade that counts as relevant for hit_rate, recall
     and mrr; nDCG uses the grades themselves, the *_rel1 metrics grade >= 1."""
 
-    threshold: int = spec(choices=(1, 2), example="2")
+    threshold: int = spec(
+        choices=(1, 2),
+        what="1 or 2, a qrels grade (2: answers the question, 1: partially; grade 0 is never relevant)",
+        example="2",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

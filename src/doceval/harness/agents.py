@@ -14,6 +14,7 @@ refusal), and tried again on a rerun. A KeyboardInterrupt is never caught: it st
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import inspect
 import json
@@ -34,6 +35,7 @@ from doceval.common.concurrency import (
     iter_concurrent,
     timeout_of,
 )
+from doceval.common.io import json_text, non_finite_path
 from doceval.common.journal import Journal, load_records
 from doceval.common.targets import load_target, provenance_of
 from doceval.errors import UsageError
@@ -212,6 +214,10 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+def _score_text(score: int | float) -> str:
+    return str(score) if isinstance(score, float) else "an integer too large for a float"
+
+
 def _source(item: Any, i: int) -> Source:
     if isinstance(item, str):
         doc_id, score = item, None
@@ -259,8 +265,8 @@ def parse_response(probe_id: str, session_id: str, raw: Any) -> SystemResponse:
         extra=extra,
         session_id=session_id,
     )
-    try:  # the journal and the summary are JSON: a value that is not would fail far from its cause
-        json.dumps({"usage": response.usage, "extra": response.extra})
+    try:  # the journal and the summary are strict JSON: a value that is not would fail far from its cause
+        json_text({"usage": response.usage, "extra": response.extra})
     except (TypeError, ValueError) as exc:
         raise InvalidResponse(f"a value is not JSON-serialisable ({exc})") from None
     return response
@@ -307,7 +313,19 @@ class ExternalOutcome:
 def load_journal(path: Path) -> dict[str, SystemResponse]:
     """Responses already journaled (last one wins per id), errored ones included."""
     records = load_records(path, SystemResponse.from_json, "an external agent journal record")
-    return {r.id: r for r in records}
+    return {r.id: _strict(r) for r in records}
+
+
+def _strict(response: SystemResponse) -> SystemResponse:
+    """A journaled reply an older doceval accepted with a NaN or +-Infinity in it (a score, usage) counts as
+    an invalid response now, so a resumed run asks again instead of writing a summary that is not JSON."""
+    where = None if response.error is not None else non_finite_path(response.to_json())
+    if where is None:
+        return response
+    return dataclasses.replace(
+        response,
+        error=f"invalid response: {where.split(' = ')[0].removeprefix('$.')} must be a finite number",
+    )
 
 
 def run_external(

@@ -11,7 +11,7 @@ import numpy as np
 
 from doceval.common.provenance import provenance
 from doceval.errors import UsageError
-from doceval.harness.candidates import CandidateSet
+from doceval.harness.candidates import CandidateSet, score_range_of, score_range_record
 from doceval.harness.floors import (
     CALIBRATED_IDS,
     CALIBRATED_IDS_SHA256,
@@ -53,7 +53,7 @@ def calibrate(
     fn = make_objective(objective, **targets)
     min_entries = int(cal.get("min_entries", 5))
     threshold = int((cfg.get("relevance") or {}).get("threshold", 2))
-    low = float(cands.meta["score_range"][0])
+    low = score_range_of(cands.meta)[0]
     indexed = [i for i, e in enumerate(entries) if e.library in libraries and not cands.routed.get(e.id)]
     if not indexed:
         raise UsageError(
@@ -137,7 +137,7 @@ def calibrate(
             "golden_md5": golden_md5,
             "candidates_hash": candidates_hash,
             "retriever": dict(cfg["retriever"]),
-            "score_range": list(cands.meta["score_range"]),
+            **score_range_record(score_range_of(cands.meta)),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "git_commit": provenance()["git_commit"],
             "git_dirty": provenance()["git_dirty"],

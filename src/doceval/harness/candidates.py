@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -172,7 +173,7 @@ def compute_candidates(
     cands.meta = {
         "retriever": dict(params["retriever"]),
         "retriever_fingerprint": retriever_fingerprint(params["retriever"]),
-        "score_range": list(retriever.score_range),
+        **score_range_record(retriever.score_range),
         "candidates_k": depth,
         "golden": str(golden_path),
         "golden_md5": golden_md5,
@@ -188,6 +189,23 @@ def compute_candidates(
         "system": describe() if callable(describe) else {"retriever": params["retriever"].get("name")},
     }
     return cands
+
+
+UNBOUNDED = "a null bound: the retriever's scores have no bound on that side"
+
+
+def score_range_record(bounds: Sequence[float]) -> dict[str, Any]:
+    """The retriever's score range as strict JSON: an infinite bound (bm25's top, a user function's both) is
+    null, with ``score_range_note`` saying what null means."""
+    record = [float(b) if math.isfinite(b) else None for b in bounds]
+    return {"score_range": record, **({"score_range_note": UNBOUNDED} if None in record else {})}
+
+
+def score_range_of(meta: Mapping[str, Any]) -> tuple[float, float]:
+    """``(low, high)`` from a candidate cache's metadata: null (or an older cache's -Infinity/Infinity) is no
+    bound on that side."""
+    low, high = meta["score_range"]
+    return (-math.inf if low is None else float(low), math.inf if high is None else float(high))
 
 
 def _search_of(params: Mapping[str, Any]) -> dict[str, Any] | None:

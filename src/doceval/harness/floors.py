@@ -44,12 +44,21 @@ class Floors:
         ids = provenance.pop(CALIBRATED_IDS, None)
         if isinstance(ids, list):
             provenance["n_calibrated_ids"] = len(ids)
+        # No floor at all is -inf inside (every score passes), null in JSON with the reason beside it.
+        unfloored = math.isinf(self.global_floor) and self.global_floor < 0
         return {
-            "global": self.global_floor,
+            "global": None if unfloored else self.global_floor,
+            **({"global_reason": no_floor_reason(self.source)} if unfloored else {}),
             "per_library": dict(sorted(self.per_library.items())),
             "source": self.source,
             "provenance": provenance,
         }
+
+
+def no_floor_reason(source: str) -> str:
+    """Why a run has no global floor, from its source (``none: the assistant applies its own floors``)."""
+    why = source.split(":", 1)[1].strip() if source.startswith("none:") else source
+    return f"no floor: {why}"
 
 
 # The floors artifact's provenance names the entries the floors were calibrated on (sorted ids) and their digest.
@@ -71,12 +80,27 @@ def parse_floor_flags(values: Sequence[str]) -> dict[str, float]:
         if not sep or not lib.strip() or not num.strip():
             raise UsageError(f"--floor {raw!r}: expected LIB=VALUE, e.g. --floor pydantic=0.35")
         try:
-            out[lib.strip().lower()] = float(num)
+            value = float(num)
         except ValueError as exc:
             raise UsageError(
                 f"--floor {raw!r}: {num!r} is not a number; expected LIB=VALUE, e.g. pydantic=0.35"
             ) from exc
+        if not math.isfinite(value):
+            raise UsageError(
+                f"--floor {raw!r}: {num.strip()} is not a finite number; a floor is a score the retriever can "
+                "return (e.g. --floor pydantic=0.35)"
+            )
+        out[lib.strip().lower()] = value
     return out
+
+
+def check_score_floor(value: float | None) -> None:
+    """``--score-floor``: a finite number (NaN passes or fails every score at random; +-inf is no floor)."""
+    if value is not None and not math.isfinite(value):
+        raise UsageError(
+            f"--score-floor {value}: not a finite number; a floor is a score the retriever can return "
+            "(e.g. --score-floor 0.35)"
+        )
 
 
 def _floor_names(floors: Floors) -> tuple[str, Callable[[str], str], str, str]:
@@ -156,6 +180,13 @@ def _refuse_overlap(path: Path, calibrated: frozenset[str], report_ids: Collecti
         )
 
 
+def _finite(value: Any, key: str) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"{key} is {value}, not a finite number")
+    return number
+
+
 def load_calibrated(
     path: Path,
     report_split: str | None,
@@ -173,8 +204,8 @@ def load_calibrated(
         if not isinstance(prov, dict):
             raise TypeError(f"provenance is a {type(prov).__name__}, expected an object")
         floors = Floors(
-            float(data["global"]),
-            {k: float(v) for k, v in data["per_library"].items()},
+            _finite(data["global"], "global"),
+            {k: _finite(v, f"per_library.{k}") for k, v in data["per_library"].items()},
             source=f"calibrated:{path}",
             provenance=prov,
         )
@@ -226,6 +257,7 @@ def resolve_floors(
             {str(k).lower(): float(v) for k, v in (floors_cfg.get("per_library") or {}).items()},
         )
         floors.source = "config"
+    check_score_floor(score_floor)
     if score_floor is not None:
         floors.global_floor = float(score_floor)
         floors.source = "cli"

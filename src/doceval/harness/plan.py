@@ -24,6 +24,7 @@ from doceval.harness.candidates import (
     check_candidates,
     compute_candidates,
     load_candidates,
+    score_range_of,
 )
 from doceval.harness.floors import Floors, check_floors, resolve_floors
 from doceval.inputs.corpus import Corpus, load_corpus
@@ -338,7 +339,7 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
         vec = entry_signal(signal, entries, cands, corpus)
         values = {e.id: float(v) for e, v in zip(entries, vec, strict=True)}
     elif cands is not None and corpus is not None:
-        check_floors(floors, corpus.libraries, cands.meta["score_range"], str(cfg["retriever"]["name"]))
+        check_floors(floors, corpus.libraries, score_range_of(cands.meta), str(cfg["retriever"]["name"]))
     elif cands is not None:
         _check_golden_libraries(floors, all_entries, golden_path)
     calibrated_md5 = (floors.provenance or {}).get("golden_md5")

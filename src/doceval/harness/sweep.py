@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doceval.common.io import write_text_atomic
-from doceval.config.compose import find_conf_dir
+from doceval.config.compose import check_override_syntax, find_conf_dir
 from doceval.errors import UsageError
 from doceval.harness.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, FAILED_SUFFIX
 
@@ -35,6 +35,7 @@ def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
     """(fixed, swept) using Hydra's own override grammar."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    check_override_syntax(overrides)  # names the bad override and the fix, never a secret value
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
     except Exception as exc:  # hydra raises OverrideParseException with a caret diagram

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from doceval.harness.candidates import CandidateSet
+from doceval.harness.candidates import CandidateSet, score_range_of
 from doceval.harness.floors import sweep
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
@@ -48,7 +48,7 @@ def signals(
     entries: Sequence[GoldenEntry], cands: CandidateSet, bm25: Mapping[str, list[str]]
 ) -> dict[str, np.ndarray]:
     """Every signal per entry, ``-inf`` when the retriever returned nothing (never answerable)."""
-    low = float(cands.meta["score_range"][0])
+    low = score_range_of(cands.meta)[0]
     out = {name: np.full(len(entries), -np.inf) for name in SIGNALS}
     for i, e in enumerate(entries):
         ranked = cands.ranked.get(e.id) or []

@@ -21,14 +21,13 @@ Bad input is a :class:`~doceval.errors.UsageError` (exit 2) naming the file and 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from doceval.common.io import scan_jsonl, sha256_file, write_text_atomic
+from doceval.common.io import scan_jsonl, sha256_file, write_jsonl_atomic
 from doceval.errors import UsageError
 from doceval.inputs.docs import Document, normalise_name, write_corpus
 from doceval.inputs.golden import parse_golden
@@ -298,7 +297,7 @@ def import_beir(
         },
     }
     manifest = write_corpus({pin: documents}, Path(out_docs), chunk_chars, {pin: source})
-    write_text_atomic(Path(out_golden), "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries))
+    write_jsonl_atomic(Path(out_golden), entries)
     # The output must pass the same validator every golden set passes (against the corpus just written).
     parse_golden(Path(out_golden), corpus_ids={d.doc_id for d in documents})
     n_qrels = sum(len(j) for j in qrels.values())

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import json
 import re
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from doceval.common.io import atomic_dir, sha256_file
+from doceval.common.io import atomic_dir, jsonl_line, sha256_file, write_json_atomic
 from doceval.errors import UsageError
 
 # Paths never documented: test suites and vendored third-party code (a library's vendored copy would put
@@ -361,7 +360,7 @@ def write_corpus(
                             "kind": doc.kind,
                             "text": text,
                         }
-                        fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+                        fh.write(jsonl_line(record))
                         n_chunks += 1
                 per_pin[pin] = {"documents": len(docs), "chunks": n_chunks, **sources.get(pin, {})}
         manifest = {
@@ -371,7 +370,7 @@ def write_corpus(
             "chunk_chars": max_chars,
             "content_hash": sha256_file(corpus_path),
         }
-        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+        write_json_atomic(tmp / "manifest.json", manifest)
     return manifest
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from doceval.common.io import write_text_atomic
+from doceval.common.io import json_text, jsonl_line, write_text_atomic
 from doceval.errors import UsageError
 
 KNOWN_SPLITS = ("calibration", "test")
@@ -354,13 +354,20 @@ def select_split(
     """Entries of ``split``; untagged entries belong to every split; ``None`` selects everything."""
     if split is None:
         return list(entries)
-    # The seed's rule: untagged entries belong to every split, so an untagged golden set runs whole. A split
-    # that no entry is tagged with, in a set that has tags, is a typo or another set's split: an error.
+    # The seed's rule: untagged entries belong to every split, so an untagged golden set runs whole on a split
+    # name a tag can hold. A split that no entry is tagged with, in a set that has tags, is a typo or another
+    # set's split; in a set without tags, so is a name no tag can hold: an error either way.
     known = sorted({e.split for e in entries if e.split is not None})
-    if known and split not in known:
+    if (known and split not in known) or (not known and split not in KNOWN_SPLITS):
+        where = path or "the golden set"
+        listed = ", ".join(known) if known else "none (no entry has a split tag)"
+        fix = (
+            "pass one of them, or --split all (split=all) for every entry"
+            if known
+            else f"pass --split all (split=all) for every entry, or tag them first: `doceval golden split {where}`"
+        )
         raise UsageError(
-            f"--split {split}: no entries are tagged {split!r} in {path or 'the golden set'}; "
-            f"known splits: {', '.join(known)} (or split=all)"
+            f"--split {split}: no entries are tagged {split!r} in {where}; known splits: {listed}; {fix}"
         )
     chosen = [e for e in entries if e.split is None or e.split == split]
     if not chosen:
@@ -426,9 +433,6 @@ def write_splits(path: Path, seed: int = 0, *, default_pin: tuple[str, str] | No
     recs = [r.value for r in records]
     for rec in recs:
         rec["split"] = assignment[rec["id"]]
-    if in_array:
-        text = json.dumps(recs, indent=2, ensure_ascii=False) + "\n"
-    else:
-        text = "\n".join(json.dumps(rec, ensure_ascii=False) for rec in recs) + "\n"
+    text = json_text(recs, indent=2) + "\n" if in_array else "".join(jsonl_line(rec) for rec in recs)
     write_text_atomic(path, text)  # a failed write leaves the golden set as it was, never half of it
     return dict(Counter(assignment.values()))

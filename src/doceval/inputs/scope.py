@@ -331,7 +331,7 @@ def raise_on_errors(report: ScopeReport, golden_path: Path) -> None:
 def record_findings(report: ScopeReport, golden_path: Path, golden_md5: str) -> Path:
     """Write ``<name>.findings.json``: the recordable findings of this version of the golden set (freezing it
     as it is). Findings that are always errors cannot be recorded."""
-    from doceval.common.io import write_text_atomic
+    from doceval.common.io import write_json_atomic
 
     blocking = [f for f in report.errors if f.rule in ALWAYS_ERRORS]
     if blocking:
@@ -359,7 +359,7 @@ def record_findings(report: ScopeReport, golden_path: Path, golden_md5: str) -> 
             for f in keep
         ],  # fmt: skip
     }
-    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    write_json_atomic(path, data)
     return path
 
 

@@ -13,11 +13,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from doceval.common.io import json_text
+
 
 def cache_key(params: Mapping[str, Any]) -> str:
     """sha256 of the canonical JSON of every generation parameter."""
     canonical = json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    # surrogatepass: a lone surrogate in a prompt (an assistant's reply) keys like any character
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class ResponseCache:
@@ -52,10 +55,14 @@ class ResponseCache:
         return value
 
     def put(self, key: str, value: Mapping[str, Any]) -> None:
+        try:
+            text = json_text(value)  # strict, lone surrogates escaped: sqlite takes it
+        except ValueError:
+            return  # a NaN in a reply: not cached (asked again next time), never a failed call
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO responses (key, value, created) VALUES (?, ?, ?)",
-                (key, json.dumps(value, ensure_ascii=False), time.time()),
+                (key, text, time.time()),
             )
             self._db.commit()
 

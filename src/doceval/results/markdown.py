@@ -200,7 +200,10 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     floors = cfg.get("floors") or {}
     out += ["", "## Floors", ""]
     if floors:
-        out.append(f"Source: {_code(floors.get('source', '?'))}. Global floor: {_num(floors.get('global'))}.")
+        # No floor at all: the summary says why beside the null (an older summary: n/a).
+        reason = floors.get("global_reason") if floors.get("global") is None else None
+        shown = _md(reason) if reason else _num(floors.get("global"))
+        out.append(f"Source: {_code(floors.get('source', '?'))}. Global floor: {shown}.")
         per = floors.get("per_library") or {}
         if per:
             out += [""] + _table(["library", "floor"], [[_md(k), f"{float(v):.4f}"] for k, v in per.items()])
@@ -274,8 +277,9 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
             for lib, c in per_lib.items():
                 want = c.get("floor") if isinstance(c, Mapping) else c
                 got = (floors.get("per_library") or {}).get(lib, floors.get("global", 0.0))
-                if want is not None and abs(float(got) - float(want)) > 1e-12:
-                    differ.append(f"{_md(lib)} (calibrated {float(want):.4f}, used {float(got):.4f})")
+                if want is not None and (got is None or abs(float(got) - float(want)) > 1e-12):
+                    used = "no floor" if got is None else f"{float(got):.4f}"
+                    differ.append(f"{_md(lib)} (calibrated {float(want):.4f}, used {used})")
         if differ:
             out += ["", f"**Note**: this run did not use the calibrated floors for: {', '.join(differ)}."]
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from doceval.common.io import finite_or_null
 from doceval.errors import UsageError
 from doceval.scoring.registry import METRIC_NAMES
 
@@ -24,6 +25,11 @@ def load_summary(path_or_run_id: str | Path, mlflow_loader: MlflowLoader | None 
     Anything that is not a summary (missing file, bad JSON, missing ``metrics``/``entries``, malformed
     entries, duplicate entry ids) raises a :class:`UsageError` naming the file and the fix.
     """
+    if not isinstance(path_or_run_id, str | Path) or not str(path_or_run_id).strip():
+        raise UsageError(
+            f"load_summary({path_or_run_id!r:.60}): expected a summary JSON path (str or pathlib.Path) or an "
+            "MLflow run id (e.g. load_summary('eval/runs/latest.json'))"
+        )
     text = str(path_or_run_id)
     path = Path(text)
     if path.is_dir():
@@ -36,11 +42,12 @@ def load_summary(path_or_run_id: str | Path, mlflow_loader: MlflowLoader | None 
                     "available "
                     f"here; {_FIX}"
                 )
-            data: Any = mlflow_loader(text.lower())
+            data: Any = finite_or_null(mlflow_loader(text.lower()))
             return check_summary(data, f"MLflow run {text}")
         raise UsageError(f"{path}: run summary not found; {_FIX}, or an MLflow run id (32 hex characters)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        # An older doceval wrote NaN and -Infinity (an assistant's floors): read as the null written now.
+        data = finite_or_null(json.loads(path.read_text(encoding="utf-8")))
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: not a text file, so not a run summary; {_FIX}") from exc
     except json.JSONDecodeError as exc:

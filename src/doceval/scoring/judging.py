@@ -21,6 +21,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from doceval.common.io import escape_surrogates
 from doceval.common.journal import Journal, dataclass_from_record, load_records
 from doceval.llm import BudgetExceeded, Ledger, iter_concurrent, usage_scope
 from doceval.scoring.judge import Judge
@@ -127,8 +128,9 @@ def judge_answers(
         """None when judged (and journaled), else the budget message."""
         with usage_scope() as scope:
             try:
+                # A lone surrogate in a reply is kept in the summary, but no model or tokenizer takes one.
                 verdict, reason, error = judge.judge(
-                    probe, str(answers[probe.id].answer), references[probe.id]
+                    probe, escape_surrogates(str(answers[probe.id].answer)), references[probe.id]
                 )
             except BudgetExceeded as exc:
                 return str(exc)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from doceval.common.io import atomic_dir, write_json_atomic
+from doceval.common.io import atomic_dir, jsonl_line, write_json_atomic
 from doceval.errors import UsageError
 from doceval.harness.candidates import CANDIDATES, EXACT, META, CandidateSet, compute_candidates
 from doceval.inputs.corpus import load_corpus
@@ -58,4 +58,4 @@ def _write(path: Path, entries: Sequence[GoldenEntry], cands: CandidateSet) -> N
                 "router": cands.routed[entry.id],
                 "candidates": [[d, round(s, SCORE_DECIMALS)] for d, s in cands.ranked[entry.id]],
             }
-            fh.write(json.dumps(record) + "\n")
+            fh.write(jsonl_line(record))

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from doceval import __version__
+from doceval.common.io import json_text
 from doceval.tracking.locking import _store_lock
 from doceval.tracking.secrets import redact_text, scrub, secret_values
 from doceval.tracking.shaping import MAX_TAG_LEN, sanitize_key
@@ -65,7 +66,7 @@ def log_judge_validation(report: Mapping[str, Any], *, uri: str, root: Path | No
     ensure_store(uri, root)
     with tempfile.TemporaryDirectory(prefix="doceval-mlflow-") as tmp, _store_lock(uri):
         staged = Path(tmp) / "judge_validation.json"
-        staged.write_text(json.dumps(clean, indent=2, default=str) + "\n", encoding="utf-8")
+        staged.write_text(json_text(clean, indent=2, default=str) + "\n", encoding="utf-8")
         client = _client(uri)
         experiment_id = _experiment_id(client, JUDGE_EXPERIMENT, uri)
         check_artifact_location(client, experiment_id)

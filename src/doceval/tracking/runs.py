@@ -14,6 +14,13 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from doceval import __version__
+from doceval.common.io import (
+    TEXT_ERRORS,
+    escape_surrogates,
+    finite_or_null,
+    json_text,
+    without_surrogates,
+)
 from doceval.errors import UsageError
 from doceval.tracking.locking import _store_lock
 from doceval.tracking.secrets import (
@@ -153,19 +160,23 @@ def log_run(
     from mlflow.entities import Metric, Param
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+    # An older summary (NaN, -Infinity: an assistant's floors) is logged with the null a current one holds.
+    summary = finite_or_null(summary)
     config_raw = summary.get("config") or {}
     # Values holding a key variable's content are dropped from params and tags; everything logged has URL
     # credentials masked, and those credentials are redacted wherever else they appear.
     env_secrets = env_secret_values(config_raw, flat_config or {})
     secrets = secret_values(config_raw, flat_config or {}, dict(extra_tags or {}))
-    clean = scrub(summary, secrets)
-    config: dict[str, Any] = clean.get("config") or {}
+    clean = scrub(summary, secrets)  # summary.json: a lone surrogate stays a JSON escape (json_text)
+    # The store (sqlite) takes UTF-8 only: params, tags and traces hold a lone surrogate as the text \udXXX.
+    summary, config_raw, flat_config = without_surrogates([summary, config_raw, flat_config])
+    config: dict[str, Any] = without_surrogates(clean.get("config") or {})
     split = _split_of(config)
     params = build_params(config_raw, flat_config, env_secrets)  # raw: leaking values are dropped
     usage_block = usage if usage is not None else (config_raw.get("usage") or None)
     metrics = build_metrics(clean.get("metrics") or {}, usage_block)
     tags = build_tags(config, clean.get("metrics") or {}, extra_tags, env_secrets)
-    run_name = None if run_name is None else redact_text(run_name, secrets)
+    run_name = None if run_name is None else redact_text(escape_surrogates(run_name), secrets)
     if parent_run_id:
         tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
 
@@ -173,10 +184,11 @@ def log_run(
     with tempfile.TemporaryDirectory(prefix="doceval-mlflow-") as tmp:
         staged = Path(tmp)
         files: list[tuple[Path, str | None]] = []
-        (staged / "summary.json").write_text(
-            json.dumps(clean, indent=2, default=str) + "\n", encoding="utf-8"
+        (staged / "summary.json").write_text(json_text(clean, indent=2, default=str) + "\n", encoding="utf-8")
+        # A lone surrogate in an answer is written as \udXXX, never a UnicodeEncodeError.
+        (staged / "entries.csv").write_text(
+            entries_csv(clean.get("entries") or []), encoding="utf-8", errors=TEXT_ERRORS
         )
-        (staged / "entries.csv").write_text(entries_csv(clean.get("entries") or []), encoding="utf-8")
         (staged / "config.yaml").write_text(
             yaml.safe_dump(json.loads(json.dumps(config, default=str)), sort_keys=False, allow_unicode=True),
             encoding="utf-8",

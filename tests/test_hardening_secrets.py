@@ -1,0 +1,261 @@
+"""Issue 27, part 1: no secret in any output. Secrets are planted in every form doceval knows (a header value
+with its scheme, the same token without it, a URL's userinfo and the Basic token derived from it, a
+credential-like query value, a secret-named retriever kwarg), an assistant echoes every one of them back, and
+every command that writes runs on a tiny project. Then every file the project holds (the MLflow sqlite
+database's bytes and artifacts included) and everything printed is searched for every form of every secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+from tiny_project import make_tiny_project
+
+from doceval.cli.main import main
+from doceval.common.redact import forget_secrets
+
+TOKEN = "tok-H3aderS3cret-9f8e7d6c"  # sent as "Bearer TOKEN" from agent.headers_env
+PASSWORD = "pa55w0rd-Us3rinfo-77aa"  # in agent.url's userinfo: doceval sends it as Basic auth
+QUERY = "qk-Qu3ryS3cret-44559911"  # ?api_key= in agent.url
+KWARG = "fk-Kw4rgS3cret-12345678"  # +retriever.kwargs.token=
+BASIC = base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
+FORMS = {
+    "header value": f"Bearer {TOKEN}",
+    "token without its scheme": TOKEN,
+    "userinfo password": PASSWORD,
+    "userinfo pair": f"alice:{PASSWORD}",
+    "derived Basic token": BASIC,
+    "query credential": QUERY,
+    "retriever kwarg": KWARG,
+    "percent-encoded Basic token": urllib.parse.quote(BASIC, safe=""),
+}
+
+DOCS = {
+    "pydantic@2.8.2": [
+        ("pydantic.main.BaseModel.model_dump", "def model_dump(self)\n\nGenerate a dictionary of the model."),
+        ("pydantic.fields.Field", "def Field(default)\n\nCreate a field with a default value and metadata."),
+    ],
+    "click@8.1.7": [
+        ("click.decorators.option", "def option(*param_decls)\n\nAttach an option to the command.")
+    ],
+}
+GOLDEN = [
+    {"id": "a1", "question": "dictionary of the model", "library": "pydantic", "version": "2.8.2",
+     "relevant_ids": ["pydantic@2.8.2:pydantic.main.BaseModel.model_dump"], "expected_apis": ["model_dump"]},
+    {"id": "a2", "question": "attach an option to the command", "library": "click", "version": "8.1.7",
+     "relevant_ids": ["click@8.1.7:click.decorators.option"], "expected_apis": ["option"]},
+    {"id": "a3", "question": "field with a default", "library": "pydantic", "version": "2.8.2",
+     "relevant_ids": ["pydantic@2.8.2:pydantic.fields.Field"], "expected_apis": ["Field"]},
+    {"id": "u1", "question": "the magic default of a field", "library": "pydantic", "version": "2.8.2",
+     "out_of_scope": True, "relevant_ids": [], "forbidden_apis": ["Field.magic_default"]},
+]  # fmt: skip
+RETRIEVER = """
+def make(token):
+    def retrieve(question, k, library=None, version=None):
+        if "option" in question:
+            raise RuntimeError("backend refused the token " + token)  # a system error quoting its secret
+        return ["pydantic@2.8.2:pydantic.main.BaseModel.model_dump", "pydantic@2.8.2:pydantic.fields.Field"][:k]
+    return retrieve
+
+
+def broken(token):
+    raise ValueError("cannot log in with token " + token)
+"""
+
+
+class EchoAgent:
+    """An assistant that quotes back every credential it was sent: in its answer, its extras, a 400 body."""
+
+    def __init__(self) -> None:
+        agent = self
+        self.requests = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                agent.requests += 1
+                auth, bearer = self.headers.get("Authorization", ""), self.headers.get("X-Api-Token", "")
+                query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("api_key", [""])[0]
+                decoded = (
+                    base64.b64decode(auth.split(" ", 1)[-1]).decode() if auth.startswith("Basic") else ""
+                )
+                echoed = f"{auth} | {bearer} | {bearer.split(' ', 1)[-1]} | {decoded} | {query}"
+                if "option" in body["question"]:
+                    status, reply = (
+                        400,
+                        {"error": f"token {bearer.split(' ', 1)[-1]} rejected; basic {decoded}"},
+                    )
+                else:
+                    status = 200
+                    reply = {"answer": f"model_dump; you sent {echoed}", "refused": False, "reason": None,
+                             "sources": [{"id": "pydantic@2.8.2:pydantic.main.BaseModel.model_dump", "score": 1.0}],
+                             "usage": {"total_tokens": 3}, "debug": {"headers": echoed, "url": self.path}}  # fmt: skip
+                data = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05})
+        self.thread.daemon = True
+
+
+@pytest.fixture
+def echo() -> Iterator[EchoAgent]:
+    srv = EchoAgent()
+    srv.thread.start()
+    try:
+        yield srv
+    finally:
+        srv.server.shutdown()
+        srv.server.server_close()
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    base = {"split": "test", "kind": "lookup", "reference_answer": "use it", "out_of_scope": False,
+            "forbidden_apis": [], "expected_apis": []}  # fmt: skip
+    golden = "".join(json.dumps({**base, **e}) + "\n"
+                     for e in GOLDEN)  # fmt: skip
+    make_tiny_project(tmp_path, DOCS, golden)
+    (tmp_path / "secret_retriever.py").write_text(RETRIEVER)
+    (tmp_path / "mlruns").mkdir()
+    MlflowClient(f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}").search_experiments()  # created once
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    monkeypatch.setenv("DOCEVAL_T_TOKEN", f"Bearer {TOKEN}")
+    for name in ("MLFLOW_TRACKING_URI", "DVC_ROOT", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def _leaks(text: str) -> list[str]:
+    return [name for name, form in FORMS.items() if form in text]
+
+
+def _files_leaking(root: Path) -> dict[str, list[str]]:
+    found = {}
+    for path in sorted(root.rglob("*")):
+        if path.is_file() and path.name != "secret_retriever.py":
+            hits = _leaks(path.read_bytes().decode("utf-8", "replace"))
+            if hits:
+                found[str(path.relative_to(root))] = hits
+    return found
+
+
+def _run(argv: list[str], capfd: pytest.CaptureFixture[str], streams: list[str]) -> int:
+    forget_secrets()  # every command is a new process in real life: nothing registered by an earlier one
+    code = main(argv)
+    out, err = capfd.readouterr()
+    streams.append(f"$ doceval {' '.join(argv)}\n{out}\n{err}")
+    return code
+
+
+def _report(project: Path, capfd: pytest.CaptureFixture[str], streams: list[str]) -> int:
+    """The report stage over the HTTP run's summary (what `dvc repro report` reads)."""
+    (project / "eval").mkdir(exist_ok=True)
+    shutil.copyfile(project / "http.json", project / "eval" / "summary.json")
+    return _run(["report"], capfd, streams)
+
+
+def test_no_secret_reaches_any_file_or_stream(
+    project: Path, echo: EchoAgent, capfd: pytest.CaptureFixture[str]
+) -> None:
+    url = f"http://alice:{PASSWORD}@127.0.0.1:{echo.port}/ask?api_key={QUERY}"
+    http = ["agent=http", f"agent.url='{url}'", "+agent.headers_env.X-Api-Token=DOCEVAL_T_TOKEN",
+            "agent.max_retries=0"]  # fmt: skip
+    function = ["retriever=function", "retriever.target=secret_retriever:make", f"+retriever.kwargs.token={KWARG}",
+                "floors=zero", "k=2"]  # fmt: skip
+    streams: list[str] = []
+    codes = {
+        "eval http": _run(
+            ["eval", "--quiet", "--split", "test", "--output", "http.json", *http], capfd, streams
+        ),
+        "eval function": _run(["eval", "--quiet", "--output", "fn.json", *function], capfd, streams),
+        "eval function rerun": _run(["eval", "--quiet", "--output", "fn2.json", *function], capfd, streams),
+        "factory raising with its token": _run(
+            [
+                "eval",
+                "--quiet",
+                "--output",
+                "broken.json",
+                "retriever=function",
+                "retriever.target=secret_retriever:broken",
+                f"+retriever.kwargs.token={KWARG}",
+            ],
+            capfd,
+            streams,
+        ),  # fmt: skip
+        "gate with JUnit": _run(["gate", "http.json", "--junit", "junit.xml"], capfd, streams),
+        "params": _run(["params"], capfd, streams),
+        "report": _report(project, capfd, streams),
+        "compare": _run(["compare", "fn.json", "fn2.json"], capfd, streams),
+        "judge rescore": _run(
+            ["judge", "rescore", "http.json", "--output", "rescored.json", "judge=reference", "--quiet"],
+            capfd,
+            streams,
+        ),  # fmt: skip
+        "history": _run(["history", "--metric", "hit_rate"], capfd, streams),
+        "sweep": _run(
+            [
+                "sweep",
+                "-m",
+                "k=1,2",
+                *function[:3],
+                "floors=zero",
+                "split.name=test",
+                "--jobs",
+                "1",
+                "--quiet",
+            ],
+            capfd,
+            streams,
+        ),  # fmt: skip
+        "bad URL list": _run(
+            ["eval", "--quiet", "agent=http", f"agent.url=http://alice:{PASSWORD}@127.0.0.1:9/x,y"],
+            capfd,
+            streams,
+        ),  # fmt: skip
+        "bad URL bracket": _run(
+            ["eval", "--quiet", "agent=http", f"agent.url=http://alice:{PASSWORD}@127.0.0.1:9/x]"],
+            capfd,
+            streams,
+        ),  # fmt: skip
+        "bad kwarg bracket": _run(
+            ["eval", "--quiet", *function[:2], f"+retriever.kwargs.token={KWARG}]"], capfd, streams
+        ),  # fmt: skip
+    }
+    leaking_streams = {s.splitlines()[0][:90]: _leaks(s.split("\n", 1)[1]) for s in streams}
+    assert {k: v for k, v in leaking_streams.items() if v} == {}
+    assert _files_leaking(project) == {}
+    assert echo.requests >= 4  # the assistant was asked, and quoted every credential back
+    summary = json.loads((project / "http.json").read_text())
+    assert any("<redacted>" in (e["answer"] or "") for e in summary["entries"])  # scrubbed, not dropped
+    assert summary["metrics"]["counts"]["system_errors"] == 1  # the 400 quoting the token
+    # compare gates NEW: its system error (the retriever quoting its token) fails the shipped gate
+    assert codes["eval http"] == 0 and codes["eval function"] == 0 and codes["compare"] == 3
+    assert codes["factory raising with its token"] == 2 and "<redacted>" in streams[3]
+    assert codes["bad URL list"] == 2 and codes["bad URL bracket"] == 2 and codes["bad kwarg bracket"] == 2
+    assert codes["judge rescore"] == 0 and codes["history"] == 0 and codes["sweep"] == 0
+    assert (
+        codes["gate with JUnit"] == 3 and codes["report"] == 0 and (project / "eval" / "report.md").is_file()
+    )
+    assert (project / "mlruns" / "mlflow.db").stat().st_size > 0 and list(
+        (project / "data" / "runs").rglob("*.jsonl")
+    )
