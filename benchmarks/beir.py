@@ -468,7 +468,8 @@ def run(args: argparse.Namespace) -> int:
             retriever = system.build()
             build_s = time.perf_counter() - t0
             t0 = time.perf_counter()
-            by_id, routed = retrieve_all(entries, retriever, corpus, DEPTH, progress=not args.quiet)
+            cands = retrieve_all(entries, retriever, corpus, DEPTH, progress=not args.quiet)
+            by_id, routed = cands.ranked, cands.routed
             retrieve_s = time.perf_counter() - t0
             refused = [q for q, reason in routed.items() if reason]
             if refused:

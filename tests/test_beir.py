@@ -132,7 +132,8 @@ def test_bm25_retrieval_and_metrics_through_the_harness(imported: tuple[dict, Pa
     corpus = load_corpus(docs)
     entries = parse_golden(golden, corpus_ids=corpus.doc_ids())
     retriever = make_retriever({"name": "bm25"}, corpus)
-    ranked, routed = retrieve_all(entries, retriever, corpus, depth=100, progress=False)
+    cands = retrieve_all(entries, retriever, corpus, depth=100, progress=False)
+    ranked, routed = cands.ranked, cands.routed
     assert routed == {"q1": None, "q2": None}
     # q1 shares vitamin/increase/bone/density with d1 and only "bone" with d2; nothing else matches.
     assert [d for d, _ in ranked["q1"]] == [doc("d1"), doc("d2")]

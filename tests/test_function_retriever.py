@@ -248,7 +248,7 @@ def test_a_module_that_fails_to_import(user_module: Write) -> None:
             "def retrieve(question, k):\n    return [('a', 'high')]\n",
             "mod:retrieve",
             None,
-            "has the score 'high'; expected a number",
+            "has the score 'high'; expected a finite number",
         ),
         (
             "def retrieve(question, k):\n    return [('a', True)]\n",

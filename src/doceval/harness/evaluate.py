@@ -5,7 +5,7 @@ The steps, in order: :func:`~doceval.harness.plan.plan_run` (what is evaluated),
 :func:`open_ledger` (how the LLM work runs), then for doceval's agent :func:`score_retrieval` (candidates,
 floors, k) before :func:`run_docchat`, and for the user's assistant :func:`run_assistant` before
 :func:`score_sources` (its returned sources, cut at k); then :func:`score_answers` (the judge grades, then
-the answer metrics) and :func:`build_summary`. Per-entry scores come first (every summary metric is the
+the answer metrics) and :func:`doceval.harness.summary.build_summary`. Per-entry scores come first (every summary metric is the
 mean of the entries' column of the same name, NaN meaning "does not apply"), aggregates second; the metrics
 themselves come from :mod:`doceval.scoring.registry`. An entry whose system call failed (a system error) is
 counted and shown, and scored by no metric.
@@ -24,15 +24,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from doceval.common.journal import mark_finished, plan_journals
-from doceval.common.provenance import provenance, source_hash
-from doceval.common.redact import scrub_data
+from doceval.common.provenance import source_hash
 from doceval.errors import UsageError
 from doceval.harness.plan import EvalOptions, RunPlan, max_abandoned, plan_run
-from doceval.scoring.aggregate import aggregate
-from doceval.scoring.failures import failure_stage
+from doceval.harness.summary import build_summary, system_block
 from doceval.scoring.metrics import answer_scores, build_matrix, cut, retrieval_scores
-from doceval.scoring.registry import ANSWER_NAMES, AT_K_NAMES, METRIC_NAMES, RETRIEVAL_NAMES
-from doceval.seam import Answer, sum_usage
+from doceval.scoring.registry import ANSWER_NAMES, RETRIEVAL_NAMES
+from doceval.seam import Answer
 
 if TYPE_CHECKING:  # the LLM client is imported only when the agent runs
     from doceval.llm import Ledger
@@ -132,16 +130,6 @@ def _run_settings(cfg: Mapping[str, Any], answerer_cfg: Mapping[str, Any]) -> tu
     if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
         raise UsageError(f"run.max_concurrency: {conc!r} must be an integer >= 1")
     return None if budget is None else float(budget), conc
-
-
-def system_block(cfg: Mapping[str, Any], plan: RunPlan) -> dict[str, Any]:
-    """What was evaluated, for the summary, MLflow and the report: doceval's agent with its retriever (a
-    user's function named by target, kwargs and source hash), or the user's assistant."""
-    if plan.agent is not None:
-        return {"agent": plan.agent.describe()}
-    meta = plan.candidates.meta if plan.candidates is not None else {}
-    retriever = meta.get("system") or {"retriever": cfg["retriever"].get("name")}
-    return {"agent": {"name": "docchat"}, "retriever": retriever}
 
 
 def prepare_agent(cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan) -> AgentSetup:
@@ -370,140 +358,6 @@ def score_answers(
     return AnswerScores({m: per[m] for m in ANSWER_NAMES}, verdicts, judging)
 
 
-def _scores(per_entry: Mapping[str, np.ndarray], i: int, error: str | None) -> dict[str, float | None]:
-    # A system error is neither right nor wrong: the entry is scored by no metric.
-    return {m: None if error is not None else _none_if_nan(per_entry[m][i]) for m in METRIC_NAMES}
-
-
-def build_summary(
-    cfg: Mapping[str, Any],
-    plan: RunPlan,
-    setup: AgentSetup,
-    retrieval: RetrievalScores,
-    run: SystemRun,
-    answers: AnswerScores,
-    ledger: Ledger,
-    total_entries: int,
-) -> dict[str, Any]:
-    """``{"metrics", "config", "entries", "complete"}``: one row per entry with its scores, the aggregates over
-    the rows (means, counts, intervals, breakdowns) with k next to the metrics it applies to, and the
-    effective configuration with the system under test and the whole run's LLM usage."""
-    per_entry = {**retrieval.per_entry, **answers.per_entry}
-    routed = plan.candidates.routed if plan.candidates is not None else {}
-    entry_rows = []
-    for i, e in enumerate(plan.entries):
-        r, v = run.replies[e.id], answers.verdicts.get(e.id)
-        row: dict[str, Any] = {
-            "id": e.id,
-            "split": e.split,
-            "library": e.library,
-            "version": e.version,
-            "kind": e.kind,
-            "question": e.question,
-            "out_of_scope": e.out_of_scope,
-            "relevant_ids": list(e.relevant_ids),
-            # The version strings the answer was checked against: the report can explain a 0, a rescore redo it.
-            "expected_apis": list(e.expected_apis),
-            "expected_any": [list(g) for g in e.expected_any],
-            "forbidden_apis": list(e.forbidden_apis),
-            "retrieved": [[d, None if s is None else round(s, 6)] for d, s in retrieval.retrieved[e.id]],
-            "refused": r.refused,
-            "refusal_reason": r.refusal_reason,
-            "answer": r.answer,
-            "verdict": v.verdict if v else None,
-            "verdict_reason": v.verdict_reason if v else None,
-            "judge_error": v.judge_error if v else None,
-            "memory_used": r.memory_used,
-            "system_error": r.error,
-            "scores": _scores(per_entry, i, r.error),
-            # For the entry's trace (docs/design.md 6.7): the label's reference, the router's refusal (None:
-            # routed), and this entry's LLM usage per role (an external system's own accounting as "system").
-            "reference_answer": e.reference_answer,
-            "router_refusal": routed.get(e.id),
-            "usage": sum_usage(r.usage, v.usage if v else {})
-            if plan.agent is None
-            else {**({"system": dict(r.usage)} if r.usage else {}), **(v.usage if v else {})},
-        }
-        if plan.agent is not None:
-            row.update(session_id=r.session_id, sources=[[d, s] for d, s in r.sources], extra=r.extra)
-        row["stage"] = failure_stage(row)  # why it failed (or ok): docs/design.md section 4.5
-        entry_rows.append(row)
-
-    verdicts = answers.verdicts.values()
-    seed, n_boot = int(cfg.get("seed", 0)), int(cfg.get("bootstrap", 1000))
-    binary_method = str((cfg.get("intervals") or {}).get("binary", "midp"))
-    metrics = aggregate(entry_rows, METRIC_NAMES, seed=seed, n_boot=n_boot, binary_method=binary_method)
-    metrics["counts"].update(
-        {
-            "n_judged": int(sum(v.verdict is not None for v in verdicts)),
-            "judge_errors": int(sum(v.judge_error is not None for v in verdicts)),
-            "n_refused": int(sum(r.refused for r in run.replies.values() if r.error is None)),
-            "n_router_refused": int(sum(bool(routed.get(e.id)) for e in plan.entries)),
-            "system_errors": int(sum(r.error is not None for r in run.replies.values())),
-        }
-    )
-    metrics["not_judged"] = setup.judge is None
-    metrics["cutoffs"] = {name: plan.k for name in AT_K_NAMES}
-    judging = answers.judging
-    # Cost of the whole run, entries taken from the journals included; this invocation's share apart.
-    usage = {
-        "by_role": sum_usage(run.usage_by_role, judging.total_usage() if judging else {}),
-        "this_invocation": ledger.snapshot(),
-        "cache": ledger.cache_stats(),
-        "resumed": run.resumed,
-        "resumed_verdicts": judging.resumed if judging else 0,
-    }
-    meta = plan.candidates.meta if plan.candidates is not None else {}
-    config = {
-        "split": plan.split,
-        "k": plan.k,
-        "limit": plan.limit,
-        "system": system_block(cfg, plan),
-        "retriever": dict(cfg["retriever"]) if plan.agent is None else {"name": f"agent:{plan.system}"},
-        "floors": {**plan.floors.as_dict(), "signal": plan.signal},
-        "answerer": _public(setup.answerer_cfg),
-        "judge": _public(setup.judge_cfg),
-        # Names the judge (model, endpoint, template hash, temperature, seed; or the offline rule): two
-        # answer_accuracy figures with different hashes are not comparable.
-        "judge_id": _judge_id(setup.judge_cfg),
-        "run": {
-            "budget_usd": setup.budget_usd,
-            "max_concurrency": setup.max_concurrency,
-            "max_abandoned": setup.max_abandoned,
-        },
-        "memory": {"isolate": not setup.warm},
-        # The pins its out-of-scope labels were checked against: another corpus makes them mean other things.
-        "golden": {
-            "path": str(plan.golden_path),
-            "md5": plan.golden_md5,
-            "corpus_pins": plan.corpus.pins if plan.corpus is not None else None,
-        },
-        "candidates": {
-            k2: meta.get(k2)
-            for k2 in ("candidates_k", "index_hash", "corpus_hash", "live", "search", "embedder")
-        },
-        "corpus_hash": plan.corpus.manifest.get("content_hash") if plan.corpus is not None else None,
-        "run_key": setup.key,
-        "usage": usage,
-        "provenance": provenance(),
-    }
-    # Every block (a user's retriever kwargs and URLs included), not only the model blocks, is stored scrubbed;
-    # the entries (answers, errors, extras a system echoed) lose every registered secret.
-    summary: dict[str, Any] = {
-        "metrics": metrics,
-        "config": _public(config),
-        "entries": scrub_data(entry_rows),
-    }
-    summary["complete"] = not run.stopped
-    if run.stopped:
-        summary["incomplete"] = {
-            "reason": run.stop_reason or f"stopped after {run.n_errors} system errors",
-            "entries_scored": len(plan.entries),
-            "entries_in_split": total_entries,
-        }
-    return summary
-
-
 def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict[str, Any]:
     """Score one configuration on one split. Returns ``{"metrics", "config", "entries", "complete"}``."""
     from doceval.common.redact import register_config
@@ -537,22 +391,3 @@ def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict
     if summary["complete"]:
         mark_finished(reuse, {"entries": len(plan.entries), "system_errors": run.n_errors})
     return summary
-
-
-def _judge_id(judge_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
-    from doceval.scoring.judge import judge_id
-
-    return judge_id(judge_cfg)
-
-
-def _none_if_nan(value: float) -> float | None:
-    return None if np.isnan(value) else float(value)
-
-
-def _public(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """A config block safe to store (doceval.common.redact): names of key variables stay; values of
-    secret-named keys are ``<redacted>``, URL credentials ``***`` and key variables' contents ``<redacted>``."""
-    from doceval.common.redact import scrub, secret_values
-
-    public: dict[str, Any] = scrub(cfg, secret_values(cfg), drop_secret_keys=False)
-    return public

@@ -1,0 +1,207 @@
+"""The run summary (docs/design.md section 4.1) from what :func:`doceval.harness.evaluate.evaluate` measured: one
+row per entry with its scores (a system error is scored by no metric), the aggregates over the rows, and the
+effective configuration, scrubbed (doceval.common.redact) before it leaves the harness."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from doceval.common.provenance import provenance
+from doceval.common.redact import scrub_data
+from doceval.scoring.aggregate import aggregate
+from doceval.scoring.failures import failure_stage
+from doceval.scoring.registry import AT_K_NAMES, METRIC_NAMES
+from doceval.seam import sum_usage
+
+if TYPE_CHECKING:  # the stages' types only: evaluate imports this module, never the other way at run time
+    from doceval.harness.evaluate import AgentSetup, AnswerScores, RetrievalScores, SystemRun
+    from doceval.harness.plan import RunPlan
+    from doceval.llm import Ledger
+
+__all__ = ["build_summary", "public_block", "system_block"]
+
+
+def system_block(cfg: Mapping[str, Any], plan: RunPlan) -> dict[str, Any]:
+    """What was evaluated, for the summary, MLflow and the report: doceval's agent with its retriever (a
+    user's function named by target, kwargs and source hash), or the user's assistant."""
+    if plan.agent is not None:
+        return {"agent": plan.agent.describe()}
+    meta = plan.candidates.meta if plan.candidates is not None else {}
+    retriever = meta.get("system") or {"retriever": cfg["retriever"].get("name")}
+    return {"agent": {"name": "docchat"}, "retriever": retriever}
+
+
+def _scores(per_entry: Mapping[str, np.ndarray], i: int, error: str | None) -> dict[str, float | None]:
+    # A system error is neither right nor wrong: the entry is scored by no metric.
+    return {m: None if error is not None else _none_if_nan(per_entry[m][i]) for m in METRIC_NAMES}
+
+
+def build_summary(
+    cfg: Mapping[str, Any],
+    plan: RunPlan,
+    setup: AgentSetup,
+    retrieval: RetrievalScores,
+    run: SystemRun,
+    answers: AnswerScores,
+    ledger: Ledger,
+    total_entries: int,
+) -> dict[str, Any]:
+    """``{"metrics", "config", "entries", "complete"}``: one row per entry with its scores, the aggregates over
+    the rows (means, counts, intervals, breakdowns) with k next to the metrics it applies to, and the
+    effective configuration with the system under test and the whole run's LLM usage."""
+    routed = plan.candidates.routed if plan.candidates is not None else {}
+    entry_rows = _entry_rows(plan, retrieval, run, answers, routed)
+    verdicts = answers.verdicts.values()
+    seed, n_boot = int(cfg.get("seed", 0)), int(cfg.get("bootstrap", 1000))
+    binary_method = str((cfg.get("intervals") or {}).get("binary", "midp"))
+    metrics = aggregate(entry_rows, METRIC_NAMES, seed=seed, n_boot=n_boot, binary_method=binary_method)
+    metrics["counts"].update(
+        {
+            "n_judged": int(sum(v.verdict is not None for v in verdicts)),
+            "judge_errors": int(sum(v.judge_error is not None for v in verdicts)),
+            "n_refused": int(sum(r.refused for r in run.replies.values() if r.error is None)),
+            "n_router_refused": int(sum(bool(routed.get(e.id)) for e in plan.entries)),
+            "system_errors": int(sum(r.error is not None for r in run.replies.values())),
+        }
+    )
+    metrics["not_judged"] = setup.judge is None
+    metrics["cutoffs"] = {name: plan.k for name in AT_K_NAMES}
+    # Every block (a user's retriever kwargs and URLs included), not only the model blocks, is stored scrubbed;
+    # the entries (answers, errors, extras a system echoed) lose every registered secret.
+    summary: dict[str, Any] = {
+        "metrics": metrics,
+        "config": public_block(_config_block(cfg, plan, setup, run, answers, ledger)),
+        "entries": scrub_data(entry_rows),
+    }
+    summary["complete"] = not run.stopped
+    if run.stopped:
+        summary["incomplete"] = {
+            "reason": run.stop_reason or f"stopped after {run.n_errors} system errors",
+            "entries_scored": len(plan.entries),
+            "entries_in_split": total_entries,
+        }
+    return summary
+
+
+def _entry_rows(
+    plan: RunPlan,
+    retrieval: RetrievalScores,
+    run: SystemRun,
+    answers: AnswerScores,
+    routed: Mapping[str, str | None],
+) -> list[dict[str, Any]]:
+    per_entry = {**retrieval.per_entry, **answers.per_entry}
+    rows = []
+    for i, e in enumerate(plan.entries):
+        r, v = run.replies[e.id], answers.verdicts.get(e.id)
+        row: dict[str, Any] = {
+            "id": e.id,
+            "split": e.split,
+            "library": e.library,
+            "version": e.version,
+            "kind": e.kind,
+            "question": e.question,
+            "out_of_scope": e.out_of_scope,
+            "relevant_ids": list(e.relevant_ids),
+            # The version strings the answer was checked against: the report can explain a 0, a rescore redo it.
+            "expected_apis": list(e.expected_apis),
+            "expected_any": [list(g) for g in e.expected_any],
+            "forbidden_apis": list(e.forbidden_apis),
+            "retrieved": [[d, None if s is None else round(s, 6)] for d, s in retrieval.retrieved[e.id]],
+            "refused": r.refused,
+            "refusal_reason": r.refusal_reason,
+            "answer": r.answer,
+            "verdict": v.verdict if v else None,
+            "verdict_reason": v.verdict_reason if v else None,
+            "judge_error": v.judge_error if v else None,
+            "memory_used": r.memory_used,
+            "system_error": r.error,
+            "scores": _scores(per_entry, i, r.error),
+            # For the entry's trace (docs/design.md 6.7): the label's reference, the router's refusal (None:
+            # routed), and this entry's LLM usage per role (an external system's own accounting as "system").
+            "reference_answer": e.reference_answer,
+            "router_refusal": routed.get(e.id),
+            "usage": sum_usage(r.usage, v.usage if v else {})
+            if plan.agent is None
+            else {**({"system": dict(r.usage)} if r.usage else {}), **(v.usage if v else {})},
+        }
+        if plan.agent is not None:
+            row.update(session_id=r.session_id, sources=[[d, s] for d, s in r.sources], extra=r.extra)
+        row["stage"] = failure_stage(row)  # why it failed (or ok): docs/design.md section 4.5
+        rows.append(row)
+    return rows
+
+
+def _config_block(
+    cfg: Mapping[str, Any],
+    plan: RunPlan,
+    setup: AgentSetup,
+    run: SystemRun,
+    answers: AnswerScores,
+    ledger: Ledger,
+) -> dict[str, Any]:
+    judging = answers.judging
+    # Cost of the whole run, entries taken from the journals included; this invocation's share apart.
+    usage = {
+        "by_role": sum_usage(run.usage_by_role, judging.total_usage() if judging else {}),
+        "this_invocation": ledger.snapshot(),
+        "cache": ledger.cache_stats(),
+        "resumed": run.resumed,
+        "resumed_verdicts": judging.resumed if judging else 0,
+    }
+    meta = plan.candidates.meta if plan.candidates is not None else {}
+    return {
+        "split": plan.split,
+        "k": plan.k,
+        "limit": plan.limit,
+        "system": system_block(cfg, plan),
+        "retriever": dict(cfg["retriever"]) if plan.agent is None else {"name": f"agent:{plan.system}"},
+        "floors": {**plan.floors.as_dict(), "signal": plan.signal},
+        "answerer": public_block(setup.answerer_cfg),
+        "judge": public_block(setup.judge_cfg),
+        # Names the judge (model, endpoint, template hash, temperature, seed; or the offline rule): two
+        # answer_accuracy figures with different hashes are not comparable.
+        "judge_id": _judge_id(setup.judge_cfg),
+        "run": {
+            "budget_usd": setup.budget_usd,
+            "max_concurrency": setup.max_concurrency,
+            "max_abandoned": setup.max_abandoned,
+        },
+        "memory": {"isolate": not setup.warm},
+        # The pins its out-of-scope labels were checked against: another corpus makes them mean other things.
+        "golden": {
+            "path": str(plan.golden_path),
+            "md5": plan.golden_md5,
+            "corpus_pins": plan.corpus.pins if plan.corpus is not None else None,
+        },
+        "candidates": {
+            k2: meta.get(k2)
+            for k2 in ("candidates_k", "index_hash", "corpus_hash", "live", "search", "embedder")
+        },
+        "corpus_hash": plan.corpus.manifest.get("content_hash") if plan.corpus is not None else None,
+        "run_key": setup.key,
+        "usage": usage,
+        "provenance": provenance(),
+    }
+
+
+def _judge_id(judge_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+    from doceval.scoring.judge import judge_id
+
+    return judge_id(judge_cfg)
+
+
+def _none_if_nan(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
+
+
+def public_block(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """A config block safe to store (doceval.common.redact): names of key variables stay; values of
+    secret-named keys are ``<redacted>``, URL credentials ``***`` and key variables' contents ``<redacted>``."""
+    from doceval.common.redact import scrub, secret_values
+
+    public: dict[str, Any] = scrub(cfg, secret_values(cfg), drop_secret_keys=False)
+    return public
