@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fake_agent import FakeAgent, running_agent
+from tiny_project import run_eval as run
 
 from doceval.cli import main
 
@@ -70,14 +70,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     import sys
 
     sys.modules.pop("userret", None)
-
-
-def run(*args: str) -> tuple[int, dict[str, Any] | None]:
-    out = Path("out.json")
-    out.unlink(missing_ok=True)
-    rc = main(["eval", "--golden", "golden.jsonl", "--split", "all", "--no-track", "--quiet", "--output", str(out),
-               *args])  # fmt: skip
-    return rc, json.loads(out.read_text()) if out.exists() else None
 
 
 def test_function_retriever_scored_hand_computed(project: Path) -> None:

@@ -5,13 +5,13 @@ over, and the console and the summary say how many entries came from a journal."
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_agent import send_json, serving
 from tiny_project import make_tiny_project
 
 from doceval.cli.main import main
@@ -30,10 +30,13 @@ class Service:
     """An assistant on 127.0.0.1 that can be 'redeployed': ``release`` decides what it answers."""
 
     def __init__(self) -> None:
-        service = self
         self.release = "v1"  # v1 cites the relevant page; v2 cites another
         self.requests: list[str] = []
         self.fail: set[str] = set()
+        self.url = ""
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        service = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
@@ -43,30 +46,18 @@ class Service:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 service.requests.append(body["question"])
                 source = RELEVANT if service.release == "v1" else "pydantic@2.8.2:elsewhere"
-                reply = {"answer": "model_dump", "sources": [source], "refused": False}
                 status = 500 if body["question"] in service.fail else 200
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, {"answer": "model_dump", "sources": [source], "refused": False})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/ask"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05})
-        self.thread.daemon = True
+        return Handler
 
 
 @pytest.fixture
 def service() -> Iterator[Service]:
     srv = Service()
-    srv.thread.start()
-    try:
+    with serving(srv.handler()) as server:
+        srv.url = f"http://127.0.0.1:{server.server_address[1]}/ask"
         yield srv
-    finally:
-        srv.server.shutdown()
-        srv.server.server_close()
 
 
 @pytest.fixture

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tiny_project import run_eval as run
 
 import doceval
-from doceval.cli import main
 from doceval.common.concurrency import CallTimedOut, DeadlineCaller
 from doceval.errors import UsageError
 from doceval.harness.agent_http import HttpAgent
@@ -280,14 +280,6 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Write]:
     write("pass")
     yield write
     sys.modules.pop("userlim", None)
-
-
-def run(*args: str) -> tuple[int, dict[str, Any] | None]:
-    out = Path("out.json")
-    out.unlink(missing_ok=True)
-    rc = main(["eval", "--golden", "golden.jsonl", "--split", "all", "--no-track", "--quiet", "--output", str(out),
-               *args])  # fmt: skip
-    return rc, json.loads(out.read_text()) if out.exists() else None
 
 
 RETRIEVER = ("retriever=function", "retriever.target=userlim:retrieve", "k=2")

@@ -10,14 +10,14 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import threading
 import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_agent import send_json, serving
 from mlflow.tracking import MlflowClient
 from tiny_project import make_tiny_project
 
@@ -77,8 +77,11 @@ class EchoAgent:
     """An assistant that quotes back every credential it was sent: in its answer, its extras, a 400 body."""
 
     def __init__(self) -> None:
-        agent = self
         self.requests = 0
+        self.port = 0
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        agent = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: Any) -> None:
@@ -89,42 +92,28 @@ class EchoAgent:
                 agent.requests += 1
                 auth, bearer = self.headers.get("Authorization", ""), self.headers.get("X-Api-Token", "")
                 query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("api_key", [""])[0]
-                decoded = (
-                    base64.b64decode(auth.split(" ", 1)[-1]).decode() if auth.startswith("Basic") else ""
-                )
-                echoed = f"{auth} | {bearer} | {bearer.split(' ', 1)[-1]} | {decoded} | {query}"
+                basic = auth.startswith("Basic")
+                decoded = base64.b64decode(auth.split(" ", 1)[-1]).decode() if basic else ""
+                token = bearer.split(" ", 1)[-1]
+                echoed = f"{auth} | {bearer} | {token} | {decoded} | {query}"
                 if "option" in body["question"]:
-                    status, reply = (
-                        400,
-                        {"error": f"token {bearer.split(' ', 1)[-1]} rejected; basic {decoded}"},
-                    )
-                else:
-                    status = 200
-                    reply = {"answer": f"model_dump; you sent {echoed}", "refused": False, "reason": None,
-                             "sources": [{"id": "pydantic@2.8.2:pydantic.main.BaseModel.model_dump", "score": 1.0}],
-                             "usage": {"total_tokens": 3}, "debug": {"headers": echoed, "url": self.path}}  # fmt: skip
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                    send_json(self, 400, {"error": f"token {token} rejected; basic {decoded}"})
+                    return
+                send_json(self, 200, {"answer": f"model_dump; you sent {echoed}", "refused": False, "reason": None,
+                                      "sources": [{"id": "pydantic@2.8.2:pydantic.main.BaseModel.model_dump",
+                                                   "score": 1.0}],
+                                      "usage": {"total_tokens": 3},
+                                      "debug": {"headers": echoed, "url": self.path}})  # fmt: skip
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05})
-        self.thread.daemon = True
+        return Handler
 
 
 @pytest.fixture
 def echo() -> Iterator[EchoAgent]:
     srv = EchoAgent()
-    srv.thread.start()
-    try:
+    with serving(srv.handler()) as server:
+        srv.port = server.server_address[1]
         yield srv
-    finally:
-        srv.server.shutdown()
-        srv.server.server_close()
 
 
 @pytest.fixture

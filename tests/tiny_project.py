@@ -3,7 +3,9 @@ starting point of the CLI tests."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 from doceval.inputs.docs import Document, write_corpus
 
@@ -23,3 +25,15 @@ def make_tiny_project(root: Path, docs: dict[str, list[tuple[str, str]]], golden
     golden.parent.mkdir(parents=True)
     golden.write_text(golden_text, encoding="utf-8")
     return root
+
+
+def run_eval(*args: str) -> tuple[int, dict[str, Any] | None]:
+    """`doceval eval` over ./golden.jsonl (every split) to ./out.json: the exit code, and the summary if one
+    was written (None: the run left nothing a gate could take)."""
+    from doceval.cli.main import main
+
+    out = Path("out.json")
+    out.unlink(missing_ok=True)
+    rc = main(["eval", "--golden", "golden.jsonl", "--split", "all", "--no-track", "--quiet", "--output", str(out),
+               *args])  # fmt: skip
+    return rc, json.loads(out.read_text()) if out.exists() else None
