@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -179,6 +181,30 @@ def test_audit_case(name: str, project: Path, capsys: pytest.CaptureFixture[str]
     assert len(summary["entries"]) == len(GOLDEN)
     errored = [e for e in summary["entries"] if e["system_error"]]
     assert all(all(v is None for v in e["scores"].values()) for e in errored)  # scored by no metric
+
+
+def test_an_output_that_is_a_device_is_refused_and_left_alone(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Files destroyed: run as root, `--output /dev/null` used to become a regular file holding the summary."""
+    code = main(
+        ["eval", "--quiet", "--no-track", "--output", "/dev/null", *FN, "retriever.target=hostile:raises"]
+    )
+    assert code == 2 and "--output /dev/null" in capsys.readouterr().err
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_a_bom_is_accepted_in_qrels_as_in_the_golden_set(project: Path) -> None:
+    qrels = [{"id": e["id"], "doc_id": e["relevant_ids"][0], "grade": 2, "judged_by": "test", "reason": "answers"}
+             for e in GOLDEN]  # fmt: skip
+    text = "\ufeff" + "".join(json.dumps(q) + "\n" for q in qrels)
+    (project / "data" / "golden" / "v2.qrels.jsonl").write_text(text, encoding="utf-8")
+    golden = project / "data" / "golden" / "v2.jsonl"
+    golden.write_text("\ufeff" + golden.read_text(encoding="utf-8"), encoding="utf-8")
+    assert (
+        main(["eval", "--quiet", "--no-track", "--output", "out.json", "retriever=bm25", "floors=zero"]) == 0
+    )
+    assert _strict(Path("out.json").read_text())["metrics"]["hit_rate"] is not None
 
 
 def test_the_gate_fails_a_run_with_system_errors(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
