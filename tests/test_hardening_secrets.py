@@ -248,3 +248,26 @@ def test_no_secret_reaches_any_file_or_stream(
     assert (project / "mlruns" / "mlflow.db").stat().st_size > 0 and list(
         (project / "data" / "runs").rglob("*.jsonl")
     )
+
+
+@pytest.mark.parametrize(
+    "override",
+    ["agent.url=http://alice:pa55w0rd-Us3rinfo-77aa@127.0.0.1:9/ask", f"+retriever.kwargs.token={KWARG}",
+     f"tracking.uri='http://127.0.0.1:9/?api_key={QUERY}'"],
+)  # fmt: skip
+def test_params_yaml_never_receives_a_credential(
+    override: str, project: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """params.yaml is committed with the project: a credential there is a leak (and scrubbing it would break
+    the stages that read it), so `doceval params` refuses it, naming the key and the fix."""
+    system = (
+        ["agent=http"]
+        if override.startswith("agent.")
+        else ["retriever=function"]
+        if "kwargs" in override
+        else []
+    )
+    assert main(["params", *system, override]) == 2
+    err = capfd.readouterr().err
+    assert "environment variables" in err and not _leaks(err)
+    assert not (project / "params.yaml").exists()

@@ -29,6 +29,17 @@ def cmd_params(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         print("params.yaml matches conf/")
         return 0
+    from doceval.common.redact import secret_locations
+
+    held = secret_locations(composed)
+    if (
+        held
+    ):  # params.yaml is committed with the project: a credential there is a leak, and scrubbing it breaks it
+        raise UsageError(
+            f"doceval params: {', '.join(held)} would write a credential into {PARAMS}, which is committed with "
+            "the project; pass credentials through environment variables instead (agent.headers_env, "
+            "answerer.api_key_env, judge.api_key_env, store.api_key_env) and keep URLs without user:password@"
+        )
     PARAMS.write_text(text, encoding="utf-8")
     print(f"wrote {PARAMS}")
     return 0

@@ -435,3 +435,22 @@ def install_log_scrubber() -> None:
         return record
 
     logging.setLogRecordFactory(scrubbed_record)
+
+
+def secret_locations(cfg: Any, prefix: str = "") -> list[str]:
+    """The dotted keys of ``cfg`` that hold a secret as written: a secret-named key with a value, or a string
+    with URL credentials. A file that is committed (params.yaml) must hold none of them."""
+    found: list[str] = []
+    if isinstance(cfg, Mapping):
+        for k, v in cfg.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if secret_key(key) and isinstance(v, str | int | float) and not isinstance(v, bool) and str(v):
+                found.append(key)
+            else:
+                found += secret_locations(v, key)
+    elif isinstance(cfg, list | tuple):
+        for i, v in enumerate(cfg):
+            found += secret_locations(v, f"{prefix}[{i}]")
+    elif isinstance(cfg, str) and any(url_credentials(m.group(0)) for m in _URL_IN_TEXT.finditer(cfg)):
+        found.append(prefix)
+    return found
