@@ -41,6 +41,10 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
         ),
         ("Judge validation: `doceval judge validate --repeats 3`, 100 ms latency", ["bench_judge.py"]),
         (
+            "Hardening: a user's function behind a deadline, and the scrubber over a summary",
+            ["bench_hardening.py", *(["--calls", "5000"] if quick else [])],
+        ),
+        (
             "Interval coverage: exact and simulated, old percentile bootstrap vs the new intervals",
             ["bench_intervals.py"],
         ),
