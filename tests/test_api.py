@@ -102,3 +102,18 @@ def test_compose_through_the_api_matches_params_yaml(monkeypatch: pytest.MonkeyP
     monkeypatch.chdir(ROOT)
     assert api.compose() == api.load_params(ROOT / "params.yaml")
     assert api.compose(["k=10"])["k"] == 10
+
+
+def test_compare_and_gate_take_mlflow_run_ids(golden: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the docstrings promise: a run id resolves through the tracking store (./mlruns/mlflow.db here)."""
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    from doceval import tracking
+
+    summary = doceval.evaluate(golden, retriever=overlap, k=2)
+    uri = tracking.tracking_uri(None, Path.cwd())
+    run_id = tracking.log_run(summary, uri=uri, root=Path.cwd(), traces=False)
+    result = doceval.gate(run_id, {"hit_rate": 0.5})
+    assert result.passed is (summary["metrics"]["hit_rate"] >= 0.5)
+    rows = doceval.compare(run_id, summary).rows  # the run against itself: nothing changed
+    assert rows and all(r.change in (0.0, None) and r.wins == r.losses == 0 for r in rows)

@@ -26,9 +26,13 @@ def test_params_yaml_is_composed_from_conf() -> None:
     "group,option",
     [(g, p.stem) for g in GROUPS if g != "experiment" for p in sorted((CONF / g).glob("*.yaml"))],
 )
-def test_every_group_option_composes(group: str, option: str) -> None:
+def test_every_group_option_composes_to_the_chosen_option(group: str, option: str) -> None:
+    """The block composed for `group=option` is that option's file (not the default's), key for key."""
     cfg = compose([f"{group}={option}"], conf_dir=CONF)
-    assert group in cfg and cfg[group] is not None
+    chosen = yaml.safe_load((CONF / group / f"{option}.yaml").read_text()) or {}
+    chosen.pop("defaults", None)
+    assert chosen, f"conf/{group}/{option}.yaml is empty"
+    assert {key: cfg[group].get(key) for key in chosen} == chosen
 
 
 @pytest.mark.parametrize("experiment", sorted(p.stem for p in (CONF / "experiment").glob("*.yaml")))

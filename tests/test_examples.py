@@ -93,7 +93,8 @@ def test_golden_rows_follow_the_format() -> None:
 
 def test_gate_file_is_the_default_gate_with_non_regression() -> None:
     gate = yaml.safe_load((ASKDOCS / "gate.yaml").read_text(encoding="utf-8"))
-    assert gate["thresholds"] == {"hit_rate": 0.6, "refused_correctly": 1.0}
+    default = yaml.safe_load((ROOT / "conf" / "gate" / "default.yaml").read_text(encoding="utf-8"))
+    assert gate["thresholds"] == default["thresholds"]  # the default gate's bar, whatever it becomes
     assert set(gate) == {"thresholds", "non_regression"}
 
 

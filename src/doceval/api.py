@@ -163,13 +163,37 @@ def _check_evaluate_args(golden: Any, retriever: Any, agent: Any, k: Any, split:
             raise _bad("evaluate", name, value, "True or False", f"{name}=True")
 
 
+def mlflow_summary_loader(uri: str | None = None) -> Callable[[str], Mapping[str, Any]]:
+    """A loader of a run's summary.json artifact by MLflow run id, through :mod:`doceval.tracking` (the only
+    package that imports mlflow), imported only when a run id is actually met. The store is ``uri``, else
+    ``MLFLOW_TRACKING_URI``, else ./mlruns/mlflow.db."""
+
+    def load(run_id: str) -> Mapping[str, Any]:
+        import importlib
+
+        try:
+            tracking = importlib.import_module("doceval.tracking")
+        except ImportError as exc:
+            raise UsageError(
+                f"{run_id}: looks like an MLflow run id, but MLflow tracking is not available ({exc}); "
+                "pass the run's summary JSON instead"
+            ) from exc
+        root = Path.cwd()
+        data: Mapping[str, Any] = tracking.load_summary_from_run(
+            run_id, tracking.tracking_uri(uri, root), root
+        )
+        return data
+
+    return load
+
+
 def _summary(value: Any, function: str = "compare", name: str = "base") -> Mapping[str, Any]:
     if isinstance(value, Mapping):
         return value
     if not isinstance(value, str | Path):
         raise _bad(function, name, value, "a summary (the dict evaluate returns), a summary JSON path or an "
                    "MLflow run id", f"{function}('eval/runs/base.json', ...)")  # fmt: skip
-    return load_summary(value)
+    return load_summary(value, mlflow_summary_loader())
 
 
 def compare(

@@ -18,26 +18,10 @@ DEFAULT_GATE = "conf/gate/default.yaml"
 
 
 def _mlflow_loader(uri_flag: str | None) -> Callable[[str], Mapping[str, Any]]:
-    """Fetch a run's summary.json artifact through doceval.tracking (the only module that imports mlflow).
+    """Run ids through the API's loader (doceval.tracking, imported only when an argument is a run id)."""
+    from doceval.api import mlflow_summary_loader
 
-    The store is --tracking-uri, else MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db. mlflow is imported only
-    when an argument actually is a run id.
-    """
-
-    def load(run_id: str) -> Mapping[str, Any]:
-        try:
-            tracking = importlib.import_module("doceval.tracking")
-        except ImportError as exc:
-            raise UsageError(
-                f"{run_id}: looks like an MLflow run id, but MLflow tracking is not available ({exc}); "
-                "pass the run's summary JSON instead"
-            ) from exc
-        root = Path.cwd()
-        uri = tracking.tracking_uri(uri_flag, root)
-        data: Mapping[str, Any] = tracking.load_summary_from_run(run_id, uri, root)
-        return data
-
-    return load
+    return mlflow_summary_loader(uri_flag)
 
 
 def _gate_config(path: str, flag: str, explicit: bool) -> dict[str, Any]:
