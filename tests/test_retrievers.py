@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -253,3 +254,20 @@ def test_make_retriever_names_and_usage_errors(corpus):
         make_retriever({"name": "dense"}, corpus)
     with pytest.raises(UsageError, match="overlap, bm25, dense, hybrid"):
         make_retriever({"name": "splade"}, corpus)
+
+
+def test_a_retriever_declares_whether_it_reads_the_index() -> None:
+    """A new retriever is a registration, never a harness edit: the harness asks the registry."""
+    from doceval.system.retrievers import RETRIEVERS, needs_index, register_retriever
+
+    assert [n for n in RETRIEVERS if needs_index(n)] == ["dense", "hybrid", "hybrid_native"]
+    assert not needs_index("function") and not needs_index("nope") and not needs_index(None)
+
+    @register_retriever("test_index_reader", needs_index=True)
+    def build(cfg: Any, resources: Any) -> Any:
+        return resources.need_index()
+
+    try:
+        assert needs_index("test_index_reader")
+    finally:
+        del RETRIEVERS["test_index_reader"]

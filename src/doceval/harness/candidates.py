@@ -20,14 +20,13 @@ from doceval.common.io import iter_jsonl, read_json
 from doceval.errors import UsageError
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
-from doceval.system.retrievers import Ranked, Retriever, make_retriever
+from doceval.system.retrievers import Ranked, Retriever, make_retriever, needs_index
 from doceval.system.retrievers.function import FunctionRetriever
 
 log = logging.getLogger(__name__)
 CANDIDATES = "candidates.jsonl"
 EXACT = "exact.jsonl"  # the same retrieval with exact search, when the configured search is approximate
 META = "meta.json"
-INDEX_RETRIEVERS = ("dense", "hybrid", "hybrid_native")  # the built-in retrievers that read the index
 
 
 @dataclass
@@ -70,7 +69,7 @@ def open_retriever(params: Mapping[str, Any], corpus: Corpus | None) -> Iterator
     from doceval.index.store import VectorStore, store_subdir
 
     cfg = params["retriever"]
-    if cfg.get("name") not in INDEX_RETRIEVERS:
+    if not needs_index(cfg.get("name")):
         yield make_retriever(cfg, corpus)
         return
     if corpus is None:
@@ -211,13 +210,13 @@ def score_range_of(meta: Mapping[str, Any]) -> tuple[float, float]:
 def _search_of(params: Mapping[str, Any]) -> dict[str, Any] | None:
     from doceval.index.store.search import search_record
 
-    if params["retriever"].get("name") not in INDEX_RETRIEVERS:
+    if not needs_index(params["retriever"].get("name")):
         return None
     return search_record(params.get("store") or {})
 
 
 def _embedder_of(params: Mapping[str, Any], index: dict[str, Any] | None) -> dict[str, Any] | None:
-    if index is None or params["retriever"].get("name") not in INDEX_RETRIEVERS:
+    if index is None or not needs_index(params["retriever"].get("name")):
         return None
     return {"model": index.get("model"), **(index.get("embedder") or {})}
 
@@ -291,7 +290,7 @@ def check_candidates(
                 f"candidate cache was retrieved from another corpus (corpus_hash {_short(recorded)}, "
                 f"{corpus.root}/manifest.json says {_short(current)}); rerun `dvc repro retrieve`"
             )
-    if index_dir is not None and retriever_cfg.get("name") in INDEX_RETRIEVERS:
+    if index_dir is not None and needs_index(retriever_cfg.get("name")):
         current_index = _manifest_hash(index_dir / "manifest.json")
         recorded_index = cands.meta.get("index_hash")
         if recorded_index != current_index:
@@ -304,7 +303,7 @@ def check_candidates(
                 f"candidate cache was retrieved from another index (index_hash {_short(recorded_index)}, {now}); "
                 "rerun `dvc repro retrieve`"
             )
-    if store_cfg is not None and retriever_cfg.get("name") in INDEX_RETRIEVERS:
+    if store_cfg is not None and needs_index(retriever_cfg.get("name")):
         wanted = _search_of({"retriever": retriever_cfg, "store": store_cfg})
         recorded_search = cands.meta.get("search")
         if recorded_search != wanted:

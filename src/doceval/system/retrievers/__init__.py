@@ -1,7 +1,8 @@
 """Retrievers behind one interface: ``retrieve(question, library, version, k) -> [(doc_id, score), ...]``.
 
 A registry maps ``retriever.name`` to a builder, so a new retriever is a module, a ``conf/retriever/NAME.yaml``
-and one ``@register_retriever("NAME")`` builder here; the harness only ever calls :func:`make_retriever`.
+and one ``@register_retriever("NAME")`` builder here (saying whether it reads the index); the harness only ever
+calls :func:`make_retriever` and :func:`needs_index`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "Retriever",
     "best_per_document",
     "make_retriever",
+    "needs_index",
     "register_retriever",
 ]
 
@@ -59,24 +61,34 @@ Builder = Callable[[Mapping[str, Any], Resources], Retriever]
 class Registered:
     build: Builder
     needs_corpus: bool
+    needs_index: bool = False  # reads data/index: the index is opened for it, and its manifest checked
 
 
 RETRIEVERS: dict[str, Registered] = {}
 
 
-def register_retriever(name: str, *, needs_corpus: bool = True) -> Callable[[Builder], Builder]:
+def register_retriever(
+    name: str, *, needs_corpus: bool = True, needs_index: bool = False
+) -> Callable[[Builder], Builder]:
     """Decorator: ``builder(cfg, resources) -> Retriever`` serves ``retriever.name == name``.
 
-    ``needs_corpus=False`` lets it be built with ``corpus=None`` (a retriever that brings its own documents).
+    ``needs_corpus=False`` lets it be built with ``corpus=None`` (a retriever that brings its own documents);
+    ``needs_index=True`` says it reads the vector index (the harness opens it and checks its manifest).
     """
 
     def decorate(build: Builder) -> Builder:
         if name in RETRIEVERS and RETRIEVERS[name].build is not build:
             raise ValueError(f"retriever {name!r} is registered twice")
-        RETRIEVERS[name] = Registered(build, needs_corpus)
+        RETRIEVERS[name] = Registered(build, needs_corpus, needs_index)
         return build
 
     return decorate
+
+
+def needs_index(name: Any) -> bool:
+    """Whether the retriever registered as ``name`` reads the vector index (False for an unknown name)."""
+    entry = RETRIEVERS.get(name) if isinstance(name, str) else None
+    return entry is not None and entry.needs_index
 
 
 def make_retriever(
@@ -119,7 +131,7 @@ def _build_bm25(cfg: Mapping[str, Any], res: Resources) -> Retriever:
     return _bm25(cfg, res.need_corpus())
 
 
-@register_retriever("dense")
+@register_retriever("dense", needs_index=True)
 def _build_dense(cfg: Mapping[str, Any], res: Resources) -> Retriever:
     from doceval.system.retrievers.dense import DenseRetriever
 
@@ -127,7 +139,7 @@ def _build_dense(cfg: Mapping[str, Any], res: Resources) -> Retriever:
     return DenseRetriever(store, embedder, set(res.need_corpus().pins))
 
 
-@register_retriever("hybrid")
+@register_retriever("hybrid", needs_index=True)
 def _build_hybrid(cfg: Mapping[str, Any], res: Resources) -> Retriever:
     from doceval.system.retrievers.dense import DenseRetriever
     from doceval.system.retrievers.hybrid import HybridRetriever
@@ -140,7 +152,7 @@ def _build_hybrid(cfg: Mapping[str, Any], res: Resources) -> Retriever:
     )
 
 
-@register_retriever("hybrid_native")
+@register_retriever("hybrid_native", needs_index=True)
 def _build_hybrid_native(cfg: Mapping[str, Any], res: Resources) -> Retriever:
     from doceval.system.retrievers.hybrid_native import NativeHybridRetriever
 
