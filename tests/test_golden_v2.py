@@ -14,10 +14,11 @@ from test_scope import DOCS, _entry, _golden
 
 from doceval.cli.main import main
 from doceval.errors import UsageError
-from doceval.inputs.audit import audit_sample, read_verdicts, summarise
+from doceval.inputs.audit import audit_sample, read_verdicts
 from doceval.inputs.docs import Document, write_corpus
 from doceval.inputs.golden import GoldenError, parse_golden
 from doceval.inputs.qrels import labels_md5, qrels_path, unjudged
+from doceval.results.audit import summarise
 from doceval.scoring.contrast import contrast_only
 from doceval.scoring.metrics import contains_apis
 from doceval.scoring.proportions import wilson

@@ -70,8 +70,9 @@ def _validate_against_corpus(args: argparse.Namespace) -> int:
 
 def cmd_golden_audit(args: argparse.Namespace) -> int:
     from doceval.common.io import check_writable, write_jsonl_atomic
-    from doceval.inputs.audit import audit_sample, format_summary, read_verdicts, summarise, worksheet_rows
+    from doceval.inputs.audit import audit_sample, read_verdicts, worksheet_rows
     from doceval.inputs.golden import parse_golden
+    from doceval.results.audit import format_summary, summarise
 
     if args.out is not None:
         check_writable(Path(args.out), f"--out {args.out}", "pass a writable --out FILE")

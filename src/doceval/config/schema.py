@@ -41,10 +41,16 @@ def _metric_names() -> tuple[str, ...]:
     return METRIC_NAMES
 
 
-def _objectives() -> tuple[str, ...]:
-    from doceval.harness.floors import OBJECTIVES
-
-    return tuple(OBJECTIVES)
+# The calibration objectives by name (docs/design.md 5.3). Declared here, at the edge, so validation needs no
+# harness import; doceval.harness.floors defines one objective per name and checks the two agree at import.
+OBJECTIVE_NAMES = (
+    "max_refusal_at_overrefusal",
+    "min_overrefusal_at_refusal",
+    "decision_accuracy",
+    "hit_rate+refused_correctly",
+    "mrr+refused_correctly",
+    "recall+refused_correctly",
+)
 
 
 # ------------------------------------------------------------------------------------------------ blocks
@@ -313,7 +319,7 @@ class Gate:
 
 @dataclass(frozen=True, kw_only=True)
 class Calibration:
-    objective: str = spec(choices=_objectives, example="max_refusal_at_overrefusal")
+    objective: str = spec(choices=OBJECTIVE_NAMES, example="max_refusal_at_overrefusal")
     max_overrefusal: float = spec(0.10, ge=0, le=1, example="0.10")  # max_refusal_at_overrefusal's target
     min_refused_correctly: float = spec(0.90, ge=0, le=1, example="0.90")  # min_overrefusal_at_refusal's
     min_entries: int = spec(5, ge=1, example="5")  # fewer in- or out-of-scope entries: the global floor

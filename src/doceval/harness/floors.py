@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from doceval.common.io import read_json
+from doceval.config.schema import OBJECTIVE_NAMES
 from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry
 from doceval.scoring.metrics import CandidateMatrix, mean_or_none, retrieval_scores
@@ -335,6 +336,8 @@ OBJECTIVES: dict[str, Objective] = {
     "mrr+refused_correctly": _objective("mrr"),
     "recall+refused_correctly": _objective("recall"),
 }
+if tuple(OBJECTIVES) != OBJECTIVE_NAMES:  # one list of names: the config validates against the schema's
+    raise ImportError("doceval.harness.floors.OBJECTIVES and doceval.config.schema.OBJECTIVE_NAMES differ")
 
 
 def make_objective(
