@@ -11,7 +11,7 @@ corpus + golden set in ``--work`` (default benchmarks/.work, git-ignored; never 
 WORK/cache/embeddings.sqlite, so a rerun never re-embeds; ``--store``: the default qdrant_edge, or qdrant_local),
 candidates come from
 ``doceval.harness.candidates.retrieve_all`` with retrievers from ``doceval.system.retrievers.make_retriever`` (top 100), and the
-scores from ``doceval.scoring.metrics`` (build_matrix / retrieval_scores, floors at -inf).
+scores from ``doceval.scoring`` (build_matrix / retrieval_scores, floors at -inf).
 
 Printed per system: nDCG@10, recall@100, MRR@10 and hit@10, the published nDCG@10 with the difference and
 whether it is within the target (BM25: within [0.665, 0.679] or 0.01 of it; all-MiniLM-L6-v2: 0.645 +- 0.01),
@@ -54,7 +54,8 @@ from doceval.index.store import VectorStore, store_subdir
 from doceval.inputs.beir import import_beir, read_qrels
 from doceval.inputs.corpus import Corpus, load_corpus
 from doceval.inputs.golden import GoldenEntry, parse_golden
-from doceval.scoring.metrics import build_matrix, mean_or_none, retrieval_scores
+from doceval.scoring.metrics import build_matrix, mean_or_none
+from doceval.scoring.registry import retrieval_scores
 from doceval.system.retrievers import Ranked, Retriever, best_per_document, make_retriever
 from doceval.system.retrievers.base import pin_of
 

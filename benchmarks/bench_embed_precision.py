@@ -25,7 +25,8 @@ from doceval.config.compose import load_params
 from doceval.index.embed import MiniLMEmbedder, make_embedder
 from doceval.inputs.corpus import load_corpus
 from doceval.inputs.golden import parse_golden, select_split
-from doceval.scoring.metrics import build_matrix, retrieval_scores
+from doceval.scoring.metrics import build_matrix
+from doceval.scoring.registry import retrieval_scores
 
 METRICS = ("hit_rate", "recall", "mrr", "ndcg")
 # precision -> batch size, as in conf/embedder/minilm*.yaml

@@ -29,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from doceval.scoring.metrics import build_matrix, retrieval_scores
+from doceval.scoring.metrics import build_matrix
+from doceval.scoring.registry import retrieval_scores
 
 REPEATS = 3
 

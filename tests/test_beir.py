@@ -25,7 +25,8 @@ from doceval.harness.candidates import retrieve_all
 from doceval.inputs.beir import NO_REFERENCE, import_beir, read_qrels
 from doceval.inputs.corpus import load_corpus
 from doceval.inputs.golden import parse_golden, select_split
-from doceval.scoring.metrics import build_matrix, retrieval_scores
+from doceval.scoring.metrics import build_matrix
+from doceval.scoring.registry import retrieval_scores
 from doceval.system.retrievers import make_retriever
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,16 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from doceval.scoring.metrics import (
-    CandidateMatrix,
-    answer_scores,
-    build_matrix,
-    contains_apis,
-    cut,
-    mean_or_none,
-    retrieval_scores,
-)
-from doceval.scoring.registry import AT_K_NAMES
+from doceval.scoring.metrics import CandidateMatrix, build_matrix, contains_apis, cut, mean_or_none
+from doceval.scoring.registry import AT_K_NAMES, answer_scores, retrieval_scores
 
 NO_FLOOR = -np.inf
 L2_3 = 1.0 / math.log2(3)  # discount at rank 2

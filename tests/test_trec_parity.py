@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from doceval.scoring.metrics import build_matrix, retrieval_scores
+from doceval.scoring.metrics import build_matrix
+from doceval.scoring.registry import retrieval_scores
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 

@@ -10,7 +10,8 @@ import pytest
 
 from doceval.inputs.corpus import load_corpus
 from doceval.inputs.golden import parse_golden
-from doceval.scoring.metrics import build_matrix, retrieval_scores
+from doceval.scoring.metrics import build_matrix
+from doceval.scoring.registry import retrieval_scores
 from doceval.system.retrievers import make_retriever
 
 pytrec_eval = pytest.importorskip("pytrec_eval")

@@ -10,7 +10,20 @@ from typing import Any
 
 from doceval.errors import UsageError
 
-DEFAULT_METRICS = ["hit_rate", "refused_correctly", "overrefusal_rate"]
+
+class _MetricAction(argparse._AppendAction):
+    """--metric, whose help names the registry's default metrics only when help is printed: the registry
+    imports numpy, which a command's start-up does not pay for."""
+
+    @property
+    def help(self) -> str:
+        from doceval.scoring.registry import names
+
+        return f"repeatable (default: {', '.join(names('history'))})"
+
+    @help.setter
+    def help(self, _: str | None) -> None:
+        pass
 
 
 def _since(text: str) -> float:
@@ -23,10 +36,10 @@ def _since(text: str) -> float:
 def cmd_history(args: argparse.Namespace) -> int:
     from doceval import tracking
     from doceval.results.history import format_history, plot_history
-    from doceval.scoring.registry import METRIC_NAMES
+    from doceval.scoring.registry import METRIC_NAMES, names
     from doceval.tracking.history import load_history
 
-    metrics = args.metric or DEFAULT_METRICS
+    metrics = args.metric or list(names("history"))
     if args.plot:
         from doceval.common.io import output_target
 
@@ -73,9 +86,8 @@ def register(sub: Any) -> None:
     p = sub.add_parser("history", help=text, description=text)
     p.add_argument(
         "--metric",
-        action="append",
+        action=_MetricAction,
         metavar="NAME",
-        help=f"repeatable (default: {', '.join(DEFAULT_METRICS)})",
     )
     p.add_argument(
         "--split", default="test", help="experiment to read: calibration, test, all (default: test)"

@@ -15,8 +15,9 @@ from typing import Any
 from doceval.harness.candidates import EXACT, load_candidates
 from doceval.harness.evaluate import evaluate
 from doceval.harness.plan import EvalOptions
+from doceval.scoring.registry import names
 
-METRICS = ("hit_rate", "recall", "mrr", "ndcg")
+METRICS = names("ann")
 
 
 def top_k_overlap(ann: list[str], exact: list[str], k: int) -> float | None:

@@ -24,6 +24,7 @@ from doceval.harness.floors import (
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.scoring.metrics import build_matrix
+from doceval.scoring.registry import names
 
 
 def _subset(
@@ -199,14 +200,17 @@ def plot_calibration(artifact: Mapping[str, Any], path: Path) -> None:
             ax.legend(fontsize=7, loc="lower left")
 
 
+CURVE_CSV = names("curve_csv")  # the columns after floor in curves/*.csv, for `dvc plots`
+
+
 def write_curves(artifact: Mapping[str, Any], folder: Path) -> None:
     """One CSV per library for `dvc plots` (x: floor; y: hit_rate, refused_correctly)."""
     folder.mkdir(parents=True, exist_ok=True)
     for lib, info in artifact["libraries"].items():
         curve = info["curve"]
         name = "global" if lib == "(global)" else lib
-        lines = ["floor,hit_rate,refused_correctly,mrr"]
+        lines = [",".join(["floor", *CURVE_CSV])]
         for i, x in enumerate(curve["floor"]):
-            vals = [curve[m][i] for m in ("hit_rate", "refused_correctly", "mrr")]
+            vals = [curve[m][i] for m in CURVE_CSV]
             lines.append(",".join([f"{x:.6f}", *("" if v is None else f"{v:.6f}" for v in vals)]))
         (folder / f"{name}.csv").write_text("\n".join(lines) + "\n")

@@ -28,8 +28,8 @@ from doceval.common.provenance import source_hash
 from doceval.errors import UsageError
 from doceval.harness.plan import EvalOptions, RunPlan, max_abandoned, plan_run
 from doceval.harness.summary import build_summary, system_block
-from doceval.scoring.metrics import answer_scores, build_matrix, cut, retrieval_scores
-from doceval.scoring.registry import ANSWER_NAMES, RETRIEVAL_NAMES
+from doceval.scoring.metrics import build_matrix, cut
+from doceval.scoring.registry import ANSWER_NAMES, RETRIEVAL_NAMES, answer_scores, retrieval_scores
 from doceval.seam import Answer
 
 if TYPE_CHECKING:  # the LLM client is imported only when the agent runs

@@ -22,7 +22,8 @@ from doceval.common.io import read_json
 from doceval.config.schema import OBJECTIVE_NAMES
 from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry
-from doceval.scoring.metrics import CandidateMatrix, mean_or_none, retrieval_scores
+from doceval.scoring.metrics import CandidateMatrix, mean_or_none
+from doceval.scoring.registry import get, names, retrieval_scores
 
 
 @dataclass
@@ -412,6 +413,12 @@ def floor_vector(value: float, n: int, signal: np.ndarray | None = None) -> np.n
     return np.where(signal >= value, -np.inf, np.inf)
 
 
+CURVE = names("floor_curve")
+# The curve's in-scope retrieval metrics are means over the answerable entries; its two refusal metrics
+# (refused_correctly, overrefusal_rate) are shares of refusals, computed below from R being empty.
+_IN_SCOPE_CURVE = tuple(m for m in CURVE if get(m).family == "retrieval" and get(m).population == "in_scope")
+
+
 def sweep(
     matrix: CandidateMatrix,
     out_of_scope: np.ndarray,
@@ -421,12 +428,11 @@ def sweep(
 ) -> dict[str, np.ndarray]:
     """hit_rate, mrr, recall, ndcg (over in-scope), refused_correctly (over out-of-scope) and overrefusal_rate
     (over in-scope) at each floor (on scores, or on a per-question ``signal``)."""
-    names = ("hit_rate", "recall", "mrr", "ndcg", "refused_correctly", "overrefusal_rate")
-    rows: dict[str, list[float]] = {m: [] for m in names}
+    rows: dict[str, list[float]] = {m: [] for m in CURVE}
     n = len(out_of_scope)
     for value in floors:
         per = retrieval_scores(matrix, floor_vector(value, n, signal), k)
-        for m in ("hit_rate", "recall", "mrr", "ndcg"):
+        for m in _IN_SCOPE_CURVE:
             rows[m].append(float("nan") if (v := mean_or_none(per[m][~out_of_scope])) is None else v)
         refused = per["refused"].astype(np.float64)
         rows["refused_correctly"].append(

@@ -183,8 +183,7 @@ def rescore(
     from doceval.scoring.aggregate import aggregate
     from doceval.scoring.judge import make_judge
     from doceval.scoring.judging import judge_answers
-    from doceval.scoring.metrics import answer_scores
-    from doceval.scoring.registry import ANSWER_NAMES, METRIC_NAMES
+    from doceval.scoring.registry import ANSWER_NAMES, METRIC_NAMES, answer_scores
 
     entries = summary.get("entries")
     config = summary.get("config") or {}

@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from doceval.scoring.registry import METRIC_NAMES
+from doceval.scoring.registry import METRIC_NAMES, names
 
 # The per-entry outcomes compared across repeats: what a user sees change when the same question is asked again.
-OUTCOMES = ("refused", "verdict", "version_correctness", "hit_rate")
+OUTCOMES = ("refused", "verdict", *names("flaky"))
 LLM_ROLES = ("answerer", "judge")
 
 

@@ -26,6 +26,7 @@ from doceval.common.io import write_text_atomic
 from doceval.config.compose import check_override_syntax, find_conf_dir
 from doceval.errors import UsageError
 from doceval.harness.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, FAILED_SUFFIX
+from doceval.scoring.registry import names
 
 if TYPE_CHECKING:
     from doceval.harness.candidates import CandidateSet
@@ -303,7 +304,7 @@ def _point_failed(
     return UsageError(f"sweep: {what}\n{kept}{run}; fix that point and rerun the sweep")
 
 
-_COLS = ("hit_rate", "recall", "mrr", "refused_correctly", "version_correctness", "overrefusal_rate")
+_COLS = names("sweep")
 
 
 def _varying(points: Sequence[dict[str, Any]]) -> list[str]:
@@ -364,8 +365,9 @@ def plot_points(points: Sequence[dict[str, Any]], path: Path) -> None:
     common = set.intersection(*(set(r.split()) for r in series)) if series else set()
     # Libraries with in-scope entries (the indexed ones); unindexed ones are refused by the router at any floor.
     libs = sorted({lib for p in points for lib, m in p["by_library"].items() if m.get("n_in_scope")})
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharex=True)
-    for ax, metric in zip(axes, ("hit_rate", "refused_correctly"), strict=True):
+    panels = names("short")
+    fig, axes = plt.subplots(1, len(panels), figsize=(11, 4), sharex=True)
+    for ax, metric in zip(axes, panels, strict=True):
         for rest, pts in series.items():
             suffix = " ".join(o for o in rest.split() if o not in common)
             for lib in libs:

@@ -20,6 +20,7 @@ from doceval.common.redact import register_config, register_overrides
 from doceval.errors import UsageError
 from doceval.harness.candidates import META, load_candidates
 from doceval.harness.evaluate import EvalOptions, evaluate
+from doceval.scoring.registry import names
 
 ENV_PARENT = "DOCEVAL_SWEEP_PARENT"
 ENV_DIR = "DOCEVAL_SWEEP_DIR"
@@ -87,8 +88,11 @@ def main(dcfg: DictConfig) -> None:
         write_json_atomic(sweep_dir / "points" / f"{job_id}{FAILED_SUFFIX}", failed)
         raise
     write_json_atomic(sweep_dir / "points" / f"{job_id}.json", point)
-    print(json.dumps({"job": job_id, "overrides": overrides, "hit_rate": point["metrics"].get("hit_rate"),
-                      "refused_correctly": point["metrics"].get("refused_correctly")}))  # fmt: skip
+    print(
+        json.dumps(
+            {"job": job_id, "overrides": overrides, **{m: point["metrics"].get(m) for m in names("short")}}
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.scoring.answerability import auroc, auroc_interval
 from doceval.scoring.metrics import build_matrix
+from doceval.scoring.registry import names
 
 SIGNALS = ("top_score", "margin", "agreement", "fused")
 RRF_K = 60  # as the hybrid retriever
@@ -147,8 +148,7 @@ def analyse(
             sig = signals(entries, cands, bm25)
             block[split] = {
                 "curve": {
-                    m: [None if v != v else float(v) for v in curve[m]]
-                    for m in ("refused_correctly", "overrefusal_rate", "hit_rate")
+                    m: [None if v != v else float(v) for v in curve[m]] for m in names("tradeoff_curve")
                 },  # fmt: skip
                 "chosen": chosen,
                 "top_score": _auroc_block(sig["top_score"], oos, seed),
@@ -161,7 +161,7 @@ def analyse(
 
 def sweep_at(matrix: Any, oos: np.ndarray, floors: np.ndarray, k: int) -> dict[str, float | None]:
     """refused_correctly, overrefusal_rate and hit_rate at per-entry floors (the operating point used)."""
-    from doceval.scoring.metrics import retrieval_scores
+    from doceval.scoring.registry import retrieval_scores
 
     per = retrieval_scores(matrix, floors, k)
     refused = per["refused"].astype(np.float64)

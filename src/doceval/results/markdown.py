@@ -19,7 +19,7 @@ from doceval.results.comparison import _num
 from doceval.results.summaries import Summary, _doc_ids, check_summary
 from doceval.scoring.aggregate import column
 from doceval.scoring.intervals import MIN_N_BREAKDOWN, interval
-from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
+from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES, names
 
 
 def _md(value: Any) -> str:
@@ -70,7 +70,7 @@ def _group_table(groups: Mapping[str, Any], label: str, binary_method: str = "mi
         n_oos = sum(int(g.get("n_out_of_scope") or 0) for g in only_oos.values())
         merged: dict[str, Any] = {"n": sum(int(g.get("n") or 0) for g in only_oos.values()), "n_in_scope": 0,
                                   "n_out_of_scope": n_oos, "ci95": {}, "too_few": []}  # fmt: skip
-        for m in ("refused_correctly", "refusal_rate"):
+        for m in names(population="out_of_scope"):
             pairs = [
                 (float(g[m]), int(g.get("n_out_of_scope") or 0))
                 for g in only_oos.values()

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from doceval.scoring.registry import names
+
 OOS_KINDS = ("unindexed_library", "nonexistent_api", "off_topic")
 
 
@@ -34,17 +36,20 @@ def tradeoff_lines(
             "separates the two sides (Calibration above), how far apart they are. Then the operating point the "
             "floors give on test, over the entries that reach a floor (router refusals of unindexed libraries "
             "excluded; curves in `eval/tradeoff/tradeoff.png`):", ""]  # fmt: skip
+    chosen_metrics = names("tradeoff_curve")  # the operating point holds what the curves show
     out.append(
-        "| library | floor | AUROC calibration | AUROC test | test refused_correctly | test overrefusal_rate | test hit_rate |"
+        "| library | floor | AUROC calibration | AUROC test | "
+        + " | ".join(f"test {m}" for m in chosen_metrics)
+        + " |"
     )
-    out.append("| --- | ---: | --- | --- | ---: | ---: | ---: |")
+    out.append("| --- | ---: | --- | --- |" + " ---: |" * len(chosen_metrics))
     for name, block in data["libraries"].items():
         test = block.get("test") or {}
         chosen = test.get("chosen") or {}
         floor = "per library" if name == "(pooled)" else _f(block.get("floor"), 4)
+        cells = " | ".join(_f(chosen.get(m)) for m in chosen_metrics)
         out.append(f"| {name} | {floor} | {_ci((block.get('calibration') or {}).get('top_score'))} | "
-                   f"{_ci(test.get('top_score'))} | {_f(chosen.get('refused_correctly'))} | "
-                   f"{_f(chosen.get('overrefusal_rate'))} | {_f(chosen.get('hit_rate'))} |")  # fmt: skip
+                   f"{_ci(test.get('top_score'))} | {cells} |")  # fmt: skip
     signals = data.get("signals") or {}
     if signals:
         out += [

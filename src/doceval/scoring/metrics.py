@@ -115,46 +115,8 @@ def build_matrix(
     if len(ranked) != len(relevant):
         raise ValueError(f"ranked has {len(ranked)} entries but relevant has {len(relevant)}")
     n = len(ranked)
-    ids_rows: list[list[str]] = []
-    dup_rows: dict[int, list[int]] = {}  # row -> positions to keep, only for rows with duplicates
-    rel_rows: list[int] = []
-    rel_cols: list[int] = []
-    n_relevant = np.empty(n, dtype=np.int64)
-    # This loop is the only O(n*K) Python part of scoring, so per-row work stays in C-level builtins
-    # (map, dict.fromkeys, list.index) and Python-level work is per relevant doc, not per candidate.
-    for i, (row, rel) in enumerate(zip(ranked, relevant, strict=True)):
-        ids = list(map(_FIRST, row))
-        seen = dict.fromkeys(ids)  # insertion order = first occurrences in list order
-        if len(seen) != len(ids):
-            first: dict[str, int] = {}
-            for j, doc in enumerate(ids):
-                first.setdefault(doc, j)
-            dup_rows[i] = list(first.values())
-            ids = list(seen)
-        ids_rows.append(ids)
-        if isinstance(rel, str):
-            # set("doc-id") would silently become a set of characters.
-            raise TypeError(f"relevant[{i}] must be a collection of doc ids, not a single string")
-        rel_set = rel if isinstance(rel, set | frozenset) else set(rel)
-        n_relevant[i] = len(rel_set)
-        for doc in rel_set:
-            if doc in seen:
-                rel_rows.append(i)
-                rel_cols.append(ids.index(doc))
-    raw_lengths = np.fromiter(map(len, ranked), dtype=np.int64, count=n)
-    flat = np.fromiter(
-        map(_SECOND, chain.from_iterable(ranked)), dtype=np.float64, count=int(raw_lengths.sum())
-    )
-    if dup_rows:
-        # Drop the later occurrences of duplicated ids from the flattened scores.
-        offsets = np.concatenate(([0], np.cumsum(raw_lengths)[:-1]))
-        keep = np.ones(flat.size, dtype=bool)
-        for i, positions in dup_rows.items():
-            keep[offsets[i] : offsets[i] + raw_lengths[i]] = False
-            keep[offsets[i] + np.asarray(positions, dtype=np.int64)] = True
-        flat = flat[keep]
-    if np.isnan(flat).any():
-        raise ValueError("candidate scores must not be NaN")
+    ids_rows, dup_rows, rel_rows, rel_cols, n_relevant = _dedup_rows(ranked, relevant)
+    flat = _flat_scores(ranked, dup_rows)
     lengths = np.fromiter(map(len, ids_rows), dtype=np.int64, count=n)
     width = int(lengths.max()) if n else 0
     scores = np.full((n, width), -np.inf, dtype=np.float64)
@@ -180,6 +142,60 @@ def build_matrix(
         n_relevant1=np.fromiter((sum(g >= 1 for g in gr.values()) for gr in graded), np.int64, count=n),
         ideal=ideal,
     )
+
+
+def _dedup_rows(
+    ranked: Sequence[Sequence[tuple[str, float]]], relevant: Sequence[Collection[str]]
+) -> tuple[list[list[str]], dict[int, list[int]], list[int], list[int], np.ndarray]:
+    """Per row: the doc ids with duplicates collapsed (first occurrence kept), the positions kept (only for
+    rows with duplicates), the (row, column) of each relevant document retrieved, and the relevant-set sizes."""
+    ids_rows: list[list[str]] = []
+    dup_rows: dict[int, list[int]] = {}  # row -> positions to keep, only for rows with duplicates
+    rel_rows: list[int] = []
+    rel_cols: list[int] = []
+    n_relevant = np.empty(len(ranked), dtype=np.int64)
+    # This loop is the only O(n*K) Python part of scoring, so per-row work stays in C-level builtins
+    # (map, dict.fromkeys, list.index) and Python-level work is per relevant doc, not per candidate.
+    for i, (row, rel) in enumerate(zip(ranked, relevant, strict=True)):
+        ids = list(map(_FIRST, row))
+        seen = dict.fromkeys(ids)  # insertion order = first occurrences in list order
+        if len(seen) != len(ids):
+            first: dict[str, int] = {}
+            for j, doc in enumerate(ids):
+                first.setdefault(doc, j)
+            dup_rows[i] = list(first.values())
+            ids = list(seen)
+        ids_rows.append(ids)
+        if isinstance(rel, str):
+            # set("doc-id") would silently become a set of characters.
+            raise TypeError(f"relevant[{i}] must be a collection of doc ids, not a single string")
+        rel_set = rel if isinstance(rel, set | frozenset) else set(rel)
+        n_relevant[i] = len(rel_set)
+        for doc in rel_set:
+            if doc in seen:
+                rel_rows.append(i)
+                rel_cols.append(ids.index(doc))
+    return ids_rows, dup_rows, rel_rows, rel_cols, n_relevant
+
+
+def _flat_scores(
+    ranked: Sequence[Sequence[tuple[str, float]]], dup_rows: Mapping[int, list[int]]
+) -> np.ndarray:
+    """Every row's scores flattened in list order, the later occurrences of duplicated ids dropped; NaN refused."""
+    raw_lengths = np.fromiter(map(len, ranked), dtype=np.int64, count=len(ranked))
+    flat = np.fromiter(
+        map(_SECOND, chain.from_iterable(ranked)), dtype=np.float64, count=int(raw_lengths.sum())
+    )
+    if dup_rows:
+        offsets = np.concatenate(([0], np.cumsum(raw_lengths)[:-1]))
+        keep = np.ones(flat.size, dtype=bool)
+        for i, positions in dup_rows.items():
+            keep[offsets[i] : offsets[i] + raw_lengths[i]] = False
+            keep[offsets[i] + np.asarray(positions, dtype=np.int64)] = True
+        flat = flat[keep]
+    if np.isnan(flat).any():
+        raise ValueError("candidate scores must not be NaN")
+    return flat
 
 
 def _grades_of(i: int, rel: Collection[str] | Mapping[str, int]) -> dict[str, int]:
@@ -238,11 +254,6 @@ def cut(matrix: CandidateMatrix, floors: np.ndarray, k: int) -> np.ndarray:
     kept = matrix.valid & (matrix.scores >= f[:, None])
     # Position among the kept candidates (1-based); list order is authoritative, so no sort.
     return kept & (np.cumsum(kept, axis=1) <= k)
-
-
-def _discount_cumsum(m: int) -> np.ndarray:
-    """c[j] = sum_{r=1..j} 1/log2(r+1), c[0] = 0: ideal DCG of j relevant docs at the top."""
-    return np.concatenate(([0.0], np.cumsum(1.0 / np.log2(np.arange(2, m + 2, dtype=np.float64)))))
 
 
 @dataclass(frozen=True)
@@ -367,21 +378,6 @@ def refused_correctly(view: RetrievalView) -> np.ndarray:
     return np.where(view.out_of_scope, view.refused.astype(np.float64), np.nan)
 
 
-def retrieval_scores(
-    matrix: CandidateMatrix, floors: np.ndarray, k: int, out_of_scope: np.ndarray | None = None
-) -> dict[str, np.ndarray]:
-    """Per-entry retrieval metrics at (floors, k): every retrieval metric of the registry, float (n,) with NaN
-    where it does not apply, plus "refused" (bool, R is empty) and "n_retrieved" (int)."""
-    from doceval.scoring.registry import retrieval_per_entry
-
-    view = RetrievalView.of(matrix, floors, k, out_of_scope)
-    return {
-        **retrieval_per_entry(view),
-        "refused": view.refused,
-        "n_retrieved": view.in_R.sum(axis=1).astype(np.int64),
-    }
-
-
 def contains_apis(
     answer: str | None,
     expected: Sequence[str],
@@ -475,31 +471,6 @@ def refusal_rate(view: AnswerView) -> np.ndarray:
 def overrefusal_rate(view: AnswerView) -> np.ndarray:
     """In scope: 1 if the system refused (goal 0.0)."""
     return np.where(view.in_scope, view.refused.astype(np.float64), np.nan)
-
-
-def answer_scores(
-    out_of_scope: np.ndarray,
-    refused: np.ndarray,
-    answers: list[str | None],
-    expected: list[list[str]],
-    forbidden: list[list[str]],
-    verdicts: list[bool | None],
-    *,
-    judge_ran: bool = True,
-    expected_any: list[list[list[str]]] | None = None,
-) -> dict[str, np.ndarray]:
-    """Per-entry answer metrics of the registry (float (n,), NaN where the metric does not apply).
-
-    Scope comes only from ``out_of_scope``. ``judge_ran=False`` (no judge configured) makes answer_accuracy
-    all NaN, so its aggregate is null rather than the 0 the refused entries would give. It is not inferred
-    from the verdicts: with a judge configured and every in-scope entry refused, all verdicts are None yet
-    the accuracy is genuinely 0.
-    """
-    from doceval.scoring.registry import answer_per_entry
-
-    return answer_per_entry(
-        AnswerView(out_of_scope, refused, answers, expected, forbidden, verdicts, judge_ran, expected_any)
-    )
 
 
 def mean_or_none(values: np.ndarray) -> float | None:

@@ -15,6 +15,7 @@ from doceval.harness.evaluate import evaluate
 from doceval.harness.floors import Floors
 from doceval.harness.plan import EvalOptions, load_inputs, needs_corpus
 from doceval.inputs.golden import select_split
+from doceval.scoring.registry import names
 
 
 def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
@@ -73,8 +74,7 @@ def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
             {
                 "global": artifact["global"],
                 "per_library": artifact["per_library"],
-                "hit_rate": summary["metrics"]["hit_rate"],
-                "refused_correctly": summary["metrics"]["refused_correctly"],
+                **{m: summary["metrics"][m] for m in names("short")},
             }
         )
     )

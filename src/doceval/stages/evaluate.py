@@ -8,7 +8,7 @@ from typing import Any
 
 from doceval.common.io import check_writable, write_json_atomic
 from doceval.harness.evaluate import EvalOptions, evaluate
-from doceval.scoring.registry import METRIC_NAMES
+from doceval.scoring.registry import METRIC_NAMES, names
 
 ANN_VS_EXACT = "ann_vs_exact.json"  # the report's "ANN vs exact" (doceval.harness.ann)
 
@@ -48,7 +48,7 @@ def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
     return summary
 
 
-TRADEOFF_METRICS = ("hit_rate", "recall", "mrr", "refused_correctly", "overrefusal_rate")
+TRADEOFF_METRICS = names("tradeoff_effect")
 
 
 def trade_off(params: Mapping[str, Any], summary: Mapping[str, Any], folder: Path, progress: bool) -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from doceval import __version__
 from doceval.common.naming import system_label
 from doceval.config.compose import flatten
+from doceval.scoring.registry import names
 from doceval.tracking.secrets import leaks, redact_bytes, redact_text, secret_key, url_secret_values
 
 if TYPE_CHECKING:
@@ -159,7 +160,7 @@ def headline_line(metrics: Mapping[str, Any]) -> str:
     """The run's description: its headline metrics with their intervals."""
     ci95 = metrics.get("ci95") or {}
     parts = []
-    for m in ("hit_rate", "recall", "mrr", "refused_correctly", "overrefusal_rate", "answer_accuracy"):
+    for m in names("headline"):
         v = metrics.get(m)
         if v is None:
             parts.append(f"{m} n/a" if m != "answer_accuracy" else "answer_accuracy not judged")
