@@ -22,10 +22,10 @@ from doceval.errors import UsageError
 from doceval.scoring.judge import OpenAIJudge, make_judge
 from doceval.scoring.judging import judge_answers
 from doceval.scoring.metrics import contains_apis
+from doceval.seam import Reply, Source
 from doceval.system.docchat.answerers import ExtractiveAnswerer, OpenAIAnswerer, is_refusal, make_answerer
 from doceval.system.docchat.memory import Memory
 from doceval.system.docchat.runner import load_journal, run_agent
-from doceval.seam import Reply, Source
 from doceval.system.docchat.types import MemoryItem, Passage, Probe, SearchResult
 
 V1_DICT = Passage(

@@ -335,7 +335,11 @@ def test_journal_lines_from_before_one_reply_type_still_load(tmp_path: Path) -> 
     out = run_external(PROBES[:3], function_agent(answer), journal_path=journal, progress=False)
     assert out.resumed == 2 and calls == ["question 2"]
     refused, answered = out.responses["e0"], out.responses["e1"]
-    assert (refused.refused, refused.refusal_cause, refused.refusal_reason) == (True, "system", "not in my docs")
+    assert (refused.refused, refused.refusal_cause, refused.refusal_reason) == (
+        True,
+        "system",
+        "not in my docs",
+    )
     assert answered.refusal_cause is None and answered.sources == [Source("d", 0.5)]
     assert answered.extra == {"trace": 1} and answered.session_id == "s-1"
     assert json.loads(journal.read_text().splitlines()[-1])["refusal_cause"] is None  # new lines: one shape

@@ -123,8 +123,12 @@ def _row(**over: Any) -> dict[str, Any]:
         ({"out_of_scope": True}, "hallucinated_out_of_scope"),
         ({"system_error": "timeout"}, "system_error"),
         (
-            {"refused": True, "refusal_reason": "router: library 'x' is not indexed", "retrieved": [],
-             "router_refusal": "router: library 'x' is not indexed"},
+            {
+                "refused": True,
+                "refusal_reason": "router: library 'x' is not indexed",
+                "retrieved": [],
+                "router_refusal": "router: library 'x' is not indexed",
+            },
             "router_refused",
         ),  # fmt: skip
         (
@@ -151,7 +155,10 @@ def test_a_refusal_stage_comes_from_its_typed_cause_not_its_text(cause: Any, sta
     # The reason's text is what the system said; a prefix in it means nothing.
     row = _row(refused=True, refusal_reason="search: router: anything", retrieved=[["d", 0.9]])
     assert failure_stage(row, cause) == stage
-    assert failure_stage(_row(refused=True, refusal_reason="router: x", retrieved=[["d", 0.9]])) == "system_refused"
+    assert (
+        failure_stage(_row(refused=True, refusal_reason="router: x", retrieved=[["d", 0.9]]))
+        == "system_refused"
+    )
 
 
 def test_every_stage_is_reachable_and_counted() -> None:

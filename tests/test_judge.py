@@ -259,7 +259,9 @@ def test_one_budget_covers_answering_and_judging(server: FakeOpenAI, tmp_path: P
     assert final.stopped_reason is None and final.resumed == done and len(final.verdicts) == 6
     assert server.chat_requests == 6 + 6
     with pytest.raises(ValueError, match="budget"):
-        run_agent(probes, lambda p: SearchResult([], True, "x", "floor"), answerer, ledger=ledger, budget_usd=1.0)
+        run_agent(
+            probes, lambda p: SearchResult([], True, "x", "floor"), answerer, ledger=ledger, budget_usd=1.0
+        )
 
 
 CHILD = textwrap.dedent(
