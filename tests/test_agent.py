@@ -22,10 +22,11 @@ from doceval.errors import UsageError
 from doceval.scoring.judge import OpenAIJudge, make_judge
 from doceval.scoring.judging import judge_answers
 from doceval.scoring.metrics import contains_apis
+from doceval.seam import Reply, Source
 from doceval.system.docchat.answerers import ExtractiveAnswerer, OpenAIAnswerer, is_refusal, make_answerer
 from doceval.system.docchat.memory import Memory
 from doceval.system.docchat.runner import load_journal, run_agent
-from doceval.system.docchat.types import AgentRecord, MemoryItem, Passage, Probe, SearchResult
+from doceval.system.docchat.types import MemoryItem, Passage, Probe, SearchResult
 
 V1_DICT = Passage(
     "pydantic@1.10.17:pydantic.main.BaseModel.dict",
@@ -53,7 +54,7 @@ EXPECTED, FORBIDDEN = ["model_dump"], [".dict()"]
 
 def search(probe: Probe) -> SearchResult:
     if probe.library != "pydantic":
-        return SearchResult([], True, f"router: library '{probe.library}' is not indexed")
+        return SearchResult([], True, f"router: library '{probe.library}' is not indexed", "router")
     return SearchResult([V1_DICT if probe.version.startswith("1.") else V2_DUMP], False, None)
 
 
@@ -326,7 +327,7 @@ def test_secret_key_never_leaks(server: FakeOpenAI, tmp_path: Path, monkeypatch:
 def test_records_roundtrip_through_json() -> None:
     out = run_agent([P2], search, ExtractiveAnswerer(), progress=False)
     rec = out.records["p2"]
-    assert AgentRecord.from_json(json.loads(json.dumps(dataclasses.asdict(rec)))) == rec
+    assert Reply.from_json(json.loads(json.dumps(rec.to_json()))) == rec
 
 
 def test_journals_from_when_the_runner_also_judged_still_load(tmp_path: Path) -> None:
@@ -338,6 +339,42 @@ def test_journals_from_when_the_runner_also_judged_still_load(tmp_path: Path) ->
     out = run_agent([P1, P2], search, answerer, journal_path=journal, progress=False)
     assert out.resumed == 1 and answerer.calls == ["p2"]
     assert out.records["p1"].answer == "Use `.dict()`." and out.records["p1"].usage == old["usage"]
+
+
+def test_every_refusal_carries_its_cause_and_the_passages_read_are_its_sources(server: FakeOpenAI,
+                                                                                tmp_path: Path) -> None:  # fmt: skip
+    from doceval.system.docchat.search import PrecomputedSearch
+
+    nothing = Passage("pydantic@2.8.2:pydantic.x", 0.5, "A passage with no API in it.")
+    search_ = PrecomputedSearch({"f1": "router: library 'flask' is not indexed"},
+                                {"p1": [], "p2": [(nothing.doc_id, 0.5)], "p3": [(V2_DUMP.doc_id, 0.8)]},
+                                {nothing.doc_id: nothing.text, V2_DUMP.doc_id: V2_DUMP.text}, lambda lib: 0.42)  # fmt: skip
+    p3 = dataclasses.replace(P2, id="p3")
+    out = run_agent([FLASK, P1, P2, p3], search_, make_answerer(llm_cfg(server, tmp_path)), progress=False)
+    causes = {i: (r.refusal_cause, r.refusal_reason) for i, r in out.records.items()}
+    assert causes == {"f1": ("router", "router: library 'flask' is not indexed"),
+                      "p1": ("floor", "search: no passage cleared the floor 0.42"),
+                      "p2": ("answerer", "model refused"), "p3": (None, None)}  # fmt: skip
+    assert out.records["p3"].sources == [Source(V2_DUMP.doc_id, 0.8)] and out.records["f1"].sources == []
+
+
+def test_refusals_journaled_before_causes_get_them_from_the_search(tmp_path: Path) -> None:
+    """A journal as doceval wrote it before one reply type (no cause): resumed, never asked again, and the
+    cause comes from the search (router) or else the answerer, never from the reason's text."""
+    journal = tmp_path / "journal.jsonl"
+    old = [{"id": "f1", "answer": None, "refused": True, "refusal_reason": "no prefix here", "usage": {},
+            "memory_used": []},
+           {"id": "p2", "answer": None, "refused": True, "refusal_reason": "router: looks like one", "usage": {},
+            "memory_used": []}]  # fmt: skip
+    journal.write_text("".join(json.dumps(line) + "\n" for line in old))
+    answerer = CountingAnswerer()
+    out = run_agent([FLASK, P1, P2], search, answerer, journal_path=journal, progress=False)
+    assert out.resumed == 2 and answerer.calls == ["p1"]
+    assert [out.records[i].refusal_cause for i in ("f1", "p1", "p2")] == ["router", None, "answerer"]
+    assert out.records["f1"].refusal_reason == "no prefix here"  # the text is kept as journaled
+    line = json.loads(journal.read_text().splitlines()[-1])
+    assert line["id"] == "p1" and line["refusal_cause"] is None and line["sources"][0]["id"] == V1_DICT.doc_id
+    assert set(line) == set(Reply("x", None).to_json())  # new lines: the one reply shape
 
 
 def test_duplicate_probe_ids_are_rejected() -> None:

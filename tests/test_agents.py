@@ -21,7 +21,7 @@ from doceval.config.compose import compose
 from doceval.errors import UsageError
 from doceval.harness.agent_http import HttpAgent, redact_url
 from doceval.harness.agents import function_agent, load_journal, make_agent, run_external
-from doceval.seam import Probe, Source, SystemResponse
+from doceval.seam import Probe, Reply, Source
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 SECRET = "s3cr3t-agent-token-value"
@@ -245,7 +245,8 @@ def test_function_agent_from_the_working_directory(user_module: str, tmp_path: P
     probes = [*PROBES[:2], Probe("x", "boom", "flask", "3.0"), Probe("y", "list", "flask", "3.0")]
     out = run_external(probes, agent, progress=False)
     first = out.responses["e0"]
-    assert first.refused and first.reason == "not in my docs" and first.sources == []
+    assert first.refused and first.refusal_reason == "not in my docs" and first.sources == []
+    assert first.refusal_cause == "system"
     assert first.usage == {"prompt_tokens": 3} and first.extra == {"trace": {"steps": 2}}
     assert out.responses["x"].error == "exception: ValueError: boom"
     assert out.responses["y"].error == "invalid response: expected a JSON object/mapping, got list"
@@ -301,15 +302,47 @@ def test_duplicate_probe_ids_are_refused() -> None:
 # --------------------------------------------------------------------------------------------- the seam
 
 
-def test_system_response_round_trips_and_bad_lines_are_refused() -> None:
-    resp = SystemResponse("e1", "a", [Source("d", 0.5), Source("e", None)], False, None, {"t": 1},
-                          {"k": [1]}, "s-1", error=None)  # fmt: skip
-    assert SystemResponse.from_json(json.loads(json.dumps(resp.to_json()))) == resp
-    bad = {**resp.to_json(), "refused": "no"}
+def test_a_reply_round_trips_and_bad_lines_are_refused() -> None:
+    resp = Reply("e1", "a", sources=[Source("d", 0.5), Source("e", None)], usage={"t": 1}, extra={"k": [1]},
+                 session_id="s-1")  # fmt: skip
+    refusal = Reply("e2", None, True, "system", "not in my docs", session_id="s-1")
+    for reply in (resp, refusal):
+        assert Reply.from_json(json.loads(json.dumps(reply.to_json()))) == reply
     with pytest.raises(TypeError):
-        SystemResponse.from_json(bad)
-    with pytest.raises(KeyError):
-        SystemResponse.from_json({k: v for k, v in resp.to_json().items() if k != "session_id"})
+        Reply.from_json({**resp.to_json(), "refused": "no"})
+    with pytest.raises(KeyError, match="session_id"):
+        Reply.from_json({k: v for k, v in resp.to_json().items() if k != "session_id"})
+    with pytest.raises(ValueError, match="one of router, floor, answerer, system"):
+        Reply.from_json({**refusal.to_json(), "refusal_cause": "tired"})
+    with pytest.raises(ValueError, match="only on a refusal"):
+        Reply("e3", "a", False, "system")
+
+
+def test_journal_lines_from_before_one_reply_type_still_load(tmp_path: Path) -> None:
+    """An external agent's journal as doceval wrote it before: resumed, a refusal's cause is "system"."""
+    journal = tmp_path / "journal.jsonl"
+    old = [{"id": "e0", "answer": None, "sources": [], "refused": True, "reason": "not in my docs",
+            "usage": {"prompt_tokens": 3}, "extra": {}, "session_id": "s-0", "error": None},
+           {"id": "e1", "answer": "use load()", "sources": [{"id": "d", "score": 0.5}], "refused": False,
+            "reason": None, "usage": {}, "extra": {"trace": 1}, "session_id": "s-1", "error": None}]  # fmt: skip
+    journal.write_text("".join(json.dumps(line) + "\n" for line in old))
+    calls: list[str] = []
+
+    def answer(**kw: Any) -> dict[str, Any]:
+        calls.append(kw["question"])
+        return {"answer": "x", "sources": [], "refused": False}
+
+    out = run_external(PROBES[:3], function_agent(answer), journal_path=journal, progress=False)
+    assert out.resumed == 2 and calls == ["question 2"]
+    refused, answered = out.responses["e0"], out.responses["e1"]
+    assert (refused.refused, refused.refusal_cause, refused.refusal_reason) == (
+        True,
+        "system",
+        "not in my docs",
+    )
+    assert answered.refusal_cause is None and answered.sources == [Source("d", 0.5)]
+    assert answered.extra == {"trace": 1} and answered.session_id == "s-1"
+    assert json.loads(journal.read_text().splitlines()[-1])["refusal_cause"] is None  # new lines: one shape
 
 
 # ------------------------------------------------------------------------------------------ common.retry

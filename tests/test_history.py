@@ -123,9 +123,14 @@ def _row(**over: Any) -> dict[str, Any]:
         ({"out_of_scope": True}, "hallucinated_out_of_scope"),
         ({"system_error": "timeout"}, "system_error"),
         (
-            {"refused": True, "refusal_reason": "router: library 'x' is not indexed", "retrieved": []},
+            {
+                "refused": True,
+                "refusal_reason": "router: library 'x' is not indexed",
+                "retrieved": [],
+                "router_refusal": "router: library 'x' is not indexed",
+            },
             "router_refused",
-        ),
+        ),  # fmt: skip
         (
             {"refused": True, "refusal_reason": "search: no passage cleared the floor 0.5", "retrieved": []},
             "no_candidate_above_floor",
@@ -139,6 +144,21 @@ def _row(**over: Any) -> dict[str, Any]:
 )
 def test_failure_stage_by_hand(over: dict[str, Any], stage: str) -> None:
     assert failure_stage(_row(**over)) == stage
+
+
+@pytest.mark.parametrize(
+    ("cause", "stage"),
+    [("router", "router_refused"), ("floor", "no_candidate_above_floor"), ("answerer", "system_refused"),
+     ("system", "system_refused")],
+)  # fmt: skip
+def test_a_refusal_stage_comes_from_its_typed_cause_not_its_text(cause: Any, stage: str) -> None:
+    # The reason's text is what the system said; a prefix in it means nothing.
+    row = _row(refused=True, refusal_reason="search: router: anything", retrieved=[["d", 0.9]])
+    assert failure_stage(row, cause) == stage
+    assert (
+        failure_stage(_row(refused=True, refusal_reason="router: x", retrieved=[["d", 0.9]]))
+        == "system_refused"
+    )
 
 
 def test_every_stage_is_reachable_and_counted() -> None:

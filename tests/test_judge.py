@@ -21,7 +21,7 @@ from doceval.errors import UsageError
 from doceval.llm import Ledger
 from doceval.scoring.judge import OpenAIJudge, make_judge, parse_verdict
 from doceval.scoring.judging import judge_answers, load_verdicts
-from doceval.seam import Answer
+from doceval.seam import Reply
 from doceval.system.docchat.answerers import ExtractiveAnswerer, make_answerer
 from doceval.system.docchat.runner import run_agent
 from doceval.system.docchat.types import Passage, Probe, SearchResult
@@ -147,10 +147,10 @@ def test_make_judge() -> None:
 # ------------------------------------------------------------------------------------------- judging a run
 
 
-def answered(i: int, *, refused: bool = False, answer: str | None = "Use `model_dump()`.") -> Answer:
+def answered(i: int, *, refused: bool = False, answer: str | None = "Use `model_dump()`.") -> Reply:
     if refused:
-        return Answer(f"a{i}", None, True, "router: not indexed", {})
-    return Answer(f"a{i}", answer, False, None, {})
+        return Reply(f"a{i}", None, True, "router", "router: not indexed")
+    return Reply(f"a{i}", answer)
 
 
 def probes_and_refs(n: int) -> tuple[list[Probe], dict[str, str]]:
@@ -259,7 +259,9 @@ def test_one_budget_covers_answering_and_judging(server: FakeOpenAI, tmp_path: P
     assert final.stopped_reason is None and final.resumed == done and len(final.verdicts) == 6
     assert server.chat_requests == 6 + 6
     with pytest.raises(ValueError, match="budget"):
-        run_agent(probes, lambda p: SearchResult([], True, "x"), answerer, ledger=ledger, budget_usd=1.0)
+        run_agent(
+            probes, lambda p: SearchResult([], True, "x", "floor"), answerer, ledger=ledger, budget_usd=1.0
+        )
 
 
 CHILD = textwrap.dedent(
@@ -268,11 +270,11 @@ CHILD = textwrap.dedent(
     from pathlib import Path
     from doceval.scoring.judge import make_judge
     from doceval.scoring.judging import judge_answers
-    from doceval.seam import Answer, Probe
+    from doceval.seam import Probe, Reply
 
     base_url, journal, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     probes = [Probe(f"q{i}", f"What does api_{i} do?", "pydantic", "2.8.2") for i in range(n)]
-    answers = {p.id: Answer(p.id, f"Use `api_{p.id[1:]}()`.", False, None, {}) for p in probes}
+    answers = {p.id: Reply(p.id, f"Use `api_{p.id[1:]}()`.") for p in probes}
     refs = {p.id: f"Call `api_{p.id[1:]}()`." for p in probes}
     # No LLM cache: only the journal can spare the judge what it already graded.
     judge = make_judge({"name": "openai", "base_url": base_url, "model": "j", "cache_path": "", "max_retries": 1,

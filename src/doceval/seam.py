@@ -1,6 +1,6 @@
 """The seam between the harness and a system under test: what the harness hands a system (a :class:`Probe`)
-and what the system hands back (an :class:`Answer` from DocChat, a :class:`SystemResponse` from an external
-agent).
+and what the system hands back (a :class:`Reply`, one type for doceval's agent and the user's function or HTTP
+endpoint, with a typed :data:`RefusalCause`).
 
 Both sides import this module and nothing of each other: the system never sees a label (scope, relevant
 documents, reference answer), and the scorers never see the system's internals.
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from doceval.errors import UsageError
 
@@ -25,21 +25,6 @@ class Probe:
     question: str
     library: str
     version: str
-
-
-@dataclass
-class Answer:
-    """A system's reply to one probe: an answer, or a refusal with its reason, and the LLM usage it cost."""
-
-    id: str
-    answer: str | None
-    refused: bool
-    refusal_reason: str | None
-    usage: dict[str, dict[str, float]]  # per role, this entry's LLM calls only
-
-    @property
-    def cost_usd(self) -> float:
-        return usage_cost(self.usage)
 
 
 @dataclass(frozen=True)
@@ -84,57 +69,130 @@ def source_problem(doc_id: object, score: object) -> str | None:
     return None
 
 
-@dataclass
-class SystemResponse:
-    """An external system's reply to one probe, as recorded (and journaled) by the harness.
+RefusalCause = Literal["router", "floor", "answerer", "system"]
+# Why a system refused: doceval's router (the library or version is not indexed), its search (no passage
+# cleared the floor), its answerer (declined although passages reached it), or the user's own system.
+REFUSAL_CAUSES: tuple[RefusalCause, ...] = ("router", "floor", "answerer", "system")
 
-    ``error`` set means the call failed (transport, timeout after retries, a reply of the wrong shape): the
-    entry is NOT scored, and in particular never counted as a refusal.
+_REPLY_KEYS: tuple[str, ...] = ("id", "answer", "refused", "refusal_cause", "refusal_reason", "sources", "usage", "memory_used",
+               "session_id", "extra", "error")  # fmt: skip
+# Journal lines written before one reply type: an external system's reply, and doceval's agent's record.
+_EXTERNAL_KEYS: tuple[str, ...] = (
+    "id",
+    "answer",
+    "sources",
+    "refused",
+    "reason",
+    "usage",
+    "extra",
+    "session_id",
+    "error",
+)
+_DOCCHAT_KEYS: tuple[str, ...] = ("id", "answer", "refused", "refusal_reason", "usage", "memory_used")
+
+
+@dataclass
+class Reply:
+    """Any system's reply to one probe (doceval's agent, a user's function or HTTP endpoint): what the system
+    returns, the harness journals, and the scorers and failure stages read.
+
+    ``refusal_cause`` is set exactly when the system refused (None on a line of a journal from before causes
+    were recorded, until :mod:`doceval.system.docchat.runner` fills it in); ``refusal_reason`` is the human
+    text the summary shows. ``error`` set means the call failed (transport, timeout after retries, a reply of
+    the wrong shape): the entry is NOT scored, and in particular never counted as a refusal.
     """
 
     id: str  # the probe id
     answer: str | None
-    sources: list[Source]  # ranked, best first, as returned (the harness cuts at k)
-    refused: bool
-    reason: str | None  # refusal reason, if the system gave one
-    usage: dict[str, Any]  # token usage etc. if the system returned it ({} otherwise)
-    extra: dict[str, Any]  # every other key the system returned, kept verbatim
-    session_id: str
+    refused: bool = False
+    refusal_cause: RefusalCause | None = None
+    refusal_reason: str | None = None  # an external system's "reason" is kept even when it did not refuse
+    sources: list[Source] = field(default_factory=list)  # ranked, best first (doceval's agent: what it read)
+    # doceval's agent: its LLM usage per role; an external system: the usage block it returned ({} if none)
+    usage: dict[str, Any] = field(default_factory=dict)
+    memory_used: list[str] = field(default_factory=list)  # questions doceval's agent recalled from memory
+    session_id: str | None = None  # an external system's session (None for doceval's agent)
+    extra: dict[str, Any] = field(default_factory=dict)  # every other key an external system returned
     error: str | None = None
+
+    def __post_init__(self) -> None:
+        cause = self.refusal_cause
+        if cause is not None and (cause not in REFUSAL_CAUSES or not self.refused):
+            raise ValueError(
+                f"refusal_cause {cause!r}: one of {', '.join(REFUSAL_CAUSES)}, and only on a refusal"
+            )
+
+    @property
+    def cost_usd(self) -> float:
+        """What doceval's LLM calls for this reply cost (an external system's own usage block is not counted)."""
+        return sum(float(u.get("cost_usd", 0.0)) for u in self.usage.values() if isinstance(u, Mapping))
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "answer": self.answer,
-            "sources": [{"id": s.id, "score": s.score} for s in self.sources],
             "refused": self.refused,
-            "reason": self.reason,
+            "refusal_cause": self.refusal_cause,
+            "refusal_reason": self.refusal_reason,
+            "sources": [{"id": s.id, "score": s.score} for s in self.sources],
             "usage": self.usage,
-            "extra": self.extra,
+            "memory_used": self.memory_used,
             "session_id": self.session_id,
+            "extra": self.extra,
             "error": self.error,
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SystemResponse:
-        """The inverse of :meth:`to_json`; KeyError/TypeError/ValueError on another shape (a journal line)."""
-        sources: list[Source] = []
-        for item in _typed(data, "sources", list):
-            score = item["score"]
-            if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
-                raise TypeError(f"source score must be a number or null, got {score!r}")
-            sources.append(Source(id=_typed(item, "id", str), score=None if score is None else float(score)))
+    def from_json(cls, data: Mapping[str, Any]) -> Reply:
+        """The inverse of :meth:`to_json`, and the journal lines written before it (an external system's reply:
+        refused means cause "system"; doceval's agent's record: the cause is left for its runner to fill in).
+        KeyError/TypeError/ValueError on another shape (a journal line)."""
+        current = "refusal_cause" in data
+        external = not current and "session_id" in data
+        required = _REPLY_KEYS if current else _EXTERNAL_KEYS if external else _DOCCHAT_KEYS
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise KeyError(f"missing field(s) {', '.join(missing)}")
+        refused = _typed(data, "refused", bool)
+        cause = _typed(data, "refusal_cause", str, nullable=True) if current else None
+        if external and refused:
+            cause = "system"
+        memory = list(_typed(data, "memory_used", list)) if "memory_used" in data else []
+        if not all(isinstance(q, str) for q in memory):
+            raise TypeError("'memory_used' must be a list of strings")
         return cls(
             id=_typed(data, "id", str),
             answer=_typed(data, "answer", str, nullable=True),
-            sources=sources,
-            refused=_typed(data, "refused", bool),
-            reason=_typed(data, "reason", str, nullable=True),
+            refused=refused,
+            refusal_cause=cause,
+            refusal_reason=_typed(data, "reason" if external else "refusal_reason", str, nullable=True),
+            sources=_sources(data.get("sources", [])),
             usage=dict(_typed(data, "usage", dict)),
-            extra=dict(_typed(data, "extra", dict)),
-            session_id=_typed(data, "session_id", str),
-            error=_typed(data, "error", str, nullable=True),
+            memory_used=memory,
+            session_id=_typed(data, "session_id", str, nullable=True) if "session_id" in data else None,
+            extra=dict(_typed(data, "extra", dict)) if "extra" in data else {},
+            error=_typed(data, "error", str, nullable=True) if "error" in data else None,
         )
+
+
+def _sources(items: Any) -> list[Source]:
+    if not isinstance(items, list):
+        raise TypeError(f"'sources' must be a list, got {items!r:.60}")
+    sources: list[Source] = []
+    for item in items:
+        score = item["score"]
+        if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+            raise TypeError(f"source score must be a number or null, got {score!r}")
+        sources.append(Source(id=_typed(item, "id", str), score=None if score is None else float(score)))
+    return sources
+
+
+def require_unique_ids(probes: Sequence[Probe]) -> None:
+    """A UsageError naming the duplicated probe ids: a journal and a reply are keyed by the probe id."""
+    ids = [p.id for p in probes]
+    if len(set(ids)) != len(ids):
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        raise UsageError(f"probe ids must be unique; duplicated: {', '.join(dupes[:5])}")
 
 
 def _typed(data: Mapping[str, Any], key: str, kind: type, nullable: bool = False) -> Any:

@@ -21,7 +21,7 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -40,7 +40,7 @@ from doceval.common.journal import Journal, load_records
 from doceval.common.targets import load_target, provenance_of
 from doceval.errors import UsageError
 from doceval.harness.agent_http import DEFAULT_MAX_REPLY_BYTES, AgentCallError, HttpAgent, reply_cap
-from doceval.seam import InvalidRetrieval, Probe, Source, SystemResponse, source_problem
+from doceval.seam import InvalidRetrieval, Probe, Reply, Source, require_unique_ids, source_problem
 
 log = logging.getLogger(__name__)
 
@@ -234,8 +234,9 @@ def _source(item: Any, i: int) -> Source:
     return Source(doc_id, None if score is None else float(score))
 
 
-def parse_response(probe_id: str, session_id: str, raw: Any) -> SystemResponse:
-    """A system's reply as a :class:`SystemResponse`; :class:`InvalidResponse` on another shape."""
+def parse_response(probe_id: str, session_id: str, raw: Any) -> Reply:
+    """A system's reply as a :class:`~doceval.seam.Reply` (a refusal's cause "system", its ``reason`` the
+    refusal reason); :class:`InvalidResponse` on another shape."""
     if not isinstance(raw, Mapping):
         raise InvalidResponse(f"expected a JSON object/mapping, got {_type_name(raw)}")
     for key in ("answer", "sources", "refused"):
@@ -255,12 +256,13 @@ def parse_response(probe_id: str, session_id: str, raw: Any) -> SystemResponse:
     extra = {str(k): v for k, v in raw.items() if k not in _RESERVED}
     if "usage" in raw and not isinstance(usage, Mapping):
         extra["usage"] = usage  # not a usage block we understand: kept as returned
-    response = SystemResponse(
+    response = Reply(
         id=probe_id,
         answer=answer,
-        sources=[_source(item, i) for i, item in enumerate(sources)],
         refused=refused,
-        reason=reason,
+        refusal_cause="system" if refused else None,
+        refusal_reason=reason,
+        sources=[_source(item, i) for i, item in enumerate(sources)],
         usage=dict(usage) if isinstance(usage, Mapping) else {},
         extra=extra,
         session_id=session_id,
@@ -303,20 +305,20 @@ def errors_stop(n_errors: int, max_errors: int | None) -> str | None:
 
 @dataclass
 class ExternalOutcome:
-    responses: dict[str, SystemResponse]  # every probe answered OR errored, in probe order
+    responses: dict[str, Reply]  # every probe answered OR errored, in probe order
     n_errors: int
     stopped: bool  # max_errors or max_abandoned exceeded: entries not attempted are absent from responses
     resumed: int
     stop_reason: str | None = None  # why it stopped, for the summary's "incomplete"
 
 
-def load_journal(path: Path) -> dict[str, SystemResponse]:
-    """Responses already journaled (last one wins per id), errored ones included."""
-    records = load_records(path, SystemResponse.from_json, "an external agent journal record")
+def load_journal(path: Path) -> dict[str, Reply]:
+    """Replies already journaled (last one wins per id), errored ones included."""
+    records = load_records(path, Reply.from_json, "an external agent journal record")
     return {r.id: _strict(r) for r in records}
 
 
-def _strict(response: SystemResponse) -> SystemResponse:
+def _strict(response: Reply) -> Reply:
     """A journaled reply an older doceval accepted with a NaN or +-Infinity in it (a score, usage) counts as
     an invalid response now, so a resumed run asks again instead of writing a summary that is not JSON."""
     where = None if response.error is not None else non_finite_path(response.to_json())
@@ -326,6 +328,75 @@ def _strict(response: SystemResponse) -> SystemResponse:
         response,
         error=f"invalid response: {where.split(' = ')[0].removeprefix('$.')} must be a finite number",
     )
+
+
+class _ExternalRun:
+    """One run's calls of the user's system: each reply (or its error) journaled as it comes back, so calls
+    in flight at a stop still count, and kept in ``results``."""
+
+    def __init__(
+        self,
+        agent: ExternalAgent,
+        journal: Journal,
+        results: dict[str, Reply],
+        session_of: Callable[[Probe], str],
+    ) -> None:
+        self.agent = agent
+        self.journal = journal
+        self.results = results
+        self.session_of = session_of
+        self._lock = threading.Lock()
+
+    def process(self, probe: Probe) -> Reply:
+        session_id = self.session_of(probe)
+        try:
+            response = parse_response(probe.id, session_id, self.agent.call(probe, session_id))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - any failure of the system (a SystemExit too) is that
+            # entry's error: the user's code never chooses doceval's exit code
+            response = Reply(probe.id, None, session_id=session_id, error=system_error_text(exc))
+        self.journal.append(
+            response.to_json()
+        )  # here, not in the loop: calls in flight at a stop still count
+        with self._lock:
+            self.results[probe.id] = response
+        return response
+
+
+def _session_namer(done: Mapping[str, Reply], warm_memory: bool) -> Callable[[Probe], str]:
+    """A fresh session id per probe (``doceval-<run>-<probe id>``), or with warm memory one for the whole run:
+    a resumed warm run keeps the journaled one, where the system's memory of the resumed entries lives."""
+    run_tag = f"doceval-{uuid.uuid4().hex[:12]}"
+    if not warm_memory:
+        return lambda probe: f"{run_tag}-{probe.id}"
+    earlier = {r.session_id for r in done.values()}
+    session = (earlier.pop() if len(earlier) == 1 else None) or run_tag
+    return lambda probe: session
+
+
+def _drain_external(
+    outcomes: Iterator[tuple[int, Reply]],
+    agent: ExternalAgent,
+    bar: Any,
+    limits: tuple[int | None, int | None],
+) -> str | None:
+    """Consume the replies as they finish; why the run stopped early (``limits``: max errors, max abandoned
+    calls) or None."""
+    max_errors, max_abandoned = limits
+    n_errors = 0
+    for _, response in outcomes:
+        bar.update(1)
+        if response.error is None:
+            continue
+        n_errors += 1
+        bar.set_postfix(errors=n_errors, refresh=False)
+        log.warning("%s: %s", response.id, response.error)
+        reason = errors_stop(n_errors, max_errors) or abandoned_stop(agent, max_abandoned)
+        if reason is not None:
+            log.error("stopping: %s", reason)
+            return reason
+    return None
 
 
 def run_external(
@@ -350,73 +421,23 @@ def run_external(
       (and are journaled and returned) and the outcome says ``stopped``. ``max_abandoned`` likewise, once more
       calls than this were abandoned past their deadline (``agent.timeout_s`` of a function agent).
     """
-    ids = [p.id for p in probes]
-    if len(set(ids)) != len(ids):
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
-        raise UsageError(f"probe ids must be unique; duplicated: {', '.join(dupes[:5])}")
-    wanted = set(ids)
+    require_unique_ids(probes)
+    wanted = {p.id for p in probes}
     previous = load_journal(journal_path) if journal_path is not None else {}
     done = {i: r for i, r in previous.items() if i in wanted and r.error is None}
-
-    run_tag = f"doceval-{uuid.uuid4().hex[:12]}"
-    warm_session = run_tag
-    if warm_memory:
-        earlier = {r.session_id for r in done.values()}
-        if len(earlier) == 1:
-            warm_session = earlier.pop()  # the system's memory of the resumed entries lives there
-
-    results: dict[str, SystemResponse] = dict(done)
-    lock = threading.Lock()
-    journal = Journal(journal_path)
-
-    def process(probe: Probe) -> SystemResponse:
-        session_id = warm_session if warm_memory else f"{run_tag}-{probe.id}"
-        try:
-            response = parse_response(probe.id, session_id, agent.call(probe, session_id))
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - any failure of the system (a SystemExit too) is that
-            # entry's error: the user's code never chooses doceval's exit code
-            response = SystemResponse(
-                id=probe.id,
-                answer=None,
-                sources=[],
-                refused=False,
-                reason=None,
-                usage={},
-                extra={},
-                session_id=session_id,
-                error=system_error_text(exc),
-            )
-        journal.append(response.to_json())  # here, not in the loop: calls in flight at a stop still count
-        with lock:
-            results[probe.id] = response
-        return response
-
+    run = _ExternalRun(agent, Journal(journal_path), dict(done), _session_namer(done, warm_memory))
     todo = [p for p in probes if p.id not in done]
     concurrency = 1 if warm_memory else max(1, max_concurrency)
     bar = tqdm(total=len(probes), initial=len(done), desc=f"agent ({agent.name})", unit="entry",
                disable=not progress)  # fmt: skip
-    n_errors = 0
-    reason: str | None = None
     try:
-        with contextlib.closing(iter_concurrent(process, todo, concurrency)) as outcomes:
-            for _, response in outcomes:
-                bar.update(1)
-                if response.error is None:
-                    continue
-                n_errors += 1
-                bar.set_postfix(errors=n_errors, refresh=False)
-                log.warning("%s: %s", response.id, response.error)
-                reason = errors_stop(n_errors, max_errors) or abandoned_stop(agent, max_abandoned)
-                if reason is not None:
-                    log.error("stopping: %s", reason)
-                    break
+        with contextlib.closing(iter_concurrent(run.process, todo, concurrency)) as outcomes:
+            reason = _drain_external(outcomes, agent, bar, (max_errors, max_abandoned))
     finally:
         bar.close()
-        journal.close()
+        run.journal.close()
 
-    ordered = {p.id: results[p.id] for p in probes if p.id in results}
+    ordered = {p.id: run.results[p.id] for p in probes if p.id in run.results}
     return ExternalOutcome(
         responses=ordered,
         n_errors=sum(1 for r in ordered.values() if r.error is not None),

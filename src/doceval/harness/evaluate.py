@@ -17,7 +17,7 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ from doceval.harness.plan import EvalOptions, RunPlan, max_abandoned, plan_run
 from doceval.harness.summary import build_summary, system_block
 from doceval.scoring.metrics import build_matrix, cut
 from doceval.scoring.registry import ANSWER_NAMES, RETRIEVAL_NAMES, answer_scores, retrieval_scores
-from doceval.seam import Answer
+from doceval.seam import Reply
 
 if TYPE_CHECKING:  # the LLM client is imported only when the agent runs
     from doceval.llm import Ledger
@@ -88,9 +88,9 @@ def score_sources(plan: RunPlan, replies: Mapping[str, Reply]) -> RetrievalScore
     ranked = []
     for e in plan.entries:
         sources = replies[e.id].sources
-        ranked.append([(d, float(len(sources) - i)) for i, (d, _) in enumerate(sources)])
+        ranked.append([(s.id, float(len(sources) - i)) for i, s in enumerate(sources)])
     per, rows = _score(plan, ranked)
-    given = {e.id: dict(replies[e.id].sources) for e in plan.entries}
+    given = {e.id: {s.id: s.score for s in replies[e.id].sources} for e in plan.entries}
     retrieved = {e.id: [(d, given[e.id].get(d)) for d, _ in rows[i]] for i, e in enumerate(plan.entries)}
     return RetrievalScores(per, retrieved)
 
@@ -196,24 +196,6 @@ def _stopped(what: str, why: str, journal: Path | None) -> UsageError:
 
 
 @dataclass
-class Reply:
-    """One entry's reply as scoring sees it, whichever system gave it."""
-
-    answer: str | None
-    refused: bool
-    refusal_reason: str | None
-    sources: list[tuple[str, float | None]]  # ranked, as the system returned them (before the cut at k)
-    usage: dict[str, Any] = field(default_factory=dict)
-    memory_used: list[str] = field(default_factory=list)
-    session_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None  # a system error: counted, scored by no metric
-
-    def as_answer(self, entry_id: str) -> Answer:
-        return Answer(entry_id, self.answer, self.refused, self.refusal_reason, {})
-
-
-@dataclass
 class SystemRun:
     replies: dict[str, Reply]  # the entries the system was asked about, in entry order
     usage_by_role: dict[str, dict[str, float]]  # the system's LLM usage (doceval's agent), whole run
@@ -257,15 +239,8 @@ def run_docchat(
         )
         what = f"agent stopped before answering {len(missing)} of {len(plan.entries)} entries"
         raise _stopped(what, why, setup.agent_journal)
-    replies = {}
-    for e in plan.entries:
-        if e.id in errors:
-            replies[e.id] = Reply(None, False, None, [], error=errors[e.id])
-            continue
-        r = outcome.records[e.id]
-        replies[e.id] = Reply(
-            r.answer, r.refused, r.refusal_reason, retrieval.retrieved[e.id], r.usage, r.memory_used
-        )
+    replies = {e.id: Reply(e.id, None, error=errors[e.id]) if e.id in errors else outcome.records[e.id]
+               for e in plan.entries}  # fmt: skip
     stop = plan.candidates.stopped
     return SystemRun(replies, outcome.total_usage(), outcome.resumed, stop is not None, len(errors), stop)
 
@@ -286,21 +261,8 @@ def run_assistant(plan: RunPlan, setup: AgentSetup, options: EvalOptions) -> Sys
         max_abandoned=setup.max_abandoned,
         progress=options.progress,
     )
-    replies = {}
-    for e in plan.entries:
-        r = outcome.responses.get(e.id)
-        if r is None:
-            continue  # never asked: the run stopped first
-        replies[e.id] = Reply(
-            r.answer,
-            r.refused,
-            r.reason,
-            [(s.id, s.score) for s in r.sources],
-            dict(r.usage),
-            session_id=r.session_id,
-            extra=dict(r.extra),
-            error=r.error,
-        )
+    # An entry never asked (the run stopped first) has no reply.
+    replies = {e.id: outcome.responses[e.id] for e in plan.entries if e.id in outcome.responses}
     # The assistant's own accounting (e.g. tokens), summed over the run as the role "system".
     totals: dict[str, float] = {}
     for reply in replies.values():
@@ -328,7 +290,7 @@ def score_answers(
     entries, replies = plan.entries, run.replies
     judging = None
     if setup.judge is not None:
-        answers = {e.id: replies[e.id].as_answer(e.id) for e in entries if replies[e.id].error is None}
+        answers = {e.id: replies[e.id] for e in entries if replies[e.id].error is None}
         judging = judge_answers(
             plan.probes(),
             answers,

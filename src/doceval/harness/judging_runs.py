@@ -18,9 +18,9 @@ from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry
 from doceval.inputs.judge_labels import LabelledAnswer
 from doceval.scoring.agreement import agreement, cohen_kappa, repeat_stability
-from doceval.scoring.failures import failure_stage
+from doceval.scoring.failures import failure_stage, refusal_cause
 from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings, version_strings
-from doceval.seam import Answer, Probe
+from doceval.seam import Probe, Reply
 
 REPEAT_SEED_NOTE = "repeat r asks with seed = (judge.seed or 0) + r, so each repeat has its own cache entries"
 
@@ -84,9 +84,7 @@ def judge_passes(
     probes = [
         Probe(f"{row.id}#r{r}", row.entry.question, row.entry.library, row.entry.version) for r, row in keys
     ]
-    answers = {
-        p.id: Answer(p.id, row.candidate, False, None, {}) for p, (_, row) in zip(probes, keys, strict=True)
-    }
+    answers = {p.id: Reply(p.id, row.candidate) for p, (_, row) in zip(probes, keys, strict=True)}
     references = {p.id: row.entry.reference_answer for p, (_, row) in zip(probes, keys, strict=True)}
     try:
         outcome = judge_answers(probes, answers, references, combined, ledger=ledger,
@@ -219,7 +217,14 @@ def rescore(
     ledger = Ledger((cfg.get("run") or {}).get("budget_usd"))
     probes = [Probe(g.id, g.question, g.library, g.version) for g in order]
     answers = {
-        e["id"]: Answer(e["id"], e["answer"], bool(e["refused"]), e.get("refusal_reason"), {}) for e in todo
+        e["id"]: Reply(
+            e["id"],
+            e["answer"],
+            bool(e["refused"]),
+            refusal_cause(e) if e["refused"] else None,
+            e.get("refusal_reason"),
+        )
+        for e in todo
     }
     try:
         outcome = judge_answers(probes, answers, {g.id: g.reference_answer for g in order}, judge, ledger=ledger,

@@ -129,8 +129,9 @@ def _entry_rows(
             else {**({"system": dict(r.usage)} if r.usage else {}), **(v.usage if v else {})},
         }
         if plan.agent is not None:
-            row.update(session_id=r.session_id, sources=[[d, s] for d, s in r.sources], extra=r.extra)
-        row["stage"] = failure_stage(row)  # why it failed (or ok): docs/design.md section 4.5
+            row.update(session_id=r.session_id, sources=[[s.id, s.score] for s in r.sources], extra=r.extra)
+        # Why it failed (or ok), docs/design.md section 4.5: a refusal by the reply's typed cause.
+        row["stage"] = failure_stage(row, r.refusal_cause)
         rows.append(row)
     return rows
 

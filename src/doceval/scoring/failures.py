@@ -12,6 +12,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from doceval.seam import RefusalCause
+
 STAGES = (
     "ok",
     "correct_refusal",
@@ -25,31 +27,41 @@ STAGES = (
     "judged_incorrect",
     "hallucinated_out_of_scope",
 )
-ROUTER_PREFIX = "router:"  # doceval's agent: "router: library 'x' is not indexed ..."
-SEARCH_PREFIX = "search:"  # "search: no passage cleared the floor ..."
+# A refusal's stage by its cause: the system's step that refused (the user's assistant is one step).
+REFUSAL_STAGES: dict[RefusalCause, str] = {
+    "router": "router_refused",
+    "floor": "no_candidate_above_floor",
+    "answerer": "system_refused",  # doceval's answerer declined although passages reached it
+    "system": "system_refused",  # the user's assistant refused an answerable question
+}
 
 
 def _contains(text: str, needle: str) -> bool:
     return needle.casefold() in text.casefold()
 
 
-def failure_stage(row: Mapping[str, Any]) -> str:
-    """One of :data:`STAGES` for one summary entry."""
+def refusal_cause(row: Mapping[str, Any]) -> RefusalCause:
+    """The cause of a stored summary row's refusal, from its typed fields (the summary's shape has no cause of
+    its own): an assistant's row has ``sources``; doceval's agent's row has the router's refusal in
+    ``router_refusal``, and an empty ``retrieved`` when no passage cleared the floor."""
+    if "sources" in row:
+        return "system"
+    if row.get("router_refusal"):
+        return "router"
+    return "answerer" if row.get("retrieved") else "floor"
+
+
+def failure_stage(row: Mapping[str, Any], cause: RefusalCause | None = None) -> str:
+    """One of :data:`STAGES` for one summary entry; a refusal by ``cause``, the reply's (the harness passes
+    it), or for a stored row :func:`refusal_cause`."""
     if row.get("system_error"):
         return "system_error"
     scores = row.get("scores") or {}
-    reason = str(row.get("refusal_reason") or "")
     refused = bool(row.get("refused"))
     if row.get("out_of_scope"):
         return "correct_refusal" if refused else "hallucinated_out_of_scope"
     if refused:
-        if "sources" in row:  # the user's assistant refused an answerable question
-            return "system_refused"
-        if reason.startswith(ROUTER_PREFIX):
-            return "router_refused"
-        if reason.startswith(SEARCH_PREFIX) or not row.get("retrieved"):
-            return "no_candidate_above_floor"
-        return "system_refused"  # doceval's answerer declined although passages reached it
+        return REFUSAL_STAGES[cause or refusal_cause(row)]
     if scores.get("hit_rate") == 0.0:
         return "relevant_not_in_top_k"
     answer = str(row.get("answer") or "")

@@ -25,7 +25,7 @@ from doceval.common.io import escape_surrogates
 from doceval.common.journal import Journal, dataclass_from_record, load_records
 from doceval.llm import BudgetExceeded, Ledger, iter_concurrent, usage_scope
 from doceval.scoring.judge import Judge
-from doceval.seam import Answer, Probe, sum_usage, usage_cost
+from doceval.seam import Probe, Reply, sum_usage, usage_cost
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class JudgingOutcome:
         return sum_usage(*(rec.usage for rec in self.verdicts.values()))
 
 
-def needs_judging(answer: Answer | None) -> bool:
+def needs_judging(answer: Reply | None) -> bool:
     """Only an answer the system actually gave is judged; a refusal is scored without a judge."""
     return answer is not None and not answer.refused and answer.answer is not None
 
@@ -91,7 +91,7 @@ def load_verdicts(path: Path) -> dict[str, JudgeRecord]:
 
 def judge_answers(
     probes: Sequence[Probe],
-    answers: Mapping[str, Answer],
+    answers: Mapping[str, Reply],
     references: Mapping[str, str],
     judge: Judge,
     *,

@@ -5,6 +5,6 @@ client) from their modules.
 """
 
 from doceval.system.docchat.memory import Memory
-from doceval.system.docchat.types import AgentRecord, MemoryItem, Passage, Probe, RunOutcome, SearchResult
+from doceval.system.docchat.types import MemoryItem, Passage, Probe, RunOutcome, SearchResult
 
-__all__ = ["AgentRecord", "Memory", "MemoryItem", "Passage", "Probe", "RunOutcome", "SearchResult"]
+__all__ = ["Memory", "MemoryItem", "Passage", "Probe", "RunOutcome", "SearchResult"]

@@ -13,18 +13,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
 from doceval.common.journal import Journal, load_records
-from doceval.errors import UsageError
 from doceval.llm import BudgetExceeded, Ledger, LLMError, iter_concurrent, usage_scope
+from doceval.seam import Reply, Source, require_unique_ids
 from doceval.system.docchat.answerers import Answerer
 from doceval.system.docchat.memory import Memory
-from doceval.system.docchat.types import AgentRecord, MemoryItem, Probe, RunOutcome, SearchResult
+from doceval.system.docchat.types import MemoryItem, Probe, RunOutcome, SearchResult
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +35,23 @@ __all__ = ["RunOutcome", "load_journal", "run_agent"]
 MAX_CONSECUTIVE_ERRORS = 5
 
 
-def load_journal(path: Path) -> dict[str, AgentRecord]:
-    """Records already in the journal (last one wins per id); see :func:`doceval.common.journal.load_records`."""
-    return {r.id: r for r in load_records(path, AgentRecord.from_json, "an agent journal record")}
+def load_journal(path: Path) -> dict[str, Reply]:
+    """Replies already in the journal (last one wins per id); see :func:`doceval.common.journal.load_records`.
+    A refusal journaled before refusals had a cause has ``refusal_cause`` None until :func:`run_agent` asks
+    its search again (see :func:`_fill_causes`)."""
+    return {r.id: r for r in load_records(path, Reply.from_json, "an agent journal record")}
+
+
+def _fill_causes(
+    done: dict[str, Reply], probes: Sequence[Probe], search: Callable[[Probe], SearchResult]
+) -> None:
+    """The cause of a refusal journaled without one (an older journal): the search refused it (router or
+    floor) or else the answerer did. The search is pure and costs no LLM call, so this is exact."""
+    for probe in probes:
+        rec = done.get(probe.id)
+        if rec is not None and rec.refused and rec.refusal_cause is None:
+            found = search(probe)
+            rec.refusal_cause = found.cause if found.refused else "answerer"
 
 
 def _usage_dict(scope: dict[str, Any]) -> dict[str, dict[str, float]]:
@@ -47,12 +61,17 @@ def _usage_dict(scope: dict[str, Any]) -> dict[str, dict[str, float]]:
 Outcome = tuple[str, str | None]
 
 
+def _remember(memory: Memory, probe: Probe, rec: Reply) -> None:
+    """What the agent keeps in memory of one entry: an answer it gave (never a refusal)."""
+    if not rec.refused and rec.answer:
+        memory.record(MemoryItem(probe.question, rec.answer, probe.library, probe.version))
+
+
 def _outcomes(
     probes: Sequence[Probe],
     todo: Sequence[Probe],
-    done: dict[str, AgentRecord],
+    done: dict[str, Reply],
     shared_memory: Memory | None,
-    remember: Callable[[Memory, Probe, AgentRecord], None],
     process: Callable[[Probe], Outcome],
     max_concurrency: int,
 ) -> Generator[tuple[Probe, Outcome], None, None]:
@@ -60,13 +79,97 @@ def _outcomes(
         # Warm memory: strictly in probe order, replaying resumed entries into memory where they stand.
         for probe in probes:
             if probe.id in done:
-                remember(shared_memory, probe, done[probe.id])
+                _remember(shared_memory, probe, done[probe.id])
             else:
                 yield probe, process(probe)
         return
     with contextlib.closing(iter_concurrent(process, todo, max(1, max_concurrency))) as results:
         for i, outcome in results:
             yield todo[i], outcome
+
+
+class _AgentRun:
+    """One run's answering of single probes: search -> memory -> answerer, each reply journaled as it is made
+    (so in-flight work survives a stop) and kept in ``records``."""
+
+    def __init__(
+        self,
+        search: Callable[[Probe], SearchResult],
+        answerer: Answerer,
+        journal: Journal,
+        shared_memory: Memory | None,
+        records: dict[str, Reply],
+    ) -> None:
+        self.search = search
+        self.answerer = answerer
+        self.journal = journal
+        self.shared_memory = shared_memory
+        self.records = records
+        self._lock = threading.Lock()
+
+    def reply(self, probe: Probe, memory: Memory) -> Reply:
+        """The agent's reply, before its usage is known. A refused search never reaches the answerer."""
+        found = self.search(probe)
+        if found.refused:
+            return Reply(probe.id, None, True, found.cause, found.reason)
+        surfaced = memory.recall(probe.question, probe.library, probe.version)
+        answer, refused, reason = self.answerer.answer(probe, found.passages, surfaced)
+        return Reply(
+            probe.id,
+            answer,
+            refused,
+            "answerer" if refused else None,
+            reason if refused else None,
+            sources=[Source(p.doc_id, p.score) for p in found.passages],
+            memory_used=[m.question for m in surfaced],
+        )
+
+    def process(self, probe: Probe) -> Outcome:
+        """('ok'|'error'|'budget', message); journals its reply itself, so in-flight work survives a stop."""
+        memory = self.shared_memory if self.shared_memory is not None else Memory()  # fresh = reset per probe
+        with usage_scope() as scope:
+            try:
+                rec = self.reply(probe, memory)
+            except BudgetExceeded as exc:
+                return "budget", str(exc)
+            except LLMError as exc:
+                return "error", str(exc)
+            rec.usage = _usage_dict(scope)
+        if self.shared_memory is not None:
+            _remember(self.shared_memory, probe, rec)
+        if self.journal.active:
+            self.journal.append(rec.to_json())
+        with self._lock:
+            self.records[probe.id] = rec
+        return "ok", None
+
+
+def _drain(
+    outcomes: Iterator[tuple[Probe, Outcome]], ledger: Ledger, bar: Any, errors: dict[str, str], warm: bool
+) -> str | None:
+    """Consume the outcomes as they finish; the reason the run stopped early ("budget", "errors") or None."""
+    consecutive_errors = 0
+    for probe, (status, message) in outcomes:
+        if status == "ok":
+            consecutive_errors = 0
+            bar.update(1)
+            if ledger.budget_usd is not None or ledger.spent_usd:
+                bar.set_postfix(cost=f"${ledger.spent_usd:.4f}", refresh=False)
+            continue
+        if status == "budget":
+            log.warning("stopping: %s", message)
+            return "budget"
+        errors[probe.id] = message or "failed"
+        log.error("%s: %s", probe.id, message)
+        consecutive_errors += 1
+        if warm:
+            # Later entries would see a memory without this one; a rerun then could not reproduce an
+            # uninterrupted warm run. Stop here and let the rerun continue from this entry.
+            return "errors"
+        if consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
+            log.error("stopping: %d entries in a row failed; check the model endpoint", consecutive_errors)
+            return "errors"
+    return None
 
 
 def run_agent(
@@ -86,7 +189,7 @@ def run_agent(
     - Memory is fresh for every probe, unless ``warm_memory``: then one memory carries over and probes run
       sequentially in order (order matters); resumed entries are replayed into it so a resumed warm run sees
       the same memory as an uninterrupted one.
-    - A refused search is recorded as refused without calling the answerer.
+    - A refused search is recorded as refused (its cause "router" or "floor") without calling the answerer.
     - ``budget_usd`` covers the whole run, resumed entries' recorded cost included; the run stops cleanly
       before a call that could exceed it (``stopped_reason="budget"``), with finished entries journaled.
     - ``ledger`` instead shares one ledger (and its budget) with the caller's other LLM work, e.g. judging
@@ -96,103 +199,35 @@ def run_agent(
       in ``errors``; the run goes on, and stops (``stopped_reason="errors"``) after
       MAX_CONSECUTIVE_ERRORS failures in a row, or at the first failure with warm memory.
     """
-    ids = [p.id for p in probes]
-    if len(set(ids)) != len(ids):
-        dupes = sorted({i for i in ids if ids.count(i) > 1})
-        raise UsageError(f"probe ids must be unique; duplicated: {', '.join(dupes[:5])}")
+    require_unique_ids(probes)
     if ledger is not None and budget_usd is not None:
         raise ValueError("pass the budget in the ledger, not as budget_usd too")
-
-    wanted = set(ids)
+    wanted = {p.id for p in probes}
     previous = load_journal(journal_path) if journal_path is not None else {}
     done = {i: r for i, r in previous.items() if i in wanted}
+    _fill_causes(done, probes, search)
     if ledger is None:
         ledger = Ledger(budget_usd, spent_usd=sum(r.cost_usd for r in done.values()))
     attach = getattr(answerer, "use_ledger", None)
     if attach is not None:
         attach(ledger)
 
-    records: dict[str, AgentRecord] = dict(done)
-    errors: dict[str, str] = {}
-    lock = threading.Lock()
-    journal = Journal(journal_path)
     shared_memory = Memory() if warm_memory else None
-    stopped_reason: str | None = None
-
-    def remember(memory: Memory, probe: Probe, rec: AgentRecord) -> None:
-        if not rec.refused and rec.answer:
-            memory.record(MemoryItem(probe.question, rec.answer, probe.library, probe.version))
-
-    def process(probe: Probe) -> Outcome:
-        """('ok'|'error'|'budget', message); journals its record itself, so in-flight work survives a stop."""
-        memory = shared_memory if shared_memory is not None else Memory()  # fresh = reset per probe
-        with usage_scope() as scope:
-            try:
-                found = search(probe)
-                surfaced: list[MemoryItem] = []
-                if found.refused:
-                    answer, refused, reason = None, True, found.reason
-                else:
-                    surfaced = memory.recall(probe.question, probe.library, probe.version)
-                    answer, refused, reason = answerer.answer(probe, found.passages, surfaced)
-            except BudgetExceeded as exc:
-                return "budget", str(exc)
-            except LLMError as exc:
-                return "error", str(exc)
-            rec = AgentRecord(
-                id=probe.id,
-                answer=answer,
-                refused=refused,
-                refusal_reason=reason if refused else None,
-                usage=_usage_dict(scope),
-                memory_used=[m.question for m in surfaced],
-            )
-        if shared_memory is not None:
-            remember(shared_memory, probe, rec)
-        if journal.active:
-            journal.append(rec.to_json())
-        with lock:
-            records[probe.id] = rec
-        return "ok", None
-
+    run = _AgentRun(search, answerer, Journal(journal_path), shared_memory, dict(done))
+    errors: dict[str, str] = {}
     todo = [p for p in probes if p.id not in done]
     bar = tqdm(total=len(probes), initial=len(done), desc="agent", unit="entry", disable=not progress)
-    consecutive_errors = 0
     try:
         if shared_memory is not None and max_concurrency > 1:
             log.info("warm memory: running sequentially (entry order matters)")
-        outcomes = _outcomes(probes, todo, done, shared_memory, remember, process, max_concurrency)
+        outcomes = _outcomes(probes, todo, done, shared_memory, run.process, max_concurrency)
         with contextlib.closing(outcomes):
-            for probe, (status, message) in outcomes:
-                if status == "ok":
-                    consecutive_errors = 0
-                    bar.update(1)
-                    if ledger.budget_usd is not None or ledger.spent_usd:
-                        bar.set_postfix(cost=f"${ledger.spent_usd:.4f}", refresh=False)
-                    continue
-                if status == "budget":
-                    log.warning("stopping: %s", message)
-                    stopped_reason = "budget"
-                    break
-                errors[probe.id] = message or "failed"
-                log.error("%s: %s", probe.id, message)
-                consecutive_errors += 1
-                if shared_memory is not None:
-                    # Later entries would see a memory without this one; a rerun then could not reproduce
-                    # an uninterrupted warm run. Stop here and let the rerun continue from this entry.
-                    stopped_reason = "errors"
-                    break
-                if consecutive_errors >= MAX_CONSECUTIVE_ERRORS:
-                    log.error(
-                        "stopping: %d entries in a row failed; check the model endpoint", consecutive_errors
-                    )
-                    stopped_reason = "errors"
-                    break
+            stopped_reason = _drain(outcomes, ledger, bar, errors, warm=shared_memory is not None)
     finally:
         bar.close()
-        journal.close()
+        run.journal.close()
 
-    ordered = {p.id: records[p.id] for p in probes if p.id in records}
+    ordered = {p.id: run.records[p.id] for p in probes if p.id in run.records}
     return RunOutcome(
         records=ordered,
         usage=ledger.snapshot(),

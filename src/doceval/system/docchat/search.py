@@ -31,10 +31,9 @@ class PrecomputedSearch:
     def __call__(self, probe: Probe) -> SearchResult:
         reason = self.routed.get(probe.id)
         if reason:
-            return SearchResult([], True, reason)
+            return SearchResult([], True, reason, "router")
         hits = self.hits[probe.id]
         if not hits:
-            return SearchResult(
-                [], True, f"search: no passage cleared the floor {self.floor_of(probe.library)}"
-            )
+            floor = self.floor_of(probe.library)
+            return SearchResult([], True, f"search: no passage cleared the floor {floor}", "floor")
         return SearchResult([Passage(d, s, self.texts.get(d, d)) for d, s in hits], False, None)

@@ -1,17 +1,16 @@
 """Data passed between the agent's parts (router/search -> memory -> answerer -> runner).
 
-:class:`Probe` (what the agent is asked) lives in :mod:`doceval.seam` and is re-exported here.
+:class:`Probe` (what the agent is asked) lives in :mod:`doceval.seam` and is re-exported here; the agent
+answers with the seam's :class:`~doceval.seam.Reply`, like every system under test.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
-from doceval.common.journal import dataclass_from_record
-from doceval.seam import Answer, Probe, sum_usage
+from doceval.seam import Probe, RefusalCause, Reply, sum_usage
 
-__all__ = ["AgentRecord", "MemoryItem", "Passage", "Probe", "RunOutcome", "SearchResult"]
+__all__ = ["MemoryItem", "Passage", "Probe", "RunOutcome", "SearchResult"]
 
 
 @dataclass(frozen=True)
@@ -33,28 +32,12 @@ class MemoryItem:
 class SearchResult:
     passages: list[Passage]
     refused: bool
-    reason: str | None  # e.g. "router: library 'flask' is not indexed", "no passage cleared the floor"
+    reason: str | None  # the text the summary shows, e.g. "router: library 'flask' is not indexed"
+    cause: RefusalCause | None = None  # "router" or "floor" on a refusal
 
-
-@dataclass
-class AgentRecord(Answer):
-    """One entry's answer as the agent journals it (one JSON line), plus the memory it surfaced."""
-
-    memory_used: list[str]  # questions surfaced from memory
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> AgentRecord:
-        """Inverse of :meth:`to_json`; raises KeyError/TypeError on a record of another shape.
-
-        Keys it does not know are ignored, so journals written when the runner also judged still load.
-        """
-        rec = dataclass_from_record(cls, data)
-        if not isinstance(rec.id, str) or not isinstance(rec.refused, bool):
-            raise TypeError("id must be a string and refused a boolean")
-        return rec
+    def __post_init__(self) -> None:
+        if self.refused != (self.cause in ("router", "floor")):
+            raise ValueError(f"a refused search needs the cause 'router' or 'floor' (got {self.cause!r})")
 
 
 @dataclass
@@ -62,12 +45,12 @@ class RunOutcome:
     """What :func:`doceval.system.docchat.runner.run_agent` returns.
 
     ``usage`` and ``cache`` are the ledger's totals (failed and retried calls included; with a ledger passed
-    in, everything it recorded so far); the per-entry ``AgentRecord.usage`` of every record (resumed ones
+    in, everything it recorded so far); the per-entry ``Reply.usage`` of every record (resumed ones
     included) sums to the whole run's answering cost. ``errors`` lists entries whose answerer failed for good
     (not journaled, so a rerun retries them).
     """
 
-    records: dict[str, AgentRecord]
+    records: dict[str, Reply]
     usage: dict[str, dict[str, float]]
     cache: dict[str, int]
     stopped_reason: str | None  # None (finished), "budget", "errors"
