@@ -326,7 +326,6 @@ def _min_overrefusal_at_refusal(target: float) -> Objective:
 
 
 # Objectives with a target (the operating points teams state) and without (a sum or a share to maximise).
-OPERATING_POINTS = ("max_refusal_at_overrefusal", "min_overrefusal_at_refusal")
 OBJECTIVES: dict[str, Objective] = {
     "max_refusal_at_overrefusal": _max_refusal_at_overrefusal(0.10),
     "min_overrefusal_at_refusal": _min_overrefusal_at_refusal(0.90),
