@@ -14,7 +14,7 @@ from openai_server import FakeOpenAI
 from tiny_project import make_tiny_project
 
 from doceval.cli.main import main
-from doceval.harness.floors import calibrate_library
+from doceval.harness.floor_search import calibrate_library
 from doceval.scoring.metrics import build_matrix
 
 ROOT = Path(__file__).resolve().parents[1]

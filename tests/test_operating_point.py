@@ -18,7 +18,12 @@ from doceval.cli.main import main
 from doceval.errors import UsageError
 from doceval.harness.calibrate import calibrate
 from doceval.harness.candidates import CandidateSet
-from doceval.harness.floors import OBJECTIVES, calibrate_library, describe_operating_point, make_objective
+from doceval.harness.floor_search import (
+    OBJECTIVES,
+    calibrate_library,
+    describe_operating_point,
+    make_objective,
+)
 from doceval.harness.tradeoff import signal_floor_vector, signals
 from doceval.inputs.golden import GoldenEntry
 from doceval.results.tradeoff_md import tradeoff_lines

@@ -236,11 +236,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
+    """The pipeline commands, in the order `doceval --help` lists them."""
+    _register_params(sub)
+    _register_stages(sub)
+    _register_eval(sub)
+    _register_sweep(sub)
+
+
+def _register_params(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser("params", help="compose conf/ into params.yaml (Hydra)")
     p.add_argument("--check", action="store_true", help="exit 2 if params.yaml differs from conf/")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. retriever=bm25")
     p.set_defaults(func=cmd_params)
 
+
+def _register_stages(sub: Any) -> None:
+    """The DVC stages, each a subcommand reading params.yaml (add_stage gives them their shared flags)."""
     p = add_stage(
         sub, "docs", cmd_docs, "build the documentation corpus from pinned wheels (or a docs folder)"
     )
@@ -262,7 +273,11 @@ def register(sub: Any) -> None:
     )
     add_stage(sub, "report", cmd_report, "write eval/report.md with the gate's verdict (DVC stage)")
 
-    p = sub.add_parser("eval", help="evaluate a configuration on a split (flags + Hydra overrides)")
+
+def _register_eval(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "eval", help="evaluate a configuration on a split (flags + Hydra overrides)"
+    )
     p.add_argument(
         "--corpus",
         "--golden",
@@ -319,7 +334,9 @@ def register(sub: Any) -> None:
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. retriever=bm25 k=10")
     p.set_defaults(func=cmd_eval)
 
-    p = sub.add_parser(
+
+def _register_sweep(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
         "sweep", help="Hydra multirun over the cached candidates (e.g. -m floors.global=0.1,0.2)"
     )
     p.add_argument(

@@ -48,11 +48,6 @@ def sha256_file(path: Path) -> str:
     return _digest_file(path, "sha256")
 
 
-def md5_file(path: Path) -> str:
-    """md5, the digest DVC pins in dvc.lock, so a run's golden md5 can be matched against the lock file."""
-    return _digest_file(path, "md5")
-
-
 @contextlib.contextmanager
 def atomic_dir(target: Path) -> Iterator[Path]:
     """Yield a temporary sibling directory that replaces ``target`` only if the block succeeds.

@@ -41,11 +41,6 @@ def printable(text: Any) -> str:
     return "".join(_escape(ch) if _unsafe(ch) else ch for ch in s)
 
 
-def printable_lines(text: Any) -> str:
-    """Several lines safe to print: like :func:`printable`, but newlines are kept (``\\r`` is not)."""
-    return "\n".join(printable(line) for line in str(text).split("\n"))
-
-
 def one_line(text: Any) -> str:
     """``text`` on one printable line: whitespace runs (newlines, tabs) become one space, then
     :func:`printable`."""

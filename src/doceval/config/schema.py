@@ -42,7 +42,7 @@ def _metric_names() -> tuple[str, ...]:
 
 
 # The calibration objectives by name (docs/design.md 5.3). Declared here, at the edge, so validation needs no
-# harness import; doceval.harness.floors defines one objective per name and checks the two agree at import.
+# harness import; doceval.harness.floor_search defines one objective per name and checks the two agree at import.
 OBJECTIVE_NAMES = (
     "max_refusal_at_overrefusal",
     "min_overrefusal_at_refusal",

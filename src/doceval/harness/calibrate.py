@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +13,13 @@ import numpy as np
 from doceval.common.provenance import provenance
 from doceval.errors import UsageError
 from doceval.harness.candidates import CandidateSet, score_range_of, score_range_record
-from doceval.harness.floors import (
-    CALIBRATED_IDS,
-    CALIBRATED_IDS_SHA256,
+from doceval.harness.floor_search import (
     LibraryCalibration,
     calibrate_library,
     describe_operating_point,
-    ids_digest,
     make_objective,
 )
+from doceval.harness.floors import CALIBRATED_IDS, CALIBRATED_IDS_SHA256, ids_digest
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.scoring.metrics import build_matrix
@@ -33,6 +32,34 @@ def _subset(
     chosen = [entries[i] for i in rows]
     matrix = build_matrix([cands.ranked[e.id] for e in chosen], [e.grades for e in chosen], threshold)
     return matrix, np.array([e.out_of_scope for e in chosen], dtype=bool)
+
+
+@dataclass(frozen=True)
+class _FloorSearch:
+    """Where floors are searched for a set of calibration rows (indices into ``entries``): on the retrieval
+    score (the default) or on another per-entry signal (``floors.signal``; doceval.harness.tradeoff)."""
+
+    entries: list[GoldenEntry]
+    cands: CandidateSet
+    signal_name: str
+    signal_of: dict[int, float]  # row -> its signal value; empty for the score
+    low: float  # the retriever's lowest possible score
+    grid_points: int
+
+    def signal(self, rows: list[int]) -> np.ndarray | None:
+        return None if self.signal_name == "score" else np.array([self.signal_of[i] for i in rows])
+
+    def grid(self, rows: list[int]) -> np.ndarray:
+        if self.signal_name != "score":
+            sig = np.array([self.signal_of[i] for i in rows])
+            sig = sig[np.isfinite(sig)]
+            lo_s, hi_s = (float(sig.min()), float(sig.max())) if len(sig) else (0.0, 1.0)
+            return np.linspace(lo_s, hi_s, self.grid_points)
+        scores = np.array([s for i in rows for _, s in self.cands.ranked[self.entries[i].id]])
+        if not len(scores):
+            return np.array([self.low])
+        lo = max(self.low, float(scores.min())) if np.isfinite(self.low) else float(scores.min())
+        return np.linspace(lo, float(scores.max()), self.grid_points)
 
 
 def calibrate(
@@ -68,21 +95,7 @@ def calibrate(
 
         values = entry_signal(signal_name, [entries[i] for i in indexed], cands, corpus)
         signal_of = dict(zip(indexed, (float(v) for v in values), strict=True))
-
-    def signal_for(rows: list[int]) -> np.ndarray | None:
-        return None if signal_name == "score" else np.array([signal_of[i] for i in rows])
-
-    def grid_for(rows: list[int]) -> np.ndarray:
-        if signal_name != "score":
-            sig = np.array([signal_of[i] for i in rows])
-            sig = sig[np.isfinite(sig)]
-            lo_s, hi_s = (float(sig.min()), float(sig.max())) if len(sig) else (0.0, 1.0)
-            return np.linspace(lo_s, hi_s, int(cal.get("grid_points", 101)))
-        scores = np.array([s for i in rows for _, s in cands.ranked[entries[i].id]])
-        if not len(scores):
-            return np.array([low])
-        lo = max(low, float(scores.min())) if np.isfinite(low) else float(scores.min())
-        return np.linspace(lo, float(scores.max()), int(cal.get("grid_points", 101)))
+    search = _FloorSearch(entries, cands, signal_name, signal_of, low, int(cal.get("grid_points", 101)))
 
     matrix, oos = _subset(entries, cands, indexed, threshold)
     if not oos.any():
@@ -92,7 +105,7 @@ def calibrate(
             "libraries) to that split, or choose floors explicitly (floors=zero, --score-floor)"
         )
     overall = calibrate_library(
-        "(global)", matrix, oos, k, objective, low, grid_for(indexed), fn, signal_for(indexed)
+        "(global)", matrix, oos, k, objective, low, search.grid(indexed), fn, search.signal(indexed)
     )
     per_library: dict[str, LibraryCalibration] = {}
     fallback: dict[str, str] = {}
@@ -102,7 +115,7 @@ def calibrate(
             continue
         matrix, oos = _subset(entries, cands, rows, threshold)
         per_library[lib] = calibrate_library(
-            lib, matrix, oos, k, objective, low, grid_for(rows), fn, signal_for(rows)
+            lib, matrix, oos, k, objective, low, search.grid(rows), fn, search.signal(rows)
         )
         n_in, n_out = int((~oos).sum()), int(oos.sum())
         if min(n_in, n_out) < min_entries:
@@ -114,38 +127,49 @@ def calibrate(
     # The entries whose scores chose the floors (router refusals never reach a floor): a run reporting on any
     # of them is refused (train-on-test), whatever its golden file or split is called.
     calibrated_ids = sorted({entries[i].id for i in indexed})
+    record = {"min_entries": min_entries, "signal": signal_name, "k": k, "golden_md5": golden_md5,
+              "candidates_hash": candidates_hash}  # fmt: skip
     return {
         "global": overall.floor,
         "per_library": {lib: overall.floor if lib in fallback else c.floor for lib, c in per_library.items()},
         "operating_point": describe_operating_point(objective, **targets),
         "fallback": fallback,
-        "provenance": {
-            "split": split,
-            "objective": objective,
-            **(
-                {"max_overrefusal": targets["max_overrefusal"]}
-                if objective == "max_refusal_at_overrefusal"
-                else {}
-            ),
-            **(
-                {"min_refused_correctly": targets["min_refused_correctly"]}
-                if objective == "min_overrefusal_at_refusal"
-                else {}
-            ),  # fmt: skip
-            "min_entries": min_entries,
-            "signal": signal_name,
-            "k": k,
-            "golden_md5": golden_md5,
-            "candidates_hash": candidates_hash,
-            "retriever": dict(cfg["retriever"]),
-            **score_range_record(score_range_of(cands.meta)),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "git_commit": provenance()["git_commit"],
-            "git_dirty": provenance()["git_dirty"],
-            CALIBRATED_IDS_SHA256: ids_digest(calibrated_ids),
-            CALIBRATED_IDS: calibrated_ids,
-        },
+        "provenance": _provenance(cfg, objective, targets, record, cands, calibrated_ids),
         "libraries": {lib: _describe(c) for lib, c in {**per_library, "(global)": overall}.items()},
+    }
+
+
+def _provenance(
+    cfg: Mapping[str, Any],
+    objective: str,
+    targets: Mapping[str, float],
+    record: Mapping[str, Any],
+    cands: CandidateSet,
+    calibrated_ids: list[str],
+) -> dict[str, Any]:
+    """What the floors were chosen from: split, objective and its target, ``record`` (min_entries, signal, k,
+    golden md5, candidates hash), retriever and its score range, when and at which commit, and the ids used."""
+    return {
+        "split": cfg["calibration"]["split"],
+        "objective": objective,
+        **(
+            {"max_overrefusal": targets["max_overrefusal"]}
+            if objective == "max_refusal_at_overrefusal"
+            else {}
+        ),
+        **(
+            {"min_refused_correctly": targets["min_refused_correctly"]}
+            if objective == "min_overrefusal_at_refusal"
+            else {}
+        ),  # fmt: skip
+        **record,
+        "retriever": dict(cfg["retriever"]),
+        **score_range_record(score_range_of(cands.meta)),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "git_commit": provenance()["git_commit"],
+        "git_dirty": provenance()["git_dirty"],
+        CALIBRATED_IDS_SHA256: ids_digest(calibrated_ids),
+        CALIBRATED_IDS: calibrated_ids,
     }
 
 

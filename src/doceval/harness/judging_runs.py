@@ -177,39 +177,18 @@ def rescore(
 ) -> dict[str, Any]:
     """A new summary: the recorded answers of ``summary`` judged by ``judge_cfg``, the answer metrics recomputed
     from them, everything else (answers, retrieval scores, refusals) as recorded."""
+    # Imported when a rescore runs, not with the module: the judge and LLM stack (openai) is slow to load.
     from doceval.llm import Ledger
-    from doceval.scoring.aggregate import aggregate
-    from doceval.scoring.judge import make_judge
+    from doceval.scoring.judge import judge_id, make_judge
     from doceval.scoring.judging import judge_answers
-    from doceval.scoring.registry import ANSWER_NAMES, METRIC_NAMES, answer_scores
 
-    entries = summary.get("entries")
+    entries = _recorded_answers(summary, summary_path, golden, golden_md5)
     config = summary.get("config") or {}
-    if (
-        not isinstance(entries, list)
-        or not entries
-        or not all(isinstance(e, dict) and "answer" in e for e in entries)
-    ):
-        raise UsageError(
-            f"{summary_path}: records no answers (entries without an `answer` field): only a summary written by "
-            "`doceval eval` or the evaluate stage can be re-judged; rerun it"
-        )
-    recorded_md5 = (config.get("golden") or {}).get("md5")
-    if recorded_md5 != golden_md5:
-        raise UsageError(
-            f"{summary_path}: was answered against golden md5 {recorded_md5}, but the golden set now has md5 "
-            f"{golden_md5}: its reference answers may differ. Rescore against the same labels (check out that "
-            "golden set) or rerun `doceval eval`"
-        )
-    missing = [e["id"] for e in entries if e["id"] not in golden]
-    if missing:
-        raise UsageError(f"{summary_path}: entries {', '.join(missing[:3])} are not in the golden set")
     todo = [e for e in entries if e.get("system_error") is None]
     order = [golden[e["id"]] for e in todo]
     judge = make_judge(judge_cfg, version_strings(order))
     if judge is None:
         raise UsageError("judge=none: choose the judge to rescore with (judge=openai, judge=reference)")
-    from doceval.scoring.judge import judge_id
 
     new_id = judge_id(judge_cfg)
     key = _key({"rescore_of": config.get("run_key"), "summary": _sha256(summary_path), "judge": new_id})
@@ -238,42 +217,9 @@ def rescore(
         raise UsageError(
             f"rescore stopped by the budget run.budget_usd; raise it and rerun (resumes from {journal})"
         )
-    verdicts = outcome.verdicts
-    per = answer_scores(
-        np.array([g.out_of_scope for g in order], dtype=bool),
-        np.array([bool(e["refused"]) for e in todo], dtype=bool),
-        [e["answer"] for e in todo],
-        [list(g.expected_apis) for g in order],
-        [list(g.forbidden_apis) for g in order],
-        [v.verdict if (v := verdicts.get(g.id)) is not None else None for g in order],
-        judge_ran=True,
-        expected_any=[[list(x) for x in g.expected_any] for g in order],
-    )
     new = copy.deepcopy(dict(summary))
-    index = {e["id"]: i for i, e in enumerate(todo)}
-    for row in new["entries"]:
-        i = index.get(row["id"])
-        if i is None:
-            continue  # a system error: scored by no metric, as recorded
-        v = verdicts.get(row["id"])
-        row.update(verdict=v.verdict if v else None, verdict_reason=v.verdict_reason if v else None,
-                   judge_error=v.judge_error if v else None)  # fmt: skip
-        for m in ANSWER_NAMES:
-            value = float(per[m][i])
-            row["scores"][m] = None if np.isnan(value) else value
-        row["stage"] = failure_stage(row)
-    old_metrics = summary["metrics"]
-    intervals = old_metrics.get("intervals") or {}
-    metrics = aggregate(new["entries"], METRIC_NAMES, seed=int(cfg.get("seed", 0)),
-                        n_boot=int(cfg.get("bootstrap", 1000)), binary_method=str(intervals.get("binary", "midp")))  # fmt: skip
-    counts = dict(old_metrics.get("counts") or {})
-    counts.update(metrics["counts"])
-    counts["n_judged"] = int(sum(v.verdict is not None for v in verdicts.values()))
-    counts["judge_errors"] = int(sum(v.judge_error is not None for v in verdicts.values()))
-    metrics["counts"] = counts
-    metrics["not_judged"] = False
-    metrics["cutoffs"] = old_metrics.get("cutoffs")
-    new["metrics"] = metrics
+    _rejudge_entries(new["entries"], todo, order, outcome.verdicts)
+    new["metrics"] = _rescored_metrics(new["entries"], summary["metrics"], outcome.verdicts, cfg)
     from doceval.common.redact import scrub, secret_values
 
     new_config = new["config"]
@@ -289,6 +235,95 @@ def rescore(
     new_config["usage"] = {"judge": outcome.total_usage(), "this_invocation": ledger.snapshot(),
                            "cache": ledger.cache_stats(), "answering": config.get("usage")}  # fmt: skip
     return new
+
+
+def _recorded_answers(
+    summary: Mapping[str, Any], summary_path: Path, golden: Mapping[str, GoldenEntry], golden_md5: str
+) -> list[dict[str, Any]]:
+    """The summary's entries, once it records answers, was answered against this golden set (same md5) and
+    every entry is in it; otherwise a UsageError saying what to rerun."""
+    entries = summary.get("entries")
+    config = summary.get("config") or {}
+    if (
+        not isinstance(entries, list)
+        or not entries
+        or not all(isinstance(e, dict) and "answer" in e for e in entries)
+    ):
+        raise UsageError(
+            f"{summary_path}: records no answers (entries without an `answer` field): only a summary written by "
+            "`doceval eval` or the evaluate stage can be re-judged; rerun it"
+        )
+    recorded_md5 = (config.get("golden") or {}).get("md5")
+    if recorded_md5 != golden_md5:
+        raise UsageError(
+            f"{summary_path}: was answered against golden md5 {recorded_md5}, but the golden set now has md5 "
+            f"{golden_md5}: its reference answers may differ. Rescore against the same labels (check out that "
+            "golden set) or rerun `doceval eval`"
+        )
+    missing = [e["id"] for e in entries if e["id"] not in golden]
+    if missing:
+        raise UsageError(f"{summary_path}: entries {', '.join(missing[:3])} are not in the golden set")
+    return entries
+
+
+def _rejudge_entries(
+    rows: list[dict[str, Any]],
+    todo: Sequence[Mapping[str, Any]],
+    order: Sequence[GoldenEntry],
+    verdicts: Mapping[str, Any],
+) -> None:
+    """Each judged row (``todo``, in the order of ``order``) gets its new verdict, answer scores and failure
+    stage, in place; a row with a system error is scored by no metric and stays as recorded."""
+    # Imported here as rescore always did: `judge validate` and `calibrate` load this module without them.
+    from doceval.scoring.registry import ANSWER_NAMES, answer_scores
+
+    per = answer_scores(
+        np.array([g.out_of_scope for g in order], dtype=bool),
+        np.array([bool(e["refused"]) for e in todo], dtype=bool),
+        [e["answer"] for e in todo],
+        [list(g.expected_apis) for g in order],
+        [list(g.forbidden_apis) for g in order],
+        [v.verdict if (v := verdicts.get(g.id)) is not None else None for g in order],
+        judge_ran=True,
+        expected_any=[[list(x) for x in g.expected_any] for g in order],
+    )
+    index = {e["id"]: i for i, e in enumerate(todo)}
+    for row in rows:
+        i = index.get(row["id"])
+        if i is None:
+            continue  # a system error: scored by no metric, as recorded
+        v = verdicts.get(row["id"])
+        row.update(verdict=v.verdict if v else None, verdict_reason=v.verdict_reason if v else None,
+                   judge_error=v.judge_error if v else None)  # fmt: skip
+        for m in ANSWER_NAMES:
+            value = float(per[m][i])
+            row["scores"][m] = None if np.isnan(value) else value
+        row["stage"] = failure_stage(row)
+
+
+def _rescored_metrics(
+    rows: Sequence[Mapping[str, Any]],
+    old_metrics: Mapping[str, Any],
+    verdicts: Mapping[str, Any],
+    cfg: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The metrics aggregated again over the re-judged rows (the recorded interval method), the recorded
+    counts updated with the new judged and judge-error counts, and the recorded cutoffs."""
+    # Imported here as rescore always did: `judge validate` and `calibrate` load this module without them.
+    from doceval.scoring.aggregate import aggregate
+    from doceval.scoring.registry import METRIC_NAMES
+
+    intervals = old_metrics.get("intervals") or {}
+    metrics: dict[str, Any] = aggregate(rows, METRIC_NAMES, seed=int(cfg.get("seed", 0)),
+                        n_boot=int(cfg.get("bootstrap", 1000)), binary_method=str(intervals.get("binary", "midp")))  # fmt: skip
+    counts = dict(old_metrics.get("counts") or {})
+    counts.update(metrics["counts"])
+    counts["n_judged"] = int(sum(v.verdict is not None for v in verdicts.values()))
+    counts["judge_errors"] = int(sum(v.judge_error is not None for v in verdicts.values()))
+    metrics["counts"] = counts
+    metrics["not_judged"] = False
+    metrics["cutoffs"] = old_metrics.get("cutoffs")
+    return metrics
 
 
 def _key(parts: Mapping[str, Any]) -> str:

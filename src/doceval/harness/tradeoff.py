@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from doceval.harness.candidates import CandidateSet, score_range_of
-from doceval.harness.floors import sweep
+from doceval.harness.floor_search import sweep
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.scoring.answerability import auroc, auroc_interval

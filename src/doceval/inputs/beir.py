@@ -208,15 +208,7 @@ def import_beir(
     Both outputs are written atomically, and only after every input line checked out.
     """
     folder = Path(folder)
-    if not split or "/" in split or split.startswith("."):
-        raise UsageError(f"beir: --split {split!r} is not a split name (e.g. test, dev, train)")
-    if chunk_chars < 1:
-        raise UsageError(f"beir: chunk_chars={chunk_chars} must be positive")
-    lib = normalise_name(library if library else f"beir-{folder.resolve().name}")
-    if not lib or "@" in lib or ":" in lib:
-        raise UsageError(f"beir: --library {library!r} is not a usable library name")
-    if not version or "@" in version or ":" in version or version != version.strip():
-        raise UsageError(f"beir: --version {version!r} is not a usable version (no '@', ':' or spaces)")
+    lib = _check_options(folder, split, library, version, chunk_chars)
     pin = f"{lib}@{version}"
 
     files = locate(folder, split)
@@ -227,17 +219,100 @@ def import_beir(
     problems.raise_if_any()
     if not corpus:
         raise UsageError(f"beir: {files.corpus} holds no documents; {LAYOUT}")
+    _check_qrel_targets(qrels, queries, corpus, files, problems)
+    problems.raise_if_any()
 
-    # Every qrel must point at a known query and document: a dangling one would silently shrink the
-    # relevant set (recall and nDCG would be computed against the wrong denominator).
+    golden_split = "test" if split == "test" else None
+    entries, no_positive = _golden_entries(queries, qrels, lib, version, split, files, problems)
+    problems.raise_if_any()
+    if not entries:
+        raise UsageError(
+            f"beir: no query in {files.qrels} has a qrel with relevance > 0, so there is nothing to evaluate"
+        )
+
+    documents = [
+        Document(
+            doc_id=f"{pin}:{doc_id}",
+            library=lib,
+            version=version,
+            path=doc_id,
+            kind=KIND,
+            text=f"{title}\n\n{text}" if title else text,
+        )
+        for doc_id, (title, text) in corpus.items()
+    ]
+    manifest = write_corpus(
+        {pin: documents}, Path(out_docs), chunk_chars, {pin: _source(folder, split, files)}
+    )
+    write_jsonl_atomic(Path(out_golden), entries)
+    # The output must pass the same validator every golden set passes (against the corpus just written).
+    parse_golden(Path(out_golden), corpus_ids={d.doc_id for d in documents})
+    n_qrels = sum(len(j) for j in qrels.values())
+    return {
+        "pin": pin,
+        "library": lib,
+        "version": version,
+        "split": split,
+        "golden_split": golden_split,
+        "documents": len(documents),
+        "chunks": manifest["chunks"],
+        "multi_chunk_documents": manifest["chunks"] - len(documents),
+        "entries": len(entries),
+        "queries_in_file": len(queries),
+        "queries_without_qrels": sum(1 for q in queries if q not in qrels),
+        "queries_without_positive_qrels": len(no_positive),
+        "qrels": n_qrels,
+        "qrels_relevant": sum(len(e["relevant_ids"]) for e in entries),
+        "docs": str(out_docs),
+        "golden": str(out_golden),
+        "corpus_hash": manifest["content_hash"],
+    }
+
+
+def _check_options(folder: Path, split: str, library: str | None, version: str, chunk_chars: int) -> str:
+    """The library name to import under (normalised; default ``beir-<folder name>``), once the split name,
+    chunk size, library and version are usable; otherwise a UsageError naming the option."""
+    if not split or "/" in split or split.startswith("."):
+        raise UsageError(f"beir: --split {split!r} is not a split name (e.g. test, dev, train)")
+    if chunk_chars < 1:
+        raise UsageError(f"beir: chunk_chars={chunk_chars} must be positive")
+    lib = normalise_name(library if library else f"beir-{folder.resolve().name}")
+    if not lib or "@" in lib or ":" in lib:
+        raise UsageError(f"beir: --library {library!r} is not a usable library name")
+    if not version or "@" in version or ":" in version or version != version.strip():
+        raise UsageError(f"beir: --version {version!r} is not a usable version (no '@', ':' or spaces)")
+    return lib
+
+
+def _check_qrel_targets(
+    qrels: dict[str, dict[str, tuple[int, int]]],
+    queries: dict[str, tuple[str, int]],
+    corpus: dict[str, tuple[str, str]],
+    files: BeirFiles,
+    problems: _Problems,
+) -> None:
+    """Every qrel must point at a known query and document: a dangling one would silently shrink the
+    relevant set (recall and nDCG would be computed against the wrong denominator)."""
     for qid, judged in qrels.items():
         for doc_id, (_, lineno) in judged.items():
             if qid not in queries:
                 problems.add(files.qrels, lineno, f"query id {qid!r} is not in {files.queries.name}")
             if doc_id not in corpus:
                 problems.add(files.qrels, lineno, f"corpus id {doc_id!r} is not in {files.corpus.name}")
-    problems.raise_if_any()
 
+
+def _golden_entries(
+    queries: dict[str, tuple[str, int]],
+    qrels: dict[str, dict[str, tuple[int, int]]],
+    lib: str,
+    version: str,
+    split: str,
+    files: BeirFiles,
+    problems: _Problems,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """One in-scope golden entry per query with a qrel of relevance > 0 in the split, and the ids of the
+    queries whose qrels are all <= 0 (not entries: BEIR does not score them)."""
+    pin = f"{lib}@{version}"
     golden_split = "test" if split == "test" else None
     entries: list[dict[str, Any]] = []
     no_positive: list[str] = []
@@ -269,24 +344,13 @@ def import_beir(
                 "beir_relevance": {f"{pin}:{d}": g for d, g in relevant.items()},
             }
         )
-    problems.raise_if_any()
-    if not entries:
-        raise UsageError(
-            f"beir: no query in {files.qrels} has a qrel with relevance > 0, so there is nothing to evaluate"
-        )
+    return entries, no_positive
 
-    documents = [
-        Document(
-            doc_id=f"{pin}:{doc_id}",
-            library=lib,
-            version=version,
-            path=doc_id,
-            kind=KIND,
-            text=f"{title}\n\n{text}" if title else text,
-        )
-        for doc_id, (title, text) in corpus.items()
-    ]
-    source = {
+
+def _source(folder: Path, split: str, files: BeirFiles) -> dict[str, Any]:
+    """Where the partition came from, recorded in the corpus manifest: the folder, the split and the sha256
+    of each BEIR file."""
+    return {
         "source": str(folder),
         "format": "beir",
         "split": split,
@@ -295,28 +359,4 @@ def import_beir(
             "queries.jsonl": sha256_file(files.queries),
             f"qrels/{split}.tsv": sha256_file(files.qrels),
         },
-    }
-    manifest = write_corpus({pin: documents}, Path(out_docs), chunk_chars, {pin: source})
-    write_jsonl_atomic(Path(out_golden), entries)
-    # The output must pass the same validator every golden set passes (against the corpus just written).
-    parse_golden(Path(out_golden), corpus_ids={d.doc_id for d in documents})
-    n_qrels = sum(len(j) for j in qrels.values())
-    return {
-        "pin": pin,
-        "library": lib,
-        "version": version,
-        "split": split,
-        "golden_split": golden_split,
-        "documents": len(documents),
-        "chunks": manifest["chunks"],
-        "multi_chunk_documents": manifest["chunks"] - len(documents),
-        "entries": len(entries),
-        "queries_in_file": len(queries),
-        "queries_without_qrels": sum(1 for q in queries if q not in qrels),
-        "queries_without_positive_qrels": len(no_positive),
-        "qrels": n_qrels,
-        "qrels_relevant": sum(len(e["relevant_ids"]) for e in entries),
-        "docs": str(out_docs),
-        "golden": str(out_golden),
-        "corpus_hash": manifest["content_hash"],
     }

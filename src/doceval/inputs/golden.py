@@ -217,15 +217,7 @@ def parse_golden(
     both gets this pin, and relevant ids are yours, in any form. ``ids_source`` names where ``corpus_ids``
     come from in messages (default: the built corpus).
     """
-    if path.is_dir():
-        raise UsageError(
-            f"{path}: is a directory, not a golden set; name the JSONL (or JSON array) file in it, e.g. "
-            "data/golden/v1.jsonl (the `golden` key in params.yaml or --golden names it)"
-        )
-    if not path.is_file():
-        raise UsageError(
-            f"{path}: golden set not found (the `golden` key in params.yaml or --golden names it)"
-        )
+    _check_golden_path(path)
     where = str(path)
     splits = set(known_splits)
     problems: list[Problem] = []
@@ -245,61 +237,13 @@ def parse_golden(
         rec = record.value
         if not _check_record(rec, record.in_array, report, default_pin):
             continue
-        library, version = (
-            (rec["library"], rec["version"]) if "library" in rec or default_pin is None else default_pin
-        )
-        entry = GoldenEntry(
-            id=rec["id"],
-            question=rec["question"],
-            library=library.lower(),
-            version=version,
-            out_of_scope=rec["out_of_scope"],
-            relevant_ids=tuple(dict.fromkeys(rec["relevant_ids"])),
-            reference_answer=rec["reference_answer"],
-            expected_apis=tuple(rec["expected_apis"]),
-            forbidden_apis=tuple(rec["forbidden_apis"]),
-            split=rec["split"],
-            kind=rec["kind"],
-            line=position,
-            extra={k: v for k, v in rec.items() if k not in _FIELDS and k not in _OPTIONAL},
-            expected_any=_string_groups(rec.get("expected_any", []), report),
-            allow_forbidden=tuple(_strings(rec.get("allow_forbidden", []), "allow_forbidden", report)),
-        )
-        for name in entry.allow_forbidden:
-            if name not in entry.forbidden_apis:
-                report("allow_forbidden", f"{name!r} is not one of the entry's forbidden_apis")
+        entry = _entry_of(rec, position, default_pin, report)
         if entry.id in first_at:
             report("id", f"duplicate id {entry.id!r} (first on {seen_as} {first_at[entry.id]})")
             continue
         first_at[entry.id] = position
-        if entry.split is not None and entry.split not in splits:
-            report("split", f"unknown split {entry.split!r}; use one of {sorted(splits)} or null")
-        if not entry.out_of_scope and not entry.relevant_ids:
-            report(
-                "relevant_ids",
-                "an in-scope entry needs at least one relevant document id (or set out_of_scope: true)",
-            )
-        if entry.out_of_scope and entry.relevant_ids:
-            report(
-                "relevant_ids",
-                "an out-of-scope entry must have no relevant ids (empty the list or set out_of_scope: false)",
-            )
-        if not entry.out_of_scope and not entry.reference_answer.strip():
-            report("reference_answer", "an in-scope entry needs a reference answer")
-        for doc_id in entry.relevant_ids:
-            if default_pin is None and not doc_id.startswith(f"{entry.pin}:"):
-                report(
-                    "relevant_ids",
-                    f"{doc_id!r} is not a document of {entry.pin} (ids are LIB@VERSION:path)",
-                )
-            elif corpus_ids is not None and doc_id not in corpus_ids:
-                report(
-                    "relevant_ids",
-                    f"{doc_id!r} is not in {ids_source}"
-                    if ids_source
-                    else f"{doc_id!r} is not in the built corpus; check the dotted path "
-                    "(rebuild with `dvc repro docs` if the corpus is stale)",
-                )
+        _check_entry(entry, splits, report)
+        _check_relevant_ids(entry, corpus_ids, ids_source, default_pin, report)
         entries.append(entry)
     if problems:
         raise GoldenError(problems)
@@ -311,6 +255,93 @@ def parse_golden(
     if grades is not None:
         entries = [replace(e, qrels=grades.get(e.id, {})) for e in entries]
     return entries
+
+
+def _check_golden_path(path: Path) -> None:
+    """A UsageError unless ``path`` is a file: a folder or a missing file, with where the path comes from."""
+    if path.is_dir():
+        raise UsageError(
+            f"{path}: is a directory, not a golden set; name the JSONL (or JSON array) file in it, e.g. "
+            "data/golden/v1.jsonl (the `golden` key in params.yaml or --golden names it)"
+        )
+    if not path.is_file():
+        raise UsageError(
+            f"{path}: golden set not found (the `golden` key in params.yaml or --golden names it)"
+        )
+
+
+def _entry_of(
+    rec: dict[str, Any], position: int, default_pin: tuple[str, str] | None, report: Report
+) -> GoldenEntry:
+    """The entry of a record whose fields checked out (library lower-cased, the default pin when it has none,
+    relevant ids deduplicated, unknown fields kept in ``extra``); reports bad optional fields."""
+    library, version = (
+        (rec["library"], rec["version"]) if "library" in rec or default_pin is None else default_pin
+    )
+    entry = GoldenEntry(
+        id=rec["id"],
+        question=rec["question"],
+        library=library.lower(),
+        version=version,
+        out_of_scope=rec["out_of_scope"],
+        relevant_ids=tuple(dict.fromkeys(rec["relevant_ids"])),
+        reference_answer=rec["reference_answer"],
+        expected_apis=tuple(rec["expected_apis"]),
+        forbidden_apis=tuple(rec["forbidden_apis"]),
+        split=rec["split"],
+        kind=rec["kind"],
+        line=position,
+        extra={k: v for k, v in rec.items() if k not in _FIELDS and k not in _OPTIONAL},
+        expected_any=_string_groups(rec.get("expected_any", []), report),
+        allow_forbidden=tuple(_strings(rec.get("allow_forbidden", []), "allow_forbidden", report)),
+    )
+    for name in entry.allow_forbidden:
+        if name not in entry.forbidden_apis:
+            report("allow_forbidden", f"{name!r} is not one of the entry's forbidden_apis")
+    return entry
+
+
+def _check_entry(entry: GoldenEntry, splits: Collection[str], report: Report) -> None:
+    """Reports a split not known, and scope that disagrees with the relevant ids or the reference answer."""
+    if entry.split is not None and entry.split not in splits:
+        report("split", f"unknown split {entry.split!r}; use one of {sorted(splits)} or null")
+    if not entry.out_of_scope and not entry.relevant_ids:
+        report(
+            "relevant_ids",
+            "an in-scope entry needs at least one relevant document id (or set out_of_scope: true)",
+        )
+    if entry.out_of_scope and entry.relevant_ids:
+        report(
+            "relevant_ids",
+            "an out-of-scope entry must have no relevant ids (empty the list or set out_of_scope: false)",
+        )
+    if not entry.out_of_scope and not entry.reference_answer.strip():
+        report("reference_answer", "an in-scope entry needs a reference answer")
+
+
+def _check_relevant_ids(
+    entry: GoldenEntry,
+    corpus_ids: Collection[str] | None,
+    ids_source: str | None,
+    default_pin: tuple[str, str] | None,
+    report: Report,
+) -> None:
+    """Reports each relevant id that is not a document of the entry's pin (doceval corpus) or not among
+    ``corpus_ids``."""
+    for doc_id in entry.relevant_ids:
+        if default_pin is None and not doc_id.startswith(f"{entry.pin}:"):
+            report(
+                "relevant_ids",
+                f"{doc_id!r} is not a document of {entry.pin} (ids are LIB@VERSION:path)",
+            )
+        elif corpus_ids is not None and doc_id not in corpus_ids:
+            report(
+                "relevant_ids",
+                f"{doc_id!r} is not in {ids_source}"
+                if ids_source
+                else f"{doc_id!r} is not in the built corpus; check the dotted path "
+                "(rebuild with `dvc repro docs` if the corpus is stale)",
+            )
 
 
 _OPTIONAL = ("expected_any", "allow_forbidden")  # optional version-string fields (docs/design.md section 3)

@@ -130,11 +130,6 @@ def check_against_entries(
     return problems
 
 
-def write_trec(judgments: Sequence[Judgment], out: Path) -> None:
-    """The judgments in trec_eval's qrels format: ``QUERY 0 DOC GRADE`` per line."""
-    out.write_text("".join(f"{j.entry_id} 0 {j.doc_id} {j.grade}\n" for j in judgments), encoding="utf-8")
-
-
 def load_grades(golden_path: Path, entries: Mapping[str, Any]) -> dict[str, dict[str, int]] | None:
     """Per-entry grades from the qrels beside the golden set (None: it has none); UsageError naming the
     qrels file's line and field for every problem."""

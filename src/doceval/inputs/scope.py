@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -171,31 +171,8 @@ def find_all(
             findings.append(Finding(rule, e.id, e.line, field_name, detail, message, fix))
 
         docs = pins.get(e.pin)
-        if e.out_of_scope and e.kind == "unindexed_library":
-            stats["unindexed_library"] += 1
-            if docs is not None:
-                stats["unindexed_library_indexed"] += 1
-                add("indexed_but_unindexed", "kind", e.pin,
-                    f"labelled unindexed_library, but the corpus indexes {e.pin}",
-                    "relabel the entry for this corpus (in scope with relevant ids, or another out-of-scope "
-                    "kind), or run with the corpus the golden set was written for (data/golden/README.md)")  # fmt: skip
-            continue
-        if e.out_of_scope and e.kind == "nonexistent_api":
-            if not e.forbidden_apis:
-                add("nonexistent_api_unnamed", "forbidden_apis", "",
-                    "a nonexistent_api entry must name the API it asks about",
-                    "put the API name(s) the question asks about in forbidden_apis")  # fmt: skip
-            for name in e.forbidden_apis:
-                stats["nonexistent_api_names"] += 1
-                if docs is not None and docs.mentions(name):
-                    stats["nonexistent_api_documented"] += 1
-                    where = ", ".join(docs.documents_with(name)[:3])
-                    add("nonexistent_api_documented", "forbidden_apis", name,
-                        f"asks about {name!r} as nonexistent, but {e.pin} documents it (e.g. {where})",
-                        "relabel the entry in scope with those documents as relevant ids, or ask about an API "
-                        "the pin really lacks")  # fmt: skip
-            continue
         if e.out_of_scope:
+            _out_of_scope_findings(e, docs, stats, add)
             continue
         if docs is None:
             add("pin_not_indexed", "library", e.pin,
@@ -206,43 +183,87 @@ def find_all(
             if doc_id not in docs.docs:
                 add("relevant_id_missing", "relevant_ids", doc_id, f"{doc_id!r} is not in the built corpus",
                     "check the dotted path (rebuild with `dvc repro docs` if the corpus is stale)")  # fmt: skip
-        for name in e.forbidden_apis:
-            stats["forbidden_names"] += 1
-            holders = docs.documents_with(name)
-            if not holders:
-                continue
-            stats["forbidden_in_pin_docs"] += 1
-            if docs.marks_deprecated(holders):
-                stats["forbidden_deprecated"] += 1
-                continue
-            stats["forbidden_supported"] += 1
-            add("forbidden_api_supported", "forbidden_apis", name,
-                f"forbids {name!r}, which {e.pin} documents without marking it deprecated "
-                f"(e.g. {', '.join(holders[:3])})",
-                "drop the name from forbidden_apis (the version supports it), or forbid the API the version "
-                "really lacks")  # fmt: skip
-        for name in e.expected_apis:
-            stats["expected_names"] += 1
-            if not docs.mentions(name):
-                stats["expected_absent"] += 1
-                add("expected_api_absent", "expected_apis", name,
-                    f"expects {name!r}, which occurs nowhere in {e.pin}'s documents",
-                    "check the spelling; a usage string (e.g. `future=True`) may be fine")  # fmt: skip
+        _api_findings(e, docs, stats, add)
         _version_strings(e, docs, stats, add)
-        evidence = e.extra.get("evidence")
-        if isinstance(evidence, Mapping):
-            for doc_id, quote in evidence.items():
-                stats["evidence_quotes"] += 1
-                text = docs.docs.get(str(doc_id))
-                if text is None or not isinstance(quote, str) or _norm(quote) not in _norm(text):
-                    stats["evidence_not_found"] += 1
-                    add("evidence_not_found", "evidence", str(doc_id),
-                        f"the evidence quote for {doc_id} does not occur in that document",
-                        "quote the document verbatim, or fix the relevant id")  # fmt: skip
+        _evidence_findings(e, docs, stats, add)
     return findings, stats
 
 
-def _version_strings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add: Any) -> None:
+# Records one finding of the entry being checked: rule, field, detail, message, fix.
+_Add = Callable[[str, str, str, str, str], None]
+
+
+def _out_of_scope_findings(e: GoldenEntry, docs: PinText | None, stats: dict[str, int], add: _Add) -> None:
+    """An ``unindexed_library`` entry whose pin the corpus indexes; a ``nonexistent_api`` entry that names no
+    API, or whose API its pin documents. Other out-of-scope kinds have nothing to check against the corpus."""
+    if e.kind == "unindexed_library":
+        stats["unindexed_library"] += 1
+        if docs is not None:
+            stats["unindexed_library_indexed"] += 1
+            add("indexed_but_unindexed", "kind", e.pin,
+                f"labelled unindexed_library, but the corpus indexes {e.pin}",
+                "relabel the entry for this corpus (in scope with relevant ids, or another out-of-scope "
+                "kind), or run with the corpus the golden set was written for (data/golden/README.md)")  # fmt: skip
+        return
+    if e.kind == "nonexistent_api":
+        if not e.forbidden_apis:
+            add("nonexistent_api_unnamed", "forbidden_apis", "",
+                "a nonexistent_api entry must name the API it asks about",
+                "put the API name(s) the question asks about in forbidden_apis")  # fmt: skip
+        for name in e.forbidden_apis:
+            stats["nonexistent_api_names"] += 1
+            if docs is not None and docs.mentions(name):
+                stats["nonexistent_api_documented"] += 1
+                where = ", ".join(docs.documents_with(name)[:3])
+                add("nonexistent_api_documented", "forbidden_apis", name,
+                    f"asks about {name!r} as nonexistent, but {e.pin} documents it (e.g. {where})",
+                    "relabel the entry in scope with those documents as relevant ids, or ask about an API "
+                    "the pin really lacks")  # fmt: skip
+
+
+def _api_findings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add: _Add) -> None:
+    """An in-scope entry's API names against its pin's documents: a forbidden API the pin documents without
+    marking it deprecated, an expected API that occurs nowhere."""
+    for name in e.forbidden_apis:
+        stats["forbidden_names"] += 1
+        holders = docs.documents_with(name)
+        if not holders:
+            continue
+        stats["forbidden_in_pin_docs"] += 1
+        if docs.marks_deprecated(holders):
+            stats["forbidden_deprecated"] += 1
+            continue
+        stats["forbidden_supported"] += 1
+        add("forbidden_api_supported", "forbidden_apis", name,
+            f"forbids {name!r}, which {e.pin} documents without marking it deprecated "
+            f"(e.g. {', '.join(holders[:3])})",
+            "drop the name from forbidden_apis (the version supports it), or forbid the API the version "
+            "really lacks")  # fmt: skip
+    for name in e.expected_apis:
+        stats["expected_names"] += 1
+        if not docs.mentions(name):
+            stats["expected_absent"] += 1
+            add("expected_api_absent", "expected_apis", name,
+                f"expects {name!r}, which occurs nowhere in {e.pin}'s documents",
+                "check the spelling; a usage string (e.g. `future=True`) may be fine")  # fmt: skip
+
+
+def _evidence_findings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add: _Add) -> None:
+    """Each evidence quote (the entry's ``evidence`` field: doc id -> quote) must occur, whitespace
+    normalised, in the document it is for."""
+    evidence = e.extra.get("evidence")
+    if isinstance(evidence, Mapping):
+        for doc_id, quote in evidence.items():
+            stats["evidence_quotes"] += 1
+            text = docs.docs.get(str(doc_id))
+            if text is None or not isinstance(quote, str) or _norm(quote) not in _norm(text):
+                stats["evidence_not_found"] += 1
+                add("evidence_not_found", "evidence", str(doc_id),
+                    f"the evidence quote for {doc_id} does not occur in that document",
+                    "quote the document verbatim, or fix the relevant id")  # fmt: skip
+
+
+def _version_strings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add: _Add) -> None:
     """Forbidden strings a correct answer cannot avoid (in the question, or in a document that answers it and
     does not call them deprecated), and expected strings no answer can satisfy."""
     question = e.question.casefold()

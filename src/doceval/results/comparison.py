@@ -5,7 +5,7 @@ p-value of "no change" and its Holm adjustment over the table, W/T/L and the una
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,8 @@ from doceval.scoring.intervals import holm, paired_change
 from doceval.scoring.metrics import mean_or_none
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 from doceval.scoring.stats import win_tie_loss
+
+_ALLOW_GOLDEN = "--allow-different-golden"
 
 
 @dataclass
@@ -97,6 +99,43 @@ def compare(
     """
     base = check_summary(base, base_label)
     new = check_summary(new, new_label)
+    labels = (base_label, new_label)
+    notes = _comparability_notes(base, new, labels, allow_different_k, allow_different_corpus)
+    b_md5, n_md5 = _golden_md5(base), _golden_md5(new)
+    notes += _golden_notes(b_md5, n_md5, labels, allow_different_golden)
+
+    b_by_id = {e["id"]: e for e in base["entries"]}
+    n_by_id = {e["id"]: e for e in new["entries"]}
+    ids, only_b, only_n = _shared_ids(b_by_id, n_by_id, labels, allow_different_golden, notes)
+    b_rows = [b_by_id[i] for i in ids]
+    n_rows = [n_by_id[i] for i in ids]
+    # The summaries' own means are checked against their entries only when every entry is compared.
+    reported = None if (only_b or only_n) else (base, new)
+    rows = _metric_changes(b_rows, n_rows, labels, reported, notes, n_boot=n_boot, seed=seed)
+
+    unanswerable = [
+        Unanswerable(e["id"], _one_line(e.get("question", "")), _doc_ids(e), e.get("refused"))
+        for e in n_rows
+        if e.get("out_of_scope")
+    ]
+    from doceval.scoring.failures import transitions
+
+    moved = transitions([b_by_id[i] for i in ids], [n_by_id[i] for i in ids])
+    return CompareResult(
+        base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes, moved
+    )
+
+
+def _comparability_notes(
+    base: Summary,
+    new: Summary,
+    labels: tuple[str, str],
+    allow_different_k: bool,
+    allow_different_corpus: bool,
+) -> list[str]:
+    """Refuse runs cut at different k or over different corpora (unless allowed); the notes to print when
+    allowed, and where each run's entries were read from."""
+    base_label, new_label = labels
     notes: list[str] = []
     k_note = check_same_k(base, new, base_label, new_label, allow_different_k=allow_different_k)
     corpus_note = check_same_corpus(
@@ -109,21 +148,37 @@ def compare(
             notes.append(f"{label}: entries read from the {summary['entries_source']}")
     if k_note:
         notes.append(k_note)
-    b_md5, n_md5 = _golden_md5(base), _golden_md5(new)
-    flag = "--allow-different-golden"
+    return notes
+
+
+def _golden_notes(
+    b_md5: str | None, n_md5: str | None, labels: tuple[str, str], allow_different_golden: bool
+) -> list[str]:
+    """Refuse runs scored on different golden sets (unless allowed); a note when allowed or unverifiable."""
+    base_label, new_label = labels
     if b_md5 and n_md5 and b_md5 != n_md5:
         if not allow_different_golden:
             raise UsageError(
                 f"{base_label} and {new_label} were scored on different golden sets (config.golden.md5 "
-                f"{one_line(b_md5)} vs {one_line(n_md5)}); compare runs over the same golden set, or pass {flag} to compare the "
+                f"{one_line(b_md5)} vs {one_line(n_md5)}); compare runs over the same golden set, or pass {_ALLOW_GOLDEN} to compare the "
                 "entries they share"
             )
-        notes.append(f"different golden sets (md5 {b_md5} vs {n_md5}): entries paired by id")
-    elif not (b_md5 and n_md5):
-        notes.append("golden md5 missing from a summary's config: same golden set not verified")
+        return [f"different golden sets (md5 {b_md5} vs {n_md5}): entries paired by id"]
+    if not (b_md5 and n_md5):
+        return ["golden md5 missing from a summary's config: same golden set not verified"]
+    return []
 
-    b_by_id = {e["id"]: e for e in base["entries"]}
-    n_by_id = {e["id"]: e for e in new["entries"]}
+
+def _shared_ids(
+    b_by_id: dict[str, Any],
+    n_by_id: dict[str, Any],
+    labels: tuple[str, str],
+    allow_different_golden: bool,
+    notes: list[str],
+) -> tuple[list[str], list[str], list[str]]:
+    """The ids in both runs (in NEW's order), and those only in BASE or only in NEW; refuses runs over
+    different entries unless ``allow_different_golden`` (then a note says how many were dropped)."""
+    base_label, new_label = labels
     only_b = [i for i in b_by_id if i not in n_by_id]
     only_n = [i for i in n_by_id if i not in b_by_id]
     if only_b or only_n:
@@ -134,7 +189,7 @@ def compare(
         if not allow_different_golden:
             raise UsageError(
                 f"{base_label} and {new_label} cover different entries: {what}; "
-                f"compare runs over the same split and --limit, or pass {flag} to compare the shared entries"
+                f"compare runs over the same split and --limit, or pass {_ALLOW_GOLDEN} to compare the shared entries"
             )
     ids = [i for i in n_by_id if i in b_by_id]
     if not ids:
@@ -144,23 +199,28 @@ def compare(
             f"dropped {_entries(len(only_b) + len(only_n))} not in both runs ({len(only_b)} only in "
             f"{base_label}, {len(only_n)} only in {new_label}); compared the {_entries(len(ids))} shared"
         )
+    return ids, only_b, only_n
 
-    b_rows = [b_by_id[i] for i in ids]
-    n_rows = [n_by_id[i] for i in ids]
+
+def _metric_changes(
+    b_rows: Sequence[Mapping[str, Any]],
+    n_rows: Sequence[Mapping[str, Any]],
+    labels: tuple[str, str],
+    reported: tuple[Summary, Summary] | None,
+    notes: list[str],
+    *,
+    n_boot: int,
+    seed: int,
+) -> list[MetricChange]:
+    """One row per metric over the paired entries: means, paired change with its interval, W/T/L, p and its
+    Holm adjustment. With ``reported`` (BASE and NEW), a note for each summary mean its entries disagree with."""
     rows: list[MetricChange] = []
     for m in METRIC_NAMES:
         bc, nc = column(b_rows, m), column(n_rows, m)
         bv, nv = mean_or_none(bc), mean_or_none(nc)
-        if not (only_b or only_n):
-            for label, summary, value in ((base_label, base, bv), (new_label, new, nv)):
-                reported = summary["metrics"].get(m)
-                if (reported is None) != (value is None) or (
-                    reported is not None and value is not None and abs(float(reported) - value) > 1e-6
-                ):
-                    notes.append(
-                        f"{label}: metrics.{m} = {reported} but its entries average to {value}; "
-                        "using the entries"
-                    )
+        if reported is not None:
+            for label, summary, value in zip(labels, reported, (bv, nv), strict=True):
+                notes += _reported_mean_note(label, summary, m, value)
         change = paired_change(bc, nc, n_boot=n_boot, seed=seed)
         w, t, lo = win_tie_loss(nc, bc) if m in LOWER_IS_BETTER else win_tie_loss(bc, nc)
         rows.append(
@@ -180,18 +240,19 @@ def compare(
         )
     for row, adjusted in zip(rows, holm([r.p_value for r in rows]), strict=True):
         row.p_holm = adjusted
+    return rows
 
-    unanswerable = [
-        Unanswerable(e["id"], _one_line(e.get("question", "")), _doc_ids(e), e.get("refused"))
-        for e in n_rows
-        if e.get("out_of_scope")
-    ]
-    from doceval.scoring.failures import transitions
 
-    moved = transitions([b_by_id[i] for i in ids], [n_by_id[i] for i in ids])
-    return CompareResult(
-        base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes, moved
-    )
+def _reported_mean_note(label: str, summary: Summary, metric: str, value: float | None) -> list[str]:
+    """A note when the summary's ``metrics.METRIC`` differs from the mean of its entries (which is used)."""
+    reported = summary["metrics"].get(metric)
+    if (reported is None) != (value is None) or (
+        reported is not None and value is not None and abs(float(reported) - value) > 1e-6
+    ):
+        return [
+            f"{label}: metrics.{metric} = {reported} but its entries average to {value}; using the entries"
+        ]
+    return []
 
 
 def _num(v: float | None) -> str:

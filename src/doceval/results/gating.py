@@ -226,12 +226,43 @@ def gate(
     """
     cfg = check_gate_config(gate_cfg)
     summary = check_summary(summary, "summary")
-    metrics = summary["metrics"]
     failures: list[GateFailure] = []
     conditions: list[str] = []
     notes: list[str] = []
     failures += _run_failures(summary, cfg["max_system_errors"])
-    for m, t in cfg["thresholds"].items():
+    found, conditions = _threshold_failures(cfg["thresholds"], summary["metrics"])
+    failures += found
+    nr = cfg["non_regression"]
+    if nr["enabled"]:
+        if baseline is None:
+            notes.append("non_regression is enabled but no baseline summary was given: not checked")
+        else:
+            found, cond, nr_notes = _regression_failures(summary, baseline, nr, allow_different_k)
+            failures += found
+            conditions.append(cond)
+            notes += nr_notes
+    drift = cfg["drift"]
+    if drift["enabled"]:
+        conditions.append(f"no drift > {_fmt_threshold(drift['tolerance'])} in {', '.join(drift['metrics'])}")
+        if history is None:
+            notes.append("drift is enabled but no tracked history was read: not checked")
+        else:
+            found, drift_notes = drift_failures(history, summary, drift)
+            failures += found
+            notes += drift_notes
+    passed = not failures
+    line = f"CI gate ({' and '.join(conditions)}): {'PASS' if passed else 'FAIL'}"
+    return GateResult(passed, line, failures, conditions, notes)
+
+
+def _threshold_failures(
+    thresholds: Mapping[str, float], metrics: Mapping[str, Any]
+) -> tuple[list[GateFailure], list[str]]:
+    """The thresholds missed (``>=``; ``<=`` for lower-is-better metrics; null: not measured) and every
+    threshold's condition, in the config's order."""
+    failures: list[GateFailure] = []
+    conditions: list[str] = []
+    for m, t in thresholds.items():
         lower = m in LOWER_IS_BETTER
         cond = f"{m} {'<=' if lower else '>='} {_fmt_threshold(t)}"
         conditions.append(cond)
@@ -245,73 +276,68 @@ def gate(
             failures.append(
                 GateFailure(m, cond, float(v), miss, f"{cond}: {m} = {v:.4f}, {word} by {miss:.4f}")
             )
-    nr = cfg["non_regression"]
-    if nr["enabled"]:
-        tol = nr["tolerance"]
-        if baseline is None:
-            notes.append("non_regression is enabled but no baseline summary was given: not checked")
-        else:
-            baseline = check_summary(baseline, "baseline")
-            k_note = check_same_k(
-                baseline, summary, "baseline", "summary", allow_different_k=allow_different_k
+    return failures, conditions
+
+
+def _regression_failures(
+    summary: Summary, baseline: Summary, nr: Mapping[str, Any], allow_different_k: bool
+) -> tuple[list[GateFailure], str, list[str]]:
+    """Non-regression against the baseline: the failures, the condition, and the notes (a different k allowed,
+    a drop the paired test cannot tell from noise in ``significant`` mode)."""
+    baseline = check_summary(baseline, "baseline")
+    notes: list[str] = []
+    k_note = check_same_k(baseline, summary, "baseline", "summary", allow_different_k=allow_different_k)
+    if k_note:
+        notes.append(k_note)
+    cond = f"no regression > {_fmt_threshold(nr['tolerance'])} in {', '.join(nr['metrics'])} vs baseline"
+    p_holm: dict[str, float | None] | None = None  # None: point mode, any drop beyond the tolerance fails
+    if nr["mode"] == "significant":
+        cond += f" (significant at {_fmt_threshold(nr['alpha'])}, Holm)"
+        p_holm = _paired_p_values(baseline, summary, nr["metrics"], allow_different_k)
+    failures: list[GateFailure] = []
+    for m in nr["metrics"]:
+        v, b = summary["metrics"].get(m), baseline["metrics"].get(m)
+        if v is None or b is None:
+            where = "the summary" if v is None else "the baseline"
+            failures.append(
+                GateFailure(
+                    m,
+                    cond,
+                    None if v is None else float(v),
+                    None,
+                    f"{m} non-regression: not measured (null in {where})",
+                )
             )
-            if k_note:
-                notes.append(k_note)
-            cond = f"no regression > {_fmt_threshold(tol)} in {', '.join(nr['metrics'])} vs baseline"
-            significant = nr["mode"] == "significant"
-            p_holm: dict[str, float | None] = {}
-            if significant:
-                cond += f" (significant at {_fmt_threshold(nr['alpha'])}, Holm)"
-                p_holm = _paired_p_values(baseline, summary, nr["metrics"], allow_different_k)
-            conditions.append(cond)
-            for m in nr["metrics"]:
-                v, b = metrics.get(m), baseline["metrics"].get(m)
-                if v is None or b is None:
-                    where = "the summary" if v is None else "the baseline"
-                    failures.append(
-                        GateFailure(
-                            m,
-                            cond,
-                            None if v is None else float(v),
-                            None,
-                            f"{m} non-regression: not measured (null in {where})",
-                        )
-                    )
-                    continue
-                worse = (v - b) if m in LOWER_IS_BETTER else (b - v)
-                if worse > tol + _EPS:
-                    verb = "rose" if m in LOWER_IS_BETTER else "dropped"
-                    what = f"{m} {verb} by {worse:.4f} ({b:.4f} -> {v:.4f}), beyond the tolerance {tol:.4f}"
-                    p = p_holm.get(m)
-                    if significant and (p is None or p >= nr["alpha"]):
-                        # A drop the paired test cannot tell from noise: said, not failed.
-                        notes.append(
-                            f"{what}, but not significantly (Holm-adjusted p = "
-                            f"{'n/a' if p is None else f'{p:.3f}'} >= {nr['alpha']:g}): not failed"
-                        )
-                        continue
-                    failures.append(
-                        GateFailure(
-                            m,
-                            cond,
-                            float(v),
-                            worse - tol,
-                            f"{what} by {worse - tol:.4f}"
-                            + (f" (Holm-adjusted p = {p:.3g})" if significant and p is not None else ""),
-                        )
-                    )
-    drift = cfg["drift"]
-    if drift["enabled"]:
-        conditions.append(f"no drift > {_fmt_threshold(drift['tolerance'])} in {', '.join(drift['metrics'])}")
-        if history is None:
-            notes.append("drift is enabled but no tracked history was read: not checked")
-        else:
-            found, drift_notes = drift_failures(history, summary, drift)
-            failures += found
-            notes += drift_notes
-    passed = not failures
-    line = f"CI gate ({' and '.join(conditions)}): {'PASS' if passed else 'FAIL'}"
-    return GateResult(passed, line, failures, conditions, notes)
+            continue
+        failure, note = _regression(m, v, b, cond, nr, p_holm)
+        failures += [failure] if failure else []
+        notes += [note] if note else []
+    return failures, cond, notes
+
+
+def _regression(
+    m: str, v: float, b: float, cond: str, nr: Mapping[str, Any], p_holm: Mapping[str, float | None] | None
+) -> tuple[GateFailure | None, str | None]:
+    """Whether ``m`` regressed from ``b`` to ``v`` beyond the tolerance: a failure, or (in ``significant``
+    mode, ``p_holm`` given, when the paired test cannot tell the drop from noise) a note, or neither."""
+    tol = nr["tolerance"]
+    worse = (v - b) if m in LOWER_IS_BETTER else (b - v)
+    if not worse > tol + _EPS:
+        return None, None
+    verb = "rose" if m in LOWER_IS_BETTER else "dropped"
+    what = f"{m} {verb} by {worse:.4f} ({b:.4f} -> {v:.4f}), beyond the tolerance {tol:.4f}"
+    p = None if p_holm is None else p_holm.get(m)
+    if p_holm is not None and (p is None or p >= nr["alpha"]):
+        # A drop the paired test cannot tell from noise: said, not failed.
+        note = (
+            f"{what}, but not significantly (Holm-adjusted p = "
+            f"{'n/a' if p is None else f'{p:.3f}'} >= {nr['alpha']:g}): not failed"
+        )
+        return None, note
+    reason = f"{what} by {worse - tol:.4f}" + (
+        f" (Holm-adjusted p = {p:.3g})" if p_holm is not None and p is not None else ""
+    )
+    return GateFailure(m, cond, float(v), worse - tol, reason), None
 
 
 def _run_failures(summary: Summary, max_system_errors: int) -> list[GateFailure]:

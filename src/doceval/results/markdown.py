@@ -147,7 +147,32 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     m = summary["metrics"]
     cfg = summary.get("config") or {}
     counts = m.get("counts") or {}
-    ci95 = m.get("ci95") or {}
+    floors = cfg.get("floors") or {}
+    out = _title_section(summary)
+    out += _headline_section(summary)
+    out += ["", "## Counts", ""]
+    out += _table(["count", "value"], [[_md(k), _md(v)] for k, v in counts.items()]) if counts else ["(none)"]
+    out += _answer_side(summary)
+    out += _stages_section(summary["entries"])
+    for title, key, label in (
+        ("Per library", "by_library", "library"),
+        ("Per library@version", "by_pin", "pin"),
+        ("Per kind", "by_kind", "kind"),
+    ):
+        out += ["", f"## {title}", ""]
+        out += _group_table(m.get(key) or {}, label, str((m.get("intervals") or {}).get("binary", "midp")))
+    out += _floors_section(floors)
+    if calibration is not None:
+        out += _calibration_section(calibration, floors)
+    out += _provenance_section(cfg)
+    out += _leaks_section(summary["entries"])
+    out += ["", *_contrast_section(summary["entries"])]
+    return "\n".join(out) + "\n"
+
+
+def _title_section(summary: Summary) -> list[str]:
+    """The title and the one-line description of the run (split, k, system, golden set), and INCOMPLETE."""
+    cfg = summary.get("config") or {}
     golden = cfg.get("golden") or {}
     out = ["# doceval report", ""]
     out.append(
@@ -158,7 +183,15 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     if summary.get("complete") is False:
         why = (summary.get("incomplete") or {}).get("reason", "stopped early")
         out += ["", f"**INCOMPLETE run**: {_md(why)}; its numbers cover only the entries it reached."]
-    out += ["", "## Headline metrics", ""]
+    return out
+
+
+def _headline_section(summary: Summary) -> list[str]:
+    """Every metric with its value, 95% interval, interval method and n; then the system and judge errors."""
+    m = summary["metrics"]
+    counts = m.get("counts") or {}
+    ci95 = m.get("ci95") or {}
+    out = ["", "## Headline metrics", ""]
     rows = []
     for key in METRIC_NAMES:
         name = key + (" (lower is better)" if key in LOWER_IS_BETTER else "")
@@ -184,107 +217,111 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
         ]
     if counts.get("judge_errors"):
         out += ["", f"**{_md(counts['judge_errors'])} judge errors**: excluded from answer_accuracy."]
+    return out
 
-    out += ["", "## Counts", ""]
-    out += _table(["count", "value"], [[_md(k), _md(v)] for k, v in counts.items()]) if counts else ["(none)"]
-    out += _answer_side(summary)
-    out += _stages_section(summary["entries"])
-    for title, key, label in (
-        ("Per library", "by_library", "library"),
-        ("Per library@version", "by_pin", "pin"),
-        ("Per kind", "by_kind", "kind"),
-    ):
-        out += ["", f"## {title}", ""]
-        out += _group_table(m.get(key) or {}, label, str((m.get("intervals") or {}).get("binary", "midp")))
 
-    floors = cfg.get("floors") or {}
-    out += ["", "## Floors", ""]
-    if floors:
-        # No floor at all: the summary says why beside the null (an older summary: n/a).
-        reason = floors.get("global_reason") if floors.get("global") is None else None
-        shown = _md(reason) if reason else _num(floors.get("global"))
-        out.append(f"Source: {_code(floors.get('source', '?'))}. Global floor: {shown}.")
-        per = floors.get("per_library") or {}
-        if per:
-            out += [""] + _table(["library", "floor"], [[_md(k), f"{float(v):.4f}"] for k, v in per.items()])
-        else:
-            out += ["", "No per-library floors: every library uses the global floor."]
-        prov = floors.get("provenance") or {}
-        if prov:
-            out += [
-                "",
-                "Floors provenance: " + ", ".join(f"{_md(k)} {_code(v)}" for k, v in prov.items()) + ".",
-            ]
+def _floors_section(floors: Mapping[str, Any]) -> list[str]:
+    """The floors this run used: source, global floor (or why none), per-library floors, provenance."""
+    out = ["", "## Floors", ""]
+    if not floors:
+        return [*out, "Not recorded in this summary."]
+    # No floor at all: the summary says why beside the null (an older summary: n/a).
+    reason = floors.get("global_reason") if floors.get("global") is None else None
+    shown = _md(reason) if reason else _num(floors.get("global"))
+    out.append(f"Source: {_code(floors.get('source', '?'))}. Global floor: {shown}.")
+    per = floors.get("per_library") or {}
+    if per:
+        out += [""] + _table(["library", "floor"], [[_md(k), f"{float(v):.4f}"] for k, v in per.items()])
     else:
-        out.append("Not recorded in this summary.")
+        out += ["", "No per-library floors: every library uses the global floor."]
+    prov = floors.get("provenance") or {}
+    if prov:
+        out += [
+            "",
+            "Floors provenance: " + ", ".join(f"{_md(k)} {_code(v)}" for k, v in prov.items()) + ".",
+        ]
+    return out
 
-    if calibration is not None:
-        out += ["", "## Calibration", ""]
-        # Either {"per_library": {lib: {...}}, "objective", "split"} or the floors artifact itself
-        # ({"per_library": {lib: floor}, "libraries": {lib: {...}}, "provenance": {"objective", "split"}}).
-        cal_prov = calibration.get("provenance") or {}
-        objective_name = calibration.get("objective") or cal_prov.get("objective")
+
+def _calibration_section(calibration: Mapping[str, Any], floors: Mapping[str, Any]) -> list[str]:
+    """The calibration per library (floor, objective, separability, score spreads) and the libraries whose
+    calibrated floor this run did not use."""
+    out = ["", "## Calibration", ""]
+    # Either {"per_library": {lib: {...}}, "objective", "split"} or the floors artifact itself
+    # ({"per_library": {lib: floor}, "libraries": {lib: {...}}, "provenance": {"objective", "split"}}).
+    cal_prov = calibration.get("provenance") or {}
+    objective_name = calibration.get("objective") or cal_prov.get("objective")
+    out.append(
+        f"Objective {_code(objective_name)}, maximised per library on split "
+        f"{_code(calibration.get('split') or cal_prov.get('split'))}."
+    )
+    per_lib = calibration.get("libraries") or calibration.get("per_library") or {}
+    rows, unsep = [], []
+    for lib, c in per_lib.items():
+        c = c if isinstance(c, Mapping) else {"floor": c}
+        sep = c.get("separable")
+        sep_text = "yes" if sep is True else "**no**" if sep is False else "?"
+        objective = c.get("objective")
+        rows.append(
+            [
+                _md(lib),
+                _num(None if c.get("floor") is None else float(c["floor"])),
+                _num(None if objective is None else float(objective)),
+                sep_text,
+                _triple(c.get("in_scope_top")),
+                _triple(c.get("out_of_scope_top")),
+            ]
+        )
+        if sep is False:
+            unsep.append(_md(lib))
+    out.append("")
+    out += (
+        _table(
+            [
+                "library",
+                "floor",
+                "objective",
+                "separable",
+                "in-scope relevant score (min / median / max)",
+                "out-of-scope top score (min / median / max)",
+            ],
+            rows,
+            ["l", "r", "r", "l", "l", "l"],
+        )
+        if rows
+        else ["(no libraries)"]
+    )
+    out.append("")
+    if unsep:
         out.append(
-            f"Objective {_code(objective_name)}, maximised per library on split "
-            f"{_code(calibration.get('split') or cal_prov.get('split'))}."
+            f"No floor separates in-scope from out-of-scope scores for: {', '.join(unsep)}. "
+            "The chosen floor trades hits for correct refusals there."
         )
-        per_lib = calibration.get("libraries") or calibration.get("per_library") or {}
-        rows, unsep = [], []
-        for lib, c in per_lib.items():
-            c = c if isinstance(c, Mapping) else {"floor": c}
-            sep = c.get("separable")
-            sep_text = "yes" if sep is True else "**no**" if sep is False else "?"
-            objective = c.get("objective")
-            rows.append(
-                [
-                    _md(lib),
-                    _num(None if c.get("floor") is None else float(c["floor"])),
-                    _num(None if objective is None else float(objective)),
-                    sep_text,
-                    _triple(c.get("in_scope_top")),
-                    _triple(c.get("out_of_scope_top")),
-                ]
-            )
-            if sep is False:
-                unsep.append(_md(lib))
-        out.append("")
-        out += (
-            _table(
-                [
-                    "library",
-                    "floor",
-                    "objective",
-                    "separable",
-                    "in-scope relevant score (min / median / max)",
-                    "out-of-scope top score (min / median / max)",
-                ],
-                rows,
-                ["l", "r", "r", "l", "l", "l"],
-            )
-            if rows
-            else ["(no libraries)"]
-        )
-        out.append("")
-        if unsep:
-            out.append(
-                f"No floor separates in-scope from out-of-scope scores for: {', '.join(unsep)}. "
-                "The chosen floor trades hits for correct refusals there."
-            )
-        elif rows:
-            out.append("For every library some floor separates in-scope from out-of-scope scores.")
-        differ = []
-        if floors:
-            for lib, c in per_lib.items():
-                want = c.get("floor") if isinstance(c, Mapping) else c
-                got = (floors.get("per_library") or {}).get(lib, floors.get("global", 0.0))
-                if want is not None and (got is None or abs(float(got) - float(want)) > 1e-12):
-                    used = "no floor" if got is None else f"{float(got):.4f}"
-                    differ.append(f"{_md(lib)} (calibrated {float(want):.4f}, used {used})")
-        if differ:
-            out += ["", f"**Note**: this run did not use the calibrated floors for: {', '.join(differ)}."]
+    elif rows:
+        out.append("For every library some floor separates in-scope from out-of-scope scores.")
+    differ = _floors_not_used(per_lib, floors) if floors else []
+    if differ:
+        out += ["", f"**Note**: this run did not use the calibrated floors for: {', '.join(differ)}."]
+    return out
 
+
+def _floors_not_used(per_lib: Mapping[str, Any], floors: Mapping[str, Any]) -> list[str]:
+    """``lib (calibrated F, used G)`` for each library whose floor in this run differs from its calibrated one."""
+    differ = []
+    for lib, c in per_lib.items():
+        want = c.get("floor") if isinstance(c, Mapping) else c
+        got = (floors.get("per_library") or {}).get(lib, floors.get("global", 0.0))
+        if want is not None and (got is None or abs(float(got) - float(want)) > 1e-12):
+            used = "no floor" if got is None else f"{float(got):.4f}"
+            differ.append(f"{_md(lib)} (calibrated {float(want):.4f}, used {used})")
+    return differ
+
+
+def _provenance_section(cfg: Mapping[str, Any]) -> list[str]:
+    """git commit (and whether the tree was dirty), golden set, run key, corpus hash, python."""
     prov = cfg.get("provenance") or {}
-    out += ["", "## Provenance", ""]
+    golden = cfg.get("golden") or {}
+    out = ["", "## Provenance", ""]
     dirty = prov.get("git_dirty")
     out += [
         f"- git commit: {_code(prov.get('git_commit'))}"
@@ -302,10 +339,14 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
             out.append(f"- {key}: {_code(cfg[key])}")
     if prov.get("python"):
         out.append(f"- python: {_md(prov['python'])}")
+    return out
 
-    out += ["", "## Out-of-scope entries that still got sources", ""]
-    leaks = [e for e in summary["entries"] if e.get("out_of_scope") and _doc_ids(e)]
-    n_oos = sum(bool(e.get("out_of_scope")) for e in summary["entries"])
+
+def _leaks_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The out-of-scope entries that still got sources (the system should have found nothing)."""
+    out = ["", "## Out-of-scope entries that still got sources", ""]
+    leaks = [e for e in entries if e.get("out_of_scope") and _doc_ids(e)]
+    n_oos = sum(bool(e.get("out_of_scope")) for e in entries)
     if leaks:
         out.append(f"{len(leaks)} of {n_oos} out-of-scope entries got sources:")
         out.append("")
@@ -324,8 +365,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
         )
     else:
         out.append(f"None: all {n_oos} out-of-scope entries got no sources.")
-    out += ["", *_contrast_section(summary["entries"])]
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _stages_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -29,7 +29,7 @@ TAGS: dict[str, str] = {
     "calibrate's printed line",
     "history": "`doceval history` without --metric",
     "ann": "ANN vs exact (doceval.harness.ann)",
-    "floor_curve": "a floor sweep's curves: floors.json and the trade-off (doceval.harness.floors.sweep)",
+    "floor_curve": "a floor sweep's curves: floors.json and the trade-off (doceval.harness.floor_search.sweep)",
     "curve_csv": "eval/calibration/curves/*.csv columns, for `dvc plots`",
     "tradeoff_curve": "the refusal trade-off's curves (doceval.harness.tradeoff)",
     "tradeoff_effect": "per-library floors against the global floor (eval/tradeoff)",

@@ -157,7 +157,6 @@ def log_run(
     (:mod:`doceval.tracking.traces`; ``doc_texts`` fills the retrieved documents' content) and the golden
     set an evaluation dataset of the experiment."""
     import_mlflow(uri)
-    from mlflow.entities import Metric, Param
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
     # An older summary (NaN, -Infinity: an assistant's floors) is logged with the null a current one holds.
@@ -182,21 +181,7 @@ def log_run(
 
     ensure_store(uri, root)
     with tempfile.TemporaryDirectory(prefix="doceval-mlflow-") as tmp:
-        staged = Path(tmp)
-        files: list[tuple[Path, str | None]] = []
-        (staged / "summary.json").write_text(json_text(clean, indent=2, default=str) + "\n", encoding="utf-8")
-        # A lone surrogate in an answer is written as \udXXX, never a UnicodeEncodeError.
-        (staged / "entries.csv").write_text(
-            entries_csv(clean.get("entries") or []), encoding="utf-8", errors=TEXT_ERRORS
-        )
-        (staged / "config.yaml").write_text(
-            yaml.safe_dump(json.loads(json.dumps(config, default=str)), sort_keys=False, allow_unicode=True),
-            encoding="utf-8",
-        )
-        files += [(staged / n, None) for n in ("summary.json", "entries.csv", "config.yaml")]
-        for i, (name, src) in enumerate((artifacts or {}).items()):
-            files.append(_stage_artifact(str(name), Path(src), staged / "extra" / str(i), secrets))
-
+        files = _stage_files(Path(tmp), clean, config, artifacts, secrets)
         with _store_lock(uri):
             client = _client(uri)
             if parent_run_id:
@@ -207,11 +192,7 @@ def log_run(
             run = client.create_run(experiment_id, run_name=run_name, tags=tags)
             run_id = str(run.info.run_id)
             try:
-                now = int(time.time() * 1000)
-                for batch in _chunks([Param(k, v) for k, v in params.items()], _BATCH):
-                    client.log_batch(run_id, params=batch)
-                for mbatch in _chunks([Metric(k, v, now, 0) for k, v in metrics.items()], 1000):
-                    client.log_batch(run_id, metrics=mbatch)
+                _log_params_metrics(client, run_id, params, metrics)
                 if golden_path is not None:
                     md5 = (config.get("golden") or {}).get("md5")
                     _log_golden(client, run_id, _golden_input(Path(golden_path), md5, split))
@@ -228,6 +209,45 @@ def log_run(
                 raise
             client.set_terminated(run_id, "FINISHED")
     return run_id
+
+
+def _stage_files(
+    staged: Path,
+    clean: Mapping[str, Any],
+    config: Mapping[str, Any],
+    artifacts: Mapping[str, Path] | None,
+    secrets: list[str],
+) -> list[tuple[Path, str | None]]:
+    """The run's artifacts written under ``staged`` (summary.json, entries.csv, config.yaml, then each extra
+    artifact redacted), as (local path, artifact folder) pairs in logging order."""
+    (staged / "summary.json").write_text(json_text(clean, indent=2, default=str) + "\n", encoding="utf-8")
+    # A lone surrogate in an answer is written as \udXXX, never a UnicodeEncodeError.
+    (staged / "entries.csv").write_text(
+        entries_csv(clean.get("entries") or []), encoding="utf-8", errors=TEXT_ERRORS
+    )
+    (staged / "config.yaml").write_text(
+        yaml.safe_dump(json.loads(json.dumps(config, default=str)), sort_keys=False, allow_unicode=True),
+        encoding="utf-8",
+    )
+    files: list[tuple[Path, str | None]] = [
+        (staged / n, None) for n in ("summary.json", "entries.csv", "config.yaml")
+    ]
+    for i, (name, src) in enumerate((artifacts or {}).items()):
+        files.append(_stage_artifact(str(name), Path(src), staged / "extra" / str(i), secrets))
+    return files
+
+
+def _log_params_metrics(
+    client: MlflowClient, run_id: str, params: Mapping[str, str], metrics: Mapping[str, float]
+) -> None:
+    """Params and metrics in batches of the store's limits (100 params, 1000 metrics per call)."""
+    from mlflow.entities import Metric, Param  # mlflow takes seconds to import: only when a run is logged
+
+    now = int(time.time() * 1000)
+    for batch in _chunks([Param(k, v) for k, v in params.items()], _BATCH):
+        client.log_batch(run_id, params=batch)
+    for mbatch in _chunks([Metric(k, v, now, 0) for k, v in metrics.items()], 1000):
+        client.log_batch(run_id, metrics=mbatch)
 
 
 def start_parent(name: str, *, uri: str, root: Path | None = None, split: str | None,
