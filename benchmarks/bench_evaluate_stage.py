@@ -47,13 +47,20 @@ def _scratch(data: Path) -> Path:
 
 def _run(repo: Path, work: Path, track: bool) -> tuple[float, float, bytes]:
     """(wall s, CPU s of the stage's process, eval/metrics.json) of one `doceval evaluate --quiet`."""
-    env = {**os.environ, "PYTHONPATH": str(repo / "src"), "HF_HUB_OFFLINE": "1", "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(repo / "src"),
+        "HF_HUB_OFFLINE": "1",
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+    }
     env.pop("MLFLOW_TRACKING_URI", None)
     argv = ["evaluate", "--quiet", *([] if track else ["--params", NO_TRACK])]
     (work / "eval" / "metrics.json").unlink(missing_ok=True)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", RUNNER, *argv], cwd=work, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", RUNNER, *argv], cwd=work, env=env, capture_output=True, text=True
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
