@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +82,7 @@ def trade_off(params: Mapping[str, Any], summary: Mapping[str, Any], plan: RunPl
         "calibration": select_split(entries, params["calibration"]["split"], golden_path),
         "test": select_split(entries, summary["config"]["split"], golden_path),
     }
-    bm25 = tradeoff.bm25_rankings(
-        [e for es in splits.values() for e in es], corpus, int(params["candidates_k"])
-    )
+    bm25 = _bm25(params, [e for es in splits.values() for e in es], corpus, cands)
     data = tradeoff.analyse(
         splits, cands, bm25, dict(floors_block["per_library"]), float(floors_block["global"]), int(params["k"]),
         int((params.get("relevance") or {}).get("threshold", 2)), seed=int(params.get("seed", 0)),
@@ -123,6 +121,19 @@ def _tradeoff_inputs(
     corpus, entries, golden_path, _ = load_inputs(params, EvalOptions(progress=False))
     assert corpus is not None
     return corpus, entries, golden_path, load_candidates(Path(params["paths"]["runs"]))
+
+
+def _bm25(
+    params: Mapping[str, Any], entries: Sequence[GoldenEntry], corpus: Corpus, cands: CandidateSet
+) -> dict[str, list[str]]:
+    """bm25's ranking per entry: the retrieve stage's, cached with the candidates at the same depth, or built."""
+    from doceval.harness.candidates import bm25_rankings
+
+    depth = int(params["candidates_k"])
+    cached = cands.bm25
+    if cached is not None and cands.depth == depth and all(e.id in cached for e in entries):
+        return {e.id: cached[e.id] for e in entries}
+    return bm25_rankings(entries, corpus, depth)
 
 
 def track(params: Mapping[str, Any], summary: Mapping[str, Any], plan: RunPlan | None = None) -> str | None:
