@@ -90,8 +90,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from doceval.stages import evaluate
 
     params = stage_params(args)
-    summary = evaluate.run(params, progress=not args.quiet)
-    evaluate.track(params, summary)  # outputs first, printing last: a closed stdout (| head) loses only lines
+    summary, plan = evaluate.run(params, progress=not args.quiet)
+    # Outputs first, printing last: a closed stdout (| head) loses only lines.
+    evaluate.track(params, summary, plan)
     print_headline(summary)
     return 0
 

@@ -1,7 +1,7 @@
 """ANN vs exact: the configured (approximate) search against exact search on the same index and split.
 
 The retrieve stage caches both candidate lists when the search is approximate (``exact.jsonl`` beside
-``candidates.jsonl``); this scores the exact list with the same floors and k, pairs it with the run entry by
+``candidates.jsonl``); this scores the exact list with the same plan (floors, k, entries), pairs it with the run entry by
 entry (``doceval.results.comparison.compare``: paired 95% intervals, nothing new), and adds the mean top-k
 overlap of the two rankings. Cheap: no retrieval, one more scoring pass.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from doceval.harness.candidates import EXACT, load_candidates
 from doceval.harness.evaluate import evaluate
-from doceval.harness.plan import EvalOptions
+from doceval.harness.plan import EvalOptions, RunPlan, variant
 from doceval.scoring.registry import names
 
 METRICS = names("ann")
@@ -28,9 +28,10 @@ def top_k_overlap(ann: list[str], exact: list[str], k: int) -> float | None:
     return len(set(ann[:k]) & set(reference)) / len(reference)
 
 
-def ann_vs_exact(params: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[str, Any]:
+def ann_vs_exact(params: Mapping[str, Any], summary: Mapping[str, Any], plan: RunPlan) -> dict[str, Any]:
     """``{"search", "k", "exact": true}`` when the configured search is exact; otherwise also ``rows`` (one per
-    metric: exact, configured, change, ci95, p, n) and ``overlap_at_k`` (mean over entries, and n)."""
+    metric: exact, configured, change, ci95, p, n) and ``overlap_at_k`` (mean over entries, and n). ``plan``:
+    the run's (its candidates are the configured search's); only the exact twin is loaded here."""
     from doceval.results.comparison import compare
 
     config = summary["config"]
@@ -41,9 +42,10 @@ def ann_vs_exact(params: Mapping[str, Any], summary: Mapping[str, Any]) -> dict[
         return {**out, "exact": None, "note": "the retriever does not search the index"}
     if search.get("exact", True):
         return {**out, "exact": True}
-    runs = Path(params["paths"]["runs"])
-    ann, exact = load_candidates(runs), load_candidates(runs, EXACT)
-    exact_summary = evaluate(params, EvalOptions(progress=False, candidates=exact))
+    assert plan.candidates is not None
+    ann, exact = plan.candidates, load_candidates(Path(params["paths"]["runs"]), EXACT)
+    exact_plan = variant(params, plan, candidates=exact)
+    exact_summary = evaluate(params, EvalOptions(progress=False, candidates=exact), exact_plan)
     result = compare(
         exact_summary, summary, n_boot=int(params.get("bootstrap", 1000)), seed=int(params.get("seed", 0)),
         base_label="exact", new_label="configured",

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 CANDIDATES = "candidates.jsonl"
 EXACT = "exact.jsonl"  # the same retrieval with exact search, when the configured search is approximate
 META = "meta.json"
+# bm25's ranked ids per entry beside any retriever's candidates: the evaluate stage's trade-off compares the two
+# rankings (agreement, fused), and building bm25 over the corpus there cost seconds every run.
+BM25_RANKINGS = "bm25.jsonl"
 
 
 @dataclass
@@ -40,6 +43,7 @@ class CandidateSet:
     # early (--max-errors, run.max_abandoned); entries never asked are then absent from ``ranked``.
     errors: dict[str, str] = field(default_factory=dict)
     stopped: str | None = None
+    bm25: dict[str, list[str]] | None = None  # BM25_RANKINGS as cached beside (None: not cached, or live)
 
     @property
     def depth(self) -> int:
@@ -58,6 +62,19 @@ def route(entry: GoldenEntry, corpus: Corpus) -> str | None:
         known = ", ".join(p.split("@", 1)[1] for p in corpus.pins if p.startswith(entry.library + "@"))
         return f"router: {entry.library} {entry.version} is not indexed (indexed versions: {known})"
     return f"router: library {entry.library!r} is not indexed"
+
+
+def bm25_rankings(entries: Sequence[GoldenEntry], corpus: Corpus, depth: int) -> dict[str, list[str]]:
+    """bm25's ranked document ids per entry (the second ranking the agreement and fused signals need)."""
+    bm25 = make_retriever({"name": "bm25"}, corpus)
+    pins = set(corpus.pins)
+    out: dict[str, list[str]] = {}
+    for e in entries:
+        pin = f"{e.library}@{e.version}"
+        out[e.id] = (
+            [d for d, _ in bm25.retrieve(e.question, e.library, e.version, depth)] if pin in pins else []
+        )
+    return out
 
 
 @contextlib.contextmanager
@@ -253,7 +270,22 @@ def load_candidates(runs_dir: Path, name: str = CANDIDATES) -> CandidateSet:
                 f"{path}:{lineno}: not a candidate record ({type(exc).__name__}: {exc}); the cache is damaged; "
                 f"rerun `{rerun}`"
             ) from exc
-    return CandidateSet(meta, ranked, routed)
+    bm25 = _load_bm25(folder / BM25_RANKINGS, rerun) if name == CANDIDATES else None
+    return CandidateSet(meta, ranked, routed, bm25=bm25)
+
+
+def _load_bm25(path: Path, rerun: str) -> dict[str, list[str]] | None:
+    """The cached bm25 rankings, or None when this cache has none (written before they were cached)."""
+    if not path.is_file():
+        return None
+    out: dict[str, list[str]] = {}
+    for lineno, rec in iter_jsonl(path, rerun=rerun):
+        if not isinstance(rec, dict) or not isinstance(rec.get("ranked"), list) or "id" not in rec:
+            raise UsageError(
+                f"{path}:{lineno}: not a bm25 ranking record; the cache is damaged; rerun `{rerun}`"
+            )
+        out[str(rec["id"])] = [str(d) for d in rec["ranked"]]
+    return out
 
 
 def check_candidates(

@@ -1,7 +1,8 @@
 """`evaluate(cfg)`: replay a golden split through the system under test and score it. Pure apart from file
 reads, the journals and the LLM cache; the CLI, the DVC stage and the Python API are thin wrappers around it.
 
-The steps, in order: :func:`~doceval.harness.plan.plan_run` (what is evaluated), :func:`prepare_agent` and
+The steps, in order: :func:`~doceval.harness.plan.plan_run` (what is evaluated, without calling the
+system), :func:`~doceval.harness.plan.retrieve_live` (live retrieval), :func:`prepare_agent` and
 :func:`open_ledger` (how the LLM work runs), then for doceval's agent :func:`score_retrieval` (candidates,
 floors, k) before :func:`run_docchat`, and for the user's assistant :func:`run_assistant` before
 :func:`score_sources` (its returned sources, cut at k); then :func:`score_answers` (the judge grades, then
@@ -26,7 +27,7 @@ import numpy as np
 from doceval.common.journal import mark_finished, plan_journals
 from doceval.common.provenance import source_hash
 from doceval.errors import UsageError
-from doceval.harness.plan import EvalOptions, RunPlan, max_abandoned, plan_run
+from doceval.harness.plan import EvalOptions, RunPlan, max_abandoned, plan_run, retrieve_live
 from doceval.harness.summary import build_summary, system_block
 from doceval.scoring.metrics import build_matrix, cut
 from doceval.scoring.registry import ANSWER_NAMES, RETRIEVAL_NAMES, answer_scores, retrieval_scores
@@ -320,13 +321,22 @@ def score_answers(
     return AnswerScores({m: per[m] for m in ANSWER_NAMES}, verdicts, judging)
 
 
-def evaluate(cfg: Mapping[str, Any], options: EvalOptions | None = None) -> dict[str, Any]:
-    """Score one configuration on one split. Returns ``{"metrics", "config", "entries", "complete"}``."""
+def evaluate(
+    cfg: Mapping[str, Any], options: EvalOptions | None = None, plan: RunPlan | None = None
+) -> dict[str, Any]:
+    """Score one configuration on one split. Returns ``{"metrics", "config", "entries", "complete"}``.
+    ``plan``: one :func:`plan_run` made for these ``cfg`` and ``options`` (the evaluate stage plans once for
+    all its sections); None plans here."""
     from doceval.common.redact import register_config
 
     options = options or EvalOptions()
     register_config(cfg)  # every writer below scrubs what the config holds or points at (the API path too)
-    plan = plan_run(cfg, options)
+    plan = plan if plan is not None else plan_run(cfg, options)
+    # The system's first calls are the run's: an assistant's probe request (one that does not answer fails
+    # before any work), or the live retrieval a plan awaits.
+    if plan.agent is not None:
+        plan.agent.check()
+    plan = retrieve_live(cfg, options, plan)
     setup = prepare_agent(cfg, options, plan)
     journals = [p for p in (setup.agent_journal, setup.judge_journal) if p is not None]
     reuse = plan_journals(journals[0].parent if journals else None, journals, resume=options.resume,

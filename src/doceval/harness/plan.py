@@ -10,6 +10,7 @@ assistant brings its own documents, and its relevant ids are the user's ids.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Collection, Mapping, Sequence
@@ -122,16 +123,16 @@ def load_inputs(
     return corpus, entries, golden_path, md5
 
 
-def candidates_for(
+def cached_candidates(
     cfg: Mapping[str, Any],
     options: EvalOptions,
     corpus: Corpus | None,
     all_entries: Sequence[GoldenEntry],
-    golden_path: Path,
     golden_md5: str,
     k: int,
-) -> CandidateSet:
-    """The cached candidates when they match this golden set and retriever; otherwise retrieve live.
+) -> CandidateSet | None:
+    """The given or cached candidates when they match this golden set and retriever; None when the run must
+    retrieve live (:func:`retrieve_live`).
 
     A user's retriever is always run live: the on-disk cache is keyed on the config, and the user's code can
     change under an unchanged config."""
@@ -157,7 +158,7 @@ def candidates_for(
             )
             return cached
         except UsageError as exc:
-            # Another retriever, golden set or a deeper k: retrieve live below, leaving the cache alone.
+            # Another retriever, golden set or a deeper k: retrieve live in the run, leaving the cache alone.
             reason = (
                 f"k={k} is more than the {cached.depth} candidates cached per entry (candidates_k)"
                 if k > cached.depth
@@ -166,10 +167,7 @@ def candidates_for(
             print_note(
                 f"{reason}: retrieving live for this run (the cache in {runs / 'candidates'} is left alone)"
             )
-    live = {**cfg, "candidates_k": max(int(cfg["candidates_k"]), k)}
-    limits = ErrorLimits(options.max_errors, max_abandoned(cfg))
-    return compute_candidates(live, corpus, all_entries, golden_path, golden_md5, options.progress,
-                              retriever=options.retriever, limits=limits)  # fmt: skip
+    return None
 
 
 @dataclass(frozen=True)
@@ -190,6 +188,10 @@ class RunPlan:
     threshold: int = 2  # relevance.threshold: the grade a document needs to count as relevant
     signal: str = "score"  # floors.signal: what a floor applies to (docs/design.md section 5.5)
     signal_values: dict[str, float] | None = None  # per entry id, for a per-question signal
+    all_entries: list[GoldenEntry] = field(default_factory=list)  # the whole golden set, every split
+    # Live retrieval is the run's (retrieve_live): until then there are no candidates, and floors that depend
+    # on the retriever's scores (a user's function may return bare ids) are not settled yet.
+    awaits_retrieval: bool = False
 
     @property
     def scored(self) -> bool:
@@ -274,9 +276,8 @@ def _external_agent(cfg: Mapping[str, Any], options: EvalOptions) -> ExternalAge
     return make_agent(cfg["agent"])
 
 
-def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
-    """Resolve k, limit and split, load the inputs, and pick the floors and candidates (checked against each
-    other). Every bad input is a UsageError here, before any model or assistant is called."""
+def _check_limits(cfg: Mapping[str, Any], options: EvalOptions) -> tuple[int, int | None]:
+    """(k, limit), each checked, and the run's error limits."""
     k = int(cfg["k"])
     if k < 1:
         raise UsageError(f"k={k}: must be at least 1")
@@ -285,43 +286,85 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
         raise UsageError(f"--limit {limit}: must be at least 1 (or omit it for every entry)")
     if options.max_errors is not None and options.max_errors < 0:
         raise UsageError(f"--max-errors {options.max_errors}: must be 0 or more")
+    return k, None if limit is None else int(limit)
+
+
+def _limited(
+    entries: list[GoldenEntry], limit: int | None, split: str | None, from_flag: bool
+) -> list[GoldenEntry]:
+    if limit is None:
+        return entries
+    if limit > len(entries):
+        flag = f"--limit {limit}" if from_flag else f"limit={limit}"
+        where = "every split" if split is None else f"split {split!r}"
+        print_note(f"{flag} is more than the {len(entries)} entries of {where}: scoring all {len(entries)}")
+    return entries[:limit]
+
+
+# The floors of a plan that awaits a user's retriever: settled from its scores once it has run.
+PENDING_FLOORS = "pending: set once the retriever has run"
+
+
+def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
+    """Resolve k, limit and split, load the inputs, and pick the floors and candidates (checked against each
+    other). Every bad input is a UsageError here. Planning never calls the system under test: an assistant's
+    probe and any live retrieval (a user's retriever, or no matching cache) are the run's, in
+    :func:`retrieve_live` (the plan ``awaits_retrieval`` until then)."""
+    k, limit = _check_limits(cfg, options)
     split = split_of(cfg, options)
     check_one_system(cfg, options)
     agent = _external_agent(cfg, options)
     corpus, all_entries, golden_path, golden_md5 = load_inputs(cfg, options, needs_corpus(cfg, options))
-    entries = select_split(all_entries, split, golden_path)
-    if limit is not None:
-        if int(limit) > len(entries):
-            flag = f"--limit {limit}" if options.limit is not None else f"limit={limit}"
-            where = "every split" if split is None else f"split {split!r}"
-            print_note(
-                f"{flag} is more than the {len(entries)} entries of {where}: scoring all {len(entries)}"
-            )
-        entries = entries[: int(limit)]
+    entries = _limited(select_split(all_entries, split, golden_path), limit, split, options.limit is not None)
     builtin = agent is None and not uses_function_retriever(cfg, options)
-    report_ids = [e.id for e in entries]
     # Floors first where they do not depend on what the retriever returns: a bad floor (or floors calibrated on
     # the entries being reported) costs no retrieval.
     floors = (
-        _floors(cfg, options, split, external=False, scored=True, report_ids=report_ids) if builtin else None
+        _floors(cfg, options, split, external=False, scored=True, report_ids=[e.id for e in entries])
+        if builtin
+        else Floors(float("-inf"), {}, source=PENDING_FLOORS)
     )
     if agent is None and corpus is None and options.floor_flags:  # a typo costs no call of the user's code
         _check_golden_libraries(Floors(float("-inf"), dict(options.floor_flags), source="cli"), all_entries,
                                 golden_path)  # fmt: skip
-    if agent is not None:
-        agent.check()  # one probe request: an assistant that does not answer fails before any work
-        cands = None
-    else:  # a user's function runs live on the evaluated entries only: its failures count towards --max-errors
-        asked = (
-            entries if uses_function_retriever(cfg, options) and options.candidates is None else all_entries
-        )
-        cands = candidates_for(cfg, options, corpus, asked, golden_path, golden_md5, k)
-    if floors is None:
-        scored = cands is not None and cands.meta.get("scored", True) is not False
-        floors = _floors(
-            cfg, options, split, external=agent is not None, scored=scored, report_ids=report_ids
-        )
     signal = str(cfg["floors"].get("signal") or "score")
+    plan = RunPlan("docchat" if agent is None else agent.name, k, limit, split, corpus, golden_path, golden_md5,
+                   entries, floors, None, agent, relevance_threshold(cfg), signal, all_entries=all_entries)  # fmt: skip
+    if agent is not None:
+        return settle(cfg, options, plan, None)
+    cands = cached_candidates(cfg, options, corpus, all_entries, golden_md5, k)
+    if cands is None:
+        return dataclasses.replace(plan, awaits_retrieval=True)
+    return settle(cfg, options, plan, cands)
+
+
+def retrieve_live(cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan) -> RunPlan:
+    """The run's retrieval when the plan awaits it: the user's retriever over the evaluated entries (its
+    failures count towards --max-errors), or a built-in one over every entry (no matching cache); then the
+    floors that depend on its scores. A plan that does not await retrieval is returned as it is."""
+    if not plan.awaits_retrieval:
+        return plan
+    user = uses_function_retriever(cfg, options)
+    live = {**cfg, "candidates_k": max(int(cfg["candidates_k"]), plan.k)}
+    limits = ErrorLimits(options.max_errors, max_abandoned(cfg))
+    cands = compute_candidates(live, plan.corpus, plan.entries if user else plan.all_entries, plan.golden_path,
+                               plan.golden_md5, options.progress, retriever=options.retriever,
+                               limits=limits)  # fmt: skip
+    return settle(cfg, options, dataclasses.replace(plan, awaits_retrieval=False), cands)
+
+
+def settle(
+    cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan, cands: CandidateSet | None
+) -> RunPlan:
+    """The plan with its candidates, and the floors and signal checked against them (floors that wait on the
+    retriever's scores are picked here)."""
+    builtin = plan.agent is None and not uses_function_retriever(cfg, options)
+    floors = plan.floors
+    if floors.source == PENDING_FLOORS:
+        scored = cands is not None and cands.meta.get("scored", True) is not False
+        floors = _floors(cfg, options, plan.split, external=plan.agent is not None, scored=scored,
+                         report_ids=[e.id for e in plan.entries])  # fmt: skip
+    signal = plan.signal
     calibrated_signal = (floors.provenance or {}).get("signal", "score") if floors.provenance else None
     if calibrated_signal is not None and calibrated_signal != signal:
         raise UsageError(
@@ -336,22 +379,39 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
                              "an external assistant or a user's function uses floors.signal=score")  # fmt: skip
         from doceval.harness.tradeoff import entry_signal
 
-        vec = entry_signal(signal, entries, cands, corpus)
-        values = {e.id: float(v) for e, v in zip(entries, vec, strict=True)}
-    elif cands is not None and corpus is not None:
-        check_floors(floors, corpus.libraries, score_range_of(cands.meta), str(cfg["retriever"]["name"]))
+        vec = entry_signal(signal, plan.entries, cands, plan.corpus)
+        values = {e.id: float(v) for e, v in zip(plan.entries, vec, strict=True)}
+    elif cands is not None and plan.corpus is not None:
+        check_floors(floors, plan.corpus.libraries, score_range_of(cands.meta), str(cfg["retriever"]["name"]))
     elif cands is not None:
-        _check_golden_libraries(floors, all_entries, golden_path)
+        _check_golden_libraries(floors, plan.all_entries, plan.golden_path)
     calibrated_md5 = (floors.provenance or {}).get("golden_md5")
-    if calibrated_md5 is not None and calibrated_md5 != golden_md5:
+    if calibrated_md5 is not None and calibrated_md5 != plan.golden_md5:
         # Allowed (the ids are disjoint), but floors tuned to other labels are rarely what the user meant.
         print_note(
             f"floors from {floors.source} were calibrated on golden md5 {calibrated_md5}, this run reads "
-            f"{golden_path} (md5 {golden_md5}); rerun calibrate on this golden set for its own floors"
+            f"{plan.golden_path} (md5 {plan.golden_md5}); rerun calibrate on this golden set for its own floors"
         )
-    system = "docchat" if agent is None else agent.name
-    return RunPlan(system, k, limit, split, corpus, golden_path, golden_md5, entries, floors, cands, agent,
-                   relevance_threshold(cfg), signal, values)  # fmt: skip
+    return dataclasses.replace(plan, floors=floors, candidates=cands, signal_values=values)
+
+
+def variant(
+    cfg: Mapping[str, Any],
+    plan: RunPlan,
+    floors: Floors | None = None,
+    candidates: CandidateSet | None = None,
+) -> RunPlan:
+    """The same evaluation with explicit floors, or with other candidates of the same entries (the evaluate
+    stage's comparisons: one global floor, exact search), checked as :func:`plan_run` checks them; nothing is
+    loaded again and nothing is retrieved."""
+    options = EvalOptions(progress=False, floors=floors, candidates=candidates)
+    if candidates is not None:
+        assert plan.agent is None
+        cached_candidates(cfg, options, plan.corpus, plan.all_entries, plan.golden_md5, plan.k)
+    cands = candidates if candidates is not None else plan.candidates
+    return settle(
+        cfg, options, dataclasses.replace(plan, floors=floors if floors is not None else plan.floors), cands
+    )
 
 
 def _check_golden_libraries(floors: Floors, entries: Sequence[GoldenEntry], golden_path: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from doceval.harness.candidates import CandidateSet, score_range_of
+from doceval.harness.candidates import CandidateSet, bm25_rankings, score_range_of
 from doceval.harness.floor_search import sweep
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
@@ -28,21 +28,6 @@ from doceval.scoring.registry import names
 SIGNALS = ("top_score", "margin", "agreement", "fused")
 RRF_K = 60  # as the hybrid retriever
 AGREEMENT_DEPTH = 5
-
-
-def bm25_rankings(entries: Sequence[GoldenEntry], corpus: Corpus, depth: int) -> dict[str, list[str]]:
-    """bm25's ranked document ids per entry (the second ranking the agreement and fused signals need)."""
-    from doceval.system.retrievers import make_retriever
-
-    bm25 = make_retriever({"name": "bm25"}, corpus)
-    pins = set(corpus.pins)
-    out: dict[str, list[str]] = {}
-    for e in entries:
-        pin = f"{e.library}@{e.version}"
-        out[e.id] = (
-            [d for d, _ in bm25.retrieve(e.question, e.library, e.version, depth)] if pin in pins else []
-        )
-    return out
 
 
 def signals(

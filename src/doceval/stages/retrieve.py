@@ -1,4 +1,5 @@
-"""DVC stage `retrieve`: cache the top-K candidates of every golden entry, no floor (retrieve once, decide many)."""
+"""DVC stage `retrieve`: cache the top-K candidates of every golden entry, no floor (retrieve once, decide many),
+and bm25's ranking of each beside them (the evaluate stage's trade-off compares the two)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from typing import Any
 
 from doceval.common.io import atomic_dir, jsonl_line, write_json_atomic
 from doceval.errors import UsageError
-from doceval.harness.candidates import CANDIDATES, EXACT, META, CandidateSet, compute_candidates
+from doceval.harness.candidates import (
+    BM25_RANKINGS,
+    CANDIDATES,
+    EXACT,
+    META,
+    CandidateSet,
+    bm25_rankings,
+    compute_candidates,
+)
 from doceval.inputs.corpus import load_corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.inputs.scope import load_checked_golden
@@ -38,11 +47,14 @@ def run(params: Mapping[str, Any], progress: bool = True) -> CandidateSet:
         }
         exact = compute_candidates(twin, corpus, entries, golden_path, golden_md5, progress)
         cands.meta["exact_candidates"] = EXACT
+    bm25 = bm25_rankings(entries, corpus, cands.depth)  # the evaluate stage's trade-off, read from here
     out = Path(params["paths"]["runs"]) / "candidates"
     with atomic_dir(out) as tmp:
         _write(tmp / CANDIDATES, entries, cands)
         if exact is not None:
             _write(tmp / EXACT, entries, exact)
+        with (tmp / BM25_RANKINGS).open("w", encoding="utf-8") as fh:
+            fh.writelines(jsonl_line({"id": e.id, "ranked": bm25[e.id]}) for e in entries)
         write_json_atomic(tmp / META, cands.meta)
     print(
         json.dumps({"entries": len(entries), "retriever": cands.meta["retriever"]["name"], "K": cands.depth})

@@ -30,8 +30,10 @@ def log_configured_run(
     artifacts: Mapping[str, Path],
     run_name: str | None = None,
     tags: Mapping[str, str] | None = None,
+    doc_texts: Mapping[str, str] | None = None,
 ) -> str | None:
-    """Log a run when tracking is enabled (log_run creates the store once); returns the run id."""
+    """Log a run when tracking is enabled (log_run creates the store once); returns the run id. ``doc_texts``:
+    the traces' document texts when the caller holds the corpus already (else read from ``paths.docs``)."""
     if not enabled(cfg):
         return None
     root = Path.cwd()
@@ -49,7 +51,7 @@ def log_configured_run(
         flat_config=flat,
         golden_path=Path(summary["config"]["golden"]["path"]),
         traces=_traces_on(cfg),
-        doc_texts=_doc_texts(cfg) if _traces_on(cfg) else None,
+        doc_texts=(_doc_texts(cfg) if doc_texts is None else doc_texts) if _traces_on(cfg) else None,
     )
     n = len(summary.get("entries") or [])
     traced = f", {n} entry traces" if _traces_on(cfg) else ""
