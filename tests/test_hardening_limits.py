@@ -78,8 +78,9 @@ def serving(reply: Callable[[BaseHTTPRequestHandler], None]) -> Iterator[Server]
 DRIP_S = 0.25  # one byte per DRIP_S: the whole reply would take len(...) * DRIP_S (>= 10 s) to arrive
 
 
-def drip(where: str) -> Callable[[BaseHTTPRequestHandler], None]:
-    """A reply dripped one byte at a time: its status line and headers, or its body."""
+def drip(where: str, sent: list[int] | None = None) -> Callable[[BaseHTTPRequestHandler], None]:
+    """A reply dripped one byte at a time: its status line and headers, or its body; ``sent`` counts the slow
+    bytes written so far."""
 
     def reply(h: BaseHTTPRequestHandler) -> None:
         head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(REPLY)}\r\n\r\n"
@@ -90,6 +91,8 @@ def drip(where: str) -> Callable[[BaseHTTPRequestHandler], None]:
         for i in range(len(slow)):
             h.wfile.write(slow[i : i + 1])
             h.wfile.flush()
+            if sent is not None:
+                sent.append(i)
             time.sleep(DRIP_S)
         if where == "headers":
             h.wfile.write(fast)
@@ -100,14 +103,15 @@ def drip(where: str) -> Callable[[BaseHTTPRequestHandler], None]:
 @pytest.mark.parametrize("where", ["headers", "body"])
 def test_agent_timeout_is_one_deadline_from_connect_to_the_last_byte(where: str) -> None:
     assert len(REPLY) * DRIP_S > 10  # without a deadline the call would succeed after this long
-    with serving(drip(where)) as srv:
+    sent: list[int] = []
+    with serving(drip(where, sent)) as srv:
         agent = HttpAgent(srv.url, timeout_s=1, max_retries=0)
-        start = time.monotonic()
         out = run_external([PROBE], agent, progress=False)
-        elapsed = time.monotonic() - start
+        slow_bytes_sent = len(sent)  # how far the drip had got when the client gave up
     error = out.responses["p1"].error
     assert error == "timeout: no reply within 1s (gave up after 1 attempt(s))"
-    assert 0.9 < elapsed < 3.0, elapsed
+    # Gave up after about timeout_s of dripping (a byte per DRIP_S), long before the 10 s a whole reply takes.
+    assert slow_bytes_sent < 10 / DRIP_S
 
 
 def test_a_reply_past_the_deadline_is_retried_like_other_timeouts() -> None:
@@ -188,10 +192,8 @@ def test_a_declared_length_over_the_cap_is_refused_before_reading() -> None:
         h.wfile.flush()
         time.sleep(5)
 
-    with serving(promise) as srv:
-        start = time.monotonic()
+    with serving(promise) as srv:  # refused on the header: a read would time out with another message
         out = run_external([PROBE], HttpAgent(srv.url, timeout_s=4, max_retries=0), progress=False)
-        assert time.monotonic() - start < 2.0
     assert out.responses["p1"].error == (
         "oversize: reply over agent.max_reply_bytes=4194304 bytes (Content-Length 50000000)"
     )
@@ -241,12 +243,17 @@ def assistant(question, library, version, session_id):
     return {{"answer": "see " + ", ".join(d for d, _ in hits), "refused": not hits,
              "sources": [{{"id": d, "score": s}} for d, s in hits]}}
 
+RELEASE = threading.Event()  # set by the test once it has looked: the abandoned calls may then return
+FINISHED = []
+
 def slow_retrieve(question, k):
-    time.sleep(3)
+    RELEASE.wait(60)
+    FINISHED.append(question)
     return []
 
 def slow_assistant(question, library, version, session_id):
-    time.sleep(3)
+    RELEASE.wait(60)
+    FINISHED.append(question)
     return {{"answer": None, "refused": True, "sources": []}}
 
 def factory(**kwargs):
@@ -429,9 +436,12 @@ def test_an_assistants_score_follows_the_retrievers_rule(project: Write, score: 
 def test_a_call_past_timeout_s_is_a_system_error_and_too_many_stop_the_run(
     project: Write, args: tuple[str, ...]
 ) -> None:
-    start = time.monotonic()
     rc, s = run(*args, "run.max_abandoned=1", "run.max_concurrency=1")
-    elapsed = time.monotonic() - start
+    userlim = sys.modules["userlim"]
+    # The run came back while both calls were still blocked: it waited for two deadlines, not for the calls.
+    finished_before_release = list(userlim.FINISHED)
+    userlim.RELEASE.set()
+    assert finished_before_release == []
     assert rc == 4 and s is not None and s["complete"] is False
     # The second abandoned call is one more than run.max_abandoned=1: q1 and q2 asked, q3 and q4 never.
     assert s["incomplete"] == {
@@ -443,7 +453,6 @@ def test_a_call_past_timeout_s_is_a_system_error_and_too_many_stop_the_run(
         "timeout: no reply within 0.2s (the call was abandoned: a thread cannot be stopped)"
     ] * 2
     assert s["config"]["run"]["max_abandoned"] == 1
-    assert elapsed < 2.5, elapsed  # two deadlines, not two 3 s calls
 
 
 def test_a_call_that_never_returns_does_not_hold_the_process_at_exit(project: Write, tmp_path: Path) -> None:
@@ -468,11 +477,11 @@ def test_a_call_that_never_returns_does_not_hold_the_process_at_exit(project: Wr
         "run.max_abandoned=0",
     ]
     code = f"import sys; from doceval.cli.main import main; sys.exit(main({argv!r}))"
-    start = time.monotonic()
+    # A thread that held the process open would make this run into subprocess.run's timeout (an error).
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(src)},
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 4, proc.stderr[-2000:]
-    assert "run.max_abandoned=0" in proc.stderr and time.monotonic() - start < 30
+    assert "run.max_abandoned=0" in proc.stderr
 
 
 def test_the_function_agents_reply_over_max_reply_bytes_is_a_system_error(project: Write) -> None:

@@ -147,12 +147,9 @@ def test_peak_concurrency_never_exceeds_the_bound(tmp_path: Path) -> None:
     with FakeOpenAI(latency_s=0.1) as srv:
         client = ChatClient(make_cfg(srv, tmp_path, cache_path="", max_concurrency=16), "answerer")
         prompts = [[{"role": "user", "content": f"prompt {i}"}] for i in range(20)]
-        t0 = time.perf_counter()
         out = map_concurrent(client.complete, prompts, max_concurrency=4)
-        elapsed = time.perf_counter() - t0
         assert [r.content for r in out] == ["I don't know"] * 20
-        assert 1 < srv.peak_inflight <= 4
-        assert elapsed < 20 * 0.1 * 0.8  # really concurrent (sequential would take 2 s)
+        assert 1 < srv.peak_inflight <= 4  # really concurrent, never past the bound (the server counted)
         # The client's own bound holds even when more threads call it.
         srv.reset_stats()
         bounded = ChatClient(make_cfg(srv, tmp_path, cache_path="", max_concurrency=3), "answerer")
