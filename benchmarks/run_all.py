@@ -40,6 +40,7 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
             ["bench_traces.py", *(["--entries", "2000"] if quick else [])],
         ),
         ("Judge validation: `doceval judge validate --repeats 3`, 100 ms latency", ["bench_judge.py"]),
+        ("Evaluate stage: one plan, with and without tracking", ["bench_evaluate_stage.py", "--rounds", "3"]),
         (
             "Hardening: a user's function behind a deadline, and the scrubber over a summary",
             ["bench_hardening.py", *(["--calls", "5000"] if quick else [])],
