@@ -121,7 +121,7 @@ doceval.scoring.registry = module
 
 import doceval
 from doceval.cli.common import print_headline
-from doceval.harness.sweep import format_points
+from doceval.app.sweep import format_points
 from doceval.stages.evaluate import headline_metrics
 from doceval.tracking.shaping import build_metrics, headline_line
 

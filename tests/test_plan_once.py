@@ -95,8 +95,8 @@ def test_the_evaluate_stage_loads_each_input_once(
     second evaluation at one global floor) and tracking with traces (the traces' document texts)."""
     root = _project(tmp_path / "project", "retriever=bm25")
     # Every section that reads an input is imported before the wrap, as the stage imports it.
-    import doceval.harness.ann
     import doceval.harness.tradeoff
+    import doceval.stages.ann
     import doceval.stages.evaluate
     import doceval.tracking.configured  # noqa: F401
 

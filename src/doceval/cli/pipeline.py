@@ -226,7 +226,7 @@ def _dry_run(cfg: dict[str, Any], options: Any, repeats: int) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from doceval.harness.sweep import run_sweep
+    from doceval.app.sweep import run_sweep
 
     result = run_sweep(args.overrides, jobs=args.jobs, track=not args.no_track, progress=not args.quiet)
     print(result["table"])

@@ -1,4 +1,4 @@
-"""The report's "ANN vs exact" section, from ``eval/ann_vs_exact.json`` (doceval.harness.ann)."""
+"""The report's "ANN vs exact" section, from ``eval/ann_vs_exact.json`` (doceval.stages.ann)."""
 
 from __future__ import annotations
 

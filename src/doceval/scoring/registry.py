@@ -24,11 +24,11 @@ Family = Literal["retrieval", "answer"]
 # subsets whose order predates the registry keep it; equal places fall back to registry order.
 TAGS: dict[str, str] = {
     "headline": "the run's description in MLflow (doceval.tracking.shaping.headline_line)",
-    "sweep": "the sweep table and points.csv columns (doceval.harness.sweep)",
+    "sweep": "the sweep table and points.csv columns (doceval.app.sweep)",
     "short": "the two a floor trades off, where space is short: the sweep plot, a sweep point's line, "
     "calibrate's printed line",
     "history": "`doceval history` without --metric",
-    "ann": "ANN vs exact (doceval.harness.ann)",
+    "ann": "ANN vs exact (doceval.stages.ann)",
     "floor_curve": "a floor sweep's curves: floors.json and the trade-off (doceval.harness.floor_search.sweep)",
     "curve_csv": "eval/calibration/curves/*.csv columns, for `dvc plots`",
     "tradeoff_curve": "the refusal trade-off's curves (doceval.harness.tradeoff)",

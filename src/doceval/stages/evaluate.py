@@ -21,7 +21,7 @@ from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.scoring.registry import METRIC_NAMES, names
 
-ANN_VS_EXACT = "ann_vs_exact.json"  # the report's "ANN vs exact" (doceval.harness.ann)
+ANN_VS_EXACT = "ann_vs_exact.json"  # the report's "ANN vs exact" (doceval.stages.ann)
 
 
 def headline_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def run(params: Mapping[str, Any], progress: bool = True) -> tuple[dict[str, Any
     write_json_atomic(out / "summary.json", summary)
     write_json_atomic(out / "metrics.json", headline_metrics(summary))
     if params["agent"]["name"] == "docchat":
-        from doceval.harness.ann import ann_vs_exact
+        from doceval.stages.ann import ann_vs_exact
 
         write_json_atomic(out / ANN_VS_EXACT, ann_vs_exact(params, summary, plan))
     if (

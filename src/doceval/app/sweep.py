@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from doceval.app.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, FAILED_SUFFIX
 from doceval.common.io import write_text_atomic
 from doceval.config.compose import check_override_syntax, find_conf_dir
 from doceval.errors import UsageError
-from doceval.harness.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, FAILED_SUFFIX
 from doceval.scoring.registry import names
 
 if TYPE_CHECKING:
@@ -221,7 +221,7 @@ def run_sweep(
         final.append("tracking.enabled=false")
     sweep_dir.mkdir(parents=True, exist_ok=True)
     cmd = [
-        sys.executable, "-m", "doceval.harness.sweep_app", "-m", "--config-dir", str(find_conf_dir().resolve()), *final,
+        sys.executable, "-m", "doceval.app.sweep_app", "-m", "--config-dir", str(find_conf_dir().resolve()), *final,
         "hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}", f"hydra.sweep.dir={sweep_dir}",
         "hydra.sweep.subdir=${hydra.job.num}", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled",
         # No .hydra/ folders: they would hold every override as typed, a secret-named kwarg's value included.
