@@ -1,4 +1,4 @@
-"""External agents as systems under test (doceval.harness.agents): the user's assistant behind HTTP (a real
+"""External agents as systems under test (doceval.system.external, run by doceval.harness.agents): the user's assistant behind HTTP (a real
 server on 127.0.0.1, started here, with programmable faults) or a Python callable; sessions, retries, per-entry
 errors, the journal, max_errors, secrets, and the agent config block."""
 
@@ -19,9 +19,10 @@ from fake_agent import FakeAgent, running_agent
 from doceval.common.retry import RetriesExhausted, RetryPolicy, call_with_retries
 from doceval.config.compose import compose
 from doceval.errors import UsageError
-from doceval.harness.agent_http import HttpAgent, redact_url
-from doceval.harness.agents import function_agent, load_journal, make_agent, run_external
+from doceval.harness.agents import load_journal, run_external
 from doceval.seam import Probe, Reply, Source
+from doceval.system.external.agents import function_agent, make_agent
+from doceval.system.external.http import HttpAgent, redact_url
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 SECRET = "s3cr3t-agent-token-value"

@@ -143,8 +143,9 @@ def test_a_non_finite_score_from_an_http_assistant_is_its_entrys_system_error(
 
 
 def test_a_journaled_reply_with_nan_from_an_older_doceval_is_asked_again(tmp_path: Path) -> None:
-    from doceval.harness.agents import function_agent, load_journal, run_external
+    from doceval.harness.agents import load_journal, run_external
     from doceval.seam import Probe
+    from doceval.system.external.agents import function_agent
 
     journal = tmp_path / "journal.jsonl"
     old = {"id": "e1", "answer": "a", "sources": [{"id": "d1", "score": float("nan")}], "refused": False,

@@ -28,11 +28,12 @@ from tiny_project import run_eval as run
 import doceval
 from doceval.common.concurrency import CallTimedOut, DeadlineCaller
 from doceval.errors import UsageError
-from doceval.harness.agent_http import HttpAgent
-from doceval.harness.agents import make_agent, run_external
+from doceval.harness.agents import run_external
 from doceval.harness.candidates import retrieve_all
 from doceval.inputs.golden import GoldenEntry
 from doceval.seam import Probe
+from doceval.system.external.agents import make_agent
+from doceval.system.external.http import HttpAgent
 
 Write = Callable[..., None]  # the project fixture: write(failure, top="") rewrites the user's module
 PROBE = Probe("p1", "what is a model?", "pydantic", "2.8.2")

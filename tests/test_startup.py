@@ -105,7 +105,7 @@ def test_a_no_track_eval_of_an_http_assistant_imports_no_heavy_library(
 ) -> None:
     modules = loaded_modules(tmp_path, *EVAL, "--output", str(tmp_path / "run.json"), "agent=http",
                              f"agent.url={assistant_url}", "k=3", f"paths.runs={tmp_path / 'runs'}")  # fmt: skip
-    assert "doceval.harness.agent_http" in modules
+    assert "doceval.system.external.http" in modules
     assert heavy(modules) == []
 
 

@@ -103,7 +103,7 @@ def evaluate(
         # The summary names the user's callable, and no floors of another retriever can match it.
         cfg["retriever"] = {"name": "function", "target": name, "kwargs": {}}
     if agent is not None:
-        from doceval.harness.agents import function_agent
+        from doceval.system.external.agents import function_agent
 
         options.agent = function_agent(agent, name=_name(agent))
     cfg["tracking"] = {**cfg["tracking"], "enabled": track}

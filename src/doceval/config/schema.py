@@ -87,7 +87,7 @@ class AgentDocChat:
 @dataclass(frozen=True, kw_only=True)
 class AgentFunction:
     name: Literal["function"]
-    # Null in conf/ (the option must compose as shipped); doceval.harness.agents.make_agent refuses null with
+    # Null in conf/ (the option must compose as shipped); doceval.system.external.agents.make_agent refuses null with
     # "agent=function needs agent.target=MODULE:ATTR". Same grammar as doceval.common.targets.TARGET_PATTERN.
     target: str | None = spec(
         pattern=r"[^\W\d]\w*(?:\.[^\W\d]\w*)*:[^\W\d]\w*(?:\.[^\W\d]\w*)*",

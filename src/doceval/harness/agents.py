@@ -1,6 +1,6 @@
 """External agents as systems under test: the user's own assistant behind a Python callable (``agent=function``)
-or an HTTP endpoint (``agent=http``, :mod:`doceval.harness.agent_http`), and the loop that replays probes
-through one (:func:`run_external`).
+or an HTTP endpoint (``agent=http``), whose adapters live in :mod:`doceval.system.external`, and the loop that
+replays probes through one (:func:`run_external`).
 
 A system is called with the probe only (question, library, version) plus a session id; labels never leave the
 harness. Its reply must be a JSON object/mapping with ``answer`` (str or null), ``sources`` (a list of id
@@ -15,274 +15,27 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
-import inspect
-import json
 import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from tqdm import tqdm
 
 from doceval.common.concurrency import (
-    DEFAULT_TIMEOUT_S,
-    CallTimedOut,
-    DeadlineCaller,
     iter_concurrent,
-    timeout_of,
 )
-from doceval.common.io import json_text, non_finite_path
+from doceval.common.io import non_finite_path
 from doceval.common.journal import Journal, load_records
-from doceval.common.targets import load_target, provenance_of
-from doceval.errors import UsageError
-from doceval.harness.agent_http import DEFAULT_MAX_REPLY_BYTES, AgentCallError, HttpAgent, reply_cap
-from doceval.seam import InvalidRetrieval, Probe, Reply, Source, require_unique_ids, source_problem
+from doceval.seam import Probe, Reply, require_unique_ids
+from doceval.system.external.agents import ExternalAgent, parse_response, system_error_text
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "AgentCallError",
-    "ExternalAgent",
-    "ExternalOutcome",
-    "FunctionAgent",
-    "HttpAgent",
-    "function_agent",
-    "load_journal",
-    "make_agent",
-    "parse_response",
-    "run_external",
-]
-
-AGENT_NAMES = ("docchat", "function", "http")
-_CALL = "(question=..., library=..., version=..., session_id=...)"
-_RESERVED = ("answer", "sources", "refused", "reason", "usage")
-
-
-class ExternalAgent(Protocol):
-    name: str  # "function" or "http"
-
-    def describe(self) -> dict[str, Any]:
-        """Provenance for the summary and MLflow: the target and its source sha256 (or package version), or
-        the URL with credentials redacted; never a header value."""
-        ...
-
-    def check(self) -> None:
-        """Before any work: raise UsageError when the system cannot be reached."""
-        ...
-
-    def call(self, probe: Probe, session_id: str) -> Mapping[str, Any]:
-        """One raw call; raises on failure."""
-        ...
-
-
-# ----------------------------------------------------------------------------------- agent=function
-
-
-class FunctionAgent:
-    """A Python callable ``fn(question=..., library=..., version=..., session_id=...)`` returning the reply,
-    called on a worker thread with a deadline (``timeout_s``; None: in the caller's thread, no deadline)."""
-
-    name = "function"
-
-    def __init__(
-        self,
-        fn: Callable[..., Mapping[str, Any]],
-        target: str,
-        *,
-        timeout_s: float | None = DEFAULT_TIMEOUT_S,
-        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
-    ) -> None:
-        self._fn = fn
-        self.target = target
-        self.timeout_s = timeout_of(timeout_s, "agent.timeout_s")
-        self.max_reply_bytes = reply_cap(max_reply_bytes)
-        self._caller = DeadlineCaller("doceval-agent")
-        self._provenance = provenance_of(fn)
-
-    def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "target": self.target, **self._provenance}
-
-    def check(self) -> None:
-        return None  # resolving the target and its signature already ran in make_agent/function_agent
-
-    @property
-    def abandoned(self) -> int:
-        """Calls abandoned past their deadline so far (their threads may still be running)."""
-        return self._caller.abandoned
-
-    def call(self, probe: Probe, session_id: str) -> Mapping[str, Any]:
-        reply = self._caller.call(
-            lambda: self._fn(
-                question=probe.question, library=probe.library, version=probe.version, session_id=session_id
-            ),
-            self.timeout_s,
-        )
-        self._check_size(reply)
-        return reply
-
-    def _check_size(self, reply: Any) -> None:
-        # The same cap as an HTTP reply's body: a huge answer would be copied into the journal and the summary.
-        try:
-            size = len(json.dumps(reply, ensure_ascii=False, default=lambda _: None).encode("utf-8"))
-        except (TypeError, ValueError):
-            return  # not JSON at all (a circular reference, a non-str key): parse_response says so
-        if size > self.max_reply_bytes:
-            raise AgentCallError(
-                f"oversize: reply over agent.max_reply_bytes={self.max_reply_bytes} bytes "
-                f"({size} bytes as JSON)"
-            )
-
-
-def function_agent(fn: Callable[..., Mapping[str, Any]], name: str = "callable") -> ExternalAgent:
-    """An external agent from a callable, for the Python API (``name`` is recorded as its target)."""
-    if not callable(fn):
-        raise UsageError(f"function_agent({name}): {type(fn).__name__} object is not callable")
-    _check_signature(fn, f"function_agent({name})", "accept these keyword arguments (or **kwargs)")
-    return FunctionAgent(fn, name)
-
-
-def resolve_target(target: str) -> Callable[..., Mapping[str, Any]]:
-    """``MODULE:ATTR`` imported with the current directory first on sys.path (:mod:`doceval.common.targets`),
-    callable with the agent's keyword arguments; every failure a UsageError naming ``agent.target``."""
-    importlib.invalidate_caches()  # a module file written moments ago (tests, notebooks)
-    obj = load_target(target, "agent.target")
-    attr = target.strip().partition(":")[2]
-    if not callable(obj):
-        raise UsageError(
-            f"agent.target={target}: {attr!r} is a {type(obj).__name__}, not callable; "
-            "point agent.target at a function"
-        )
-    _check_signature(obj, f"agent.target={target}", f"give {attr} these keyword parameters (or **kwargs)")
-    fn: Callable[..., Mapping[str, Any]] = obj
-    return fn
-
-
-def _check_signature(fn: Callable[..., Any], where: str, fix: str) -> None:
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return  # some builtins have none; the first call will tell
-    try:
-        sig.bind(question="", library="", version="", session_id="")
-    except TypeError as exc:
-        raise UsageError(
-            f"{where}: the signature {sig} cannot be called as f{_CALL} ({exc}); {fix}"
-        ) from None
-
-
-# ----------------------------------------------------------------------------------------- factory
-
-
-def make_agent(cfg: Mapping[str, Any]) -> ExternalAgent | None:
-    """The system under test named by the ``agent`` block; None for ``agent=docchat`` (doceval's own)."""
-    name = cfg.get("name", "docchat")
-    if name == "docchat":
-        return None
-    if name == "function":
-        target = cfg.get("target")
-        if not isinstance(target, str) or not target.strip():
-            raise UsageError(
-                "agent=function needs agent.target=MODULE:ATTR (e.g. agent.target=my_agent:answer, for a "
-                f"function answer{_CALL} in my_agent.py in the current directory)"
-            )
-        return FunctionAgent(
-            resolve_target(target.strip()),
-            target.strip(),
-            timeout_s=timeout_of(cfg.get("timeout_s", DEFAULT_TIMEOUT_S), "agent.timeout_s"),
-            max_reply_bytes=reply_cap(cfg.get("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES)),
-        )
-    if name == "http":
-        return HttpAgent.from_config(cfg)
-    raise UsageError(f"agent.name={name}: expected one of {', '.join(AGENT_NAMES)}")
-
-
-# --------------------------------------------------------------------------------- reading a reply
-
-
-class InvalidResponse(Exception):
-    """A reply of the wrong shape; the message is ``"invalid response: ..."``."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(f"invalid response: {message}")
-
-
-def _type_name(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _score_text(score: int | float) -> str:
-    return str(score) if isinstance(score, float) else "an integer too large for a float"
-
-
-def _source(item: Any, i: int) -> Source:
-    if isinstance(item, str):
-        doc_id, score = item, None
-    elif isinstance(item, Mapping) and "id" in item:
-        doc_id, score = item["id"], item.get("score")
-    else:
-        raise InvalidResponse(
-            f'sources[{i}] must be an id string or {{"id": str, "score": number}}, got {_type_name(item)}'
-        )
-    # One rule with a retriever function's results (an empty id, a NaN or infinite score).
-    problem = source_problem(doc_id, score)
-    if problem is not None:
-        raise InvalidResponse(f"sources[{i}] {problem}")
-    return Source(doc_id, None if score is None else float(score))
-
-
-def parse_response(probe_id: str, session_id: str, raw: Any) -> Reply:
-    """A system's reply as a :class:`~doceval.seam.Reply` (a refusal's cause "system", its ``reason`` the
-    refusal reason); :class:`InvalidResponse` on another shape."""
-    if not isinstance(raw, Mapping):
-        raise InvalidResponse(f"expected a JSON object/mapping, got {_type_name(raw)}")
-    for key in ("answer", "sources", "refused"):
-        if key not in raw:
-            raise InvalidResponse(f"missing {key!r} (a reply needs answer, sources and refused)")
-    answer, sources, refused = raw["answer"], raw["sources"], raw["refused"]
-    if answer is not None and not isinstance(answer, str):
-        raise InvalidResponse(f"'answer' must be a string or null, got {_type_name(answer)}")
-    if not isinstance(sources, list):
-        raise InvalidResponse(f"'sources' must be a list, got {_type_name(sources)}")
-    if not isinstance(refused, bool):
-        raise InvalidResponse(f"'refused' must be true or false, got {_type_name(refused)}")
-    reason = raw.get("reason")
-    if reason is not None and not isinstance(reason, str):
-        raise InvalidResponse(f"'reason' must be a string or null, got {_type_name(reason)}")
-    usage = raw.get("usage")
-    extra = {str(k): v for k, v in raw.items() if k not in _RESERVED}
-    if "usage" in raw and not isinstance(usage, Mapping):
-        extra["usage"] = usage  # not a usage block we understand: kept as returned
-    response = Reply(
-        id=probe_id,
-        answer=answer,
-        refused=refused,
-        refusal_cause="system" if refused else None,
-        refusal_reason=reason,
-        sources=[_source(item, i) for i, item in enumerate(sources)],
-        usage=dict(usage) if isinstance(usage, Mapping) else {},
-        extra=extra,
-        session_id=session_id,
-    )
-    try:  # the journal and the summary are strict JSON: a value that is not would fail far from its cause
-        json_text({"usage": response.usage, "extra": response.extra})
-    except (TypeError, ValueError) as exc:
-        raise InvalidResponse(f"a value is not JSON-serialisable ({exc})") from None
-    return response
-
-
-def system_error_text(exc: BaseException) -> str:
-    """An entry's ``system_error``, one shape for the user's assistant and retriever: ``"<kind>: <message>"``."""
-    if isinstance(exc, AgentCallError | InvalidResponse):
-        return str(exc)
-    if isinstance(exc, InvalidRetrieval):
-        return f"invalid response: {exc.problem}"
-    if isinstance(exc, CallTimedOut):
-        return f"timeout: {exc}"
-    return f"exception: {type(exc).__name__}: {str(exc)[:300]}"
+__all__ = ["ExternalOutcome", "abandoned_stop", "errors_stop", "load_journal", "run_external"]
 
 
 def abandoned_stop(system: object, max_abandoned: int | None) -> str | None:

@@ -132,7 +132,8 @@ def retrieve_all(
     no further entry is asked. A built-in retriever's failure is doceval's own and propagates."""
     from tqdm import tqdm
 
-    from doceval.harness.agents import abandoned_stop, errors_stop, system_error_text
+    from doceval.harness.agents import abandoned_stop, errors_stop
+    from doceval.system.external.agents import system_error_text
 
     limits = limits or ErrorLimits()
     user = isinstance(retriever, FunctionRetriever)

@@ -35,7 +35,7 @@ from doceval.inputs.scope import load_checked_golden
 from doceval.seam import Probe
 
 if TYPE_CHECKING:
-    from doceval.harness.agents import ExternalAgent
+    from doceval.system.external.agents import ExternalAgent
     from doceval.system.retrievers import Retriever
 
 
@@ -271,7 +271,7 @@ def _external_agent(cfg: Mapping[str, Any], options: EvalOptions) -> ExternalAge
         return options.agent
     if agent_name(cfg, options) == "docchat":
         return None
-    from doceval.harness.agents import make_agent
+    from doceval.system.external.agents import make_agent
 
     return make_agent(cfg["agent"])
 
