@@ -247,3 +247,17 @@ def test_bad_operating_point_settings_exit_2_naming_the_key(
 ) -> None:
     assert main(eval_args(*overrides(), override)) == 2
     assert needle in capsys.readouterr().err
+
+
+def test_an_unbounded_retriever_gets_a_finite_lowest_floor() -> None:
+    """A user's function has no lowest score (-inf): the floor that keeps everything is the float just below
+    the lowest score seen, never -inf (a floors artifact is strict JSON; a calibrate stage once exited 1)."""
+    import numpy as np
+
+    from doceval.harness.floor_search import candidate_floors
+    from doceval.scoring.metrics import build_matrix
+
+    matrix = build_matrix([[("a", 3.0), ("b", 1.0)], [("c", -2.5)]], [["a"], []], 2)
+    floors = candidate_floors(matrix, np.array([False, True]), -np.inf)
+    assert np.isfinite(floors).all()
+    assert floors.min() == np.nextafter(-2.5, -np.inf)  # keeps every entry seen, the out-of-scope one too

@@ -133,6 +133,10 @@ def candidate_floors(matrix: CandidateMatrix, out_of_scope: np.ndarray, low: flo
     tops = matrix.scores[:, 0][finite[:, 0]]
     rel = matrix.scores[matrix.relevant & finite]
     values = np.unique(np.concatenate([tops, rel]))
+    # The floor that keeps everything: the retriever's lowest score, or (a user's function, scores on any
+    # scale: low is -inf) the float just below the lowest score seen, so a floors artifact stays strict JSON.
+    if not np.isfinite(low):
+        low = float(np.nextafter(values.min(), -np.inf)) if len(values) else 0.0
     return np.unique(np.concatenate([[low], values, np.nextafter(values, np.inf)]))
 
 
