@@ -22,6 +22,19 @@ def reply_for(question: str) -> dict[str, Any]:
     }
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet test handler (no access log): :meth:`reply` gets each POST's JSON body."""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.reply(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+
+    def reply(self, body: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+
 class FakeAgent:
     """An HTTP agent on 127.0.0.1:<free port>. ``faults[question]`` is consumed one per request; ``always``
     applies to every request for a question (``score=TEXT``: the first source's score as raw JSON text). It
@@ -38,12 +51,8 @@ class FakeAgent:
         self.peak = 0
         agent = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        class Handler(JsonHandler):
+            def reply(self, body: dict[str, Any]) -> None:
                 with agent.lock:
                     agent.requests.append(body)
                     agent.auth.append(self.headers.get("Authorization"))

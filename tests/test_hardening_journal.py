@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_agent import send_json, serving
+from fake_agent import JsonHandler, send_json, serving
 from tiny_project import make_tiny_project
 
 from doceval.cli.main import main
@@ -38,12 +38,8 @@ class Service:
     def handler(self) -> type[BaseHTTPRequestHandler]:
         service = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        class Handler(JsonHandler):
+            def reply(self, body: dict[str, Any]) -> None:
                 service.requests.append(body["question"])
                 source = RELEVANT if service.release == "v1" else "pydantic@2.8.2:elsewhere"
                 status = 500 if body["question"] in service.fail else 200

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_agent import send_json, serving
+from fake_agent import JsonHandler, send_json, serving
 from mlflow.tracking import MlflowClient
 from tiny_project import make_tiny_project
 
@@ -83,12 +83,8 @@ class EchoAgent:
     def handler(self) -> type[BaseHTTPRequestHandler]:
         agent = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        class Handler(JsonHandler):
+            def reply(self, body: dict[str, Any]) -> None:
                 agent.requests += 1
                 auth, bearer = self.headers.get("Authorization", ""), self.headers.get("X-Api-Token", "")
                 query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("api_key", [""])[0]

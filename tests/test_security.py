@@ -31,7 +31,7 @@ from tiny_project import make_tiny_project
 
 from doceval import tracking
 from doceval.cli.main import main
-from doceval.common.redact import redact_url, redact_urls, scrub, secret_values
+from doceval.common.redact import known_secrets, redact_url, redact_urls, scrub, secret_values
 from doceval.common.text import md_text, printable
 from doceval.errors import UsageError
 from doceval.index.store import VectorStore
@@ -198,7 +198,8 @@ def test_llm_client_reprs_and_records_hide_url_credentials() -> None:
     client = ChatClient(cfg, "answerer")
     for text in (repr(cfg), repr(client), json.dumps(cfg.public_dict())):
         assert SECRET not in text and "***@127.0.0.1:9" in text and "api_key=***&mode=1" in text
-    assert SECRET in client._secrets and SECRET + "x" in client._secrets  # redacted from its error messages
+    # Registered with the scrubber when the client was made: redacted from its error messages.
+    assert SECRET in known_secrets() and SECRET + "x" in known_secrets()
 
 
 def test_store_url_credentials_stay_out_of_messages() -> None:

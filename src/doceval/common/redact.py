@@ -300,25 +300,28 @@ def register_basic_token(user: str, password: str) -> str:
     return token
 
 
-def _secret_keyed_values(obj: Any, out: list[str]) -> None:
+def _secret_items(obj: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
+    """``(dotted key, value as written)`` for every secret-named key holding a scalar, at any depth; and
+    ``(dotted key, "")`` for every string holding URL credentials."""
     if isinstance(obj, Mapping):
         for k, v in obj.items():
-            if secret_key(str(k)) and isinstance(v, str | int | float) and not isinstance(v, bool):
-                out.append(str(v))
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if secret_key(key) and isinstance(v, str | int | float) and not isinstance(v, bool) and str(v):
+                yield key, str(v)
             else:
-                _secret_keyed_values(v, out)
+                yield from _secret_items(v, key)
     elif isinstance(obj, list | tuple):
-        for v in obj:
-            _secret_keyed_values(v, out)
+        for i, v in enumerate(obj):
+            yield from _secret_items(v, f"{prefix}[{i}]")
+    elif isinstance(obj, str) and any(url_credentials(m.group(0)) for m in _URL_IN_TEXT.finditer(obj)):
+        yield prefix, ""
 
 
 def register_config(*configs: Any, environ: Mapping[str, str] | None = None) -> None:
     """Register every secret a configuration holds or points at: the contents of ``*_env`` variables (and
     ``DEFAULT_SECRET_ENV``), URL credentials, and the values of secret-named keys at any depth (a
     retriever's ``kwargs.token``), plus the Basic token a URL's userinfo becomes."""
-    found: list[str] = []
-    for cfg in configs:
-        _secret_keyed_values(cfg, found)
+    found = [value for cfg in configs for _, value in _secret_items(cfg) if value]
     found += env_secret_values(*configs, environ=environ) + url_secret_values(*configs)
     for value in found:
         register_secret(value)
@@ -437,20 +440,7 @@ def install_log_scrubber() -> None:
     logging.setLogRecordFactory(scrubbed_record)
 
 
-def secret_locations(cfg: Any, prefix: str = "") -> list[str]:
+def secret_locations(cfg: Any) -> list[str]:
     """The dotted keys of ``cfg`` that hold a secret as written: a secret-named key with a value, or a string
     with URL credentials. A file that is committed (params.yaml) must hold none of them."""
-    found: list[str] = []
-    if isinstance(cfg, Mapping):
-        for k, v in cfg.items():
-            key = f"{prefix}.{k}" if prefix else str(k)
-            if secret_key(key) and isinstance(v, str | int | float) and not isinstance(v, bool) and str(v):
-                found.append(key)
-            else:
-                found += secret_locations(v, key)
-    elif isinstance(cfg, list | tuple):
-        for i, v in enumerate(cfg):
-            found += secret_locations(v, f"{prefix}[{i}]")
-    elif isinstance(cfg, str) and any(url_credentials(m.group(0)) for m in _URL_IN_TEXT.finditer(cfg)):
-        found.append(prefix)
-    return found
+    return [key for key, _ in _secret_items(cfg)]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from doceval.common.redact import redact_url, url_credentials
+from doceval.common.redact import redact_url
 from doceval.llm.cache import ResponseCache, cache_key, open_cache, release_cache
 from doceval.llm.config import LLMConfig, make_openai_client
 from doceval.llm.errors import LLMError, _Malformed
@@ -66,11 +66,6 @@ class ChatClient:
     def use_ledger(self, ledger: Ledger) -> None:
         self.ledger = ledger
 
-    @property
-    def _secrets(self) -> list[str]:
-        """Redacted from every message: the key, and the credentials in the base_url."""
-        return [str(self._client.api_key), *url_credentials(self.cfg.base_url or "")]
-
     def params(self, messages: Sequence[Mapping[str, str]], template_id: str | None = None) -> dict[str, Any]:
         """Every parameter that shapes the reply; the cache key is their hash."""
         return {
@@ -120,7 +115,6 @@ class ChatClient:
                 lambda: self._send(params),
                 self.policy,
                 what=f"{self.role} call to {self.cfg.model}",
-                secrets=self._secrets,
                 sleep=self._sleep,
                 on_attempt=lambda: self.ledger.record(self.role, requests=1),
                 on_retry=lambda: self.ledger.record(self.role, retries=1),

@@ -13,7 +13,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
-from doceval.common.redact import redact_url
+from doceval.common.redact import redact_url, register_secret, url_credentials
 from doceval.errors import UsageError
 from doceval.llm.errors import LOCAL_PLACEHOLDER_KEY
 
@@ -148,8 +148,14 @@ def make_openai_client(
     """An ``openai.OpenAI`` client with its own retries off (ours are counted and testable)."""
     import openai  # lazy: start-up budget (issue 26): ~0.7 s, and judge=none or answerer=extractive need none
 
+    api_key = resolve_api_key(base_url, api_key_env)
+    if api_key != LOCAL_PLACEHOLDER_KEY:
+        register_secret(api_key)  # learned here: every writer and message masks it from now on
+    if base_url:
+        for credential in url_credentials(base_url):
+            register_secret(credential)
     return openai.OpenAI(
-        api_key=resolve_api_key(base_url, api_key_env),
+        api_key=api_key,
         base_url=base_url or None,
         timeout=timeout_s,
         max_retries=0,

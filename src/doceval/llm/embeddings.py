@@ -39,7 +39,6 @@ def embed_texts(
         float(client_cfg.get("retry_base_delay_s", 1.0)),
         float(client_cfg.get("retry_max_delay_s", 30.0)),
     )
-    secrets = [str(client.api_key)]
     batches = [list(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
 
     def one(batch: list[str]) -> np.ndarray:
@@ -50,7 +49,7 @@ def embed_texts(
                 raise _Malformed(f"expected {len(batch)} embeddings indexed 0..{len(batch) - 1}")
             return np.asarray([d.embedding for d in data], dtype=np.float32)
 
-        return call_with_retries(send, policy, what=f"embedding call to {model}", secrets=secrets)
+        return call_with_retries(send, policy, what=f"embedding call to {model}")
 
     try:
         parts = map_concurrent(one, batches, int(client_cfg.get("max_concurrency") or 4))

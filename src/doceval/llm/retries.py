@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TypeVar
 
 from doceval.common import retry
-from doceval.common.redact import register_secret, scrub_message
+from doceval.common.redact import scrub_message
 from doceval.common.retry import RetryPolicy
-from doceval.llm.errors import LOCAL_PLACEHOLDER_KEY, LLMError, _Malformed
+from doceval.llm.errors import LLMError, _Malformed
 
 __all__ = ["RetryPolicy", "call_with_retries"]
 
@@ -52,12 +52,10 @@ def _retry_after(exc: BaseException) -> float | None:
         return None
 
 
-def _describe(exc: BaseException, secrets: Sequence[str]) -> str:
+def _describe(exc: BaseException) -> str:
     status = getattr(exc, "status_code", None)
     head = type(exc).__name__ + (f" (HTTP {status})" if status else "")
-    for secret in secrets:  # the key (and base_url credentials) of this client: never in a message
-        if secret != LOCAL_PLACEHOLDER_KEY:
-            register_secret(secret)
+    # The client's key and base_url credentials were registered when the client was made (llm.config).
     return scrub_message(f"{head}: {str(exc)[:300]}")
 
 
@@ -66,7 +64,6 @@ def call_with_retries(
     policy: RetryPolicy,
     *,
     what: str,
-    secrets: Sequence[str] = (),
     sleep: Callable[[float], None] = time.sleep,
     on_attempt: Callable[[], None] | None = None,
     on_retry: Callable[[], None] | None = None,
@@ -92,7 +89,7 @@ def call_with_retries(
             classify=_classify,
             retry_after=_retry_after,
             what=what,
-            describe=lambda exc: _describe(exc, secrets),
+            describe=_describe,
             sleep=sleep,
             on_attempt=counted,
             on_retry=on_retry,
@@ -101,7 +98,7 @@ def call_with_retries(
         raise LLMError(str(exc), kind=exc.kind, attempts=exc.attempts, status=exc.status) from None
     except openai.OpenAIError as exc:  # not retryable (a 4xx other than 408/429)
         raise LLMError(
-            f"{what} failed: {_describe(exc, secrets)}",
+            f"{what} failed: {_describe(exc)}",
             kind="client",
             attempts=attempts,
             status=getattr(exc, "status_code", None),
