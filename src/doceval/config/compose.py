@@ -19,6 +19,7 @@ import yaml
 
 from doceval.common.redact import register_config, register_overrides, scrub_message
 from doceval.config import schema
+from doceval.config.objects import build_config, config_dict, yaml_key
 from doceval.errors import UsageError
 
 CONF_DIR = Path("conf")
@@ -45,8 +46,8 @@ def find_conf_dir() -> Path:
     )
 
 
-def compose(overrides: Sequence[str] = (), conf_dir: str | Path | None = None) -> dict[str, Any]:
-    """Compose ``conf/config.yaml`` with Hydra overrides into a plain dict, validated by the typed schema.
+def compose(overrides: Sequence[str] = (), conf_dir: str | Path | None = None) -> schema.Config:
+    """Compose ``conf/config.yaml`` with Hydra overrides into the typed, frozen config.
 
     Unknown groups or options (Hydra), unknown keys, wrong types and out-of-range values (the schema) become a
     UsageError that names the key and lists the valid choices.
@@ -151,11 +152,10 @@ def _first_line(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
-def load_params(path: str | Path = PARAMS) -> dict[str, Any]:
-    """params.yaml, the composed configuration DVC stages read, validated by the typed schema.
+def load_params(path: str | Path = PARAMS) -> schema.Config:
+    """params.yaml, the composed configuration DVC stages read, as the typed, frozen config.
 
-    Keys may be absent (a stage can be run on a params file holding only its own blocks, and conf/ is checked
-    complete when composed); what is there must be declared, typed and in range.
+    Every key must be there, declared, typed and in range: params.yaml is composed whole from conf/.
     """
     path = _path_arg(path, "load_params", "path", "params.yaml")
     if not path.is_file():
@@ -170,21 +170,24 @@ def load_params(path: str | Path = PARAMS) -> dict[str, Any]:
         raise UsageError(f"{path}: expected a mapping at the top level")
     register_config(data)
     try:
-        return validate_config(data, str(path), complete=False)
+        return validate_config(data, str(path))
     except UsageError as exc:
         hint = f"{path} is composed from conf/: fix conf/, then rerun `doceval params`"
         raise UsageError(f"{exc} ({hint})") from None
 
 
-def dump_params(cfg: dict[str, Any]) -> str:
+def dump_params(cfg: schema.Config) -> str:
     header = (
         "# Composed from conf/ by `doceval params` (Hydra). Do not edit by hand: edit conf/ and recompose.\n"
     )
-    return header + yaml.safe_dump(cfg, sort_keys=False, default_flow_style=None, width=120)
+    return header + yaml.safe_dump(config_dict(cfg), sort_keys=False, default_flow_style=None, width=120)
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists and empty mappings stay values (MLflow params are flat)."""
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``; lists and empty mappings stay values (MLflow params are flat).
+    A config object is flattened as the mapping it records (``config_dict``)."""
+    if not prefix and not isinstance(cfg, Mapping):
+        cfg = config_dict(cfg)
     if not isinstance(cfg, Mapping):
         return {prefix: cfg}
     flat: dict[str, Any] = {}
@@ -197,18 +200,23 @@ def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
 # ------------------------------------------------------------------------ validation against the schema
 
 
-def validate_config(cfg: Mapping[str, Any], where: str = "", complete: bool = True) -> dict[str, Any]:
-    """``cfg`` checked against :class:`~doceval.config.schema.Config`, returned as a dict with the same content.
+def validate_config(cfg: Mapping[str, Any], where: str = "") -> schema.Config:
+    """``cfg`` checked against :class:`~doceval.config.schema.Config` and built into it (frozen, typed).
 
     A UsageError names the dotted key, the bad value, what is expected and an example fix; ``where`` (a file
-    name) prefixes it. ``complete=False`` lets keys be absent (a stage's own partial params file); the types,
-    ranges and unknown keys of what is there are checked all the same.
+    name) prefixes it.
     """
+    check_config(cfg, where)
+    return build_config(cfg)
+
+
+def check_config(cfg: Mapping[str, Any], where: str = "", complete: bool = True) -> None:
+    """The checks of ``validate_config`` alone. ``complete=False`` lets keys be absent (checking a fragment,
+    e.g. one block a user wrote); the types, ranges and unknown keys of what is there are checked the same."""
     try:
         _check_block(cfg, schema.Config, "", complete)
     except UsageError as exc:
         raise UsageError(f"{where}: {exc}" if where else str(exc)) from None
-    return dict(cfg)
 
 
 @cache
@@ -217,18 +225,14 @@ def _hints(cls: type) -> dict[str, Any]:
     return get_type_hints(cls)
 
 
-def _yaml_key(f: Field[Any]) -> str:
-    return str(f.metadata.get("key", f.name))
-
-
 @cache
 def _declared(cls: type) -> dict[str, tuple[Field[Any], Any]]:
     """A block's keys as YAML spells them -> (field, resolved type), the fields of schema.EXTENDED_BY included."""
-    pairs = [(f, _hints(cls)[f.name]) for f in fields(cls)]
+    pairs = [(f, _hints(cls)[f.name]) for f in fields(cls) if not f.metadata.get("flat")]
     if cls in schema.EXTENDED_BY:
-        base = schema.EXTENDED_BY[cls]()
+        base = schema.EXTENDED_BY[cls]
         pairs += [(f, _hints(base)[f.name]) for f in fields(base)]
-    return {_yaml_key(f): (f, hint) for f, hint in pairs}
+    return {yaml_key(f): (f, hint) for f, hint in pairs}
 
 
 def _required(f: Field[Any]) -> bool:
@@ -283,8 +287,8 @@ def _type_ok(value: Any, hint: Any) -> bool:
         return math.isfinite(value) if isinstance(value, float) else abs(value) <= sys.float_info.max
     if one is str:
         return isinstance(value, str)
-    if origin is list:
-        return isinstance(value, list)
+    if origin in (list, tuple):  # a YAML list (built into a tuple)
+        return isinstance(value, list | tuple)
     if origin in (dict, Mapping) or is_dataclass(one):
         return isinstance(value, Mapping)
     raise TypeError(f"schema: unsupported type {one!r}")
@@ -312,7 +316,7 @@ def _describe_one(options: list[Any], meta: Mapping[str, Any]) -> str:
         return ("an integer" if one is int else "a number") + (f" {bounds}" if bounds else "")
     if one is str:
         return "a non-empty string" if meta.get("nonempty") else "a string"
-    if origin is list:
+    if origin in (list, tuple):
         return f"a list, each item {_describe(get_args(one)[0], meta)}"
     if origin in (dict, Mapping):
         item = get_args(one)[1]
@@ -389,7 +393,7 @@ def _check(value: Any, hint: Any, meta: Mapping[str, Any], path: str, complete: 
     if is_dataclass(one):
         assert isinstance(one, type)
         _check_block(value, one, path, complete)
-    elif origin is list:
+    elif origin in (list, tuple):
         for i, item in enumerate(value):
             _check(item, get_args(one)[0], meta, f"{path}[{i}]", complete)
     elif origin in (dict, Mapping):

@@ -2,25 +2,32 @@
 
 ``doceval.config.compose.validate_config`` walks a composed dict against :class:`Config` once, at the edge (the
 end of ``compose()`` and ``load_params()``): every key must be declared (a typo or a ``+retriever._target_=x``
-is an error, not a silent no-op) and every value must have its declared type and range. Nothing here fills in
-defaults: those are written once, in conf/. The dataclasses are a schema only, never instantiated; an openai
-answerer/judge block also takes the fields of ``doceval.llm.LLMConfig`` (see EXTENDED_BY).
+is an error, not a silent no-op) and every value must have its declared type and range. Then
+``doceval.config.objects.build_config`` makes the frozen :class:`Config` the code reads by attribute; nothing
+outside doceval/config reads the raw mapping. Nothing here fills in defaults: those are written once, in conf/.
+An openai answerer/judge block also takes the fields of ``doceval.llm.LLMConfig`` (see EXTENDED_BY), held as
+one ``LLMConfig`` in its ``llm`` field.
 
 Conventions read by the validator:
 
-- a field without a default must be present; one with a default may be absent (the code reading it falls back);
+- a field without a default must be present (every key conf/ writes); a field with the default None is a key
+  conf/ leaves out, None meaning "unset" (the component's own behaviour applies, documented where it is read);
+- lists are tuples and mappings read-only once built (the config is frozen);
 - ``spec(...)`` metadata: ``ge``/``gt``/``le`` bounds, ``choices`` (a tuple, or a function for lists owned by
   other modules), ``keys`` (allowed mapping keys), ``nonempty``, ``pattern``, ``what`` (a custom description),
-  ``example`` (shown in the error as the fix) and ``key`` (the YAML name when it is a Python keyword);
+  ``example`` (shown in the error as the fix), ``key`` (the YAML name when it is a Python keyword) and ``flat``
+  (the field holds the EXTENDED_BY keys of its own block; it is no YAML key itself);
 - a union of dataclasses is one block chosen by its first, ``Literal``-typed field (``retriever.name``);
 - :data:`OPEN_MAPPINGS` lists the only places where a mapping's keys are free-form.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field
 from typing import Any, Literal
+
+from doceval.llm.config import LLMConfig
 
 # Dotted paths whose values are free-form mappings handed to user code (an API's own options, extra keyword
 # arguments). Keys below them are not checked; elsewhere every key must be declared. A path listed here is
@@ -65,7 +72,7 @@ class Library:
     sha256: str | None = spec(
         None, pattern=r"[0-9a-f]{64}", what="64 lowercase hex digits (the wheel's sha256)"
     )
-    exclude: list[str] = spec(None, example="['pydantic/v1/*']")
+    exclude: tuple[str, ...] | None = spec(None, example="['pydantic/v1/*']")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,9 +81,9 @@ class Docs:
     folder: str | None = spec()
     folder_library: str | None = spec()
     folder_version: str | None = spec(what="a string (quote it: YAML reads 3.0 as a number)")
-    libraries: list[Library] = spec()
     # the golden set written for this corpus: the default of the top-level `golden` (data/golden/README.md)
     golden_set: str | None = spec(None, example="data/golden/v1.jsonl")
+    libraries: tuple[Library, ...] = spec()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,9 +101,8 @@ class AgentFunction:
         what="MODULE:ATTR (a function on the Python path, the current directory first)",
         example="my_agent:answer",
     )
-    # Optional (doceval.common.concurrency.DEFAULT_TIMEOUT_S and agent_http.DEFAULT_MAX_REPLY_BYTES apply).
-    timeout_s: float | None = spec(None, gt=0, example="120")  # null: no deadline
-    max_reply_bytes: int = spec(None, ge=1, example="4194304")
+    timeout_s: float | None = spec(gt=0, example="120")  # null: no deadline
+    max_reply_bytes: int = spec(ge=1, example="4194304")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,13 +112,13 @@ class AgentHttp:
         pattern=r"https?://\S+", what="an http:// or https:// URL", example="http://127.0.0.1:8000/ask"
     )
     # Header name -> name of the environment variable whose value is sent (an OPEN_MAPPINGS entry).
-    headers_env: dict[str, str] = spec(nonempty=True, example="{Authorization: MY_AGENT_TOKEN}")
+    headers_env: Mapping[str, str] = spec(nonempty=True, example="{Authorization: MY_AGENT_TOKEN}")
     timeout_s: float = spec(gt=0, example="30")  # total per request: connect to last byte
     max_retries: int = spec(ge=0, example="3")
-    max_reply_bytes: int = spec(None, ge=1, example="4194304")  # optional: 4 MiB applies
-    # Read by make_agent when present (not in conf/: doceval.common.retry's defaults apply).
-    retry_base_delay_s: float = spec(None, ge=0)
-    retry_max_delay_s: float = spec(None, ge=0)
+    max_reply_bytes: int = spec(ge=1, example="4194304")
+    # Not in conf/: null (unset) leaves doceval.common.retry's own delays.
+    retry_base_delay_s: float | None = spec(None, ge=0)
+    retry_max_delay_s: float | None = spec(None, ge=0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,16 +165,16 @@ class RetrieverFunction:
         what="MODULE:ATTR (a function on the Python path, the current directory first)",
         example="my_retriever:retrieve",
     )
-    kwargs: dict[str, Any] = spec(example="{}")  # free-form: the factory's keyword arguments
-    timeout_s: float | None = spec(None, gt=0, example="120")  # optional (120 applies); null: no deadline
+    kwargs: Mapping[str, Any] = spec(example="{}")  # free-form: the factory's keyword arguments
+    timeout_s: float | None = spec(gt=0, example="120")  # null: no deadline
 
 
 @dataclass(frozen=True, kw_only=True)
 class EmbedderMiniLM:
     name: Literal["minilm"]
     batch_size: int = spec(ge=1, example="64")
-    precision: str = spec("fp32", choices=("fp32", "bf16", "bf16_weights", "auto"), example="bf16")
-    device: str = spec("cpu", choices=("cpu", "cuda", "auto"), example="auto")
+    precision: str = spec(choices=("fp32", "bf16", "bf16_weights", "auto"), example="bf16")
+    device: str = spec(choices=("cpu", "cuda", "auto"), example="auto")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,13 +184,13 @@ class EmbedderOpenAI:
     model: str = spec(nonempty=True, example="text-embedding-3-small")
     api_key_env: str = spec(nonempty=True, example="OPENAI_API_KEY")
     batch_size: int = spec(ge=1, example="64")
-    # Read by doceval.llm.embed_texts when present (not in conf/: its fallbacks apply).
+    # Not in conf/: null (unset) leaves doceval.llm.embed_texts' own settings.
     dim: int | None = spec(None, ge=1)
-    timeout_s: float = spec(None, gt=0)
-    max_retries: int = spec(None, ge=0)
-    retry_base_delay_s: float = spec(None, ge=0)
-    retry_max_delay_s: float = spec(None, ge=0)
-    max_concurrency: int = spec(None, ge=1)
+    timeout_s: float | None = spec(None, gt=0)
+    max_retries: int | None = spec(None, ge=0)
+    retry_base_delay_s: float | None = spec(None, ge=0)
+    retry_max_delay_s: float | None = spec(None, ge=0)
+    max_concurrency: int | None = spec(None, ge=1)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,9 +227,10 @@ class StoreQdrantServer:
 class AnswererExtractive:
     name: Literal["extractive"]
     max_passages: int = spec(ge=1, example="3")
-    sentences: int = spec(None, ge=1)
-    max_chars: int = spec(None, ge=1)
-    memory_chars: int = spec(None, ge=0)
+    # Not in conf/: null (unset) leaves the extractive answerer's own limits.
+    sentences: int | None = spec(None, ge=1)
+    max_chars: int | None = spec(None, ge=1)
+    memory_chars: int | None = spec(None, ge=0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,6 +240,7 @@ class AnswererOpenAI:
     name: Literal["openai"]
     template: str = spec(nonempty=True, example="answer.txt")
     max_passages: int | None = spec(None, ge=1)
+    llm: LLMConfig = spec(flat=True)  # the block's other keys (model, base_url, ...), as one client config
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -246,6 +254,7 @@ class JudgeOpenAI:
 
     name: Literal["openai"]
     template: str = spec(nonempty=True, example="judge.txt")
+    llm: LLMConfig = spec(flat=True)  # the block's other keys (model, base_url, ...), as one client config
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,34 +265,28 @@ class JudgeReference:
     threshold: float = spec(ge=-1, le=1, example="0.6")
 
 
-def _llm_config() -> type:
-    # Imported only when an openai block is checked: doceval.llm loads the openai package (a second or so).
-    from doceval.llm.config import LLMConfig
-
-    return LLMConfig
-
-
-# Blocks that also take every field of another dataclass. LLMConfig declares the client keys, their defaults and
-# ranges once; doceval.llm must not import doceval.config (the index stage's DVC deps stop at doceval.llm).
-EXTENDED_BY: dict[type, Callable[[], type]] = {AnswererOpenAI: _llm_config, JudgeOpenAI: _llm_config}
+# Blocks that also take every field of another dataclass, at their own level in YAML, held by their `flat` field.
+# LLMConfig declares the client keys and their ranges once; doceval.llm must not import doceval.config (the index
+# stage's DVC deps stop at doceval.llm).
+EXTENDED_BY: dict[type, type] = {AnswererOpenAI: LLMConfig, JudgeOpenAI: LLMConfig}
 
 
 @dataclass(frozen=True, kw_only=True)
 class FloorsCalibrated:
     source: Literal["calibrated"]
-    signal: str = spec("score", choices=("score", "margin", "agreement", "fused"), example="score")
     path: str = spec(nonempty=True, example="eval/calibration/floors.json")
     global_: float = spec(key="global", example="0.0")  # used for a library the artifact lacks
-    per_library: dict[str, float] = spec()
+    per_library: Mapping[str, float] = spec()
+    signal: str = spec(choices=("score", "margin", "agreement", "fused"), example="score")
 
 
 @dataclass(frozen=True, kw_only=True)
 class FloorsConfig:
     source: Literal["config"]
-    signal: str = spec("score", choices=("score", "margin", "agreement", "fused"), example="score")
     path: str | None = spec(None)
     global_: float = spec(key="global", example="0.3")
-    per_library: dict[str, float] = spec()
+    per_library: Mapping[str, float] = spec()
+    signal: str = spec(choices=("score", "margin", "agreement", "fused"), example="score")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -295,34 +298,34 @@ class Split:
 class NonRegression:
     enabled: bool = spec(example="true")
     tolerance: float = spec(ge=0, example="0.02")
-    metrics: list[str] = spec(choices=_metric_names, example="[hit_rate,mrr]")
+    metrics: tuple[str, ...] = spec(choices=_metric_names, example="[hit_rate,mrr]")
     mode: str = spec(choices=("significant", "point"), example="significant")
     alpha: float = spec(gt=0, le=0.5, example="0.05")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Drift:
-    enabled: bool = spec(False, example="true")
-    metrics: list[str] = spec((), choices=_metric_names, example="[hit_rate]")
-    tolerance: float = spec(0.02, ge=0, example="0.02")
-    window: int = spec(10, ge=2, example="10")
-    reference: str = spec("best", nonempty=True, example="best")
+    enabled: bool = spec(example="true")
+    metrics: tuple[str, ...] = spec(choices=_metric_names, example="[hit_rate]")
+    tolerance: float = spec(ge=0, example="0.02")
+    window: int = spec(ge=2, example="10")
+    reference: str = spec(nonempty=True, example="best")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Gate:
-    thresholds: dict[str, float] = spec(keys=_metric_names, ge=0, le=1)
+    thresholds: Mapping[str, float] = spec(keys=_metric_names, ge=0, le=1)
+    max_system_errors: int = spec(ge=0, example="0")  # more entries with a system error: the gate fails
     non_regression: NonRegression = spec()
-    drift: Drift = spec(None)
-    max_system_errors: int = spec(0, ge=0, example="0")  # more entries with a system error: the gate fails
+    drift: Drift = spec()
 
 
 @dataclass(frozen=True, kw_only=True)
 class Calibration:
     objective: str = spec(choices=OBJECTIVE_NAMES, example="max_refusal_at_overrefusal")
-    max_overrefusal: float = spec(0.10, ge=0, le=1, example="0.10")  # max_refusal_at_overrefusal's target
-    min_refused_correctly: float = spec(0.90, ge=0, le=1, example="0.90")  # min_overrefusal_at_refusal's
-    min_entries: int = spec(5, ge=1, example="5")  # fewer in- or out-of-scope entries: the global floor
+    max_overrefusal: float = spec(ge=0, le=1, example="0.10")  # max_refusal_at_overrefusal's target
+    min_refused_correctly: float = spec(ge=0, le=1, example="0.90")  # min_overrefusal_at_refusal's
+    min_entries: int = spec(ge=1, example="5")  # fewer in- or out-of-scope entries: the global floor
     split: str = spec(nonempty=True, example="calibration")
     grid_points: int = spec(ge=2, example="101")
 
@@ -345,9 +348,7 @@ class Paths:
 class Tracking:
     enabled: bool = spec(example="false")
     uri: str | None = spec(example="http://127.0.0.1:5000")
-    traces: bool = spec(
-        True, example="false"
-    )  # every entry as an MLflow trace of its run (docs/design.md 6.7)
+    traces: bool = spec(example="false")  # every entry as an MLflow trace of its run (docs/design.md 6.7)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -384,7 +385,7 @@ class Run:
 
     budget_usd: float | None = spec(ge=0, example="5.0")
     max_concurrency: int = spec(ge=1, example="8")
-    max_abandoned: int | None = spec(None, ge=0, example="3")  # optional (3 applies); null: no limit
+    max_abandoned: int | None = spec(ge=0, example="3")  # null: no limit
 
 
 Retriever = (
@@ -423,11 +424,11 @@ class Config:
     limit: int | None = spec(ge=1, example="50")
     seed: int = spec(ge=0, example="0")  # numpy's default_rng refuses a negative seed
     bootstrap: int = spec(ge=1, example="1000")
-    intervals: Intervals
     relevance: Relevance
-    judge_validation: JudgeValidation
+    intervals: Intervals
     memory: Memory
+    run: Run
+    judge_validation: JudgeValidation
     golden: str = spec(nonempty=True, example="data/golden/v1.jsonl")
     paths: Paths
     tracking: Tracking
-    run: Run
