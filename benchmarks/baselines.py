@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from doceval.config.compose import compose
@@ -45,7 +46,7 @@ def main() -> None:
         for split in ("calibration", "test"):
             for k in args.ks:
                 summary = evaluate(
-                    {**cfg, "k": k},
+                    replace(cfg, k=k),
                     EvalOptions(
                         split=split,
                         candidates=cands,

@@ -47,6 +47,8 @@ from typing import Any
 
 import numpy as np
 
+from doceval.config import schema
+from doceval.config.compose import compose
 from doceval.errors import UsageError
 from doceval.harness.candidates import retrieve_all
 from doceval.index.embed import CachedEmbedder
@@ -182,7 +184,7 @@ class System:
 
 
 def project_retriever(
-    cfg: dict[str, Any], corpus: Corpus, store: VectorStore | None, embedder: CachedEmbedder | None
+    cfg: schema.Retriever, corpus: Corpus, store: VectorStore | None, embedder: CachedEmbedder | None
 ) -> Callable[[], Retriever]:
     """doceval's own retriever, exactly as the retrieve stage builds it (``make_retriever``)."""
     return lambda: make_retriever(cfg, corpus, store=store, embedder=embedder)
@@ -389,21 +391,17 @@ def run(args: argparse.Namespace) -> int:
         from doceval.index.build import build_index
         from doceval.index.embed import make_embedder
 
-        t0 = time.perf_counter()
-        embedder = make_embedder(
-            # conf/embedder's batch sizes: 16 for bf16_weights (less padding), 64 otherwise
-            {
-                "name": "minilm",
-                "batch_size": 16 if args.precision == "bf16_weights" else 64,
-                "precision": args.precision,
-            },
-            args.work / "cache" / "embeddings.sqlite",
+        # batch 16 for bf16_weights (less padding, as conf/embedder/minilm_bf16_weights.yaml), 64 otherwise
+        batch = 16 if args.precision == "bf16_weights" else 64
+        minilm = compose(
+            ["embedder=minilm", f"embedder.batch_size={batch}", f"embedder.precision={args.precision}"]
         )
+        store_cfg = compose([f"store={args.store}"]).store
+        t0 = time.perf_counter()
+        embedder = make_embedder(minilm.embedder, args.work / "cache" / "embeddings.sqlite")
         timings["model_load_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        manifest = build_index(
-            corpus, embedder, {"name": args.store}, work / "index", progress=not args.quiet
-        )
+        manifest = build_index(corpus, embedder, store_cfg, work / "index", progress=not args.quiet)
         timings["index_s"] = time.perf_counter() - t0
         timings["index_embed_s"] = manifest["timings"]["embed_s"]
         timings["index_upsert_s"] = manifest["timings"]["upsert_s"]
@@ -414,7 +412,7 @@ def run(args: argparse.Namespace) -> int:
             f"{timings['index_embed_s']:.1f} s, upsert {timings['index_upsert_s']:.1f} s]"
         )
         store = VectorStore(
-            {"name": args.store},
+            store_cfg,
             path=work / "index" / store_subdir(args.store),
             expect=manifest["partitions"],
         )
@@ -422,7 +420,7 @@ def run(args: argparse.Namespace) -> int:
     systems: list[System] = []
     for name in args.retrievers:
         family = name if name in ("bm25", "dense") else None
-        cfg = {"name": name}
+        cfg = compose([f"retriever={name}"]).retriever  # conf/'s parameters, as the retrieve stage's
         systems.append(
             System(
                 name,
@@ -436,7 +434,13 @@ def run(args: argparse.Namespace) -> int:
             System(
                 "bm25 doceval-tokens k1=0.9 b=0.4",
                 "bm25",
-                lambda: make_retriever({"name": "bm25", "k1": 0.9, "b": 0.4}, corpus),
+                # composed here, not in the timed build
+                project_retriever(
+                    compose(["retriever=bm25", "retriever.k1=0.9", "retriever.b=0.4"]).retriever,
+                    corpus,
+                    None,
+                    None,
+                ),
             )
         )
         systems.append(

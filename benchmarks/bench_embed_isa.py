@@ -36,7 +36,7 @@ def _sample(n: int) -> list[str]:
     from doceval.config.compose import load_params
     from doceval.inputs.corpus import load_corpus
 
-    corpus = load_corpus(Path(load_params()["paths"]["docs"]))
+    corpus = load_corpus(Path(load_params().paths.docs))
     texts = [t for p in corpus.partitions.values() for t in p.texts]
     return random.Random(0).sample(texts, min(n, len(texts)))
 

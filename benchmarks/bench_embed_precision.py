@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from doceval.config.compose import load_params
+from doceval.config.compose import compose, load_params
 from doceval.index.embed import MiniLMEmbedder, make_embedder
 from doceval.inputs.corpus import load_corpus
 from doceval.inputs.golden import parse_golden, select_split
@@ -58,7 +58,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     params = load_params()
-    corpus = load_corpus(Path(params["paths"]["docs"]))
+    corpus = load_corpus(Path(params.paths.docs))
     texts = [t for p in corpus.partitions.values() for t in p.texts]
     sample = random.Random(0).sample(texts, min(args.sample, len(texts)))
     models = {p: MiniLMEmbedder(batch_size=b, precision=p) for p, b in VARIANTS.items()}
@@ -81,20 +81,19 @@ def main() -> int:
               f"{np.median(ratios):.2f}x (rounds {', '.join(f'{r:.2f}' for r in ratios)}); cosine to fp32: "
               f"min {cos.min():.5f}, mean {cos.mean():.5f}")  # fmt: skip
 
-    cache = Path(params["paths"]["cache"]) / "embeddings.sqlite"
-    golden = select_split(parse_golden(Path(params["golden"])), "test", Path(params["golden"]))
-    k = int(params["k"])
+    cache = Path(params.paths.cache) / "embeddings.sqlite"
+    golden = select_split(parse_golden(Path(params.golden)), "test", Path(params.golden))
+    k = params.k
     results = {}
     for p, b in VARIANTS.items():
-        embedder = make_embedder({"name": "minilm", "batch_size": b, "precision": p}, cache)
+        block = compose(["embedder=minilm", f"embedder.batch_size={b}", f"embedder.precision={p}"]).embedder
+        embedder = make_embedder(block, cache)
         t0 = time.perf_counter()
         vectors = {pin: embedder.encode(part.texts) for pin, part in corpus.partitions.items()}
         queries = embedder.encode([e.question for e in golden])
         seconds = time.perf_counter() - t0
         ranked = _search(vectors, corpus, golden, queries, k)
-        matrix = build_matrix(
-            ranked, [e.grades for e in golden], int((params.get("relevance") or {}).get("threshold", 2))
-        )
+        matrix = build_matrix(ranked, [e.grades for e in golden], params.relevance.threshold)
         oos = np.array([e.out_of_scope for e in golden])
         per = retrieval_scores(matrix, np.full(len(golden), -np.inf), k)
         results[p] = {m: float(np.nanmean(per[m][~oos])) for m in METRICS}

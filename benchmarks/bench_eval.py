@@ -15,11 +15,12 @@ import os
 import platform
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from local_server import local_server, server_requests
 
-from doceval.config.compose import load_params  # noqa: E402
+from doceval.config.compose import compose, load_params  # noqa: E402
 from doceval.harness.candidates import load_candidates  # noqa: E402
 from doceval.harness.evaluate import EvalOptions, evaluate  # noqa: E402
 
@@ -30,12 +31,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     args = ap.parse_args()
     params = load_params()
-    cands = load_candidates(Path(params["paths"]["runs"]))
-    base = {
-        **params,
-        "floors": {"source": "config", "global": 0.0, "per_library": {}},
-        "split": {"name": None},
-    }
+    cands = load_candidates(Path(params.paths.runs))
+    base = replace(params, floors=compose(["floors=zero"]).floors, split=replace(params.split, name=None))
     tmp = Path(tempfile.mkdtemp())
     print(f"machine: {platform.platform()}, {os.cpu_count()} cpus")
 
@@ -46,10 +43,15 @@ def main() -> None:
 
     with local_server(args.latency) as url:
         llm = {"base_url": url, "model": "fake", "api_key_env": "DOCEVAL_BENCH_KEY",
-               "max_concurrency": args.concurrency, "cache_path": str(tmp / "llm.sqlite"), "max_retries": 2}  # fmt: skip
+               "max_concurrency": args.concurrency, "cache_path": tmp / "llm.sqlite", "max_retries": 2}  # fmt: skip
+        # The shipped answerer=openai and judge=openai blocks (conf/) with these client settings.
+        roles = compose(
+            ["answerer=openai", "judge=openai"]
+            + [f"{role}.{key}={value}" for role in ("answerer", "judge") for key, value in llm.items()]
+        )
         # run.max_concurrency: entries answered (then judged) at once; the clients' own bound is the same.
-        run = {**(base.get("run") or {}), "max_concurrency": args.concurrency}
-        cfg = {**base, "run": run, "answerer": {"name": "openai", **llm}, "judge": {"name": "openai", **llm}}
+        run = replace(base.run, max_concurrency=args.concurrency)
+        cfg = replace(base, run=run, answerer=roles.answerer, judge=roles.judge)
         for label in ("cold cache", "warm cache"):
             before = server_requests(url)
             t0 = time.perf_counter()

@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from doceval.config.compose import compose
 from doceval.index.build import build_index
 from doceval.index.embed import CachedEmbedder, EmbeddingCache, MiniLMEmbedder
 from doceval.inputs.corpus import Partition, load_corpus
@@ -44,20 +45,15 @@ def main() -> None:
         model.encode(corpus.partitions[pin].texts)
     bare = time.perf_counter() - t0
 
+    store = compose(["store=qdrant_local"]).store
     with tempfile.TemporaryDirectory() as tmp:
         cache = EmbeddingCache(Path(tmp) / "emb.sqlite")
         t0 = time.perf_counter()
-        build_index(
-            corpus,
-            CachedEmbedder(model, cache),
-            {"name": "qdrant_local"},
-            Path(tmp) / "index",
-            progress=False,
-        )
+        build_index(corpus, CachedEmbedder(model, cache), store, Path(tmp) / "index", progress=False)
         cold = time.perf_counter() - t0
         warm_embedder = CachedEmbedder(model, cache)
         t0 = time.perf_counter()
-        build_index(corpus, warm_embedder, {"name": "qdrant_local"}, Path(tmp) / "index", progress=False)
+        build_index(corpus, warm_embedder, store, Path(tmp) / "index", progress=False)
         warm = time.perf_counter() - t0
 
     print(f"machine: {platform.platform()}, {os.cpu_count()} cpus, python {platform.python_version()}")

@@ -271,13 +271,13 @@ def binary_paired(report: Report, sets: int) -> None:
 
 
 def run_label(summary: dict[str, Any]) -> str:
-    cfg = summary.get("config", {})
-    retriever = cfg.get("retriever")
+    recorded = summary.get("config", {})  # the summary's record of its config (any version), not a Config
+    retriever = recorded.get("retriever")
     name = retriever.get("name", "?") if isinstance(retriever, dict) else str(retriever)
-    floors = str(cfg.get("floors", {}).get("source", "?")).split(":", 1)[0]
-    split = cfg.get("split")
+    floors = str(recorded.get("floors", {}).get("source", "?")).split(":", 1)[0]
+    split = recorded.get("split")
     split = split.get("name") if isinstance(split, dict) else split
-    return f"{name}, floors {floors}, split {split}, k={cfg.get('k')}"
+    return f"{name}, floors {floors}, split {split}, k={recorded.get('k')}"
 
 
 def population(summary: dict[str, Any], metric: str) -> dict[str, float]:
@@ -293,12 +293,12 @@ def build_no_floor_run(headline: dict[str, Any]) -> dict[str, Any]:
     """The headline's retriever again without floors, over the same golden split: a second real run to pair."""
     from doceval.api import evaluate
 
-    cfg = headline.get("config", {})
-    golden = cfg.get("golden", {}).get("path", "data/golden/v1.jsonl")
-    split = cfg.get("split") or None
+    recorded = headline.get("config", {})  # the summary's record of its config (any version), not a Config
+    golden = recorded.get("golden", {}).get("path", "data/golden/v1.jsonl")
+    split = recorded.get("split") or None
     split = split.get("name") if isinstance(split, dict) else split
     # conf/floors has `zero` (floors at 0.0, i.e. none) and `calibrated`; there is no `none` option.
-    return evaluate(golden, split=split, k=cfg.get("k"), overrides=["floors=zero"])
+    return evaluate(golden, split=split, k=recorded.get("k"), overrides=["floors=zero"])
 
 
 def _no_sign_flip(diffs: np.ndarray, **_: Any) -> float:

@@ -90,12 +90,12 @@ def _edge_vs_exact() -> str:
     from doceval.inputs.golden import parse_golden
 
     params = load_params()
-    corpus = load_corpus(Path(params["paths"]["docs"]))
-    embedder = make_embedder(params["embedder"], Path(params["paths"]["cache"]) / "embeddings.sqlite")
+    corpus = load_corpus(Path(params.paths.docs))
+    embedder = make_embedder(params.embedder, Path(params.paths.cache) / "embeddings.sqlite")
     cands = _candidates(Path("."))
     worst, same, compared = 0.0, 0, 0
     pins: dict[str, np.ndarray] = {}
-    for entry in parse_golden(Path(params["golden"])):
+    for entry in parse_golden(Path(params.golden)):
         part = corpus.partitions.get(entry.pin)
         if part is None or not cands.get(entry.id):
             continue

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from doceval.index.store import SearchConfig, VectorStore
+from doceval.config import schema
+from doceval.config.compose import compose
+from doceval.index.store import VectorStore
 
 DIM = 384
 PIN = "scale@1.0"
@@ -41,10 +43,10 @@ def queries_near(points: np.ndarray, n: int, seed: int) -> np.ndarray:
     return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
 
 
-def build(cfg: dict[str, object], path: Path, vectors: np.ndarray) -> tuple[VectorStore, float]:
+def build(store_cfg: schema.Store, path: Path, vectors: np.ndarray) -> tuple[VectorStore, float]:
     ids = [f"{PIN}:c{i}#0" for i in range(len(vectors))]
     t0 = time.perf_counter()
-    store = VectorStore(cfg, path=path)
+    store = VectorStore(store_cfg, path=path)
     store.recreate(PIN, DIM)
     store.upsert(PIN, ids, [c.split("#")[0] for c in ids], vectors, batch=2048)
     store.finish(PIN)
@@ -71,16 +73,16 @@ def golden_check() -> str:
     from doceval.inputs.golden import parse_golden
 
     params = load_params(Path("params.yaml"))
-    corpus = load_corpus(Path(params["paths"]["docs"]))
+    corpus = load_corpus(Path(params.paths.docs))
     entries = [
         e
-        for e in parse_golden(Path(params["golden"]), corpus_ids=corpus.doc_ids())
+        for e in parse_golden(Path(params.golden), corpus_ids=corpus.doc_ids())
         if e.pin in corpus.partitions
     ]
-    embedder = make_embedder(params["embedder"], Path(params["paths"]["cache"]) / "embeddings.sqlite")
+    embedder = make_embedder(params.embedder, Path(params.paths.cache) / "embeddings.sqlite")
     tmp = Path(tempfile.mkdtemp(prefix="golden-stores-"))
-    edge = VectorStore({"name": "qdrant_edge", "search": SearchConfig().as_dict()}, path=tmp / "edge")
-    local = VectorStore({"name": "qdrant_local"}, path=tmp / "qdrant")
+    edge = VectorStore(compose(["store=qdrant_edge"]).store, path=tmp / "edge")
+    local = VectorStore(compose(["store=qdrant_local"]).store, path=tmp / "qdrant")
     try:
         for pin in corpus.pins:
             part = corpus.partitions[pin]
@@ -133,7 +135,7 @@ def main() -> None:
         # Local mode's upsert and scan are linear in the points: a subset, scaled up (exact ids checked on it).
         n_local = min(args.local_points, args.points)
         scale = args.points / n_local
-        local, local_build = build({"name": "qdrant_local"}, tmp / "qdrant", points[:n_local])
+        local, local_build = build(compose(["store=qdrant_local"]).store, tmp / "qdrant", points[:n_local])
         local_ids, local_s = run_queries(local, sub)
         local.close()
         per_q = local_s / len(sub) * scale
@@ -143,12 +145,10 @@ def main() -> None:
             else f"{len(sub)} queries"
         )
         rows.append(("qdrant_local", local_build * scale, 1 / per_q, per_q * len(queries), how))
-        edge_small, _ = build(
-            {"name": "qdrant_edge", "search": SearchConfig().as_dict()}, tmp / "e1", points[:n_local]
-        )
+        edge_small, _ = build(compose(["store=qdrant_edge"]).store, tmp / "e1", points[:n_local])
         small_ids, _ = run_queries(edge_small, sub, exact=True)
         edge_small.close()
-        edge_cfg = {"name": "qdrant_edge", "search": {**SearchConfig().as_dict(), "hnsw_ef": args.hnsw_ef}}
+        edge_cfg = compose(["store=qdrant_edge", f"store.search.hnsw_ef={args.hnsw_ef}"]).store
         edge, edge_build = build(edge_cfg, tmp / "edge", points)
         exact_ids, exact_s = run_queries(edge, queries, exact=True)
         rows.append(("qdrant_edge exact", edge_build, len(queries) / exact_s, exact_s, "measured"))

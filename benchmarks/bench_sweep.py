@@ -15,11 +15,12 @@ import os
 import platform
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from doceval.config.compose import load_params
+from doceval.config.compose import compose, load_params
 from doceval.harness.candidates import compute_candidates, load_candidates
 from doceval.harness.evaluate import evaluate
 from doceval.harness.plan import EvalOptions, load_inputs
@@ -31,13 +32,11 @@ def main() -> None:
     parser.add_argument("--naive-points", type=int, default=3)
     args = parser.parse_args()
     params = load_params()
-    cfg = {
-        **params,
-        "floors": {"source": "config", "global": 0.0, "per_library": {}},
-        "split": {"name": "calibration"},
-    }
+    cfg = replace(
+        params, floors=compose(["floors=zero"]).floors, split=replace(params.split, name="calibration")
+    )
     t0 = time.perf_counter()
-    cands = load_candidates(Path(params["paths"]["runs"]))
+    cands = load_candidates(Path(params.paths.runs))
     load_s = time.perf_counter() - t0
     low, high = cands.meta["score_range"]
     scores = [s for ranked in cands.ranked.values() for _, s in ranked]
@@ -70,7 +69,7 @@ def main() -> None:
     naive_s = naive_per_point * len(grid)
 
     print(
-        f"machine: {platform.platform()}, {os.cpu_count()} cpus; retriever {params['retriever']['name']}; "
+        f"machine: {platform.platform()}, {os.cpu_count()} cpus; retriever {params.retriever.name}; "
         f"{len(entries)} golden entries, {sum(e.split in ('calibration', None) for e in entries)} in the calibration split"
     )
     print(

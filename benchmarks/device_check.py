@@ -61,14 +61,14 @@ def main() -> int:
         print(f"no GPU: torch {torch.__version__} sees no CUDA device (the CPU build never does; README, 'A GPU'"
               " says how to install a CUDA build); nothing to check")  # fmt: skip
         return 0
-    from doceval.config.compose import load_params
+    from doceval.config.compose import compose, load_params
     from doceval.index.embed import MiniLMEmbedder, make_embedder
     from doceval.inputs.corpus import load_corpus
     from doceval.inputs.golden import parse_golden
 
     params = load_params()
-    corpus = load_corpus(Path(params["paths"]["docs"]))
-    entries = [e for e in parse_golden(Path(params["golden"])) if not e.out_of_scope]
+    corpus = load_corpus(Path(params.paths.docs))
+    entries = [e for e in parse_golden(Path(params.golden)) if not e.out_of_scope]
     texts = [t for p in corpus.partitions.values() for t in p.texts]
     sample = random.Random(0).sample(texts, min(args.sample, len(texts)))
     print(f"GPU: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; {len(sample)} chunks sampled")
@@ -76,8 +76,10 @@ def main() -> int:
     cpu = MiniLMEmbedder(batch_size=64, precision="fp32", device="cpu")
     cpu_vecs, cpu_rate = _speed(cpu, sample)
     print(f"  cpu fp32            {cpu_rate:8.1f} chunks/s ({torch.get_num_threads()} threads)")
-    cached = make_embedder({"name": "minilm", "batch_size": 64, "precision": "fp32", "device": "cpu"},
-                           Path(params["paths"]["cache"]) / "embeddings.sqlite")  # fmt: skip
+    cpu_fp32 = compose(
+        ["embedder=minilm", "embedder.batch_size=64", "embedder.precision=fp32", "embedder.device=cpu"]
+    )
+    cached = make_embedder(cpu_fp32.embedder, Path(params.paths.cache) / "embeddings.sqlite")
     ref_chunks = {pin: cached.encode(p.texts) for pin, p in corpus.partitions.items()}
     ref_top = _top_k(ref_chunks, corpus, entries, cached.encode([e.question for e in entries]))
     for precision in args.precision.split(","):

@@ -23,8 +23,8 @@ def real_corpus_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     params = load_params(ROOT / "params.yaml")
     out = tmp_path_factory.mktemp("real") / "docs"
-    build_corpus(parse_specs(params["docs"]["libraries"]), out, ROOT / "data" / "cache" / "wheels",
-                 int(params["docs"]["chunk_chars"]), progress=False)  # fmt: skip
+    build_corpus(parse_specs(params.docs.libraries), out, ROOT / "data" / "cache" / "wheels",
+                 params.docs.chunk_chars, progress=False)  # fmt: skip
     return out
 
 

@@ -18,7 +18,10 @@ import pytest
 from openai_server import FakeOpenAI
 from sigkill import kill_once_journaled
 
+from doceval.config import schema
+from doceval.config.compose import compose
 from doceval.errors import UsageError
+from doceval.llm import LLMConfig
 from doceval.scoring.judge import OpenAIJudge, make_judge
 from doceval.scoring.judging import judge_answers
 from doceval.scoring.metrics import contains_apis
@@ -74,19 +77,33 @@ def server() -> Iterator[FakeOpenAI]:
         yield srv
 
 
-def llm_cfg(server: FakeOpenAI, tmp_path: Path, **over: Any) -> dict[str, Any]:
+# The shipped openai blocks (conf/answerer/openai.yaml, conf/judge/openai.yaml): their templates, with the
+# client settings of each test (llm_cfg) in place of conf's.
+ANSWERER = compose(["answerer=openai"]).answerer
+JUDGE = compose(["judge=openai"]).judge
+assert isinstance(ANSWERER, schema.AnswererOpenAI) and isinstance(JUDGE, schema.JudgeOpenAI)
+
+
+def llm_cfg(server: FakeOpenAI, tmp_path: Path, **over: Any) -> LLMConfig:
     cfg: dict[str, Any] = {
-        "name": "openai",
         "base_url": server.base_url,
         "model": "test-model",
         "max_retries": 2,
         "retry_base_delay_s": 0.01,
         "retry_max_delay_s": 0.02,
-        "timeout_s": 10,
+        "timeout_s": 10.0,
         "cache_path": str(tmp_path / "cache" / "llm.sqlite"),
     }
     cfg.update(over)
-    return cfg
+    return LLMConfig(**cfg)
+
+
+def openai_answerer(llm: LLMConfig) -> schema.AnswererOpenAI:
+    return dataclasses.replace(ANSWERER, llm=llm)
+
+
+def openai_judge(llm: LLMConfig) -> schema.JudgeOpenAI:
+    return dataclasses.replace(JUDGE, llm=llm)
 
 
 # ------------------------------------------------------------------------------------------- answerers
@@ -105,18 +122,19 @@ def test_extractive_answer_and_refusal() -> None:
 
 
 def test_model_refusal_is_recorded_as_refused(server: FakeOpenAI, tmp_path: Path) -> None:
-    answerer = make_answerer(llm_cfg(server, tmp_path))
+    answerer = make_answerer(openai_answerer(llm_cfg(server, tmp_path)))
     nothing = Passage("pydantic@2.8.2:pydantic.x", 0.5, "A passage with no API in it.")
     assert answerer.answer(P2, [nothing], []) == (None, True, "model refused")
     assert is_refusal("I don\u2019t know.") and not is_refusal("Use model_dump().")
 
 
 def test_make_answerer_validates() -> None:
-    assert isinstance(make_answerer({"name": "extractive"}), ExtractiveAnswerer)
-    with pytest.raises(UsageError, match="answerer.name"):
-        make_answerer({"name": "gpt"})
-    with pytest.raises(UsageError, match="max_chrs"):
-        make_answerer({"name": "extractive", "max_chrs": 10})
+    assert isinstance(make_answerer(compose(["answerer=extractive"]).answerer), ExtractiveAnswerer)
+    # An unknown answerer or option never reaches make_answerer: the composed config is refused, naming it.
+    with pytest.raises(UsageError, match="answerer/gpt.*extractive openai"):
+        compose(["answerer=gpt"])
+    with pytest.raises(UsageError, match=r"answerer\.max_chrs: unknown key"):
+        compose(["answerer=extractive", "+answerer.max_chrs=10"])
 
 
 # ------------------------------------------------------------------------------------------- memory
@@ -140,7 +158,7 @@ def test_memory_recall_same_library_by_jaccard_deterministic() -> None:
 
 def test_refused_search_skips_answerer_and_judge(server: FakeOpenAI, tmp_path: Path) -> None:
     answerer = CountingAnswerer()
-    judge = make_judge(llm_cfg(server, tmp_path))
+    judge = make_judge(openai_judge(llm_cfg(server, tmp_path)))
     assert judge is not None
     out = run_agent([FLASK, P2], search, answerer, progress=False)
     rec = out.records["f1"]
@@ -160,7 +178,9 @@ def test_warm_memory_leaks_an_old_api_isolation_prevents_it(
     kind: str, server: FakeOpenAI, tmp_path: Path
 ) -> None:
     def make() -> Any:
-        return ExtractiveAnswerer() if kind == "extractive" else make_answerer(llm_cfg(server, tmp_path))
+        if kind == "extractive":
+            return ExtractiveAnswerer()
+        return make_answerer(openai_answerer(llm_cfg(server, tmp_path)))
 
     isolated = run_agent([P1, P2], search, make(), progress=False)
     warm = run_agent([P1, P2], search, make(), warm_memory=True, progress=False)
@@ -208,6 +228,8 @@ CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
+    from doceval.config import schema
+    from doceval.llm import LLMConfig
     from doceval.system.docchat.answerers import make_answerer
     from doceval.system.docchat.runner import run_agent
     from doceval.system.docchat.types import Passage, Probe, SearchResult
@@ -219,8 +241,8 @@ CHILD = textwrap.dedent(
         i = p.id[1:]
         return SearchResult([Passage(f"pydantic@2.8.2:m.api_{i}", 0.9, f"def m.api_{i}()\\n\\nDoes {i}.")], False, None)
 
-    answerer = make_answerer({"name": "openai", "base_url": base_url, "model": "m", "cache_path": cache,
-                              "max_retries": 1, "retry_base_delay_s": 0.01})
+    llm = LLMConfig(base_url=base_url, model="m", cache_path=cache, max_retries=1, retry_base_delay_s=0.01)
+    answerer = make_answerer(schema.AnswererOpenAI(name="openai", template="answer.txt", llm=llm))
     out = run_agent(probes, search, answerer, journal_path=Path(journal), max_concurrency=2, progress=False)
     print("resumed", out.resumed, "records", len(out.records))
     """
@@ -252,7 +274,9 @@ def test_run_killed_with_sigkill_and_resumed_answers_each_entry_once(tmp_path: P
 
 
 def test_budget_stop_keeps_finished_records_and_resume_completes(server: FakeOpenAI, tmp_path: Path) -> None:
-    cfg = llm_cfg(server, tmp_path, price_per_1k_prompt=1.0, price_per_1k_completion=1.0, max_tokens=20)
+    cfg = openai_answerer(
+        llm_cfg(server, tmp_path, price_per_1k_prompt=1.0, price_per_1k_completion=1.0, max_tokens=20)
+    )
     probes = [dataclasses.replace(P2, id=f"b{i}", question=f"{P2.question} ({i})") for i in range(10)]
     journal = tmp_path / "journal.jsonl"
     out = run_agent(probes, search, make_answerer(cfg), journal_path=journal, budget_usd=1.5, progress=False)
@@ -276,7 +300,7 @@ def test_budget_stop_keeps_finished_records_and_resume_completes(server: FakeOpe
 
 
 def test_answerer_failures_are_not_journaled_and_stop_the_run(server: FakeOpenAI, tmp_path: Path) -> None:
-    cfg = llm_cfg(server, tmp_path, max_retries=0)
+    cfg = openai_answerer(llm_cfg(server, tmp_path, max_retries=0))
     probes = [dataclasses.replace(P2, id=f"e{i}", question=f"q {i}") for i in range(8)]
     server.fail_next(100, 500)
     journal = tmp_path / "journal.jsonl"
@@ -293,8 +317,8 @@ def test_secret_key_never_leaks(server: FakeOpenAI, tmp_path: Path, monkeypatch:
     sentinel = "sk-SENTINEL-7f3a9c1e5b-do-not-leak"
     monkeypatch.setenv("OPENAI_API_KEY", sentinel)
     caplog.set_level(logging.DEBUG)
-    answerer = make_answerer(llm_cfg(server, tmp_path))
-    judge = make_judge(llm_cfg(server, tmp_path))
+    answerer = make_answerer(openai_answerer(llm_cfg(server, tmp_path)))
+    judge = make_judge(openai_judge(llm_cfg(server, tmp_path)))
     assert isinstance(answerer, OpenAIAnswerer) and isinstance(judge, OpenAIJudge)
     journal, verdicts = tmp_path / "journal.jsonl", tmp_path / "judge.jsonl"
     server.fail_next(2, 429)  # retries log warnings
@@ -305,7 +329,9 @@ def test_secret_key_never_leaks(server: FakeOpenAI, tmp_path: Path, monkeypatch:
     out2 = run_agent([p3], search, answerer, progress=False)
     judged2 = judge_answers([p3], out2.records, REFS, judge, progress=False)
     assert judged2.verdicts["p3"].judge_error
-    bad = make_answerer(llm_cfg(server, tmp_path, base_url=server.base_url + "/missing", cache_path=""))
+    bad = make_answerer(
+        openai_answerer(llm_cfg(server, tmp_path, base_url=server.base_url + "/missing", cache_path=""))
+    )
     out3 = run_agent([P2], search, bad, progress=False)
     assert "HTTP 404" in out3.errors["p2"]
     assert judged.verdicts["p2"].verdict is True and judged.verdicts["p1"].verdict is True
@@ -350,7 +376,8 @@ def test_every_refusal_carries_its_cause_and_the_passages_read_are_its_sources(s
                                 {"p1": [], "p2": [(nothing.doc_id, 0.5)], "p3": [(V2_DUMP.doc_id, 0.8)]},
                                 {nothing.doc_id: nothing.text, V2_DUMP.doc_id: V2_DUMP.text}, lambda lib: 0.42)  # fmt: skip
     p3 = dataclasses.replace(P2, id="p3")
-    out = run_agent([FLASK, P1, P2, p3], search_, make_answerer(llm_cfg(server, tmp_path)), progress=False)
+    answerer = make_answerer(openai_answerer(llm_cfg(server, tmp_path)))
+    out = run_agent([FLASK, P1, P2, p3], search_, answerer, progress=False)
     causes = {i: (r.refusal_cause, r.refusal_reason) for i, r in out.records.items()}
     assert causes == {"f1": ("router", "router: library 'flask' is not indexed"),
                       "p1": ("floor", "search: no passage cleared the floor 0.42"),
@@ -390,7 +417,7 @@ def test_progress_bar_runs(capsys: pytest.CaptureFixture[str]) -> None:
 def test_runner_concurrency_is_bounded_end_to_end(tmp_path: Path) -> None:
     probes = [dataclasses.replace(P2, id=f"c{i}", question=f"{P2.question} #{i}") for i in range(20)]
     with FakeOpenAI(latency_s=0.05) as srv:
-        answerer = make_answerer(llm_cfg(srv, tmp_path, max_concurrency=4))
+        answerer = make_answerer(openai_answerer(llm_cfg(srv, tmp_path, max_concurrency=4)))
         out = run_agent(probes, search, answerer, max_concurrency=16, progress=False)
         assert len(out.records) == 20 and out.usage["answerer"]["requests"] == 20
         assert 1 < srv.peak_inflight <= 4  # the client's bound holds under a wider runner pool

@@ -10,6 +10,7 @@ import socket
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,9 @@ import pytest
 from fake_agent import FakeAgent, running_agent
 
 from doceval.common.retry import RetriesExhausted, RetryPolicy, call_with_retries
+from doceval.config import schema
 from doceval.config.compose import compose
+from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.harness.agents import load_journal, run_external
 from doceval.seam import Probe, Reply, Source
@@ -27,6 +30,10 @@ from doceval.system.external.http import HttpAgent, redact_url
 CONF = Path(__file__).resolve().parents[1] / "conf"
 SECRET = "s3cr3t-agent-token-value"
 PROBES = [Probe(f"e{i}", f"question {i}", "pydantic", "2.8.2") for i in range(6)]
+# The shipped agent blocks (conf/agent/*.yaml: url and target null); each test sets what it needs.
+HTTP = compose(["agent=http"], conf_dir=CONF).agent
+FUNCTION = compose(["agent=function"], conf_dir=CONF).agent
+assert isinstance(HTTP, schema.AgentHttp) and isinstance(FUNCTION, schema.AgentFunction)
 
 
 @pytest.fixture
@@ -41,8 +48,8 @@ def token(monkeypatch: pytest.MonkeyPatch) -> str:
     return "AGENT_TOKEN"
 
 
-def http_cfg(url: str, **extra: Any) -> dict[str, Any]:
-    return {"name": "http", "url": url, "headers_env": {}, "timeout_s": 5, "max_retries": 2, **extra}
+def http_cfg(url: str, **extra: Any) -> schema.AgentHttp:
+    return replace(HTTP, **{"url": url, "headers_env": {}, "timeout_s": 5, "max_retries": 2, **extra})
 
 
 def assert_no_secret(*things: Any) -> None:
@@ -240,7 +247,7 @@ def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str
 
 
 def test_function_agent_from_the_working_directory(user_module: str, tmp_path: Path) -> None:
-    agent = make_agent({"name": "function", "target": f"{user_module}:answer"})
+    agent = make_agent(replace(FUNCTION, target=f"{user_module}:answer"))
     assert agent is not None and agent.name == "function"
     agent.check()
     probes = [*PROBES[:2], Probe("x", "boom", "flask", "3.0"), Probe("y", "list", "flask", "3.0")]
@@ -275,7 +282,7 @@ def test_bad_function_targets_are_usage_errors(user_module: str, tmp_path: Path,
                                                needle: str) -> None:  # fmt: skip
     target = attr.format(mod=user_module) if attr else None
     with pytest.raises(UsageError) as err:
-        make_agent({"name": "function", "target": target})
+        make_agent(replace(FUNCTION, target=target))
     assert needle in str(err.value)
     if attr and attr.startswith("nope"):
         assert str(tmp_path) in str(err.value) and "agent.target=" in str(err.value)  # the sys.path searched
@@ -387,20 +394,21 @@ def test_the_generic_retry_loop() -> None:
 
 
 def test_the_agent_block_composes_and_validates() -> None:
-    assert compose([], conf_dir=CONF)["agent"] == {"name": "docchat"}
+    assert config_dict(compose([], conf_dir=CONF).agent) == {"name": "docchat"}
     cfg = compose(["agent=http", "agent.url=http://127.0.0.1:9"], conf_dir=CONF)
-    assert cfg["agent"] == {"name": "http", "url": "http://127.0.0.1:9", "headers_env": {}, "timeout_s": 30,
+    assert config_dict(cfg.agent) == {"name": "http", "url": "http://127.0.0.1:9", "headers_env": {}, "timeout_s": 30,
                             "max_retries": 3, "max_reply_bytes": 4194304}  # fmt: skip
     cfg = compose(["agent=http", "agent.url=http://127.0.0.1:9", "+agent.headers_env.Authorization=TOKEN"],
                   conf_dir=CONF)  # fmt: skip
-    assert cfg["agent"]["headers_env"] == {"Authorization": "TOKEN"}
+    assert isinstance(cfg.agent, schema.AgentHttp)
+    assert cfg.agent.headers_env == {"Authorization": "TOKEN"}
     with pytest.raises(UsageError, match=r"agent\.nope: unknown key"):
         compose(["agent=http", "agent.url=http://127.0.0.1:9", "+agent.nope=1"], conf_dir=CONF)
     with pytest.raises(UsageError, match=r"agent\.url=ftp://x: expected an http:// or https:// URL"):
         compose(["agent=http", "agent.url=ftp://x"], conf_dir=CONF)
     # The shipped options compose with null target/url; building the agent says what to set.
     with pytest.raises(UsageError, match=r"agent=function needs agent\.target=MODULE:ATTR"):
-        make_agent(compose(["agent=function"], conf_dir=CONF)["agent"])
+        make_agent(compose(["agent=function"], conf_dir=CONF).agent)
     with pytest.raises(UsageError, match=r"agent=http needs agent\.url=URL"):
-        make_agent(compose(["agent=http"], conf_dir=CONF)["agent"])
-    assert make_agent(compose([], conf_dir=CONF)["agent"]) is None
+        make_agent(compose(["agent=http"], conf_dir=CONF).agent)
+    assert make_agent(compose([], conf_dir=CONF).agent) is None

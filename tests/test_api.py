@@ -101,7 +101,7 @@ def test_both_systems_at_once_is_a_usage_error(golden: Path) -> None:
 def test_compose_through_the_api_matches_params_yaml(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(ROOT)
     assert api.compose() == api.load_params(ROOT / "params.yaml")
-    assert api.compose(["k=10"])["k"] == 10
+    assert api.compose(["k=10"]).k == 10
 
 
 def test_compare_and_gate_take_mlflow_run_ids(golden: Path, monkeypatch: pytest.MonkeyPatch) -> None:

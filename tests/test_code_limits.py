@@ -1,4 +1,6 @@
-"""The size limits issue 28 sets on src/: no function or method over 80 lines, no module over 500 lines.
+"""The limits issue 28 sets on src/: no function or method over 80 lines, no module over 500 lines, and no
+import inside a function without a comment saying why (start-up time or a cycle), so real dependencies show at
+the top of a module.
 
 Read with ``ast``: a function's length runs from its first decorator (or its ``def``) to its last line, so a
 long docstring counts too. A nested function counts as part of its parent and on its own. An offender is named
@@ -112,3 +114,65 @@ def test_an_offender_is_named_with_its_file_line_and_length(tmp_path: Path) -> N
         f"pkg/big.py: module of {MAX_MODULE_LINES + 1} lines (limit {MAX_MODULE_LINES})",
         f"pkg/long.py:1 too_long: {MAX_FUNCTION_LINES + 1} lines (limit {MAX_FUNCTION_LINES})",
     ]
+
+
+def unexplained_local_imports(source: str) -> list[tuple[int, str]]:
+    """``(line, statement)`` of each import inside a function with no comment saying why: on its own line, or on
+    the line above the contiguous group of imports it belongs to."""
+    lines = source.splitlines()
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, FunctionNode):
+            continue
+        for sub in ast.walk(node):
+            if not isinstance(sub, ast.Import | ast.ImportFrom):
+                continue
+            first = sub.lineno - 1  # walk up over the imports (and their continuation lines) just above
+            while first > 0 and lines[first - 1].strip().startswith(("import ", "from ", ")")):
+                first -= 1
+            group = lines[first : (sub.end_lineno or sub.lineno)]
+            above = lines[first - 1].strip() if first > 0 else ""
+            if not above.startswith("#") and not any("#" in line for line in group):
+                found.append((sub.lineno, ast.unparse(sub)))
+    return sorted(set(found))
+
+
+def test_every_import_inside_a_function_says_why() -> None:
+    found = [
+        f"{path.relative_to(SRC).as_posix()}:{line}: {statement}"
+        for path in sorted(SRC.rglob("*.py"))
+        for line, statement in unexplained_local_imports(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, (
+        "move these imports to the module's top, or say why they are local (start-up time, a cycle) in a "
+        "comment above:\n" + "\n".join(found)
+    )
+
+
+def test_the_local_import_check_reads_comments_above_a_group() -> None:
+    source = textwrap.dedent(
+        """\
+        import os
+
+
+        def explained():
+            # lazy: start-up (torch)
+            import torch
+            from x import (
+                y,
+            )
+            return torch, y
+
+
+        def inline():
+            import numpy  # lazy: start-up
+            return numpy
+
+
+        def bare():
+            x = 1
+            import json
+            return json, x
+        """
+    )
+    assert unexplained_local_imports(source) == [(20, "import json")]

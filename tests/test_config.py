@@ -10,6 +10,7 @@ import yaml
 
 from doceval.cli.main import main
 from doceval.config.compose import compose, flatten
+from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,7 +20,9 @@ GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir())
 
 def test_params_yaml_is_composed_from_conf() -> None:
     committed = yaml.safe_load((ROOT / "params.yaml").read_text())
-    assert committed == compose([], conf_dir=CONF), "params.yaml drifted from conf/: run `doceval params`"
+    assert committed == config_dict(compose([], conf_dir=CONF)), (
+        "params.yaml drifted from conf/: run `doceval params`"
+    )
 
 
 @pytest.mark.parametrize(
@@ -28,7 +31,7 @@ def test_params_yaml_is_composed_from_conf() -> None:
 )
 def test_every_group_option_composes_to_the_chosen_option(group: str, option: str) -> None:
     """The block composed for `group=option` is that option's file (not the default's), key for key."""
-    cfg = compose([f"{group}={option}"], conf_dir=CONF)
+    cfg = config_dict(compose([f"{group}={option}"], conf_dir=CONF))
     chosen = yaml.safe_load((CONF / group / f"{option}.yaml").read_text()) or {}
     chosen.pop("defaults", None)
     assert chosen, f"conf/{group}/{option}.yaml is empty"

@@ -17,7 +17,8 @@ from test_eval_cli import DOCS, GOLDEN
 
 from doceval.cli.main import main
 from doceval.config import schema
-from doceval.config.compose import compose, load_params, validate_config
+from doceval.config.compose import check_config, compose, load_params, validate_config
+from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.llm.config import CONTROL_KEYS, LLMConfig
 
@@ -44,7 +45,14 @@ def _set(cfg: dict[str, Any], dotted: str, value: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def shipped() -> dict[str, Any]:
-    return compose([], conf_dir=CONF)
+    return composed([])
+
+
+def composed(overrides: list[str]) -> dict[str, Any]:
+    """The composed config as the mapping it records (the schema's checks take mappings)."""
+    data = config_dict(compose(overrides, conf_dir=CONF))
+    assert isinstance(data, dict)
+    return data
 
 
 # ------------------------------------------------------------------------------------ shipped files validate
@@ -52,8 +60,8 @@ def shipped() -> dict[str, Any]:
 
 @pytest.mark.parametrize("group,option", OPTIONS)
 def test_every_group_option_composes_and_validates(group: str, option: str) -> None:
-    cfg = compose([f"{group}={option}"], conf_dir=CONF)  # compose() validates, complete
-    assert validate_config(cfg) == cfg
+    cfg = composed([f"{group}={option}"])  # compose() validates, complete
+    assert config_dict(validate_config(cfg)) == cfg
     option_file = yaml.safe_load((CONF / group / f"{option}.yaml").read_text()) or {}
     option_file.pop("defaults", None)
     assert {k: cfg[group][k] for k in option_file} == option_file  # returned unchanged, nothing added
@@ -73,8 +81,7 @@ def test_every_model_option_builds_its_object_from_the_shipped_file(
     from doceval.system.docchat.answerers import make_answerer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    cfg = compose([f"{group}={option}"], conf_dir=CONF)
-    block = cfg[group]
+    block = getattr(compose([f"{group}={option}"], conf_dir=CONF), group)
     if group == "answerer":
         built: Any = make_answerer(block)
         assert built is not None
@@ -85,27 +92,31 @@ def test_every_model_option_builds_its_object_from_the_shipped_file(
         built = make_embedder(block, None)
         assert built.fingerprint
     else:
-        assert check_gate_config(block)["thresholds"]
+        assert check_gate_config(block).thresholds
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_composes_and_validates(experiment: str) -> None:
-    cfg = compose([f"experiment={experiment}"], conf_dir=CONF)
-    assert validate_config(cfg) == cfg
+    cfg = composed([f"experiment={experiment}"])
+    assert config_dict(validate_config(cfg)) == cfg
 
 
 def test_shipped_config_has_the_run_block_and_no_role_budget(shipped: dict[str, Any]) -> None:
     assert shipped["run"] == {"budget_usd": None, "max_concurrency": 8, "max_abandoned": 3}
-    assert "budget_usd" not in compose(["answerer=openai"], conf_dir=CONF)["answerer"]
+    assert "budget_usd" not in composed(["answerer=openai"])["answerer"]
     assert yaml.safe_load((ROOT / "params.yaml").read_text()) == shipped
 
 
 @pytest.mark.parametrize("role", ["answerer", "judge"])
 def test_shipped_openai_blocks_validate_and_build_an_llm_config(role: str) -> None:
-    block = compose([f"{role}=openai"], conf_dir=CONF)[role]
+    built = getattr(compose([f"{role}=openai"], conf_dir=CONF), role)
+    block = config_dict(built)
     assert block == yaml.safe_load((CONF / role / "openai.yaml").read_text())
-    cfg = LLMConfig.from_mapping({k: v for k, v in block.items() if k != "max_passages"}, role)
+    cfg = LLMConfig.from_mapping(
+        {k: v for k, v in block.items() if k not in ("max_passages", *CONTROL_KEYS)}, role
+    )
     assert cfg.model == "gpt-4o-mini" and cfg.timeout_s == 60.0 and isinstance(cfg.timeout_s, float)
+    assert built.llm == cfg
 
 
 def test_schema_names_match_the_code() -> None:
@@ -113,8 +124,12 @@ def test_schema_names_match_the_code() -> None:
 
     variants = get_args(get_type_hints(schema.Config)["retriever"])
     assert {get_args(get_type_hints(v)["name"])[0] for v in variants} == set(NAMES)
-    own = {f.name for f in fields(schema.JudgeOpenAI)}
+    # The openai blocks' own keys (the flat field holds the LLMConfig keys, at the block's level in YAML).
+    own = {f.name for f in fields(schema.JudgeOpenAI) if not f.metadata.get("flat")}
     assert own == set(CONTROL_KEYS) and not own & {f.name for f in fields(LLMConfig)}
+    answerer = {f.name for f in fields(schema.AnswererOpenAI) if not f.metadata.get("flat")}
+    assert set(CONTROL_KEYS) <= answerer and not answerer & {f.name for f in fields(LLMConfig)}
+    assert {schema.AnswererOpenAI: LLMConfig, schema.JudgeOpenAI: LLMConfig} == schema.EXTENDED_BY
 
 
 # ----------------------------------------------------------------------------------------- type rules
@@ -166,7 +181,7 @@ def test_values_are_checked_by_type_and_range(
 ) -> None:
     cfg = _set(shipped, key, value)
     if needle is None:
-        assert validate_config(cfg) == cfg
+        assert config_dict(validate_config(cfg)) == cfg
         return
     with pytest.raises(UsageError) as err:
         validate_config(cfg)
@@ -179,7 +194,7 @@ def test_missing_keys_are_errors_when_composed_only(shipped: dict[str, Any]) -> 
         validate_config({k: v for k, v in shipped.items() if k != "k"})
     with pytest.raises(UsageError, match=r"^paths\.index: missing"):
         validate_config(_set(shipped, "paths", {"docs": "d"}))
-    assert validate_config(partial, "params.yaml", complete=False) == partial
+    check_config(partial, "params.yaml", complete=False)  # a fragment: what is there is checked
 
 
 def test_open_mappings_are_the_only_free_form_keys(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,19 +203,14 @@ def test_open_mappings_are_the_only_free_form_keys(monkeypatch: pytest.MonkeyPat
         compose(["+retriever.kwargs={alpha: 1}"], conf_dir=CONF)
     with pytest.raises(UsageError, match=r"retriever\.kwargs: unknown key"):
         compose(["retriever=bm25", "+retriever.kwargs.x=1"], conf_dir=CONF)
-    cfg = compose(
-        ["retriever=function", "retriever.target=m:f", "+retriever.kwargs={alpha: 1, beta: [x]}"],
-        conf_dir=CONF,
-    )
+    cfg = composed(["retriever=function", "retriever.target=m:f", "+retriever.kwargs={alpha: 1, beta: [x]}"])
     assert cfg["retriever"] == {
         "name": "function",
         "target": "m:f",
         "kwargs": {"alpha": 1, "beta": ["x"]},
         "timeout_s": 120,
     }
-    cfg = compose(
-        ["answerer=openai", "+answerer.response_format={type: json_object, x: {y: true}}"], conf_dir=CONF
-    )
+    cfg = composed(["answerer=openai", "answerer.response_format={type: json_object, x: {y: true}}"])
     assert cfg["answerer"]["response_format"] == {"type": "json_object", "x": {"y": True}}
     # A free-form field the hook does not list is a bug in the schema, not a user error.
     monkeypatch.setattr(schema, "OPEN_MAPPINGS", frozenset())
@@ -228,7 +238,7 @@ def test_llm_config_and_schema_share_ranges(name: str, rule: str, bound: float) 
     step = 1 if is_int else 0.5
     outside = bound - step if rule in ("ge", "gt") else bound + step
     inside = bound + step if rule == "gt" else bound
-    cfg = compose(["judge=openai"], conf_dir=CONF)
+    cfg = composed(["judge=openai"])
     for value, ok in ((inside, True), (outside, False)):
         value = int(value) if is_int else float(value)
         if ok:
@@ -245,7 +255,7 @@ def test_llm_config_and_schema_share_ranges(name: str, rule: str, bound: float) 
 def test_llm_config_and_schema_share_types(name: str, value: Any) -> None:
     with pytest.raises(UsageError, match=rf"answerer\.{name}: invalid value"):
         LLMConfig.from_mapping({"model": "m", name: value}, "answerer")
-    cfg = compose(["answerer=openai"], conf_dir=CONF)
+    cfg = composed(["answerer=openai"])
     with pytest.raises(UsageError, match=rf"answerer\.{name}=.*: expected"):
         validate_config(_set(cfg, f"answerer.{name}", value))
 
@@ -303,14 +313,14 @@ def test_bad_override_exits_2_naming_the_key(
     [
         ("k", 2.5, "k=2.5: expected an integer >= 1"),
         ("retriever", {"name": "dense", "_target_": "x"}, "retriever._target_: unknown key"),
-        ("docs", {"libraries": [{"name": "click", "version": 8.1}]}, "docs.libraries[0].version=8.1"),
+        ("docs.libraries", [{"name": "click", "version": 8.1}], "docs.libraries[0].version=8.1"),
     ],
 )
 def test_bad_params_yaml_exits_2_naming_the_key(
     bare: Path, capsys: pytest.CaptureFixture[str], shipped: dict[str, Any], key: str, value: Any, needle: str
 ) -> None:
     params = bare / "params.yaml"
-    params.write_text(yaml.safe_dump({**shipped, key: value}))
+    params.write_text(yaml.safe_dump(_set(shipped, key, value)))
     with pytest.raises(UsageError, match="rerun `doceval params`"):
         load_params(params)
     assert main(["evaluate", "--params", str(params), "--quiet"]) == 2

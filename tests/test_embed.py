@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from helpers_foundation import minilm
 
+from doceval.config import schema
+from doceval.config.compose import compose
 from doceval.errors import UsageError
 from doceval.index.embed import CachedEmbedder, EmbeddingCache, make_embedder
 
@@ -77,10 +81,12 @@ def test_without_a_cache_every_text_is_a_miss():
 
 
 def test_unknown_embedder_name_is_a_usage_error():
-    with pytest.raises(UsageError, match="minilm, openai"):
-        make_embedder({"name": "word2vec"}, None)
+    with pytest.raises(UsageError, match="embedder/word2vec.*minilm .*openai"):
+        compose(["embedder=word2vec"])
+    block = compose(["embedder=openai"]).embedder
+    assert isinstance(block, schema.EmbedderOpenAI)
     with pytest.raises(UsageError, match="embedder.model"):
-        make_embedder({"name": "openai"}, None)
+        make_embedder(replace(block, model=""), None)
 
 
 def test_bf16_precision_agrees_with_fp32_under_its_own_cache_key(tmp_path):

@@ -11,6 +11,7 @@ import random
 import sys
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,25 @@ import pytest
 
 import doceval.system.retrievers as registry
 from doceval.common.targets import distributions_of, load_target, provenance_of
+from doceval.config import schema
 from doceval.config.compose import compose, validate_config
+from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.system.retrievers import Resources, Retriever, make_retriever, register_retriever
 from doceval.system.retrievers.function import FunctionRetriever
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
+# conf/retriever/function.yaml as shipped (target null, no kwargs, timeout_s 120); each test sets its own target.
+FUNCTION = compose(["retriever=function"], conf_dir=CONF).retriever
+assert isinstance(FUNCTION, schema.RetrieverFunction)
+
+
+@dataclass(frozen=True)
+class _Named:
+    """A block naming a retriever the schema does not ship (one registered by a plugin, or none at all)."""
+
+    name: str
+
 
 Write = Callable[[str, str], str]
 
@@ -47,12 +61,12 @@ def user_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Wri
 
 
 def _function(target: str | None, **kwargs: Any) -> Retriever:
-    return make_retriever({"name": "function", "target": target, "kwargs": kwargs}, None)
+    return make_retriever(replace(FUNCTION, target=target, kwargs=kwargs), None)
 
 
 def _usage(target: str | None, needle: str, *, kwargs: Mapping[str, Any] | None = None) -> str:
     with pytest.raises(UsageError) as err:
-        retriever = make_retriever({"name": "function", "target": target, "kwargs": kwargs or {}}, None)
+        retriever = make_retriever(replace(FUNCTION, target=target, kwargs=kwargs or {}), None)
         retriever.retrieve("how do I validate?", "pydantic", "2.8.2", 3)
     message = str(err.value)
     assert needle in message, message
@@ -305,7 +319,7 @@ def test_bad_user_code_is_a_usage_error_naming_the_target(
 def test_kwargs_must_be_a_mapping(user_module: Write) -> None:
     user_module("mod", "def retrieve(question, k):\n    return []\n")
     with pytest.raises(UsageError, match=r"retriever.kwargs=.*\+retriever.kwargs.NAME=VALUE"):
-        make_retriever({"name": "function", "target": "mod:retrieve", "kwargs": ["a"]}, None)
+        make_retriever(replace(FUNCTION, target="mod:retrieve", kwargs=["a"]), None)
 
 
 # ----------------------------------------------------------------------------- provenance and python API
@@ -412,14 +426,15 @@ def test_the_config_composes_with_target_and_kwargs_and_builds(user_module: Writ
         ],
         conf_dir=CONF,
     )
-    assert cfg["retriever"] == {
+    assert config_dict(cfg.retriever) == {
         "name": "function",
         "target": "cfgmod:make",
         "kwargs": {"min_score": 0.5},
         "timeout_s": 120,
     }
-    assert make_retriever(cfg["retriever"], None).retrieve("q", "l", "1", 3) == [("a", 0.5)]
-    bad = {**cfg, "retriever": {**cfg["retriever"], "target": "cfgmod"}}
+    assert make_retriever(cfg.retriever, None).retrieve("q", "l", "1", 3) == [("a", 0.5)]
+    recorded = config_dict(cfg)
+    bad = {**recorded, "retriever": {**recorded["retriever"], "target": "cfgmod"}}
     with pytest.raises(UsageError, match=r"retriever.target=cfgmod: expected MODULE:ATTR"):
         validate_config(bad)
 
@@ -427,7 +442,7 @@ def test_the_config_composes_with_target_and_kwargs_and_builds(user_module: Writ
 def test_builtin_retrievers_still_need_a_corpus() -> None:
     for name in ("overlap", "bm25", "dense", "hybrid"):
         with pytest.raises(UsageError, match=f"retriever={name} needs the docs corpus"):
-            make_retriever({"name": name}, None)
+            make_retriever(compose([f"retriever={name}"], conf_dir=CONF).retriever, None)
 
 
 def test_a_registered_retriever_is_built_without_touching_the_harness(
@@ -445,23 +460,28 @@ def test_a_registered_retriever_is_built_without_touching_the_harness(
         def retrieve(self, question: str, library: str, version: str, k: int) -> list[tuple[str, float]]:
             return [(f"{library}@{version}:toy", self.boost)][:k]
 
-    @register_retriever("toy", needs_corpus=False)
-    def build(cfg: Mapping[str, Any], res: Resources) -> Retriever:
-        return Toy(float(cfg.get("boost", 0.5)))
+    @dataclass(frozen=True)
+    class ToyBlock:  # a plugin's own block: the registry hands it to the builder as it is
+        name: str
+        boost: float
 
-    built = make_retriever({"name": "toy", "boost": 0.75}, None)
+    @register_retriever("toy", needs_corpus=False)
+    def build(cfg: Any, res: Resources) -> Retriever:
+        return Toy(float(cfg.boost))
+
+    built = make_retriever(ToyBlock(name="toy", boost=0.75), None)  # type: ignore[arg-type]
     assert built.retrieve("q", "lib", "1", 5) == [("lib@1:toy", 0.75)]
 
     @register_retriever("toy_corpus")
-    def build_corpus(cfg: Mapping[str, Any], res: Resources) -> Retriever:
+    def build_corpus(cfg: Any, res: Resources) -> Retriever:
         raise AssertionError("not reached without a corpus")
 
     with pytest.raises(UsageError, match="retriever=toy_corpus needs the docs corpus"):
-        make_retriever({"name": "toy_corpus"}, None)
+        make_retriever(_Named("toy_corpus"), None)  # type: ignore[arg-type]
     with pytest.raises(
         UsageError, match="choose one of: overlap, bm25, dense, hybrid, hybrid_native, function, toy"
     ):
-        make_retriever({"name": "splade"}, None)
+        make_retriever(_Named("splade"), None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="registered twice"):
         register_retriever("toy")(build_corpus)
     assert "toy" not in registry.NAMES  # the shipped names stay the schema's

@@ -100,8 +100,8 @@ def extended_corpus(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[n
 
     cfg = compose(["docs=extended"], conf_dir=GOLDEN.parents[2] / "conf")
     out = tmp_path_factory.mktemp("extended") / "docs"
-    build_corpus(parse_specs(cfg["docs"]["libraries"]), out, GOLDEN.parents[2] / "data" / "cache" / "wheels",
-                 int(cfg["docs"]["chunk_chars"]), progress=False)  # fmt: skip
+    build_corpus(parse_specs(cfg.docs.libraries), out, GOLDEN.parents[2] / "data" / "cache" / "wheels",
+                 cfg.docs.chunk_chars, progress=False)  # fmt: skip
     return load_corpus(out)
 
 

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ from tiny_project import run_eval as run
 
 import doceval
 from doceval.common.concurrency import CallTimedOut, DeadlineCaller
+from doceval.config import schema
+from doceval.config.compose import compose
 from doceval.errors import UsageError
 from doceval.harness.agents import run_external
 from doceval.harness.candidates import retrieve_all
@@ -172,8 +175,10 @@ def test_a_reply_over_max_reply_bytes_is_a_system_error_not_retried(
     declare: bool, size: int, cap: int, ok: bool
 ) -> None:
     with serving(body_of(size, declare=declare)) as srv:
-        agent = make_agent({"name": "http", "url": srv.url, "headers_env": {}, "timeout_s": 5, "max_retries": 2,
-                            "max_reply_bytes": cap})  # fmt: skip
+        http = compose(["agent=http"]).agent
+        assert isinstance(http, schema.AgentHttp)
+        agent = make_agent(replace(http, url=srv.url, headers_env={}, timeout_s=5, max_retries=2,
+                                   max_reply_bytes=cap))  # fmt: skip
         assert agent is not None
         out = run_external([PROBE], agent, progress=False)
         assert srv.requests == 1  # not retried
@@ -204,8 +209,6 @@ def test_max_reply_bytes_is_checked_as_config() -> None:
     for bad in (0, -1, 1.5, True, "4MB"):
         with pytest.raises(UsageError, match=r"agent.max_reply_bytes=.*expected an integer >= 1"):
             HttpAgent("http://127.0.0.1:9/ask", max_reply_bytes=bad)  # type: ignore[arg-type]
-    from doceval.config.compose import compose
-
     conf = Path(__file__).resolve().parents[1] / "conf"
     with pytest.raises(UsageError, match=r"agent.max_reply_bytes=0: expected an integer >= 1"):
         compose(["agent=function", "agent.max_reply_bytes=0"], conf_dir=conf)
@@ -213,9 +216,10 @@ def test_max_reply_bytes_is_checked_as_config() -> None:
         compose(["retriever=function", "retriever.timeout_s=0"], conf_dir=conf)
     with pytest.raises(UsageError, match=r"run.max_abandoned=-1: expected an integer >= 0"):
         compose(["run.max_abandoned=-1"], conf_dir=conf)
-    assert compose(["agent=function", "agent.timeout_s=null"], conf_dir=conf)["agent"]["timeout_s"] is None
+    function = compose(["agent=function", "agent.timeout_s=null"], conf_dir=conf).agent
+    assert isinstance(function, schema.AgentFunction) and function.timeout_s is None
     with pytest.raises(UsageError, match=r"agent.timeout_s=0: expected a number of seconds > 0, or null"):
-        make_agent({"name": "function", "target": "builtins:dict", "timeout_s": 0})
+        make_agent(replace(function, target="builtins:dict", timeout_s=0))
 
 
 # ------------------------------------------------------------------------------ user modules, the CLI

@@ -31,6 +31,9 @@ from openai_server import FakeOpenAI
 
 from doceval.cli.main import main
 from doceval.common.io import atomic_dir, remove_stale_temp_dirs
+from doceval.config import schema
+from doceval.config.compose import compose
+from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.harness.candidates import CandidateSet, check_candidates, load_candidates, retriever_fingerprint
 from doceval.index.build import index_hash
@@ -98,7 +101,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, server: FakeOpenAI) -> Path:
     params["store"] = {
         "name": "qdrant_local"
     }  # these rows damage local mode's files (Edge: test_store_edge.py)
-    params["tracking"] = {"enabled": False, "uri": None}
+    params["tracking"] = {**params["tracking"], "enabled": False, "uri": None}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (root / "conf").symlink_to(ROOT / "conf")  # `doceval eval` composes conf/ from the working directory
     with pytest.MonkeyPatch.context() as mp:
@@ -349,23 +352,26 @@ def test_the_intact_project_passes_every_check(project: Path) -> None:
 # ------------------------------------------------------------------------------ the pieces, one by one
 
 
+LOCAL = schema.StoreQdrantLocal(name="qdrant_local")
+
+
 def test_reading_a_store_never_creates_one(tmp_path: Path) -> None:
     missing = tmp_path / "qdrant"
     with pytest.raises(UsageError, match=r"local Qdrant index is missing; rerun `dvc repro index`"):
-        VectorStore({"name": "qdrant_local"}, path=missing, expect={PIN1: 7})
+        VectorStore(LOCAL, path=missing, expect={PIN1: 7})
     assert not missing.exists()
 
 
 def test_a_short_collection_in_a_store_opened_for_reading(built: Path, tmp_path: Path) -> None:
     shutil.copytree(built / "data/index/qdrant", tmp_path / "qdrant")
-    with VectorStore({"name": "qdrant_local"}, path=tmp_path / "qdrant", expect={PIN1: 7, PIN2: 3}) as store:
+    with VectorStore(LOCAL, path=tmp_path / "qdrant", expect={PIN1: 7, PIN2: 3}) as store:
         assert store.count(PIN2) == 3
     with pytest.raises(
         UsageError, match=rf"{COLLECTION2} \({PIN2}\) holds 3 points, the index manifest says 4"
     ):
-        VectorStore({"name": "qdrant_local"}, path=tmp_path / "qdrant", expect={PIN1: 7, PIN2: 4})
+        VectorStore(LOCAL, path=tmp_path / "qdrant", expect={PIN1: 7, PIN2: 4})
     # The failed open released Qdrant's lock: the store opens again.
-    VectorStore({"name": "qdrant_local"}, path=tmp_path / "qdrant", expect={PIN1: 7, PIN2: 3}).close()
+    VectorStore(LOCAL, path=tmp_path / "qdrant", expect={PIN1: 7, PIN2: 3}).close()
 
 
 def test_index_checks_only_apply_to_retrievers_that_read_the_index(built: Path, tmp_path: Path) -> None:
@@ -373,22 +379,24 @@ def test_index_checks_only_apply_to_retrievers_that_read_the_index(built: Path, 
     entries = parse_golden(built / "data/golden/v2.jsonl", corpus_ids=corpus.doc_ids())
     cands = load_candidates(built / "data/runs")
     md5 = cands.meta["golden_md5"]
-    check_candidates(cands, entries, md5, {"name": "dense"}, 5, corpus=corpus, index_dir=built / "data/index")
+    dense = schema.RetrieverDense(name="dense")
+    check_candidates(cands, entries, md5, dense, 5, corpus=corpus, index_dir=built / "data/index")
     with pytest.raises(UsageError, match=r"another index .*has no manifest\); rerun `dvc repro retrieve`"):
-        check_candidates(cands, entries, md5, {"name": "dense"}, 5, corpus=corpus, index_dir=tmp_path)
+        check_candidates(cands, entries, md5, dense, 5, corpus=corpus, index_dir=tmp_path)
     # A bm25 cache does not depend on the index: no index, no complaint.
+    bm25_cfg = compose(["retriever=bm25"]).retriever
     meta = {
         **cands.meta,
-        "retriever": {"name": "bm25"},
-        "retriever_fingerprint": retriever_fingerprint({"name": "bm25"}),
+        "retriever": config_dict(bm25_cfg),
+        "retriever_fingerprint": retriever_fingerprint(bm25_cfg),
     }
     bm25 = CandidateSet(meta, cands.ranked, cands.routed)
-    check_candidates(bm25, entries, md5, {"name": "bm25"}, 5, corpus=corpus, index_dir=tmp_path)
+    check_candidates(bm25, entries, md5, bm25_cfg, 5, corpus=corpus, index_dir=tmp_path)
     with pytest.raises(
         UsageError, match=r"holds 7 entries, meta.json says 8 \(cut short\?\); rerun `dvc repro"
     ):
         short = CandidateSet(meta, dict(list(cands.ranked.items())[:7]), cands.routed)
-        check_candidates(short, entries, md5, {"name": "bm25"}, 5, corpus=corpus)
+        check_candidates(short, entries, md5, bm25_cfg, 5, corpus=corpus)
 
 
 def test_a_corrupt_embedding_cache_found_mid_run_is_rebuilt(

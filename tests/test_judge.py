@@ -17,8 +17,10 @@ import pytest
 from openai_server import FakeOpenAI
 from sigkill import kill_once_journaled
 
+from doceval.config import schema
+from doceval.config.compose import compose
 from doceval.errors import UsageError
-from doceval.llm import Ledger
+from doceval.llm import Ledger, LLMConfig
 from doceval.scoring.judge import OpenAIJudge, make_judge, parse_verdict
 from doceval.scoring.judging import judge_answers, load_verdicts
 from doceval.seam import Reply
@@ -28,6 +30,10 @@ from doceval.system.docchat.types import Passage, Probe, SearchResult
 
 PROBE = Probe("j1", "How do I dump a model?", "pydantic", "2.8.2")
 REF = "Call `model_dump()` on the instance."
+# The shipped openai blocks (their templates); each test brings its own client settings.
+ANSWERER = compose(["answerer=openai"]).answerer
+JUDGE = compose(["judge=openai"]).judge
+assert isinstance(ANSWERER, schema.AnswererOpenAI) and isinstance(JUDGE, schema.JudgeOpenAI)
 
 
 @pytest.fixture
@@ -37,7 +43,6 @@ def server(openai_server: FakeOpenAI) -> FakeOpenAI:
 
 def judge_for(server: FakeOpenAI, tmp_path: Path, **over: Any) -> OpenAIJudge:
     cfg: dict[str, Any] = {
-        "name": "openai",
         "base_url": server.base_url,
         "model": "judge-model",
         "max_retries": 1,
@@ -45,7 +50,7 @@ def judge_for(server: FakeOpenAI, tmp_path: Path, **over: Any) -> OpenAIJudge:
         "cache_path": str(tmp_path / "llm.sqlite"),
     }
     cfg.update(over)
-    judge = make_judge(cfg)
+    judge = make_judge(dataclasses.replace(JUDGE, llm=LLMConfig(**cfg)))
     assert isinstance(judge, OpenAIJudge)
     return judge
 
@@ -137,11 +142,12 @@ def test_judge_errors_are_recorded_with_verdict_none(server: FakeOpenAI, tmp_pat
 
 
 def test_make_judge() -> None:
-    assert make_judge({"name": "none"}) is None
-    with pytest.raises(UsageError, match="judge.name"):
-        make_judge({"name": "gpt4"})
-    with pytest.raises(UsageError, match=r"judge\.model: required"):
-        make_judge({"name": "openai", "base_url": "http://127.0.0.1:1/v1"})
+    assert make_judge(compose(["judge=none"]).judge) is None
+    # An unknown judge, or an openai judge without a model, never reaches make_judge: composing refuses it.
+    with pytest.raises(UsageError, match="judge/gpt4.*none openai reference"):
+        compose(["judge=gpt4"])
+    with pytest.raises(UsageError, match=r"judge\.model: missing; expected a non-empty string"):
+        compose(["judge=openai", "judge.base_url=http://127.0.0.1:1/v1", "~judge.model"])
 
 
 # ------------------------------------------------------------------------------------------- judging a run
@@ -223,11 +229,11 @@ def test_judging_concurrency_is_bounded(tmp_path: Path) -> None:
 
 
 def test_one_budget_covers_answering_and_judging(server: FakeOpenAI, tmp_path: Path) -> None:
-    priced = {"price_per_1k_prompt": 1.0, "price_per_1k_completion": 1.0, "cache_path": ""}
+    priced: dict[str, Any] = {"price_per_1k_prompt": 1.0, "price_per_1k_completion": 1.0, "cache_path": ""}
     passage = Passage("pydantic@2.8.2:m.model_dump", 0.9, "def m.model_dump()\n\nUse `model_dump()`.")
     probes, refs = probes_and_refs(6)
-    answerer = make_answerer({"name": "openai", "base_url": server.base_url, "model": "m", "max_tokens": 20,
-                              "max_retries": 0, **priced})  # fmt: skip
+    llm = LLMConfig(base_url=server.base_url, model="m", max_tokens=20, max_retries=0, **priced)
+    answerer = make_answerer(dataclasses.replace(ANSWERER, llm=llm))
     judge = judge_for(server, tmp_path, max_tokens=20, **priced)
 
     def search(probe: Probe) -> SearchResult:
@@ -268,6 +274,8 @@ CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
+    from doceval.config import schema
+    from doceval.llm import LLMConfig
     from doceval.scoring.judge import make_judge
     from doceval.scoring.judging import judge_answers
     from doceval.seam import Probe, Reply
@@ -277,8 +285,8 @@ CHILD = textwrap.dedent(
     answers = {p.id: Reply(p.id, f"Use `api_{p.id[1:]}()`.") for p in probes}
     refs = {p.id: f"Call `api_{p.id[1:]}()`." for p in probes}
     # No LLM cache: only the journal can spare the judge what it already graded.
-    judge = make_judge({"name": "openai", "base_url": base_url, "model": "j", "cache_path": "", "max_retries": 1,
-                        "retry_base_delay_s": 0.01})
+    llm = LLMConfig(base_url=base_url, model="j", cache_path="", max_retries=1, retry_base_delay_s=0.01)
+    judge = make_judge(schema.JudgeOpenAI(name="openai", template="judge.txt", llm=llm))
     out = judge_answers(probes, answers, refs, judge, journal_path=Path(journal), max_concurrency=2, progress=False)
     print("resumed", out.resumed, "verdicts", len(out.verdicts), "correct", sum(v.verdict is True for v in out.verdicts.values()))
     """

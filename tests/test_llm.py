@@ -228,20 +228,20 @@ def test_budget_stops_before_it_would_be_exceeded(server: FakeOpenAI, tmp_path: 
 
 def test_embed_texts_normalised_in_order_and_batched(server: FakeOpenAI) -> None:
     texts = [f"text number {i} about pydantic" for i in range(7)]
-    vecs = embed_texts({"base_url": server.base_url, "name": "openai", "dim": 16}, "emb", texts, batch_size=3)
+    vecs = embed_texts("emb", texts, batch_size=3, base_url=server.base_url, dim=16)
     assert vecs.dtype == np.float32 and vecs.shape == (7, 16)
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-6)
     want = np.asarray([embed_vector(t) for t in texts], dtype=np.float32)
     want /= np.linalg.norm(want, axis=1, keepdims=True)
     assert np.allclose(vecs, want, atol=1e-6)  # server replies in reverse order; we sort by index
     assert server.embedding_requests == 3
-    assert embed_texts({"base_url": server.base_url, "dim": 16}, "emb", [], 3).shape == (0, 16)
+    assert embed_texts("emb", [], 3, base_url=server.base_url, dim=16).shape == (0, 16)
 
 
 def test_embed_texts_retries(server: FakeOpenAI) -> None:
     server.fail_next(1, 500)
-    cfg = {"base_url": server.base_url, "retry_base_delay_s": 0.01}
-    assert embed_texts(cfg, "emb", ["a b c"], batch_size=8).shape == (1, 16)
+    vecs = embed_texts("emb", ["a b c"], batch_size=8, base_url=server.base_url, retry_base_delay_s=0.01)
+    assert vecs.shape == (1, 16)
     assert server.requests == 2
 
 

@@ -4,6 +4,7 @@ signal from the CLI, and the bad inputs (targets outside [0, 1], unknown objecti
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from test_eval_cli import eval_args, overrides
 from test_eval_cli import project as project  # noqa: F401 - the tiny project fixture
 
 from doceval.cli.main import main
+from doceval.config.compose import compose
+from doceval.config.schema import Config
 from doceval.errors import UsageError
 from doceval.harness.calibrate import calibrate
 from doceval.harness.candidates import CandidateSet
@@ -113,9 +116,9 @@ def _entry(i: str, lib: str, oos: bool) -> GoldenEntry:
                        kind="off_topic" if oos else "lookup", line=1)  # fmt: skip
 
 
-def _cfg(**cal: Any) -> dict[str, Any]:
-    return {"calibration": {"objective": "max_refusal_at_overrefusal", "split": "calibration", "grid_points": 5,
-                            **cal}, "k": 5, "retriever": {"name": "dense"}, "floors": {"signal": "score"}}  # fmt: skip
+def _cfg(**cal: Any) -> Config:
+    cfg = compose(["calibration.objective=max_refusal_at_overrefusal", "calibration.grid_points=5", "k=5"])
+    return dataclasses.replace(cfg, calibration=dataclasses.replace(cfg.calibration, **cal))
 
 
 def _cands(entries: list[GoldenEntry], scores: dict[str, float]) -> CandidateSet:

@@ -22,6 +22,7 @@ import doceval.harness.candidates as candidates_module
 import doceval.inputs.corpus as corpus_module
 import doceval.inputs.golden as golden_module
 from doceval.cli import main
+from doceval.config.schema import Config
 
 USER_MODULE_NAME = "plan_once_userret"  # a name no other test imports (sys.modules is shared)
 # A retriever over the fixture's documents (the share of the question's words a document holds) that appends
@@ -122,9 +123,7 @@ def test_the_evaluate_stage_asks_the_users_retriever_once_per_entry(
     (root / "calls.log").unlink()  # the retrieve stage's calls (every entry, for the calibrate stage)
     import doceval.harness.plan
 
-    planned = doceval.harness.plan.plan_run(
-        json.loads(json.dumps(_params(root))), doceval.harness.plan.EvalOptions(progress=False)
-    )
+    planned = doceval.harness.plan.plan_run(_params(root), doceval.harness.plan.EvalOptions(progress=False))
     assert planned.awaits_retrieval and planned.candidates is None and not (root / "calls.log").exists()
     assert main(["evaluate", "--quiet"]) == 0
     summary = json.loads((root / "eval" / "summary.json").read_text())
@@ -135,7 +134,7 @@ def test_the_evaluate_stage_asks_the_users_retriever_once_per_entry(
     assert asked == Counter({q: 1 for q in test_questions})
 
 
-def _params(root: Path) -> dict[str, Any]:
+def _params(root: Path) -> Config:
     from doceval.config.compose import load_params
 
     return load_params(root / "params.yaml")

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pytest
 from helpers_foundation import EXPECTED_CHUNKS, PIN1, PIN2, build_fixture_corpus, minilm
 
+from doceval.config import schema
+from doceval.config.compose import compose
 from doceval.errors import UsageError
 from doceval.index.build import build_index
 from doceval.index.embed import CachedEmbedder
@@ -56,8 +59,9 @@ def bm25(corpus):
 def dense(corpus, tmp_path_factory):
     embedder = CachedEmbedder(minilm(), None)
     out = tmp_path_factory.mktemp("index") / "index"
-    build_index(corpus, embedder, {"name": "qdrant_local"}, out, progress=False)
-    store = VectorStore({"name": "qdrant_local"}, path=out / "qdrant")
+    local = schema.StoreQdrantLocal(name="qdrant_local")
+    build_index(corpus, embedder, local, out, progress=False)
+    store = VectorStore(local, path=out / "qdrant")
     yield DenseRetriever(store, embedder, set(corpus.pins))
     store.close()
 
@@ -247,13 +251,24 @@ def test_best_per_document_collapses_chunks_and_sorts_deterministically():
         assert best_per_document(hits, 2) == want[:2]
 
 
+@dataclass(frozen=True)
+class _Named:
+    """A block naming a retriever nobody registered (the schema would refuse it; the registry must too)."""
+
+    name: str
+
+
 def test_make_retriever_names_and_usage_errors(corpus):
-    assert make_retriever({"name": "overlap"}, corpus).name == "overlap"
-    assert make_retriever({"name": "bm25", "k1": 1.2}, corpus).k1 == 1.2
+    assert make_retriever(compose(["retriever=overlap"]).retriever, corpus).name == "overlap"
+    assert make_retriever(compose(["retriever=bm25", "retriever.k1=1.2"]).retriever, corpus).k1 == 1.2
     with pytest.raises(UsageError, match="dvc repro index"):
-        make_retriever({"name": "dense"}, corpus)
+        make_retriever(schema.RetrieverDense(name="dense"), corpus)
     with pytest.raises(UsageError, match="overlap, bm25, dense, hybrid"):
-        make_retriever({"name": "splade"}, corpus)
+        make_retriever(_Named("splade"), corpus)  # type: ignore[arg-type]
+    with pytest.raises(
+        UsageError, match="retriever/splade.*bm25 dense function hybrid hybrid_native overlap"
+    ):
+        compose(["retriever=splade"])
 
 
 def test_a_retriever_declares_whether_it_reads_the_index() -> None:

@@ -19,6 +19,7 @@ import shutil
 import socket
 import urllib.parse
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from doceval import tracking
 from doceval.cli.main import main
 from doceval.common.redact import known_secrets, redact_url, redact_urls, scrub, secret_values
 from doceval.common.text import md_text, printable
+from doceval.config.compose import compose
 from doceval.errors import UsageError
 from doceval.index.store import VectorStore
 from doceval.llm.chat import ChatClient
@@ -203,7 +205,8 @@ def test_llm_client_reprs_and_records_hide_url_credentials() -> None:
 
 
 def test_store_url_credentials_stay_out_of_messages() -> None:
-    store = VectorStore({"name": "qdrant_server", "url": f"http://user:{SECRET}@127.0.0.1:{closed_port()}"})
+    server = compose(["store=qdrant_server"]).store
+    store = VectorStore(replace(server, url=f"http://user:{SECRET}@127.0.0.1:{closed_port()}"))
     assert SECRET not in store.location and store.location.startswith("http://***@127.0.0.1:")
     store.close()
 

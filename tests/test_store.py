@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from helpers_foundation import EXPECTED_CHUNKS, PIN1, PIN2, build_fixture_corpus, fixture_documents, minilm
 
+from doceval.config import schema
+from doceval.config.compose import compose
 from doceval.errors import UsageError
 from doceval.index.build import MANIFEST, build_index, check_index, index_hash
 from doceval.index.embed import CachedEmbedder, EmbeddingCache
@@ -15,7 +17,7 @@ from doceval.index.store import VectorStore, collection_name
 from doceval.inputs.corpus import load_corpus
 from doceval.inputs.docs import write_corpus
 
-LOCAL = {"name": "qdrant_local"}
+LOCAL = schema.StoreQdrantLocal(name="qdrant_local")
 
 
 def _unit_vectors(n: int, dim: int, seed: int = 0) -> np.ndarray:
@@ -66,8 +68,9 @@ def test_a_second_local_store_on_the_same_path_is_a_usage_error(tmp_path):
 
 
 def test_store_config_errors():
-    with pytest.raises(UsageError, match="use one of qdrant_edge, qdrant_local, qdrant_server"):
-        VectorStore({"name": "faiss"})
+    # An unknown store cannot reach VectorStore: composing the config refuses it, naming the options.
+    with pytest.raises(UsageError, match="store/faiss.*qdrant_edge qdrant_local qdrant_server"):
+        compose(["store=faiss"])
 
 
 # -------------------------------------------------------------------------------------------- indexing

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,12 +22,15 @@ from helpers_foundation import PIN1, PIN2, build_fixture_corpus, write_fixture_g
 from openai_server import FakeOpenAI
 
 from doceval.cli.main import main
+from doceval.config import schema
+from doceval.config.compose import compose
 from doceval.errors import UsageError
 from doceval.index.store import SearchConfig, VectorStore, collection_name
 
 ROOT = Path(__file__).resolve().parents[1]
-EDGE = {"name": "qdrant_edge", "search": SearchConfig().as_dict()}
-LOCAL = {"name": "qdrant_local"}
+EDGE = compose(["store=qdrant_edge"]).store
+assert isinstance(EDGE, schema.StoreQdrantEdge)
+LOCAL = schema.StoreQdrantLocal(name="qdrant_local")
 PIN = "lib@1.0"
 
 
@@ -35,8 +39,8 @@ def _unit_vectors(n: int, dim: int, seed: int = 0) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def _edge(**search: object) -> dict[str, object]:
-    return {"name": "qdrant_edge", "search": {**SearchConfig().as_dict(), **search}}
+def _edge(**search: object) -> schema.StoreQdrantEdge:
+    return replace(EDGE, search=replace(EDGE.search, **search))
 
 
 def _fill(store: VectorStore, n: int, dim: int, texts: list[str] | None = None) -> np.ndarray:
@@ -162,11 +166,12 @@ def test_search_config_refuses_what_the_engine_would_accept_silently() -> None:
     for bad, needle in [
         ({"quantization": "product"}, "store.search.quantization='product' is not supported"),
         ({"oversampling": 0.5}, "store.search.oversampling=0.5 must be >= 1"),
-        ({"nope": 1}, "store.search: unknown key"),
     ]:
         with pytest.raises(UsageError, match=needle):
             SearchConfig.of(_edge(**bad))
-    assert SearchConfig.of(LOCAL) == SearchConfig()  # the other stores always search exactly
+    # An unknown key never gets that far: the schema refuses it when the config is composed.
+    with pytest.raises(UsageError, match=r"store\.search\.nope: unknown key"):
+        compose(["store=qdrant_edge", "+store.search.nope=1"])
 
 
 # ------------------------------------------------------------------------------------------ through the CLI
@@ -210,7 +215,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, server: FakeOpenAI) -> Path:
                        "eval": "eval"}  # fmt: skip
     params["golden"] = "data/golden/v2.jsonl"
     params["embedder"] = _embedder(server)
-    params["tracking"] = {"enabled": False, "uri": None}
+    params["tracking"] = {**params["tracking"], "enabled": False, "uri": None}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     (root / "conf").symlink_to(ROOT / "conf")
     with pytest.MonkeyPatch.context() as mp:

@@ -213,7 +213,9 @@ def test_bulk_trace_writes_store_what_start_trace_stores(tmp_path: Path, templat
     for mode in ("start_trace", "bulk"):
         exp = client.create_experiment(mode)
         run = client.create_run(exp)
-        info, _ = build_trace(entry, run_id=run.info.run_id, experiment_id=exp, config=config, start_ms=1000)
+        info, _ = build_trace(
+            entry, run_id=run.info.run_id, experiment_id=exp, recorded=config, start_ms=1000
+        )
         if mode == "bulk":
             with _one_transaction(store):
                 assert _bulk_start_traces(store, [info])

@@ -86,7 +86,9 @@ def test_the_config_is_frozen_and_typed() -> None:
 
 
 def schema_classes() -> list[type]:
-    return [c for c in vars(schema).values() if dataclasses.is_dataclass(c) and c.__module__ == schema.__name__]
+    return [
+        c for c in vars(schema).values() if dataclasses.is_dataclass(c) and c.__module__ == schema.__name__
+    ]
 
 
 def test_the_schema_restates_no_default_of_conf() -> None:

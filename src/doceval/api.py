@@ -12,19 +12,27 @@
 
 A summary is the dict ``doceval eval --output`` writes (``{"metrics", "config", "entries", "complete"}``),
 so ``compare``/``gate`` take either a summary from here or a file path or MLflow run id.
+
+``compose`` and ``load_params`` return the typed, frozen :class:`doceval.config.schema.Config`; change one with
+``dataclasses.replace`` and pass it to ``evaluate_config``.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from doceval.config.compose import compose, load_params
+from doceval.config.compose import compose, find_conf_dir, load_params
+from doceval.config.schema import Config, Gate, RetrieverFunction
 from doceval.errors import UsageError
 from doceval.harness.evaluate import evaluate as evaluate_config
 from doceval.harness.plan import EvalOptions
-from doceval.results import CompareResult, GateResult, load_summary
+from doceval.results import CompareResult, GateResult, check_gate_config, load_gate_config, load_summary
 from doceval.results import compare as compare_summaries
 from doceval.results import gate as gate_summary
 
@@ -85,6 +93,7 @@ def evaluate(
     if retriever is not None and not any(o.split("=", 1)[0].lstrip("+~") == "floors" for o in overrides):
         extra.append("floors=zero")
     cfg = compose([*overrides, *extra])
+    cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=track))
     options = EvalOptions(
         golden=Path(golden),
         split=split,
@@ -96,19 +105,26 @@ def evaluate(
         fresh=fresh,
     )
     if retriever is not None:
+        # lazy: start-up (a user's callable needs none of this when the configured system runs)
         from doceval.system.retrievers.function import FunctionRetriever
 
         name = _name(retriever)
-        options.retriever = FunctionRetriever.from_callable(retriever, name=name)
-        # The summary names the user's callable, and no floors of another retriever can match it.
-        cfg["retriever"] = {"name": "function", "target": name, "kwargs": {}}
+        function = FunctionRetriever.from_callable(retriever, name=name)
+        options.retriever = function
+        # The summary names the user's callable (and the deadline its calls run with), and no floors of another
+        # retriever can match it.
+        block = RetrieverFunction(
+            name="function", target=name, kwargs=MappingProxyType({}), timeout_s=function.timeout_s
+        )
+        cfg = dataclasses.replace(cfg, retriever=block)
     if agent is not None:
+        # lazy: start-up (as above)
         from doceval.system.external.agents import function_agent
 
         options.agent = function_agent(agent, name=_name(agent))
-    cfg["tracking"] = {**cfg["tracking"], "enabled": track}
     summary = evaluate_config(cfg, options)
     if track:
+        # lazy: start-up (mlflow, ~2 s): an untracked evaluation never loads it
         from doceval import tracking
 
         tracking.log_configured_run(cfg, summary, {}, run_name=None, tags={"stage": "api"})
@@ -169,8 +185,6 @@ def mlflow_summary_loader(uri: str | None = None) -> Callable[[str], Mapping[str
     ``MLFLOW_TRACKING_URI``, else ./mlruns/mlflow.db."""
 
     def load(run_id: str) -> Mapping[str, Any]:
-        import importlib
-
         try:
             tracking = importlib.import_module("doceval.tracking")
         except ImportError as exc:
@@ -200,8 +214,6 @@ def compare(
     base: Mapping[str, Any] | str | Path, new: Mapping[str, Any] | str | Path, **options: Any
 ) -> CompareResult:
     """Side by side, paired by entry id (``doceval compare``); summaries, summary files or MLflow run ids."""
-    import inspect
-
     known = [p for p in inspect.signature(compare_summaries).parameters if p not in ("base", "new")]
     unknown = sorted(set(options) - set(known))
     if unknown:
@@ -213,29 +225,37 @@ def gate(
     summary: Mapping[str, Any] | str | Path,
     thresholds: Mapping[str, float] | None = None,
     *,
-    config: Mapping[str, Any] | str | Path | None = None,
+    config: Gate | Config | Mapping[str, Any] | str | Path | None = None,
     baseline: Mapping[str, Any] | str | Path | None = None,
 ) -> GateResult:
-    """The CI gate (``doceval gate``): ``thresholds`` such as ``{"hit_rate": 0.6}``, or a gate ``config``
-    (a mapping or a conf/gate YAML path; default conf/gate/default.yaml)."""
-    from doceval.results import load_gate_config
-
+    """The CI gate (``doceval gate``): ``thresholds`` such as ``{"hit_rate": 0.6}`` (non-regression and drift
+    off), or a gate ``config``: a :class:`~doceval.config.schema.Gate` (``cfg.gate`` of a composed config), a
+    whole :class:`~doceval.config.schema.Config` (its gate), a mapping written like conf/gate/default.yaml
+    (checked as a gate file is), or the path of a conf/gate YAML file or of a params.yaml (its ``gate`` block);
+    default: conf/gate/default.yaml."""
     if thresholds is not None and not isinstance(thresholds, Mapping):
         raise _bad(
             "gate", "thresholds", thresholds, "a mapping of metric name to number", "{'hit_rate': 0.6}"
         )
-    if config is not None and not isinstance(config, Mapping | str | Path):
-        raise _bad("gate", "config", config, "a gate config mapping or a conf/gate YAML path",
-                   "config='conf/gate/default.yaml'")  # fmt: skip
-    if thresholds is not None:
-        cfg: Mapping[str, Any] = {"thresholds": dict(thresholds), "non_regression": {"enabled": False}}
-    elif config is None:
-        from doceval.config.compose import find_conf_dir
-
-        cfg = load_gate_config(find_conf_dir() / "gate" / "default.yaml")
-    elif isinstance(config, str | Path):
-        cfg = load_gate_config(config)
-    else:
-        cfg = config
+    if config is not None and not isinstance(config, Gate | Config | Mapping | str | Path):
+        raise _bad("gate", "config", config, "a gate config (schema.Gate, a Config, a mapping) or a conf/gate "
+                   "YAML path", "config='conf/gate/default.yaml'")  # fmt: skip
     base = None if baseline is None else _summary(baseline, "gate", "baseline")
-    return gate_summary(_summary(summary, "gate", "summary"), cfg, baseline=base)
+    return gate_summary(_summary(summary, "gate", "summary"), _gate_config(thresholds, config), baseline=base)
+
+
+def _gate_config(
+    thresholds: Mapping[str, float] | None, config: Gate | Config | Mapping[str, Any] | str | Path | None
+) -> Gate:
+    """The gate ``gate()`` applies, from its ``thresholds`` or ``config`` argument (checked by the caller)."""
+    if thresholds is not None:
+        return check_gate_config({"thresholds": dict(thresholds), "non_regression": {"enabled": False}})
+    if config is None:
+        return load_gate_config(find_conf_dir() / "gate" / "default.yaml")
+    if isinstance(config, Gate):
+        return config
+    if isinstance(config, Config):
+        return config.gate
+    if isinstance(config, str | Path):
+        return load_gate_config(config)
+    return check_gate_config(config)

@@ -17,25 +17,36 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from tqdm import tqdm
 
 from doceval.app.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, FAILED_SUFFIX
-from doceval.common.io import write_text_atomic
-from doceval.config.compose import check_override_syntax, find_conf_dir
+from doceval.common.io import check_writable, write_text_atomic
+from doceval.config.compose import check_override_syntax, compose, find_conf_dir
+from doceval.config.schema import Config
 from doceval.errors import UsageError
+from doceval.harness.candidates import META, CandidateSet, load_candidates
+from doceval.harness.plan import (
+    EvalOptions,
+    agent_name,
+    load_inputs,
+    needs_corpus,
+    plan_run,
+    uses_function_retriever,
+)
+from doceval.inputs.golden import select_split
 from doceval.scoring.registry import names
-
-if TYPE_CHECKING:
-    from doceval.harness.candidates import CandidateSet
+from doceval.system.retrievers import make_retriever
 
 
 def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
     """(fixed, swept) using Hydra's own override grammar."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     check_override_syntax(overrides)  # names the bad override and the fix, never a secret value
     try:
         parsed = OverridesParser.create().parse_overrides(list(overrides))
@@ -50,7 +61,7 @@ def split_overrides(overrides: Sequence[str]) -> tuple[list[str], list[str]]:
     return fixed, swept
 
 
-def prepare(overrides: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
+def prepare(overrides: Sequence[str]) -> tuple[list[str], Config]:
     """Defaults a floor sweep needs, then every point composed and checked (config, split, candidate cache,
     floors) as it will run; returns the final overrides and the first point's config."""
     final = list(overrides)
@@ -69,8 +80,6 @@ def prepare(overrides: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
 def sweep_points(overrides: Sequence[str]) -> tuple[list[list[str]], set[str]]:
     """Every point's overrides, in the order Hydra's basic sweeper launches them as jobs 0, 1, ... (the product
     of the swept lists, a later override of a key replacing an earlier one), and the swept keys."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     parsed = OverridesParser.create().parse_overrides(list(overrides))
     lists: dict[str, list[str]] = {}
     swept: set[str] = set()
@@ -92,15 +101,13 @@ def _label(point: Sequence[str], swept_keys: set[str]) -> str:
     return " ".join(o for o in point if o.split("=", 1)[0] in swept_keys) or "(base)"
 
 
-def validate_points(points: Sequence[Sequence[str]], swept_keys: set[str]) -> dict[str, Any]:
+def validate_points(points: Sequence[Sequence[str]], swept_keys: set[str]) -> Config:
     """Compose every point (the schema validates each value) and plan it as the job will, against the cached
     candidates (split, limit, k, floors and the train-on-test guard), before anything is launched. Cheap: no
     retrieval, no model. Returns the first point's config. A bad point is a UsageError naming it."""
-    from doceval.config.compose import compose
-
     caches: dict[Path, CandidateSet] = {}
     notes: dict[str, None] = {}
-    first: dict[str, Any] | None = None
+    first: Config | None = None
     for i, point in enumerate(points):
         captured = io.StringIO()  # plan notes, shown once below rather than once per point
         try:
@@ -121,30 +128,17 @@ def validate_points(points: Sequence[Sequence[str]], swept_keys: set[str]) -> di
     return first
 
 
-def _check_point(cfg: dict[str, Any], caches: dict[Path, CandidateSet], first_point: bool) -> None:
+def _check_point(cfg: Config, caches: dict[Path, CandidateSet], first_point: bool) -> None:
     """What one job will check when it starts, without running anything."""
-    from doceval.harness.candidates import META, load_candidates
-    from doceval.harness.plan import (
-        EvalOptions,
-        agent_name,
-        load_inputs,
-        needs_corpus,
-        plan_run,
-        uses_function_retriever,
-    )
-    from doceval.inputs.golden import select_split
-
     options = EvalOptions(progress=False)
     if uses_function_retriever(cfg, options) or agent_name(cfg, options) != "docchat":
         # The user's retriever or assistant runs live at every point: check the inputs, never call it.
         _, entries, golden_path, _ = load_inputs(cfg, options, needs_corpus(cfg, options))
-        select_split(entries, cfg["split"]["name"], golden_path)  # a split with no entries fails here, exit 2
+        select_split(entries, cfg.split.name, golden_path)  # a split with no entries fails here, exit 2
         if first_point and uses_function_retriever(cfg, options):
-            from doceval.system.retrievers import make_retriever
-
-            make_retriever(cfg["retriever"], None)  # a target that does not import fails here, exit 2
+            make_retriever(cfg.retriever, None)  # a target that does not import fails here, exit 2
         return
-    runs = Path(cfg["paths"]["runs"])
+    runs = Path(cfg.paths.runs)
     if runs not in caches:
         if not (runs / "candidates" / META).is_file():
             raise UsageError(
@@ -156,8 +150,6 @@ def _check_point(cfg: dict[str, Any], caches: dict[Path, CandidateSet], first_po
 
 def count_points(overrides: Sequence[str]) -> int:
     """How many jobs Hydra will launch: the product of every sweep override's length."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     total = 1
     for ov in OverridesParser.create().parse_overrides(list(overrides)):
         if ov.is_sweep_override():
@@ -169,9 +161,6 @@ def _run_with_progress(
     cmd: list[str], root: Path, env: dict[str, str], points: Path, total: int, progress: bool
 ) -> tuple[int, str]:
     """Run the multirun, ticking a progress bar as job result files appear; returns (exit code, output)."""
-    import tempfile
-
-    from tqdm import tqdm
 
     def done() -> int:
         return len(list(points.glob("*.json"))) if points.is_dir() else 0
@@ -194,28 +183,25 @@ def run_sweep(
     track: bool = True,
     progress: bool = True,
 ) -> dict[str, Any]:
-    from doceval.common.io import check_writable
-
     root = (root or Path.cwd()).resolve()
     final, cfg = prepare(overrides)  # every point validated: nothing below runs for a bad value
     _, swept_keys = sweep_points(final)
     sweep_dir = root / "eval" / "sweeps" / time.strftime("%Y%m%d-%H%M%S")
-    tracked = track and cfg.get("tracking", {}).get("enabled", True)
+    tracked = track and cfg.tracking.enabled
     uri = None
     if tracked:
+        # lazy: start-up (mlflow, ~2 s): an untracked sweep never loads it
         from doceval import tracking
 
-        uri = tracking.tracking_uri(cfg["tracking"].get("uri"), root)
+        uri = tracking.tracking_uri(cfg.tracking.uri, root)
         tracking.check_reachable(uri, write=True)  # before any folder or run is made
     check_writable(sweep_dir, str(sweep_dir), f"make {sweep_dir.parent} writable (sweeps write there)")
     env = {**os.environ, ENV_DIR: str(sweep_dir), ENV_ROOT: str(root)}
     parent = None
     if tracked and uri is not None:
-        from doceval import tracking
-
         # start_parent creates the store before any parallel writer starts: first-time sqlite creation races.
-        parent = tracking.start_parent(f"sweep {' '.join(overrides)}", uri=uri, root=root, split=cfg["split"]["name"],
-                                       tags={"sweep": " ".join(final), "retriever": cfg["retriever"]["name"]})  # fmt: skip
+        parent = tracking.start_parent(f"sweep {' '.join(overrides)}", uri=uri, root=root, split=cfg.split.name,
+                                       tags={"sweep": " ".join(final), "retriever": cfg.retriever.name})  # fmt: skip
         env[ENV_PARENT] = parent
     else:
         final.append("tracking.enabled=false")
@@ -250,8 +236,6 @@ def run_sweep(
     plot = sweep_dir / "sweep.png"
     plot_points(points, plot)
     if parent and uri:
-        from doceval import tracking
-
         tracking.log_parent_artifacts(parent, uri=uri, root=root, files=[plot, sweep_dir / "points.csv"])
     return {"dir": sweep_dir, "points": points, "table": table, "parent": parent, "seconds": elapsed}
 
@@ -268,6 +252,7 @@ def _abandon(sweep_dir: Path, parent: str | None, uri: str | None, point: str | 
     """A sweep that did not finish: its parent run is marked FAILED, and its folder is removed when no point
     finished, or keeps the finished points with a FAILED note. Returns what happened to the folder."""
     if parent and uri:
+        # lazy: start-up (mlflow, ~2 s), as in run_sweep
         from doceval.tracking.configured import fail_parent
 
         with contextlib.suppress(Exception):  # the failure being reported matters more than the tag
@@ -349,10 +334,11 @@ def _axis(points: Sequence[dict[str, Any]]) -> str | None:
 
 def plot_points(points: Sequence[dict[str, Any]], path: Path) -> None:
     """Per library, hit_rate and refused_correctly against the swept value; other swept keys split the lines."""
+    # lazy: start-up (matplotlib, ~0.5 s; only a finished sweep draws its plot)
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # lazy (as above), once the Agg backend is chosen
 
     key = _axis(points)
     if key is None:

@@ -13,10 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from doceval.common.io import write_json_atomic
 from doceval.common.redact import register_config, register_overrides
+from doceval.config.compose import validate_config
+from doceval.config.schema import Config
 from doceval.errors import UsageError
 from doceval.harness.candidates import META, load_candidates
 from doceval.harness.evaluate import EvalOptions, evaluate
@@ -28,12 +31,10 @@ ENV_ROOT = "DOCEVAL_PROJECT_ROOT"
 FAILED_SUFFIX = ".failed"  # points/<job>.failed: JSON {job, overrides, error, usage_error}
 
 
-def run_point(
-    cfg: dict[str, Any], job_id: str, overrides: list[str], root: Path, out_dir: Path
-) -> dict[str, Any]:
-    runs = root / cfg["paths"]["runs"]
+def run_point(cfg: Config, job_id: str, overrides: list[str], root: Path, out_dir: Path) -> dict[str, Any]:
+    runs = root / cfg.paths.runs
     cands = None
-    if cfg["retriever"].get("name") != "function":  # a user's retriever runs live at every point
+    if cfg.retriever.name != "function":  # a user's retriever runs live at every point
         if not (runs / "candidates" / META).is_file():
             raise UsageError(
                 "sweep: no cached candidates; run `dvc repro retrieve` (sweeps never open the index)"
@@ -48,10 +49,11 @@ def run_point(
     }
     point["by_library"] = summary["metrics"]["by_library"]
     parent = os.environ.get(ENV_PARENT)
-    if parent and cfg.get("tracking", {}).get("enabled", True):
+    if parent and cfg.tracking.enabled:
+        # lazy: start-up (mlflow, ~2 s): an untracked point never loads it
         from doceval import tracking
 
-        uri = tracking.tracking_uri(cfg["tracking"].get("uri"), root)
+        uri = tracking.tracking_uri(cfg.tracking.uri, root)
         point["run_id"] = tracking.log_run(
             summary, uri=uri, root=root, run_name=" ".join(overrides) or f"point-{job_id}", parent_run_id=parent,
             extra_tags={"sweep_overrides": " ".join(overrides)}, golden_path=Path(summary["config"]["golden"]["path"]),
@@ -61,21 +63,22 @@ def run_point(
 
 @hydra.main(config_path=None, config_name="config", version_base="1.3")
 def main(dcfg: DictConfig) -> None:
-    from hydra.core.hydra_config import HydraConfig
-
     root = Path(os.environ.get(ENV_ROOT, os.getcwd()))
     os.chdir(root)  # paths in the config are relative to the project root
-    cfg = OmegaConf.to_container(dcfg, resolve=True)
-    assert isinstance(cfg, dict)
+    composed = OmegaConf.to_container(dcfg, resolve=True)
+    assert isinstance(composed, dict)
+    data = {str(k): v for k, v in composed.items()}  # the composed mapping, typed just below
     hc = HydraConfig.get()
     job_id = str(hc.job.num)
     overrides = list(hc.overrides.task)
     register_overrides(overrides)  # a point is a process of its own: its writers scrub what it was given
-    register_config(cfg)
+    register_config(data)
     sweep_dir = Path(os.environ.get(ENV_DIR, hc.sweep.dir))
     out_dir = sweep_dir / "points" / job_id
     try:
-        point = run_point({str(k): v for k, v in cfg.items()}, job_id, overrides, root, out_dir)
+        # `doceval sweep` checked every point before launching it: this builds the typed config (and checks again)
+        cfg = validate_config(data)
+        point = run_point(cfg, job_id, overrides, root, out_dir)
     except Exception as exc:
         error = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
         error += "".join(f" ({note})" for note in getattr(exc, "__notes__", []))  # e.g. which question raised

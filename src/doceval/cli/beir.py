@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from doceval.cli.common import Parser
+from doceval.common.io import output_folder, output_target
 from doceval.inputs.beir import DEFAULT_CHUNK_CHARS, import_beir
 
 
 def cmd_beir_import(args: argparse.Namespace) -> int:
-    from doceval.common.io import output_folder, output_target
-
     out = Path(args.out)
     docs, golden = out / "docs", out / "golden.jsonl"
     fix = "pass --out DIR naming a folder (new or existing)"

@@ -8,11 +8,14 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doceval.common.naming import system_label
 from doceval.common.text import one_line
 from doceval.errors import EXIT_USAGE
+
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
 
 Command = Callable[[argparse.Namespace], int]
 
@@ -34,7 +37,9 @@ def add_stage(sub: Any, name: str, func: Command, help_text: str) -> argparse.Ar
     return p
 
 
-def stage_params(args: argparse.Namespace) -> dict[str, Any]:
+def stage_params(args: argparse.Namespace) -> Config:
+    """params.yaml (or ``--params``) as the typed, frozen config the stages read."""
+    # lazy: start-up (the config schema and yaml, ~0.2 s; `doceval --help`, gate and compare need neither)
     from doceval.config.compose import load_params
 
     return load_params(Path(args.params))
@@ -43,14 +48,15 @@ def stage_params(args: argparse.Namespace) -> dict[str, Any]:
 def print_headline(summary: Mapping[str, Any]) -> None:
     """The run's metrics as a terminal table: value, 95% interval and the population size n. Values from the
     summary are printed with control characters escaped (doceval.common.text.one_line)."""
+    # lazy: start-up (the metric registry imports numpy; `doceval --help` must not pay for it)
     from doceval.scoring.registry import METRICS
 
     m = summary["metrics"]
-    cfg = summary["config"]
-    k = cfg["k"]
+    recorded = summary["config"]  # the configuration the run recorded, not a config object
+    k = recorded["k"]
     print(
-        f"split={one_line(cfg['split'] or 'all')} k={one_line(k)} system={one_line(system_label(cfg))} "
-        f"floors={one_line(cfg['floors']['source'])}"
+        f"split={one_line(recorded['split'] or 'all')} k={one_line(k)} system={one_line(system_label(recorded))} "
+        f"floors={one_line(recorded['floors']['source'])}"
     )
     print(f"{'metric':<22}{'value':>8}  {'95% CI':<17}{'interval':<15}{'n':>5}")
     for metric in METRICS:

@@ -9,14 +9,25 @@ from pathlib import Path
 from typing import Any
 
 from doceval.cli.common import Parser
+from doceval.common.io import check_writable, jsonl_line, output_target, write_jsonl_atomic, write_text_atomic
 from doceval.errors import UsageError
+from doceval.inputs.audit import audit_sample, read_verdicts, worksheet_rows
+from doceval.inputs.corpus import load_corpus
+from doceval.inputs.golden import (
+    DEFAULT_PIN,
+    format_statistics,
+    parse_golden,
+    read_ids,
+    statistics,
+    write_splits,
+)
+from doceval.inputs.qrels import labels_md5, qrels_path, unjudged
+from doceval.inputs.scope import format_scope, raise_on_errors, record_findings, scope_of
 
 DEFAULT_CORPUS = "data/docs"
 
 
 def cmd_golden_validate(args: argparse.Namespace) -> int:
-    from doceval.inputs.golden import DEFAULT_PIN, format_statistics, parse_golden, read_ids, statistics
-
     if args.ids and args.corpus:
         raise UsageError(
             "--ids and --corpus: choose one (--ids checks relevant ids against a list, --corpus against "
@@ -44,11 +55,6 @@ def cmd_golden_validate(args: argparse.Namespace) -> int:
 
 
 def _validate_against_corpus(args: argparse.Namespace) -> int:
-    from doceval.inputs.corpus import load_corpus
-    from doceval.inputs.golden import format_statistics, parse_golden, statistics
-    from doceval.inputs.qrels import labels_md5
-    from doceval.inputs.scope import format_scope, raise_on_errors, record_findings, scope_of
-
     path = Path(args.path)
     corpus_dir = Path(args.corpus or DEFAULT_CORPUS)
     corpus = load_corpus(corpus_dir)
@@ -69,9 +75,7 @@ def _validate_against_corpus(args: argparse.Namespace) -> int:
 
 
 def cmd_golden_audit(args: argparse.Namespace) -> int:
-    from doceval.common.io import check_writable, write_jsonl_atomic
-    from doceval.inputs.audit import audit_sample, read_verdicts, worksheet_rows
-    from doceval.inputs.golden import parse_golden
+    # lazy: start-up (the doceval.results package loads numpy, ~0.2 s)
     from doceval.results.audit import format_summary, summarise
 
     if args.out is not None:
@@ -94,9 +98,7 @@ def cmd_golden_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_golden_pool(args: argparse.Namespace) -> int:
-    from doceval.common.io import check_writable, jsonl_line, write_text_atomic
-    from doceval.inputs.golden import parse_golden
-    from doceval.inputs.qrels import qrels_path, unjudged
+    # lazy: start-up (doceval.results loads numpy)
     from doceval.results import load_summary
 
     if args.k is not None and args.k < 1:
@@ -122,9 +124,6 @@ def cmd_golden_pool(args: argparse.Namespace) -> int:
 
 
 def cmd_golden_split(args: argparse.Namespace) -> int:
-    from doceval.common.io import output_target
-    from doceval.inputs.golden import DEFAULT_PIN, write_splits
-
     # The golden set is rewritten whole: a symlink to it stays a link, anything but a file is refused.
     output_target(Path(args.path), f"golden split {args.path}", "name the golden set's JSONL file")
     # Splitting checks no ids: an entry without library/version is stratified under the default pin.

@@ -8,7 +8,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from doceval.common.io import output_target
 from doceval.errors import UsageError
+from doceval.inputs.qrels import labels_md5
 
 
 class _MetricAction(argparse._AppendAction):
@@ -17,6 +19,7 @@ class _MetricAction(argparse._AppendAction):
 
     @property
     def help(self) -> str:
+        # lazy: start-up (the registry loads numpy; only --help reads this)
         from doceval.scoring.registry import names
 
         return f"repeatable (default: {', '.join(names('history'))})"
@@ -34,6 +37,7 @@ def _since(text: str) -> float:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    # lazy: start-up (mlflow, ~2 s, and numpy; matplotlib only for the plot)
     from doceval import tracking
     from doceval.results.history import format_history, plot_history
     from doceval.scoring.registry import METRIC_NAMES, names
@@ -41,8 +45,6 @@ def cmd_history(args: argparse.Namespace) -> int:
 
     metrics = args.metric or list(names("history"))
     if args.plot:
-        from doceval.common.io import output_target
-
         # Refused before the store is read; no folder is made until there is a plot to write.
         output_target(Path(args.plot), f"--plot {args.plot}", "pass a writable --plot PATH (a .png file)")
     unknown = [m for m in metrics if m not in METRIC_NAMES]
@@ -54,10 +56,10 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.golden_md5:
         family["golden_md5"] = args.golden_md5
     elif args.same_golden:
+        # lazy: start-up (Hydra and the config schema, ~0.5 s)
         from doceval.config.compose import compose
-        from doceval.inputs.qrels import labels_md5
 
-        family["golden_md5"] = labels_md5(Path(compose([])["golden"]))
+        family["golden_md5"] = labels_md5(Path(compose([]).golden))
     root = Path.cwd()
     uri = tracking.tracking_uri(args.tracking_uri, root)
     split = None if args.split == "all" else args.split
@@ -74,9 +76,10 @@ def cmd_history(args: argparse.Namespace) -> int:
         thresholds: dict[str, float] = {}
         gate_path = Path(args.gate)
         if gate_path.is_file():
+            # lazy: start-up (doceval.results loads numpy, ~0.2 s)
             from doceval.results import load_gate_config
 
-            thresholds = load_gate_config(gate_path)["thresholds"]
+            thresholds = dict(load_gate_config(gate_path).thresholds)
         print(f"plot: {plot_history(rows, metrics, thresholds, Path(args.plot))}")
     return 0
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from doceval.errors import UsageError
+from doceval.inputs.corpus import load_corpus
 
 FALLBACK_DOCS = "data/docs"
 
@@ -15,18 +16,15 @@ FALLBACK_DOCS = "data/docs"
 def default_docs_dir(params: Path = Path("params.yaml")) -> Path:
     """``paths.docs`` from params.yaml when there is one, else data/docs."""
     if params.is_file():
+        # lazy: start-up (yaml and the config schema, ~0.2 s; `--docs DIR` needs neither)
         from doceval.config.compose import load_params
 
-        docs = load_params(params).get("paths", {}).get("docs")
-        if docs:
-            return Path(str(docs))
+        return Path(load_params(params).paths.docs)
     return Path(FALLBACK_DOCS)
 
 
 def document_ids(docs_dir: Path, pins: Sequence[str] = ()) -> dict[str, list[str]]:
     """pin -> its document ids in corpus order (sorted), for the pins asked (all when none)."""
-    from doceval.inputs.corpus import load_corpus
-
     if not (docs_dir / "manifest.json").is_file():
         raise UsageError(
             f"{docs_dir}: no built corpus here (no manifest.json). Build one with `dvc repro docs`, or "

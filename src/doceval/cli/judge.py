@@ -5,19 +5,26 @@ and re-judging a recorded run without calling the system under test again (over 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from doceval.cli.common import stage_params, stale_on_failure
+from doceval.common.io import check_writable, read_json, write_json_atomic
 from doceval.errors import UsageError
+from doceval.inputs.golden import parse_golden
+from doceval.inputs.judge_labels import labels_md5 as label_file_md5
+from doceval.inputs.judge_labels import read_labels, select
+from doceval.inputs.qrels import labels_md5
+
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
 
 DEFAULT_LABELS = "data/judge/v1.jsonl"
 
 
-def _golden(cfg: dict[str, Any], path: str | None) -> tuple[dict[str, Any], Path, str]:
-    from doceval.inputs.golden import parse_golden
-    from doceval.inputs.qrels import labels_md5
-
-    golden_path = Path(path or cfg["golden"])
+def _golden(cfg: Config, path: str | None) -> tuple[dict[str, Any], Path, str]:
+    golden_path = Path(path or cfg.golden)
     entries = parse_golden(golden_path)
     return {e.id: e for e in entries}, golden_path, labels_md5(golden_path)
 
@@ -30,16 +37,14 @@ def _split_positionals(args: argparse.Namespace) -> None:
     args.overrides = words
 
 
-def _labels(args: argparse.Namespace, cfg: dict[str, Any]) -> tuple[list[Any], Path, dict[str, Any]]:
-    from doceval.inputs.judge_labels import labels_md5, read_labels, select
-
+def _labels(args: argparse.Namespace, cfg: Config) -> tuple[list[Any], Path, dict[str, Any]]:
     golden, golden_path, golden_md5 = _golden(cfg, args.golden)
     path = Path(args.labels)
     split = None if args.split == "all" else args.split
     rows = select(read_labels(path, golden), split)
     if not rows:
         raise UsageError(f"{path}: no labelled rows in split {args.split!r}")
-    info = {"path": str(path), "md5": labels_md5(path), "split": args.split, "golden": str(golden_path),
+    info = {"path": str(path), "md5": label_file_md5(path), "split": args.split, "golden": str(golden_path),
             "golden_md5": golden_md5}  # fmt: skip
     return rows, path, info
 
@@ -91,8 +96,8 @@ def _format(report: dict[str, Any]) -> list[str]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    # lazy: start-up (the config schema, the harness and the judges load yaml, numpy and maybe openai)
     from doceval import tracking
-    from doceval.common.io import check_writable, write_json_atomic
     from doceval.config.compose import compose
     from doceval.harness.judging_runs import validate
 
@@ -100,14 +105,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     cfg = compose(args.overrides)
     repeats = _repeats(args.repeats)
     if args.no_track:
-        cfg["tracking"]["enabled"] = False
+        cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
     if args.output:
         check_writable(Path(args.output), f"--output {args.output}", "pass a writable --output PATH")
     tracking.check_configured(cfg)
     rows, _, info = _labels(args, cfg)
-    conc = int((cfg.get("run") or {}).get("max_concurrency") or 8)
-    report = validate(rows, cfg["judge"], repeats=repeats, max_concurrency=conc, progress=not args.quiet,
-                      seed=int(cfg.get("seed", 0)))  # fmt: skip
+    report = validate(rows, cfg.judge, repeats=repeats, max_concurrency=cfg.run.max_concurrency,
+                      progress=not args.quiet, seed=cfg.seed)  # fmt: skip
     report = {"labels": info, **report}
     if args.output:
         write_json_atomic(Path(args.output), report)
@@ -119,6 +123,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    # lazy: start-up (the config schema, the harness and the judges load yaml, numpy and maybe openai)
     from doceval.config.compose import compose
     from doceval.harness.judging_runs import calibrate_threshold
 
@@ -135,9 +140,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
+    # lazy: start-up (the config schema, the harness and the judges load yaml, numpy and maybe openai)
     from doceval import tracking
-    from doceval.cli.common import stale_on_failure
-    from doceval.common.io import check_writable, read_json, write_json_atomic
     from doceval.config.compose import compose
     from doceval.harness.judging_runs import rescore
 
@@ -146,7 +150,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     summary_arg, overrides = args.words[0], args.words[1:]
     cfg = compose(overrides)
     if args.no_track:
-        cfg["tracking"]["enabled"] = False
+        cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
     output = Path(args.output)
     check_writable(output, f"--output {output}", "pass a writable --output PATH")
     tracking.check_configured(cfg)
@@ -155,11 +159,10 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         summary = read_json(summary_path, "run summary", rerun="doceval eval")
         if not isinstance(summary, dict) or "config" not in summary:
             raise UsageError(f"{summary_path}: not a doceval summary (no config block)")
-        golden_path = args.golden or (summary["config"].get("golden") or {}).get("path") or cfg["golden"]
+        recorded = summary["config"]  # the answering run's recorded configuration
+        golden_path = args.golden or (recorded.get("golden") or {}).get("path") or cfg.golden
         golden, _, golden_md5 = _golden(cfg, golden_path)
-        new = rescore(
-            summary, summary_path, golden, golden_md5, cfg["judge"], cfg=cfg, progress=not args.quiet
-        )
+        new = rescore(summary, summary_path, golden, golden_md5, cfg.judge, cfg=cfg, progress=not args.quiet)
         write_json_atomic(output, new)
     tracking.log_configured_run(cfg, new, {}, run_name=output.stem, tags={"stage": "rescore"})
     m = new["metrics"]
@@ -173,7 +176,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
 
 def cmd_agreement(args: argparse.Namespace) -> int:
-    from doceval.cli.common import stage_params
+    # lazy: start-up (the judge stage and the agreement figures load numpy)
     from doceval.scoring.agreement import trusted
     from doceval.stages import judge as stage
 

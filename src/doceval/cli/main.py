@@ -17,7 +17,9 @@ import argparse
 import contextlib
 import errno
 import os
+import select
 import sys
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,8 +36,6 @@ EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE, as a shell reports a producer whose read
 def _stdout_closed() -> bool:
     """Whether stdout is a pipe whose reader has gone (a BrokenPipeError from a socket is a different error).
     Without a real descriptor to ask (a test's captured stdout), the error is taken to be stdout's."""
-    import select
-
     try:
         fd = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):
@@ -155,8 +155,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _unexpected(command: str, exc: BaseException) -> int:
-    import traceback
-
     # A traceback quotes arguments and locals' reprs: it is a message like any other.
     print(scrub_message("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
     print(scrub_message(f"doceval {command}: unexpected error: {exc}"), file=sys.stderr)

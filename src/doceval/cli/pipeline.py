@@ -7,30 +7,40 @@ after their flags. Each command is a thin wrapper over :mod:`doceval.stages` or 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doceval.cli.common import add_stage, print_headline, stage_params, stale_on_failure
+from doceval.common.io import check_writable, output_folder, write_json_atomic
+from doceval.common.redact import secret_locations
 from doceval.errors import EXIT_USAGE, RunIncomplete, UsageError
+from doceval.inputs.golden import select_split
+
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
+    from doceval.harness.plan import EvalOptions
 
 
 def cmd_params(args: argparse.Namespace) -> int:
+    # lazy: start-up (yaml and the config schema, ~0.2 s)
+    import yaml
+
+    # lazy: start-up (as above)
     from doceval.config.compose import PARAMS, compose, dump_params
+    from doceval.config.objects import config_dict
 
-    composed = compose(args.overrides)
-    text = dump_params(composed)
+    cfg = compose(args.overrides)
+    text = dump_params(cfg)
+    composed = config_dict(cfg)  # the mapping params.yaml records
     if args.check:
-        import yaml
-
         current = yaml.safe_load(PARAMS.read_text(encoding="utf-8")) if PARAMS.is_file() else None
         if current != composed:
             print("params.yaml differs from conf/: run `doceval params` and commit it", file=sys.stderr)
             return EXIT_USAGE
         print("params.yaml matches conf/")
         return 0
-    from doceval.common.redact import secret_locations
-
     held = secret_locations(composed)
     if (
         held
@@ -46,7 +56,7 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
-    from doceval.common.io import output_folder
+    # lazy: start-up (a stage loads its own libraries: numpy, torch, qdrant, mlflow)
     from doceval.stages import docs
 
     if args.out:
@@ -64,6 +74,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    # lazy: start-up (a stage loads its own libraries: numpy, torch, qdrant, mlflow)
     from doceval.stages import index
 
     index.run(stage_params(args), progress=not args.quiet)
@@ -71,6 +82,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_retrieve(args: argparse.Namespace) -> int:
+    # lazy: start-up (a stage loads its own libraries: numpy, torch, qdrant, mlflow)
     from doceval.stages import retrieve
 
     retrieve.run(stage_params(args), progress=not args.quiet)
@@ -78,6 +90,7 @@ def cmd_retrieve(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    # lazy: start-up (a stage loads its own libraries: numpy, torch, qdrant, mlflow)
     from doceval.stages import calibrate
 
     params = stage_params(args)
@@ -87,6 +100,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    # lazy: start-up (a stage loads its own libraries: numpy, torch, qdrant, mlflow)
     from doceval.stages import evaluate
 
     params = stage_params(args)
@@ -98,6 +112,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    # lazy: start-up (a stage loads its own libraries: numpy, torch, qdrant, mlflow)
     from doceval.stages import report
 
     path, verdict = report.run(stage_params(args))
@@ -108,8 +123,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """User command: the seed harness's flags plus Hydra overrides; writes one summary JSON."""
+    # lazy: start-up (the harness loads numpy; doceval.tracking loads mlflow only when a run is logged)
     from doceval import tracking
-    from doceval.common.io import check_writable, write_json_atomic
     from doceval.config.compose import compose
     from doceval.harness.evaluate import EvalOptions
     from doceval.harness.floors import check_score_floor, parse_floor_flags
@@ -138,7 +153,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(cfg, options, args.repeats)
     if args.no_track:
-        cfg["tracking"]["enabled"] = False
+        cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
     # Every output is checked before any work: a bad path or tracking store must not cost a run.
     output = Path(args.output)
     check_writable(output, f"--output {output}", "pass a writable --output PATH (e.g. eval/runs/NAME.json)")
@@ -153,6 +168,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if note:
         print(note)
     if "repeats" in summary:
+        # lazy: start-up (numpy)
         from doceval.harness.repeats import format_repeats
 
         print("\n".join(format_repeats(summary["repeats"])))
@@ -186,16 +202,15 @@ def journal_note(usage: Any) -> str | None:
     return None
 
 
-def _evaluate_repeats(cfg: dict[str, Any], options: Any, repeats: int) -> dict[str, Any]:
+def _evaluate_repeats(cfg: Config, options: EvalOptions, repeats: int) -> dict[str, Any]:
     """One evaluation, or ``repeats`` of them (each with its own seeds and journals) combined."""
-    import dataclasses
-
+    # lazy: start-up (the harness loads numpy and the system's libraries)
     from doceval.harness.evaluate import evaluate
     from doceval.harness.repeats import combine, repeat_config, sampled_roles
 
     if repeats == 1:
         return evaluate(cfg, options)
-    external = (cfg.get("agent") or {}).get("name") not in (None, "docchat")
+    external = cfg.agent.name != "docchat"
     roles = sampled_roles(cfg, external)
     if not roles:
         print("note: --repeats: nothing in this run is sampled (no LLM role, doceval's own agent): the repeats "
@@ -207,10 +222,10 @@ def _evaluate_repeats(cfg: dict[str, Any], options: Any, repeats: int) -> dict[s
     return combine(summaries, note)
 
 
-def _dry_run(cfg: dict[str, Any], options: Any, repeats: int) -> int:
+def _dry_run(cfg: Config, options: EvalOptions, repeats: int) -> int:
+    # lazy: start-up (the harness loads numpy)
     from doceval.harness.dry_run import estimate, format_estimate
     from doceval.harness.plan import load_inputs, split_of
-    from doceval.inputs.golden import select_split
 
     corpus, entries, golden_path, _ = load_inputs(cfg, options, need_corpus=True)
     entries = select_split(entries, split_of(cfg, options), golden_path)
@@ -218,7 +233,7 @@ def _dry_run(cfg: dict[str, Any], options: Any, repeats: int) -> int:
         entries = entries[: options.limit]
     chunks = list(corpus.first_chunks.values()) if corpus is not None else []
     mean_chars = sum(len(c) for c in chunks) / len(chunks) if chunks else 1000.0
-    external = (cfg.get("agent") or {}).get("name") not in (None, "docchat")
+    external = cfg.agent.name != "docchat"
     rows = estimate(cfg, entries, mean_chunk_chars=mean_chars, external_agent=external,
                     judged=not options.no_judge, repeats=repeats)  # fmt: skip
     print("\n".join(format_estimate(rows, len(entries), repeats)))
@@ -226,6 +241,7 @@ def _dry_run(cfg: dict[str, Any], options: Any, repeats: int) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    # lazy: start-up (the sweep app loads hydra and the harness, ~1 s)
     from doceval.app.sweep import run_sweep
 
     result = run_sweep(args.overrides, jobs=args.jobs, track=not args.no_track, progress=not args.quiet)

@@ -10,27 +10,32 @@ import argparse
 import importlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from doceval.common.io import check_writable, write_text_atomic
 from doceval.errors import GateFailed, UsageError
+
+if TYPE_CHECKING:
+    from doceval.config.schema import Gate
 
 DEFAULT_GATE = "conf/gate/default.yaml"
 
 
 def _mlflow_loader(uri_flag: str | None) -> Callable[[str], Mapping[str, Any]]:
     """Run ids through the API's loader (doceval.tracking, imported only when an argument is a run id)."""
+    # lazy: start-up (doceval.api imports the harness and numpy; `doceval --help` needs neither)
     from doceval.api import mlflow_summary_loader
 
     return mlflow_summary_loader(uri_flag)
 
 
-def _gate_config(path: str, flag: str, explicit: bool) -> dict[str, Any]:
+def _gate_config(path: str, flag: str, explicit: bool) -> Gate:
+    # lazy: start-up (doceval.results loads numpy, doceval.config.compose yaml and the schema: ~0.4 s)
+    from doceval.config.compose import find_conf_dir
     from doceval.results import load_gate_config
 
     if not explicit and not Path(path).is_file():
         # Outside a doceval project (a user's own folder), the default gate is the shipped one.
-        from doceval.config.compose import find_conf_dir
-
         path = str(find_conf_dir() / "gate" / "default.yaml")
     if not Path(path).is_file():
         hint = "" if explicit else f" (the default; run from the repository root, or pass {flag} PATH)"
@@ -44,14 +49,13 @@ def _fail(result: Any, command: str) -> GateFailed:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    # lazy: start-up (doceval.results loads numpy, ~0.2 s)
     from doceval.results import compare, format_compare, gate, load_summary, plot_compare
 
     if args.bootstrap < 1:
         raise UsageError(f"--bootstrap {args.bootstrap}: must be at least 1")
     gate_cfg = None if args.no_gate else _gate_config(args.gate, "--gate", args.gate != DEFAULT_GATE)
     if args.plot:
-        from doceval.common.io import check_writable
-
         check_writable(Path(args.plot), f"--plot {args.plot}", "pass a writable --plot PATH (a .png file)")
     loader = _mlflow_loader(args.tracking_uri)
     base = load_summary(args.base, loader)
@@ -86,20 +90,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
+    # lazy: start-up (doceval.results loads numpy, ~0.2 s)
     from doceval.results import gate, load_summary
 
-    cfg = _gate_config(args.config, "--config", args.config != DEFAULT_GATE)
+    gate_cfg = _gate_config(args.config, "--config", args.config != DEFAULT_GATE)
     if args.junit:
-        from doceval.common.io import check_writable
-
         check_writable(Path(args.junit), f"--junit {args.junit}", "pass a writable --junit PATH")
     loader = _mlflow_loader(args.tracking_uri)
     summary = load_summary(args.summary, loader)
     baseline = None if args.baseline is None else load_summary(args.baseline, loader)
-    history = _drift_history(cfg, summary, args.tracking_uri) if cfg["drift"]["enabled"] else None
-    verdict = gate(summary, cfg, baseline=baseline, allow_different_k=args.allow_different_k, history=history)
+    history = _drift_history(gate_cfg, summary, args.tracking_uri) if gate_cfg.drift.enabled else None
+    verdict = gate(
+        summary, gate_cfg, baseline=baseline, allow_different_k=args.allow_different_k, history=history
+    )
     if args.junit:
-        from doceval.common.io import write_text_atomic
+        # lazy: start-up (as above)
         from doceval.results.junit import junit_xml
 
         write_text_atomic(Path(args.junit), junit_xml(verdict, summary))
@@ -108,19 +113,18 @@ def cmd_gate(args: argparse.Namespace) -> int:
         print(f"  - {f}")
     for note in verdict.notes:
         print(f"  note: {note}")
-    if baseline is not None and not cfg["non_regression"]["enabled"]:
+    if baseline is not None and not gate_cfg.non_regression.enabled:
         print(f"  note: --baseline given but non_regression is disabled in {args.config}: baseline not used")
     if not verdict.passed:
         raise _fail(verdict, "gate")
     return 0
 
 
-def _drift_history(
-    cfg: Mapping[str, Any], summary: Mapping[str, Any], uri_flag: str | None
-) -> list[dict[str, Any]]:
+def _drift_history(gate_cfg: Gate, summary: Mapping[str, Any], uri_flag: str | None) -> list[dict[str, Any]]:
     """The tracked runs of the summary's family for the drift rule, without reruns of this very state (same
     commit and run key)."""
     tracking = importlib.import_module("doceval.tracking")
+    # lazy: start-up (doceval.tracking.history loads mlflow, ~2 s)
     from doceval.results.history import family_of
     from doceval.tracking.history import load_history
 
@@ -128,7 +132,7 @@ def _drift_history(
     family = family_of(summary)
     split = None if family["split"] == "all" else family["split"]
     rows: list[dict[str, Any]] = load_history(tracking.tracking_uri(uri_flag, root), split=split,
-                                              metrics=cfg["drift"]["metrics"], family=family, root=root)  # fmt: skip
+                                              metrics=list(gate_cfg.drift.metrics), family=family, root=root)  # fmt: skip
     commit = ((summary.get("config") or {}).get("provenance") or {}).get("git_commit")
     return [r for r in rows if not (commit and r["commit"] == commit)]
 

@@ -13,9 +13,11 @@ from typing import Any
 def panel_grid(n: int, path: Path, title: str, panel_height: float = 3.2) -> Iterator[list[Any]]:
     """Yields ``n`` axes in a grid of at most three columns; on exit hides the unused cells, sets the title and
     saves the figure to ``path``."""
+    # lazy: start-up (matplotlib, ~0.5 s; only a run that draws a plot needs it)
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: as above, and pyplot only once the headless backend is chosen
     import matplotlib.pyplot as plt
 
     cols = max(1, min(3, n))

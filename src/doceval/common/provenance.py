@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import platform
 import subprocess
 from functools import lru_cache
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 _PACKAGES = (
@@ -52,9 +54,6 @@ def provenance() -> dict[str, Any]:
 
 def source_hash(*relative: str) -> str:
     """sha256 over doceval source files/folders, so cached agent results never outlive the code that made them."""
-    import hashlib
-    from pathlib import Path
-
     root = Path(__file__).resolve().parents[1]  # the doceval package
     h = hashlib.sha256()
     for rel in relative:

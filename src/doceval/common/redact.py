@@ -33,7 +33,11 @@ import re
 import threading
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from dataclasses import is_dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
 
 REDACTED = "<redacted>"  # a secret value, or the value of a secret-named key
 MASK = "***"  # a URL's credentials, a secret query value
@@ -181,9 +185,22 @@ def env_secret_values(*configs: Any, environ: Mapping[str, str] | None = None) -
     return sorted((v for v in values if v.strip()), key=len, reverse=True)
 
 
+def _plain(obj: Any) -> Any:
+    """A typed config object (a :class:`~doceval.config.schema.Config` or one of its blocks) as the mapping it
+    records (``config_dict``), so the walkers here see its keys; anything else as it is."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        # lazy: import cycle (doceval.config.schema -> doceval.llm.config imports this module)
+        from doceval.config.objects import config_dict
+
+        return config_dict(obj)
+    return obj
+
+
 def secret_values(*configs: Any, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Every known secret value in or behind ``configs``: :func:`env_secret_values` plus the credentials of
-    the URLs they hold (:func:`url_secret_values`) and the registered secrets, longest first."""
+    """Every known secret value in or behind ``configs`` (mappings, strings, or typed config objects):
+    :func:`env_secret_values` plus the credentials of the URLs they hold (:func:`url_secret_values`) and the
+    registered secrets, longest first."""
+    configs = tuple(_plain(c) for c in configs)
     merged = set(env_secret_values(*configs, environ=environ)) | set(url_secret_values(*configs))
     merged |= set(known_secrets())
     return sorted(merged, key=len, reverse=True)
@@ -317,10 +334,12 @@ def _secret_items(obj: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
         yield prefix, ""
 
 
-def register_config(*configs: Any, environ: Mapping[str, str] | None = None) -> None:
-    """Register every secret a configuration holds or points at: the contents of ``*_env`` variables (and
-    ``DEFAULT_SECRET_ENV``), URL credentials, and the values of secret-named keys at any depth (a
-    retriever's ``kwargs.token``), plus the Basic token a URL's userinfo becomes."""
+def register_config(*configs: Config | Mapping[Any, Any], environ: Mapping[str, str] | None = None) -> None:
+    """Register every secret a configuration (a typed :class:`~doceval.config.schema.Config`, or the mapping
+    composition validates) holds or points at: the contents of ``*_env`` variables (and ``DEFAULT_SECRET_ENV``),
+    URL credentials, and the values of secret-named keys at any depth (a retriever's ``kwargs.token``), plus the
+    Basic token a URL's userinfo becomes."""
+    configs = tuple(_plain(c) for c in configs)
     found = [value for cfg in configs for _, value in _secret_items(cfg) if value]
     found += env_secret_values(*configs, environ=environ) + url_secret_values(*configs)
     for value in found:
@@ -440,7 +459,7 @@ def install_log_scrubber() -> None:
     logging.setLogRecordFactory(scrubbed_record)
 
 
-def secret_locations(cfg: Any) -> list[str]:
+def secret_locations(cfg: Config) -> list[str]:
     """The dotted keys of ``cfg`` that hold a secret as written: a secret-named key with a value, or a string
     with URL credentials. A file that is committed (params.yaml) must hold none of them."""
-    return [key for key, _ in _secret_items(cfg)]
+    return [key for key, _ in _secret_items(_plain(cfg))]

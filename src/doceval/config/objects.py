@@ -13,7 +13,7 @@ import types
 from collections.abc import Mapping
 from dataclasses import MISSING, Field, fields, is_dataclass
 from functools import cache
-from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 from doceval.config import schema
 
@@ -45,7 +45,8 @@ def build_block(cls: type[T], data: Mapping[str, Any], section: str = "") -> T:
             continue
         key = yaml_key(f)
         if key in data:
-            values[f.name] = _build_value(data[key], _hints(cls)[f.name], f"{section}.{key}".strip("."))
+            hint = _hints(cast(type, cls))[f.name]
+            values[f.name] = _build_value(data[key], hint, f"{section}.{key}".strip("."))
         elif f.default is MISSING:
             raise ValueError(f"{section}.{key}: missing (validate the mapping before building it)")
     return cls(**values)

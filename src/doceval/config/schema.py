@@ -43,6 +43,7 @@ def spec(default: Any = MISSING, **rules: Any) -> Any:
 
 
 def _metric_names() -> tuple[str, ...]:
+    # lazy: start-up (the registry loads numpy, ~0.25 s); only a gate block's metric names need it
     from doceval.scoring.registry import METRIC_NAMES
 
     return METRIC_NAMES

@@ -6,11 +6,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from doceval.common.plotting import panel_grid
 from doceval.common.provenance import provenance
+from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.harness.candidates import CandidateSet, score_range_of, score_range_record
 from doceval.harness.floor_search import (
@@ -20,10 +22,14 @@ from doceval.harness.floor_search import (
     make_objective,
 )
 from doceval.harness.floors import CALIBRATED_IDS, CALIBRATED_IDS_SHA256, ids_digest
+from doceval.harness.tradeoff import entry_signal
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.scoring.metrics import build_matrix
 from doceval.scoring.registry import names
+
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
 
 
 def _subset(
@@ -63,7 +69,7 @@ class _FloorSearch:
 
 
 def calibrate(
-    cfg: Mapping[str, Any],
+    cfg: Config,
     entries: list[GoldenEntry],
     cands: CandidateSet,
     libraries: list[str],
@@ -72,15 +78,15 @@ def calibrate(
     corpus: Corpus | None = None,
 ) -> dict[str, Any]:
     """Floors per indexed library (and a global one over all of them) maximising the named objective."""
-    cal = cfg["calibration"]
-    split = cal["split"]
-    k = int(cfg["k"])
-    objective = str(cal["objective"])
-    targets = {"max_overrefusal": float(cal.get("max_overrefusal", 0.10)),
-               "min_refused_correctly": float(cal.get("min_refused_correctly", 0.90))}  # fmt: skip
+    cal = cfg.calibration
+    split = cal.split
+    k = cfg.k
+    objective = cal.objective
+    targets = {"max_overrefusal": float(cal.max_overrefusal),
+               "min_refused_correctly": float(cal.min_refused_correctly)}  # fmt: skip
     fn = make_objective(objective, **targets)
-    min_entries = int(cal.get("min_entries", 5))
-    threshold = int((cfg.get("relevance") or {}).get("threshold", 2))
+    min_entries = cal.min_entries
+    threshold = cfg.relevance.threshold
     low = score_range_of(cands.meta)[0]
     indexed = [i for i, e in enumerate(entries) if e.library in libraries and not cands.routed.get(e.id)]
     if not indexed:
@@ -88,14 +94,12 @@ def calibrate(
             f"calibration split {split!r} has no entries of an indexed library; nothing to calibrate"
         )
 
-    signal_name = str((cfg.get("floors") or {}).get("signal") or "score")
+    signal_name = cfg.floors.signal
     signal_of: dict[int, float] = {}
     if signal_name != "score":
-        from doceval.harness.tradeoff import entry_signal
-
         values = entry_signal(signal_name, [entries[i] for i in indexed], cands, corpus)
         signal_of = dict(zip(indexed, (float(v) for v in values), strict=True))
-    search = _FloorSearch(entries, cands, signal_name, signal_of, low, int(cal.get("grid_points", 101)))
+    search = _FloorSearch(entries, cands, signal_name, signal_of, low, cal.grid_points)
 
     matrix, oos = _subset(entries, cands, indexed, threshold)
     if not oos.any():
@@ -140,7 +144,7 @@ def calibrate(
 
 
 def _provenance(
-    cfg: Mapping[str, Any],
+    cfg: Config,
     objective: str,
     targets: Mapping[str, float],
     record: Mapping[str, Any],
@@ -150,7 +154,7 @@ def _provenance(
     """What the floors were chosen from: split, objective and its target, ``record`` (min_entries, signal, k,
     golden md5, candidates hash), retriever and its score range, when and at which commit, and the ids used."""
     return {
-        "split": cfg["calibration"]["split"],
+        "split": cfg.calibration.split,
         "objective": objective,
         **(
             {"max_overrefusal": targets["max_overrefusal"]}
@@ -163,7 +167,7 @@ def _provenance(
             else {}
         ),  # fmt: skip
         **record,
-        "retriever": dict(cfg["retriever"]),
+        "retriever": config_dict(cfg.retriever),
         **score_range_record(score_range_of(cands.meta)),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "git_commit": provenance()["git_commit"],
@@ -204,8 +208,6 @@ def overlap_notes(artifact: Mapping[str, Any]) -> list[str]:
 
 def plot_calibration(artifact: Mapping[str, Any], path: Path) -> None:
     """hit_rate and refused_correctly against the floor, one panel per library, the chosen floor marked."""
-    from doceval.common.plotting import panel_grid
-
     libs = list(artifact["libraries"])
     prov = artifact["provenance"]
     title = f"Floor calibration on split '{prov['split']}' ({prov['retriever']['name']}, k={prov['k']})"

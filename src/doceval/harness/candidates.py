@@ -14,14 +14,26 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from tqdm import tqdm
 
 from doceval.common.io import iter_jsonl, read_json
+from doceval.config.objects import config_dict
 from doceval.errors import UsageError
+from doceval.index.build import check_index
+from doceval.index.embed import make_embedder
+from doceval.index.store import VectorStore, store_subdir
+from doceval.index.store.search import search_record
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.system.retrievers import Ranked, Retriever, make_retriever, needs_index
+from doceval.system.retrievers.bm25 import BM25Retriever
 from doceval.system.retrievers.function import FunctionRetriever
+
+if TYPE_CHECKING:
+    from doceval.config import schema
+    from doceval.config.schema import Config
 
 log = logging.getLogger(__name__)
 CANDIDATES = "candidates.jsonl"
@@ -50,8 +62,9 @@ class CandidateSet:
         return int(self.meta["candidates_k"])
 
 
-def retriever_fingerprint(retriever_cfg: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(dict(retriever_cfg), sort_keys=True).encode()).hexdigest()[:16]
+def retriever_fingerprint(retriever: schema.Retriever) -> str:
+    """16 hex digits of the retriever block as recorded (the cache key of the candidates)."""
+    return hashlib.sha256(json.dumps(config_dict(retriever), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def route(entry: GoldenEntry, corpus: Corpus) -> str | None:
@@ -65,8 +78,9 @@ def route(entry: GoldenEntry, corpus: Corpus) -> str | None:
 
 
 def bm25_rankings(entries: Sequence[GoldenEntry], corpus: Corpus, depth: int) -> dict[str, list[str]]:
-    """bm25's ranked document ids per entry (the second ranking the agreement and fused signals need)."""
-    bm25 = make_retriever({"name": "bm25"}, corpus)
+    """bm25's ranked document ids per entry (the second ranking the agreement and fused signals need), with
+    BM25Retriever's own k1 and b, whatever retriever is configured."""
+    bm25 = BM25Retriever(corpus)
     pins = set(corpus.pins)
     out: dict[str, list[str]] = {}
     for e in entries:
@@ -78,33 +92,28 @@ def bm25_rankings(entries: Sequence[GoldenEntry], corpus: Corpus, depth: int) ->
 
 
 @contextlib.contextmanager
-def open_retriever(params: Mapping[str, Any], corpus: Corpus | None) -> Iterator[Retriever]:
+def open_retriever(cfg: Config, corpus: Corpus | None) -> Iterator[Retriever]:
     """The configured retriever; dense and hybrid open the index (checked against the corpus) for the block.
     A user's retriever function needs no corpus (``corpus`` None)."""
-    from doceval.index.build import check_index
-    from doceval.index.embed import make_embedder
-    from doceval.index.store import VectorStore, store_subdir
-
-    cfg = params["retriever"]
-    if not needs_index(cfg.get("name")):
-        yield make_retriever(cfg, corpus)
+    retriever = cfg.retriever
+    if not needs_index(retriever.name):
+        yield make_retriever(retriever, corpus)
         return
     if corpus is None:
-        raise UsageError(f"retriever={cfg.get('name')} needs the docs corpus; run `dvc repro docs` first")
-    paths = params["paths"]
-    index_dir = Path(paths["index"])
+        raise UsageError(f"retriever={retriever.name} needs the docs corpus; run `dvc repro docs` first")
+    index_dir = Path(cfg.paths.index)
     # The manifest is checked here; the store itself is verified as it opens (expect=), in one open.
-    manifest = check_index(index_dir, corpus, params["store"], verify_store=False)
-    embedder = make_embedder(params["embedder"], Path(paths["cache"]) / "embeddings.sqlite")
+    manifest = check_index(index_dir, corpus, cfg.store, verify_store=False)
+    embedder = make_embedder(cfg.embedder, Path(cfg.paths.cache) / "embeddings.sqlite")
     if embedder.fingerprint != manifest["model"]:
         raise UsageError(
             f"{index_dir}: index built with {manifest['model']}, but embedder is {embedder.fingerprint}; "
             "rerun `dvc repro index` (or `doceval index`)"
         )
-    subdir = store_subdir(str(params["store"].get("name", "qdrant_local")))
+    subdir = store_subdir(cfg.store.name)
     store_path = index_dir / subdir if subdir else None
-    with VectorStore(params["store"], path=store_path, expect=manifest["partitions"]) as store:
-        yield make_retriever(cfg, corpus, store=store, embedder=embedder)
+    with VectorStore(cfg.store, path=store_path, expect=manifest["partitions"]) as store:
+        yield make_retriever(retriever, corpus, store=store, embedder=embedder)
 
 
 @dataclass(frozen=True)
@@ -130,8 +139,7 @@ def retrieve_all(
     A user's retriever function is the system under test: whatever goes wrong in one call (an exception, a
     SystemExit, a timeout, a result of the wrong shape) is that entry's system error, and past ``limits``
     no further entry is asked. A built-in retriever's failure is doceval's own and propagates."""
-    from tqdm import tqdm
-
+    # lazy: start-up (the user-system run loop and errors, ~60 ms, load only when retrieval runs live)
     from doceval.harness.agents import abandoned_stop, errors_stop
     from doceval.system.external.agents import system_error_text
 
@@ -163,7 +171,7 @@ def retrieve_all(
 
 
 def compute_candidates(
-    params: Mapping[str, Any],
+    cfg: Config,
     corpus: Corpus | None,
     entries: Sequence[GoldenEntry],
     golden_path: Path,
@@ -175,21 +183,19 @@ def compute_candidates(
     """Retrieve the top-K of every entry with the configured retriever (or ``retriever``, a user's object from
     the Python API) and record what they came from. A user's function's failures are per-entry errors
     (:func:`retrieve_all`, ``limits``)."""
-    depth = int(params["candidates_k"])
-    if depth < int(params["k"]):
-        raise UsageError(
-            f"candidates_k={depth} must be >= k={params['k']} (retrieve once, cut at any k <= K)"
-        )
+    depth = cfg.candidates_k
+    if depth < cfg.k:
+        raise UsageError(f"candidates_k={depth} must be >= k={cfg.k} (retrieve once, cut at any k <= K)")
     if retriever is not None:
         cands = retrieve_all(entries, retriever, corpus, depth, progress, limits)
     else:
-        with open_retriever(params, corpus) as retriever:
+        with open_retriever(cfg, corpus) as retriever:
             cands = retrieve_all(entries, retriever, corpus, depth, progress, limits)
     describe = getattr(retriever, "describe", None)
-    index = None if corpus is None else _index_manifest(Path(params["paths"]["index"]))
+    index = None if corpus is None else _index_manifest(Path(cfg.paths.index))
     cands.meta = {
-        "retriever": dict(params["retriever"]),
-        "retriever_fingerprint": retriever_fingerprint(params["retriever"]),
+        "retriever": config_dict(cfg.retriever),
+        "retriever_fingerprint": retriever_fingerprint(cfg.retriever),
         **score_range_record(retriever.score_range),
         "candidates_k": depth,
         "golden": str(golden_path),
@@ -197,13 +203,13 @@ def compute_candidates(
         "corpus_hash": None if corpus is None else corpus.manifest["content_hash"],
         "index_hash": None if index is None else str(index.get("content_hash")),
         # Which search produced them (store, exact or HNSW and its parameters): summaries and the report say it.
-        "search": _search_of(params),
+        "search": _search_of(cfg.retriever, cfg.store),
         # Which embedder built the index (model, and the precision and device `auto` chose): the summary says it.
-        "embedder": _embedder_of(params, index),
+        "embedder": _embedder_of(cfg.retriever, index),
         "entries": len(entries),
         # A retriever returning bare ids has no scores: floors and calibration do not apply to it.
         "scored": getattr(retriever, "scored", True) is not False,
-        "system": describe() if callable(describe) else {"retriever": params["retriever"].get("name")},
+        "system": describe() if callable(describe) else {"retriever": cfg.retriever.name},
     }
     return cands
 
@@ -225,16 +231,14 @@ def score_range_of(meta: Mapping[str, Any]) -> tuple[float, float]:
     return (-math.inf if low is None else float(low), math.inf if high is None else float(high))
 
 
-def _search_of(params: Mapping[str, Any]) -> dict[str, Any] | None:
-    from doceval.index.store.search import search_record
-
-    if not needs_index(params["retriever"].get("name")):
+def _search_of(retriever: schema.Retriever, store: schema.Store) -> dict[str, Any] | None:
+    if not needs_index(retriever.name):
         return None
-    return search_record(params.get("store") or {})
+    return search_record(store)
 
 
-def _embedder_of(params: Mapping[str, Any], index: dict[str, Any] | None) -> dict[str, Any] | None:
-    if index is None or not needs_index(params["retriever"].get("name")):
+def _embedder_of(retriever: schema.Retriever, index: dict[str, Any] | None) -> dict[str, Any] | None:
+    if index is None or not needs_index(retriever.name):
         return None
     return {"model": index.get("model"), **(index.get("embedder") or {})}
 
@@ -293,11 +297,11 @@ def check_candidates(
     cands: CandidateSet,
     entries: Sequence[GoldenEntry],
     golden_md5: str,
-    retriever_cfg: Mapping[str, Any],
+    retriever_cfg: schema.Retriever,
     k: int,
     corpus: Corpus | None = None,
     index_dir: Path | None = None,
-    store_cfg: Mapping[str, Any] | None = None,
+    store_cfg: schema.Store | None = None,
 ) -> None:
     """Loud errors when the cache does not match what is being evaluated, or is not whole (fewer records than
     its ``meta.json`` counts).
@@ -312,7 +316,7 @@ def check_candidates(
         )
     if cands.meta.get("retriever_fingerprint") != retriever_fingerprint(retriever_cfg):
         raise UsageError(
-            f"candidate cache holds retriever {cands.meta.get('retriever')}, not {dict(retriever_cfg)}; "
+            f"candidate cache holds retriever {cands.meta.get('retriever')}, not {config_dict(retriever_cfg)}; "
             "rerun `doceval retrieve` (or `dvc repro retrieve`) for this retriever"
         )
     if corpus is not None:
@@ -323,7 +327,7 @@ def check_candidates(
                 f"candidate cache was retrieved from another corpus (corpus_hash {_short(recorded)}, "
                 f"{corpus.root}/manifest.json says {_short(current)}); rerun `dvc repro retrieve`"
             )
-    if index_dir is not None and needs_index(retriever_cfg.get("name")):
+    if index_dir is not None and needs_index(retriever_cfg.name):
         current_index = _manifest_hash(index_dir / "manifest.json")
         recorded_index = cands.meta.get("index_hash")
         if recorded_index != current_index:
@@ -336,8 +340,8 @@ def check_candidates(
                 f"candidate cache was retrieved from another index (index_hash {_short(recorded_index)}, {now}); "
                 "rerun `dvc repro retrieve`"
             )
-    if store_cfg is not None and needs_index(retriever_cfg.get("name")):
-        wanted = _search_of({"retriever": retriever_cfg, "store": store_cfg})
+    if store_cfg is not None and needs_index(retriever_cfg.name):
+        wanted = _search_of(retriever_cfg, store_cfg)
         recorded_search = cands.meta.get("search")
         if recorded_search != wanted:
             raise UsageError(

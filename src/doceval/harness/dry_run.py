@@ -9,12 +9,20 @@ cost from the configured prices. Nothing is retrieved, embedded or sent.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from doceval.config import schema
 from doceval.inputs.golden import GoldenEntry
 from doceval.llm.prompts import PromptTemplate
 
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
+    from doceval.llm.config import LLMConfig
+
 CHARS_PER_TOKEN = 4
+# The length of an answer the judge reads when no LLM answerer bounds it (the extractive answerer, the user's
+# assistant): an estimate, as long as an LLM answer at the conf/ default max_tokens.
+UNBOUNDED_ANSWER_TOKENS = 512
 
 
 def _tokens(text: str) -> int:
@@ -25,18 +33,15 @@ def _prompt_tokens(template: PromptTemplate, **values: str) -> int:
     return sum(_tokens(m["content"]) for m in template.render(**values))
 
 
-def _row(role: str, cfg: Mapping[str, Any], requests: int, prompt: int) -> dict[str, Any]:
-    completion = requests * int(cfg.get("max_tokens") or 512)
-    cost = (
-        prompt * float(cfg.get("price_per_1k_prompt") or 0)
-        + completion * float(cfg.get("price_per_1k_completion") or 0)
-    ) / 1000
-    return {"role": role, "model": cfg.get("model"), "requests": requests, "prompt_tokens": prompt,
+def _row(role: str, llm: LLMConfig, requests: int, prompt: int) -> dict[str, Any]:
+    completion = requests * llm.max_tokens
+    cost = (prompt * llm.price_per_1k_prompt + completion * llm.price_per_1k_completion) / 1000
+    return {"role": role, "model": llm.model, "requests": requests, "prompt_tokens": prompt,
             "completion_tokens": completion, "cost_usd": cost}  # fmt: skip
 
 
 def estimate(
-    cfg: Mapping[str, Any],
+    cfg: Config,
     entries: Sequence[GoldenEntry],
     *,
     mean_chunk_chars: float,
@@ -47,30 +52,34 @@ def estimate(
     """One row per role that would be called: requests, prompt and completion tokens, cost (all repeats)."""
     rows: list[dict[str, Any]] = []
     n = len(entries) * repeats
-    answerer = cfg.get("answerer") or {}
+    answerer = cfg.answerer
     if external_agent:
         rows.append({"role": "system", "model": "(your assistant)", "requests": n, "prompt_tokens": None,
                      "completion_tokens": None, "cost_usd": None})  # fmt: skip
-    elif answerer.get("name") == "openai":
-        template = PromptTemplate.load(str(answerer.get("template") or "answer.txt"))
-        shown = int(answerer.get("max_passages") or cfg.get("k") or 5)
+    elif isinstance(answerer, schema.AnswererOpenAI):
+        template = PromptTemplate.load(answerer.template)
+        # Unset max_passages: the answerer shows every passage of R, at most k.
+        shown = answerer.max_passages if answerer.max_passages is not None else cfg.k
         passages = "\n\n".join("x" * int(mean_chunk_chars) for _ in range(shown))
         prompt = sum(
             _prompt_tokens(template, library=e.library, version=e.version, passages=passages, memory="",
                            question=e.question, refusal="I cannot answer that from the documentation.")
             for e in entries
         ) * repeats  # fmt: skip
-        rows.append(_row("answerer", answerer, n, prompt))
-    judge = cfg.get("judge") or {}
-    if judged and judge.get("name") == "openai":
-        template = PromptTemplate.load(str(judge.get("template") or "judge.txt"))
-        answer = "x" * CHARS_PER_TOKEN * int(answerer.get("max_tokens") or 512)
+        rows.append(_row("answerer", answerer.llm, n, prompt))
+    judge = cfg.judge
+    if judged and isinstance(judge, schema.JudgeOpenAI):
+        template = PromptTemplate.load(judge.template)
+        bound = UNBOUNDED_ANSWER_TOKENS
+        if isinstance(answerer, schema.AnswererOpenAI):
+            bound = answerer.llm.max_tokens
+        answer = "x" * CHARS_PER_TOKEN * bound
         prompt = sum(
             _prompt_tokens(template, library=e.library, version=e.version, question=e.question,
                            reference=e.reference_answer, answer=answer)
             for e in entries
         ) * repeats  # fmt: skip
-        rows.append(_row("judge", judge, n, prompt))
+        rows.append(_row("judge", judge.llm, n, prompt))
     return rows
 
 

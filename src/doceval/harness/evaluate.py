@@ -26,18 +26,25 @@ import numpy as np
 
 from doceval.common.journal import mark_finished, plan_journals
 from doceval.common.provenance import source_hash
+from doceval.common.redact import register_config
+from doceval.config import schema
+from doceval.config.objects import config_dict
 from doceval.errors import UsageError
-from doceval.harness.plan import EvalOptions, RunPlan, max_abandoned, plan_run, retrieve_live
-from doceval.harness.summary import build_summary, system_block
+from doceval.harness.plan import EvalOptions, RunPlan, plan_run, retrieve_live
+from doceval.harness.summary import answerer_record, build_summary, system_block
+from doceval.llm import Ledger
+from doceval.scoring.judge import Judge, make_judge
+from doceval.scoring.judging import JudgeRecord, JudgingOutcome, judge_answers, load_verdicts
 from doceval.scoring.metrics import build_matrix, cut
+from doceval.scoring.reference_judge import version_strings
 from doceval.scoring.registry import ANSWER_NAMES, RETRIEVAL_NAMES, answer_scores, retrieval_scores
 from doceval.seam import Reply
+from doceval.system.docchat.answerers import Answerer, make_answerer
+from doceval.system.docchat.runner import load_journal, run_agent
+from doceval.system.docchat.search import PrecomputedSearch
 
-if TYPE_CHECKING:  # the LLM client is imported only when the agent runs
-    from doceval.llm import Ledger
-    from doceval.scoring.judge import Judge
-    from doceval.scoring.judging import JudgeRecord, JudgingOutcome
-    from doceval.system.docchat.answerers import Answerer
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
 
 __all__ = ["EvalOptions", "evaluate"]
 
@@ -60,6 +67,7 @@ def _score(
     matrix = build_matrix(ranked, [e.grades for e in entries], plan.threshold)
     floor_vec = plan.floors.vector(entries)
     if plan.signal != "score" and plan.signal_values is not None:
+        # lazy: start-up (the trade-off and floor search, ~35 ms, load only for a per-question signal)
         from doceval.harness.tradeoff import signal_floor_vector
 
         values = np.array([plan.signal_values[e.id] for e in entries])
@@ -105,8 +113,8 @@ class AgentSetup:
     """How the LLM work of a run is done: the answerer (doceval's agent only) and judge, memory, the run's
     budget and concurrency (shared by answering and judging), and the journals (None: not journaled)."""
 
-    answerer_cfg: dict[str, Any]  # the configured blocks, as recorded in the summary
-    judge_cfg: dict[str, Any]
+    answerer_cfg: schema.Answerer | None  # the configured answerer; None: the user's assistant answers
+    judge_cfg: schema.Judge  # the configured judge (judge=none with --no-judge)
     answerer: Answerer | None  # None: the user's assistant answers
     judge: Judge | None  # None: not judged (answer_accuracy null)
     warm: bool
@@ -116,37 +124,20 @@ class AgentSetup:
     agent_journal: Path | None
     judge_journal: Path | None
     # run.max_abandoned: calls of the user's function left running past their deadline before the run stops
-    max_abandoned: int | None = 3
+    max_abandoned: int | None
 
 
-def _run_settings(cfg: Mapping[str, Any], answerer_cfg: Mapping[str, Any]) -> tuple[float | None, int]:
-    """(budget_usd, max_concurrency) from the ``run`` block; a config without one (or without the key) keeps
-    the older places, ``answerer.budget_usd`` and ``answerer.max_concurrency``."""
-    run = cfg.get("run") or {}
-    budget = run["budget_usd"] if "budget_usd" in run else answerer_cfg.get("budget_usd")
-    conc = run.get("max_concurrency")
-    conc = answerer_cfg.get("max_concurrency", 1) if conc is None else conc
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int | float) or budget < 0):
-        raise UsageError(f"run.budget_usd: {budget!r} must be a non-negative number or null")
-    if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
-        raise UsageError(f"run.max_concurrency: {conc!r} must be an integer >= 1")
-    return None if budget is None else float(budget), conc
-
-
-def prepare_agent(cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan) -> AgentSetup:
+def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetup:
     """Build the answerer and judge (a bad model config fails here, before anything is spent) and the run key
     naming the journals' directory: what changes an answer or a verdict, not the budget (raising it resumes)."""
-    from doceval.scoring.judge import make_judge
-    from doceval.scoring.reference_judge import version_strings
-    from doceval.system.docchat.answerers import make_answerer
-
-    answerer_cfg = dict(cfg["answerer"]) if plan.agent is None else {"name": plan.system}
-    judge_cfg = {"name": "none"} if options.no_judge else dict(cfg["judge"])
-    budget, conc = _run_settings(cfg, answerer_cfg)
-    model_cfg = {k: v for k, v in answerer_cfg.items() if k != "budget_usd"}  # a run setting, not the model's
-    answerer = make_answerer(model_cfg) if plan.agent is None else None
+    answerer_cfg = cfg.answerer if plan.agent is None else None
+    judge_cfg: schema.Judge = schema.JudgeNone(name="none") if options.no_judge else cfg.judge
+    budget = cfg.run.budget_usd
+    answerer = make_answerer(answerer_cfg) if answerer_cfg is not None else None
     judge = make_judge(judge_cfg, version_strings(plan.entries))
-    warm = options.warm_memory or not bool(cfg.get("memory", {}).get("isolate", True))
+    warm = options.warm_memory or not cfg.memory.isolate
+    # The key hashes the blocks as the summary records them (config_dict): a run key does not change with the code
+    # that reads them.
     key = run_key(
         {
             "golden": plan.golden_md5,
@@ -155,32 +146,28 @@ def prepare_agent(cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan) -
             "k": plan.k,
             "floors": plan.floors.as_dict(),
             **({"signal": plan.signal} if plan.signal != "score" else {}),
-            "retriever": cfg["retriever"],
+            "retriever": config_dict(cfg.retriever),
             "system": system_block(cfg, plan),
-            "answerer": model_cfg,
-            "judge": judge_cfg,
+            "answerer": answerer_record(answerer_cfg, plan),
+            "judge": config_dict(judge_cfg),
             "warm": warm,
             "code": source_hash(*AGENT_CODE, "llm", "prompts"),
             # A repeat of a run is a run of its own (an assistant's replies are not cached by seed).
             **({"repeat": options.repeat} if options.repeat else {}),
         }
     )
-    run_dir = options.run_dir or Path(cfg["paths"]["runs"]) / "eval" / key
+    run_dir = options.run_dir or Path(cfg.paths.runs) / "eval" / key
     # The journals make LLM and assistant runs resumable; an offline, unjudged run of doceval's agent costs
     # milliseconds to redo, and fsyncing every entry would dominate a sweep point.
-    offline = plan.agent is None and answerer_cfg.get("name") == "extractive" and judge is None
+    offline = isinstance(answerer_cfg, schema.AnswererExtractive) and judge is None
     journal, judge_journal = (None, None) if offline else (run_dir / "journal.jsonl", run_dir / "judge.jsonl")
-    return AgentSetup(answerer_cfg, judge_cfg, answerer, judge, warm, budget, conc, key, journal, judge_journal,
-                      max_abandoned(cfg))  # fmt: skip
+    return AgentSetup(answerer_cfg, judge_cfg, answerer, judge, warm, None if budget is None else float(budget),
+                      cfg.run.max_concurrency, key, journal, judge_journal, cfg.run.max_abandoned)  # fmt: skip
 
 
 def open_ledger(setup: AgentSetup, plan: RunPlan) -> Ledger:
     """The run's one ledger: answering and judging share its budget, and what earlier invocations spent on
     this run's entries (both journals) counts against it."""
-    from doceval.llm import Ledger
-    from doceval.scoring.judging import load_verdicts
-    from doceval.system.docchat.runner import load_journal
-
     ids = {e.id for e in plan.entries}
     spent = 0.0
     if setup.agent_journal is not None and plan.agent is None:
@@ -211,23 +198,21 @@ def run_docchat(
 ) -> SystemRun:
     """The DocChat agent over the probes: router -> search tool (the floors and R scored as retrieval) ->
     memory -> answerer. A run that stops before answering every entry is a UsageError saying how to resume."""
-    from doceval.system.docchat.runner import run_agent
-    from doceval.system.docchat.search import PrecomputedSearch
-
     assert plan.candidates is not None and setup.answerer is not None
     texts = plan.corpus.first_chunks if plan.corpus is not None else {}
     hits = {i: [(d, 0.0 if s is None else s) for d, s in r] for i, r in retrieval.retrieved.items()}
     search = PrecomputedSearch(plan.candidates.routed, hits, texts, plan.floors.of)
     # An entry whose retrieval (the user's function) failed is a system error: the agent never answers it.
     errors = {e.id: plan.candidates.errors[e.id] for e in plan.entries if e.id in plan.candidates.errors}
+    # The offline answerer is pure Python under the GIL: threads would only add their overhead.
+    offline_answerer = isinstance(setup.answerer_cfg, schema.AnswererExtractive)
     outcome = run_agent(
         [p for p in plan.probes() if p.id not in errors],
         search,
         setup.answerer,
         warm_memory=setup.warm,
         journal_path=setup.agent_journal,
-        # The offline answerer is pure Python under the GIL: threads would only add their overhead.
-        max_concurrency=1 if setup.answerer_cfg.get("name") == "extractive" else setup.max_concurrency,
+        max_concurrency=1 if offline_answerer else setup.max_concurrency,
         ledger=ledger,
         progress=progress,
     )
@@ -249,6 +234,7 @@ def run_docchat(
 def run_assistant(plan: RunPlan, setup: AgentSetup, options: EvalOptions) -> SystemRun:
     """The user's assistant over the probes (a fresh session per entry unless warm memory), journaled and
     resumable; a failed call is that entry's system error. Past ``--max-errors`` the run stops cleanly."""
+    # lazy: start-up (the assistant run loop and clients, ~60 ms, load only for an external assistant)
     from doceval.harness.agents import run_external
 
     assert plan.agent is not None
@@ -286,8 +272,6 @@ def score_answers(
 ) -> AnswerScores:
     """Judge the system's answers (only those it gave: refusals and system errors are never judged), then the
     per-entry answer metrics. A judge error stays a verdict of None, excluded from answer_accuracy."""
-    from doceval.scoring.judging import judge_answers
-
     entries, replies = plan.entries, run.replies
     judging = None
     if setup.judge is not None:
@@ -321,14 +305,10 @@ def score_answers(
     return AnswerScores({m: per[m] for m in ANSWER_NAMES}, verdicts, judging)
 
 
-def evaluate(
-    cfg: Mapping[str, Any], options: EvalOptions | None = None, plan: RunPlan | None = None
-) -> dict[str, Any]:
+def evaluate(cfg: Config, options: EvalOptions | None = None, plan: RunPlan | None = None) -> dict[str, Any]:
     """Score one configuration on one split. Returns ``{"metrics", "config", "entries", "complete"}``.
     ``plan``: one :func:`plan_run` made for these ``cfg`` and ``options`` (the evaluate stage plans once for
     all its sections); None plans here."""
-    from doceval.common.redact import register_config
-
     options = options or EvalOptions()
     register_config(cfg)  # every writer below scrubs what the config holds or points at (the API path too)
     plan = plan if plan is not None else plan_run(cfg, options)

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from doceval.common.io import read_json
+from doceval.config import schema
+from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry
 
@@ -189,7 +191,7 @@ def _finite(value: Any, key: str) -> float:
 def load_calibrated(
     path: Path,
     report_split: str | None,
-    retriever: Mapping[str, Any] | None = None,
+    retriever: schema.Retriever | None = None,
     report_ids: Collection[str] | None = None,
 ) -> Floors:
     """Floors from a calibration artifact. Refuses floors calibrated for another retriever (a cosine floor means
@@ -211,9 +213,11 @@ def load_calibrated(
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise UsageError(f"{path}: not a floors artifact ({exc}); rerun `dvc repro calibrate`") from exc
     calibrated_for = prov.get("retriever")
-    if retriever is not None and calibrated_for is not None and dict(calibrated_for) != dict(retriever):
+    # The artifact records the retriever block as a plain mapping: compared with this one as it records it.
+    wanted = None if retriever is None else config_dict(retriever)
+    if wanted is not None and calibrated_for is not None and dict(calibrated_for) != wanted:
         raise UsageError(
-            f"{path}: floors were calibrated for retriever {calibrated_for}, not {dict(retriever)}; their scores "
+            f"{path}: floors were calibrated for retriever {calibrated_for}, not {wanted}; their scores "
             "are on another scale. Calibrate for this retriever (`dvc exp run -S retriever=NAME` reruns "
             "calibrate), or choose floors explicitly (floors=zero, --score-floor, --floor LIB=VALUE)."
         )
@@ -239,21 +243,20 @@ def load_calibrated(
 
 
 def resolve_floors(
-    floors_cfg: Mapping[str, Any],
+    floors_cfg: schema.Floors,
     report_split: str | None,
     score_floor: float | None = None,
     floor_flags: Mapping[str, float] | None = None,
-    retriever: Mapping[str, Any] | None = None,
+    retriever: schema.Retriever | None = None,
     report_ids: Collection[str] | None = None,
 ) -> Floors:
     """The effective floors: calibrated artifact or config, then CLI flags on top (never written back).
     ``report_ids``: the entries being reported, for the train-on-test guard on a calibrated artifact."""
-    if floors_cfg.get("source") == "calibrated" and score_floor is None and not floor_flags:
-        floors = load_calibrated(Path(str(floors_cfg["path"])), report_split, retriever, report_ids)
+    if isinstance(floors_cfg, schema.FloorsCalibrated) and score_floor is None and not floor_flags:
+        floors = load_calibrated(Path(floors_cfg.path), report_split, retriever, report_ids)
     else:
         floors = Floors(
-            float(floors_cfg.get("global", 0.0)),
-            {str(k).lower(): float(v) for k, v in (floors_cfg.get("per_library") or {}).items()},
+            float(floors_cfg.global_), {str(k).lower(): float(v) for k, v in floors_cfg.per_library.items()}
         )
         floors.source = "config"
     check_score_floor(score_floor)

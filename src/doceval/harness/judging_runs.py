@@ -6,14 +6,18 @@ calibrate the offline judge's threshold (`doceval judge calibrate`), and re-judg
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from doceval.common.redact import scrub, secret_values
+from doceval.config import schema
+from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry
 from doceval.inputs.judge_labels import LabelledAnswer
@@ -22,14 +26,17 @@ from doceval.scoring.failures import failure_stage, refusal_cause
 from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings, version_strings
 from doceval.seam import Probe, Reply
 
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
+
 REPEAT_SEED_NOTE = "repeat r asks with seed = (judge.seed or 0) + r, so each repeat has its own cache entries"
 
 
-def _repeat_cfg(judge_cfg: Mapping[str, Any], r: int) -> dict[str, Any]:
-    cfg = dict(judge_cfg)
-    if cfg.get("name") == "openai":
-        cfg["seed"] = int(cfg.get("seed") or 0) + r
-    return cfg
+def _repeat_cfg(judge_cfg: schema.Judge, r: int) -> schema.Judge:
+    if isinstance(judge_cfg, schema.JudgeOpenAI):
+        seed = int(judge_cfg.llm.seed or 0) + r
+        return dataclasses.replace(judge_cfg, llm=dataclasses.replace(judge_cfg.llm, seed=seed))
+    return judge_cfg
 
 
 def _strings_of(rows: Sequence[LabelledAnswer]) -> dict[str, VersionStrings]:
@@ -65,7 +72,7 @@ class _RepeatJudges:
 
 def judge_passes(
     rows: Sequence[LabelledAnswer],
-    judge_cfg: Mapping[str, Any],
+    judge_cfg: schema.Judge,
     repeats: int,
     *,
     ledger: Any,
@@ -73,6 +80,7 @@ def judge_passes(
     progress: bool,
 ) -> list[list[bool | None]]:
     """``repeats`` verdicts per row (None: a judge error): passes[r][i] for row i, repeat r."""
+    # lazy: start-up (the judge and LLM stack, ~70 ms: `judge calibrate` loads this module without it)
     from doceval.scoring.judge import make_judge
     from doceval.scoring.judging import judge_answers
 
@@ -97,7 +105,7 @@ def judge_passes(
 
 def validate(
     rows: Sequence[LabelledAnswer],
-    judge_cfg: Mapping[str, Any],
+    judge_cfg: schema.Judge,
     *,
     repeats: int = 1,
     max_concurrency: int = 8,
@@ -106,6 +114,7 @@ def validate(
 ) -> dict[str, Any]:
     """The judge's agreement with the labels over ``rows``: pass 0's figures, the stability across ``repeats``
     passes, and version_correctness alone on the same rows as the baseline any judge must beat."""
+    # lazy: start-up (the judge and LLM stack, ~70 ms: `judge calibrate` loads this module without it)
     from doceval.llm import Ledger
     from doceval.scoring.judge import judge_hash, judge_identity
 
@@ -170,20 +179,20 @@ def rescore(
     summary_path: Path,
     golden: Mapping[str, GoldenEntry],
     golden_md5: str,
-    judge_cfg: Mapping[str, Any],
+    judge_cfg: schema.Judge,
     *,
-    cfg: Mapping[str, Any],
+    cfg: Config,
     progress: bool = False,
 ) -> dict[str, Any]:
     """A new summary: the recorded answers of ``summary`` judged by ``judge_cfg``, the answer metrics recomputed
     from them, everything else (answers, retrieval scores, refusals) as recorded."""
-    # Imported when a rescore runs, not with the module: the judge and LLM stack (openai) is slow to load.
+    # lazy: start-up (the judge and LLM stack, ~70 ms: `judge calibrate` loads this module without it)
     from doceval.llm import Ledger
     from doceval.scoring.judge import judge_id, make_judge
     from doceval.scoring.judging import judge_answers
 
     entries = _recorded_answers(summary, summary_path, golden, golden_md5)
-    config = summary.get("config") or {}
+    recorded = summary.get("config") or {}
     todo = [e for e in entries if e.get("system_error") is None]
     order = [golden[e["id"]] for e in todo]
     judge = make_judge(judge_cfg, version_strings(order))
@@ -191,9 +200,9 @@ def rescore(
         raise UsageError("judge=none: choose the judge to rescore with (judge=openai, judge=reference)")
 
     new_id = judge_id(judge_cfg)
-    key = _key({"rescore_of": config.get("run_key"), "summary": _sha256(summary_path), "judge": new_id})
-    journal = Path(cfg["paths"]["runs"]) / "rescore" / key / "judge.jsonl"
-    ledger = Ledger((cfg.get("run") or {}).get("budget_usd"))
+    key = _key({"rescore_of": recorded.get("run_key"), "summary": _sha256(summary_path), "judge": new_id})
+    journal = Path(cfg.paths.runs) / "rescore" / key / "judge.jsonl"
+    ledger = Ledger(cfg.run.budget_usd)
     probes = [Probe(g.id, g.question, g.library, g.version) for g in order]
     answers = {
         e["id"]: Reply(
@@ -207,7 +216,7 @@ def rescore(
     }
     try:
         outcome = judge_answers(probes, answers, {g.id: g.reference_answer for g in order}, judge, ledger=ledger,
-                                journal_path=journal, max_concurrency=int((cfg.get("run") or {}).get("max_concurrency") or 8),
+                                journal_path=journal, max_concurrency=cfg.run.max_concurrency,
                                 progress=progress)  # fmt: skip
     finally:
         close = getattr(judge, "close", None)
@@ -220,20 +229,19 @@ def rescore(
     new = copy.deepcopy(dict(summary))
     _rejudge_entries(new["entries"], todo, order, outcome.verdicts)
     new["metrics"] = _rescored_metrics(new["entries"], summary["metrics"], outcome.verdicts, cfg)
-    from doceval.common.redact import scrub, secret_values
-
-    new_config = new["config"]
-    new_config["rescored_from"] = {
+    new_recorded = new["config"]
+    new_recorded["rescored_from"] = {
         "path": str(summary_path),
         "sha256": _sha256(summary_path),
-        "run_key": config.get("run_key"),
-        "judge": config.get("judge"),
-        "judge_id": config.get("judge_id"),
+        "run_key": recorded.get("run_key"),
+        "judge": recorded.get("judge"),
+        "judge_id": recorded.get("judge_id"),
     }
-    new_config["judge"] = scrub(dict(judge_cfg), secret_values(judge_cfg), drop_secret_keys=False)
-    new_config["judge_id"] = new_id
-    new_config["usage"] = {"judge": outcome.total_usage(), "this_invocation": ledger.snapshot(),
-                           "cache": ledger.cache_stats(), "answering": config.get("usage")}  # fmt: skip
+    judge_record = config_dict(judge_cfg)
+    new_recorded["judge"] = scrub(judge_record, secret_values(judge_record), drop_secret_keys=False)
+    new_recorded["judge_id"] = new_id
+    new_recorded["usage"] = {"judge": outcome.total_usage(), "this_invocation": ledger.snapshot(),
+                             "cache": ledger.cache_stats(), "answering": recorded.get("usage")}  # fmt: skip
     return new
 
 
@@ -243,7 +251,7 @@ def _recorded_answers(
     """The summary's entries, once it records answers, was answered against this golden set (same md5) and
     every entry is in it; otherwise a UsageError saying what to rerun."""
     entries = summary.get("entries")
-    config = summary.get("config") or {}
+    recorded = summary.get("config") or {}
     if (
         not isinstance(entries, list)
         or not entries
@@ -253,7 +261,7 @@ def _recorded_answers(
             f"{summary_path}: records no answers (entries without an `answer` field): only a summary written by "
             "`doceval eval` or the evaluate stage can be re-judged; rerun it"
         )
-    recorded_md5 = (config.get("golden") or {}).get("md5")
+    recorded_md5 = (recorded.get("golden") or {}).get("md5")
     if recorded_md5 != golden_md5:
         raise UsageError(
             f"{summary_path}: was answered against golden md5 {recorded_md5}, but the golden set now has md5 "
@@ -274,7 +282,8 @@ def _rejudge_entries(
 ) -> None:
     """Each judged row (``todo``, in the order of ``order``) gets its new verdict, answer scores and failure
     stage, in place; a row with a system error is scored by no metric and stays as recorded."""
-    # Imported here as rescore always did: `judge validate` and `calibrate` load this module without them.
+    # lazy: start-up (the answer metrics, only a rescore needs them: `judge validate` and `calibrate` load this
+    # module without them)
     from doceval.scoring.registry import ANSWER_NAMES, answer_scores
 
     per = answer_scores(
@@ -305,17 +314,18 @@ def _rescored_metrics(
     rows: Sequence[Mapping[str, Any]],
     old_metrics: Mapping[str, Any],
     verdicts: Mapping[str, Any],
-    cfg: Mapping[str, Any],
+    cfg: Config,
 ) -> dict[str, Any]:
     """The metrics aggregated again over the re-judged rows (the recorded interval method), the recorded
     counts updated with the new judged and judge-error counts, and the recorded cutoffs."""
-    # Imported here as rescore always did: `judge validate` and `calibrate` load this module without them.
+    # lazy: start-up (the aggregates, only a rescore needs them: `judge validate` and `calibrate` load this
+    # module without them)
     from doceval.scoring.aggregate import aggregate
     from doceval.scoring.registry import METRIC_NAMES
 
     intervals = old_metrics.get("intervals") or {}
-    metrics: dict[str, Any] = aggregate(rows, METRIC_NAMES, seed=int(cfg.get("seed", 0)),
-                        n_boot=int(cfg.get("bootstrap", 1000)), binary_method=str(intervals.get("binary", "midp")))  # fmt: skip
+    metrics: dict[str, Any] = aggregate(rows, METRIC_NAMES, seed=cfg.seed,
+                        n_boot=cfg.bootstrap, binary_method=str(intervals.get("binary", "midp")))  # fmt: skip
     counts = dict(old_metrics.get("counts") or {})
     counts.update(metrics["counts"])
     counts["n_judged"] = int(sum(v.verdict is not None for v in verdicts.values()))

@@ -16,8 +16,10 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from doceval.config import schema
+from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.harness.candidates import (
     CandidateSet,
@@ -35,6 +37,7 @@ from doceval.inputs.scope import load_checked_golden
 from doceval.seam import Probe
 
 if TYPE_CHECKING:
+    from doceval.config.schema import Config
     from doceval.system.external.agents import ExternalAgent
     from doceval.system.retrievers import Retriever
 
@@ -62,39 +65,25 @@ class EvalOptions:
     fresh: bool = False  # --fresh: set every journal of this run aside and ask the system again
 
 
-def split_of(cfg: Mapping[str, Any], options: EvalOptions) -> str | None:
+def split_of(cfg: Config, options: EvalOptions) -> str | None:
     if options.split != "__config__":
         return options.split
-    name = cfg["split"]["name"]
-    return None if name is None else str(name)
+    return cfg.split.name
 
 
-def agent_name(cfg: Mapping[str, Any], options: EvalOptions) -> str:
+def agent_name(cfg: Config, options: EvalOptions) -> str:
     if options.agent is not None:
         return str(options.agent.name)
-    return str((cfg.get("agent") or {}).get("name", "docchat"))
+    return cfg.agent.name
 
 
-def uses_function_retriever(cfg: Mapping[str, Any], options: EvalOptions) -> bool:
-    return options.retriever is not None or cfg["retriever"].get("name") == "function"
+def uses_function_retriever(cfg: Config, options: EvalOptions) -> bool:
+    return options.retriever is not None or cfg.retriever.name == "function"
 
 
-DEFAULT_MAX_ABANDONED = 3  # run.max_abandoned in conf/config.yaml
-
-
-def max_abandoned(cfg: Mapping[str, Any]) -> int | None:
-    """``run.max_abandoned``: how many calls of the user's function may be abandoned past their deadline (each
-    leaves a thread running) before the run stops as incomplete; None: no limit."""
-    value = (cfg.get("run") or {}).get("max_abandoned", DEFAULT_MAX_ABANDONED)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise UsageError(f"run.max_abandoned={value!r}: expected an integer >= 0, or null for no limit")
-    return value
-
-
-def check_one_system(cfg: Mapping[str, Any], options: EvalOptions) -> None:
+def check_one_system(cfg: Config, options: EvalOptions) -> None:
     """One system under test: an assistant brings its own retrieval, so a user's retriever next to it would be
-    silently ignored. And its run limit (run.max_abandoned) is valid, before any work."""
-    max_abandoned(cfg)
+    silently ignored."""
     agent = agent_name(cfg, options)
     if agent != "docchat" and uses_function_retriever(cfg, options):
         raise UsageError(
@@ -104,27 +93,27 @@ def check_one_system(cfg: Mapping[str, Any], options: EvalOptions) -> None:
         )
 
 
-def needs_corpus(cfg: Mapping[str, Any], options: EvalOptions) -> bool:
+def needs_corpus(cfg: Config, options: EvalOptions) -> bool:
     """Only built-in retrievers read doceval's docs corpus; a user's function or assistant brings its own."""
     return agent_name(cfg, options) == "docchat" and not uses_function_retriever(cfg, options)
 
 
 def load_inputs(
-    cfg: Mapping[str, Any], options: EvalOptions, need_corpus: bool = True
+    cfg: Config, options: EvalOptions, need_corpus: bool = True
 ) -> tuple[Corpus | None, list[GoldenEntry], Path, str]:
     """The corpus (when needed) and the golden set, checked against it. Without a corpus, relevant ids are the
     user's own and entries may omit library/version (they get the default pin)."""
-    golden_path = options.golden or Path(cfg["golden"])
+    golden_path = options.golden or Path(cfg.golden)
     if not need_corpus:
         return None, parse_golden(golden_path, default_pin=DEFAULT_PIN), golden_path, labels_md5(golden_path)
-    corpus = load_corpus(Path(cfg["paths"]["docs"]))
+    corpus = load_corpus(Path(cfg.paths.docs))
     # Scope labels are checked against this corpus: a label wrong for it is an error, not a silent score.
     entries, md5, _ = load_checked_golden(golden_path, corpus)
     return corpus, entries, golden_path, md5
 
 
 def cached_candidates(
-    cfg: Mapping[str, Any],
+    cfg: Config,
     options: EvalOptions,
     corpus: Corpus | None,
     all_entries: Sequence[GoldenEntry],
@@ -136,26 +125,17 @@ def cached_candidates(
 
     A user's retriever is always run live: the on-disk cache is keyed on the config, and the user's code can
     change under an unchanged config."""
-    index_dir = Path(cfg["paths"]["index"])
+    index_dir = Path(cfg.paths.index)
     if options.candidates is not None:
         check_candidates(
-            options.candidates,
-            all_entries,
-            golden_md5,
-            cfg["retriever"],
-            k,
-            corpus,
-            index_dir,
-            cfg.get("store"),
+            options.candidates, all_entries, golden_md5, cfg.retriever, k, corpus, index_dir, cfg.store
         )
         return options.candidates
-    runs = Path(cfg["paths"]["runs"])
+    runs = Path(cfg.paths.runs)
     if not uses_function_retriever(cfg, options) and (runs / "candidates" / "meta.json").is_file():
         cached = load_candidates(runs)
         try:
-            check_candidates(
-                cached, all_entries, golden_md5, cfg["retriever"], k, corpus, index_dir, cfg.get("store")
-            )
+            check_candidates(cached, all_entries, golden_md5, cfg.retriever, k, corpus, index_dir, cfg.store)
             return cached
         except UsageError as exc:
             # Another retriever, golden set or a deeper k: retrieve live in the run, leaving the cache alone.
@@ -184,9 +164,9 @@ class RunPlan:
     entries: list[GoldenEntry]
     floors: Floors
     candidates: CandidateSet | None  # None for an external assistant: its sources are its retrieval
+    threshold: int  # relevance.threshold: the grade a document needs to count as relevant
+    signal: str  # floors.signal: what a floor applies to (docs/design.md section 5.5)
     agent: ExternalAgent | None = None
-    threshold: int = 2  # relevance.threshold: the grade a document needs to count as relevant
-    signal: str = "score"  # floors.signal: what a floor applies to (docs/design.md section 5.5)
     signal_values: dict[str, float] | None = None  # per entry id, for a per-question signal
     all_entries: list[GoldenEntry] = field(default_factory=list)  # the whole golden set, every split
     # Live retrieval is the run's (retrieve_live): until then there are no candidates, and floors that depend
@@ -211,7 +191,7 @@ def print_note(text: str) -> None:
     print(f"note: {text}", file=sys.stderr)
 
 
-def _not_calibrated_for(path: Path, retriever: Mapping[str, Any]) -> str | None:
+def _not_calibrated_for(path: Path, retriever: schema.Retriever) -> str | None:
     """Why the floors artifact cannot be this retriever's (missing, or calibrated for another retriever), or
     None when it names this one; a damaged artifact is left to the loader, which says so."""
     if not path.is_file():
@@ -220,13 +200,14 @@ def _not_calibrated_for(path: Path, retriever: Mapping[str, Any]) -> str | None:
         calibrated_for = json.loads(path.read_text(encoding="utf-8"))["provenance"]["retriever"]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if isinstance(calibrated_for, Mapping) and dict(calibrated_for) != dict(retriever):
+    # The artifact records the retriever block as a plain mapping: compare it with the block as recorded.
+    if isinstance(calibrated_for, Mapping) and dict(calibrated_for) != config_dict(retriever):
         return f"{path}: calibrated for {dict(calibrated_for)}"
     return None
 
 
 def _floors(
-    cfg: Mapping[str, Any],
+    cfg: Config,
     options: EvalOptions,
     split: str | None,
     external: bool,
@@ -251,37 +232,42 @@ def _floors(
                 "return (id, score) pairs, or tune its own evidence bar with +retriever.kwargs.NAME=VALUE"
             )
         return Floors(float("-inf"), {}, source=NO_FLOORS)
-    if uses_function_retriever(cfg, options) and cfg["floors"].get("source") == "calibrated" and not explicit:
-        why = _not_calibrated_for(Path(str(cfg["floors"]["path"])), cfg["retriever"])
+    if (
+        uses_function_retriever(cfg, options)
+        and isinstance(cfg.floors, schema.FloorsCalibrated)
+        and not explicit
+    ):
+        why = _not_calibrated_for(Path(cfg.floors.path), cfg.retriever)
         if why is not None:
             return Floors(float("-inf"), {}, source=f"none: no floors calibrated for this retriever ({why})")
         # Floors calibrated for this very function: every guard (train-on-test, damage) applies as usual.
     return resolve_floors(
-        cfg["floors"],
+        cfg.floors,
         split,
         options.score_floor,
         options.floor_flags,
-        retriever=cfg["retriever"],
+        retriever=cfg.retriever,
         report_ids=report_ids,
     )
 
 
-def _external_agent(cfg: Mapping[str, Any], options: EvalOptions) -> ExternalAgent | None:
+def _external_agent(cfg: Config, options: EvalOptions) -> ExternalAgent | None:
     if options.agent is not None:
         return options.agent
     if agent_name(cfg, options) == "docchat":
         return None
+    # lazy: start-up (the assistant clients, ~30 ms, load only when an external assistant is evaluated)
     from doceval.system.external.agents import make_agent
 
-    return make_agent(cfg["agent"])
+    return make_agent(cfg.agent)
 
 
-def _check_limits(cfg: Mapping[str, Any], options: EvalOptions) -> tuple[int, int | None]:
+def _check_limits(cfg: Config, options: EvalOptions) -> tuple[int, int | None]:
     """(k, limit), each checked, and the run's error limits."""
-    k = int(cfg["k"])
+    k = cfg.k
     if k < 1:
         raise UsageError(f"k={k}: must be at least 1")
-    limit = options.limit if options.limit is not None else cfg.get("limit")
+    limit = options.limit if options.limit is not None else cfg.limit
     if limit is not None and int(limit) < 1:
         raise UsageError(f"--limit {limit}: must be at least 1 (or omit it for every entry)")
     if options.max_errors is not None and options.max_errors < 0:
@@ -305,7 +291,7 @@ def _limited(
 PENDING_FLOORS = "pending: set once the retriever has run"
 
 
-def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
+def plan_run(cfg: Config, options: EvalOptions) -> RunPlan:
     """Resolve k, limit and split, load the inputs, and pick the floors and candidates (checked against each
     other). Every bad input is a UsageError here. Planning never calls the system under test: an assistant's
     probe and any live retrieval (a user's retriever, or no matching cache) are the run's, in
@@ -327,9 +313,9 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
     if agent is None and corpus is None and options.floor_flags:  # a typo costs no call of the user's code
         _check_golden_libraries(Floors(float("-inf"), dict(options.floor_flags), source="cli"), all_entries,
                                 golden_path)  # fmt: skip
-    signal = str(cfg["floors"].get("signal") or "score")
     plan = RunPlan("docchat" if agent is None else agent.name, k, limit, split, corpus, golden_path, golden_md5,
-                   entries, floors, None, agent, relevance_threshold(cfg), signal, all_entries=all_entries)  # fmt: skip
+                   entries, floors, None, cfg.relevance.threshold, cfg.floors.signal, agent,
+                   all_entries=all_entries)  # fmt: skip
     if agent is not None:
         return settle(cfg, options, plan, None)
     cands = cached_candidates(cfg, options, corpus, all_entries, golden_md5, k)
@@ -338,24 +324,22 @@ def plan_run(cfg: Mapping[str, Any], options: EvalOptions) -> RunPlan:
     return settle(cfg, options, plan, cands)
 
 
-def retrieve_live(cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan) -> RunPlan:
+def retrieve_live(cfg: Config, options: EvalOptions, plan: RunPlan) -> RunPlan:
     """The run's retrieval when the plan awaits it: the user's retriever over the evaluated entries (its
     failures count towards --max-errors), or a built-in one over every entry (no matching cache); then the
     floors that depend on its scores. A plan that does not await retrieval is returned as it is."""
     if not plan.awaits_retrieval:
         return plan
     user = uses_function_retriever(cfg, options)
-    live = {**cfg, "candidates_k": max(int(cfg["candidates_k"]), plan.k)}
-    limits = ErrorLimits(options.max_errors, max_abandoned(cfg))
+    live = dataclasses.replace(cfg, candidates_k=max(cfg.candidates_k, plan.k))
+    limits = ErrorLimits(options.max_errors, cfg.run.max_abandoned)
     cands = compute_candidates(live, plan.corpus, plan.entries if user else plan.all_entries, plan.golden_path,
                                plan.golden_md5, options.progress, retriever=options.retriever,
                                limits=limits)  # fmt: skip
     return settle(cfg, options, dataclasses.replace(plan, awaits_retrieval=False), cands)
 
 
-def settle(
-    cfg: Mapping[str, Any], options: EvalOptions, plan: RunPlan, cands: CandidateSet | None
-) -> RunPlan:
+def settle(cfg: Config, options: EvalOptions, plan: RunPlan, cands: CandidateSet | None) -> RunPlan:
     """The plan with its candidates, and the floors and signal checked against them (floors that wait on the
     retriever's scores are picked here)."""
     builtin = plan.agent is None and not uses_function_retriever(cfg, options)
@@ -377,12 +361,13 @@ def settle(
         if cands is None or not builtin:
             raise UsageError(f"floors.signal={signal}: a per-question signal needs doceval's retriever candidates; "
                              "an external assistant or a user's function uses floors.signal=score")  # fmt: skip
+        # lazy: start-up (the trade-off and floor search, ~35 ms, load only for a per-question signal)
         from doceval.harness.tradeoff import entry_signal
 
         vec = entry_signal(signal, plan.entries, cands, plan.corpus)
         values = {e.id: float(v) for e, v in zip(plan.entries, vec, strict=True)}
     elif cands is not None and plan.corpus is not None:
-        check_floors(floors, plan.corpus.libraries, score_range_of(cands.meta), str(cfg["retriever"]["name"]))
+        check_floors(floors, plan.corpus.libraries, score_range_of(cands.meta), cfg.retriever.name)
     elif cands is not None:
         _check_golden_libraries(floors, plan.all_entries, plan.golden_path)
     calibrated_md5 = (floors.provenance or {}).get("golden_md5")
@@ -396,7 +381,7 @@ def settle(
 
 
 def variant(
-    cfg: Mapping[str, Any],
+    cfg: Config,
     plan: RunPlan,
     floors: Floors | None = None,
     candidates: CandidateSet | None = None,
@@ -421,8 +406,3 @@ def _check_golden_libraries(floors: Floors, entries: Sequence[GoldenEntry], gold
     check_floors(
         floors, libraries, (float("-inf"), float("inf")), "function", known_in=f"the golden set {golden_path}"
     )
-
-
-def relevance_threshold(cfg: Mapping[str, Any]) -> int:
-    """``relevance.threshold`` (default 2): hit_rate, recall and mrr count documents of at least this grade."""
-    return int((cfg.get("relevance") or {}).get("threshold", 2))

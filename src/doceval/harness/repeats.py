@@ -5,32 +5,44 @@ entries whose outcome flips between repeats (the flaky probes) listed."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from doceval.config import schema
 from doceval.scoring.registry import METRIC_NAMES, names
+
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
+
+Role = TypeVar("Role", schema.Answerer, schema.Judge)
 
 # The per-entry outcomes compared across repeats: what a user sees change when the same question is asked again.
 OUTCOMES = ("refused", "verdict", *names("flaky"))
 LLM_ROLES = ("answerer", "judge")
 
 
-def repeat_config(cfg: Mapping[str, Any], r: int) -> dict[str, Any]:
+def _seeded(block: Role, r: int) -> Role:
+    """An LLM role's block asking with seed = (its seed or 0) + r; any other block as it is."""
+    if isinstance(block, schema.AnswererOpenAI | schema.JudgeOpenAI):
+        return dataclasses.replace(
+            block, llm=dataclasses.replace(block.llm, seed=int(block.llm.seed or 0) + r)
+        )
+    return block
+
+
+def repeat_config(cfg: Config, r: int) -> Config:
     """The configuration of repeat ``r``: every LLM role asks with seed = (its seed or 0) + r."""
-    out = copy.deepcopy(dict(cfg))
-    for role in LLM_ROLES:
-        block = out.get(role)
-        if isinstance(block, dict) and block.get("name") == "openai":
-            block["seed"] = int(block.get("seed") or 0) + r
-    return out
+    return dataclasses.replace(cfg, answerer=_seeded(cfg.answerer, r), judge=_seeded(cfg.judge, r))
 
 
-def sampled_roles(cfg: Mapping[str, Any], external_agent: bool) -> list[str]:
+def sampled_roles(cfg: Config, external_agent: bool) -> list[str]:
     """What can change between repeats: the user's assistant, and every LLM role."""
     roles = ["system"] if external_agent else []
-    return roles + [r for r in LLM_ROLES if (cfg.get(r) or {}).get("name") == "openai"]
+    blocks = {"answerer": cfg.answerer, "judge": cfg.judge}
+    return roles + [r for r in LLM_ROLES if isinstance(blocks[r], schema.AnswererOpenAI | schema.JudgeOpenAI)]
 
 
 def _outcome(row: Mapping[str, Any], key: str) -> Any:

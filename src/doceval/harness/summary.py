@@ -10,28 +10,38 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from doceval.common.provenance import provenance
-from doceval.common.redact import scrub_data
+from doceval.common.redact import scrub, scrub_data, secret_values
+from doceval.config.objects import config_dict
 from doceval.scoring.aggregate import aggregate
 from doceval.scoring.failures import failure_stage
+from doceval.scoring.judge import judge_id
 from doceval.scoring.registry import AT_K_NAMES, METRIC_NAMES
 from doceval.seam import sum_usage
 
 if TYPE_CHECKING:  # the stages' types only: evaluate imports this module, never the other way at run time
+    from doceval.config import schema
+    from doceval.config.schema import Config
     from doceval.harness.evaluate import AgentSetup, AnswerScores, RetrievalScores, SystemRun
     from doceval.harness.plan import RunPlan
     from doceval.llm import Ledger
 
-__all__ = ["build_summary", "public_block", "system_block"]
+__all__ = ["answerer_record", "build_summary", "public_block", "system_block"]
 
 
-def system_block(cfg: Mapping[str, Any], plan: RunPlan) -> dict[str, Any]:
+def system_block(cfg: Config, plan: RunPlan) -> dict[str, Any]:
     """What was evaluated, for the summary, MLflow and the report: doceval's agent with its retriever (a
     user's function named by target, kwargs and source hash), or the user's assistant."""
     if plan.agent is not None:
         return {"agent": plan.agent.describe()}
     meta = plan.candidates.meta if plan.candidates is not None else {}
-    retriever = meta.get("system") or {"retriever": cfg["retriever"].get("name")}
+    retriever = meta.get("system") or {"retriever": cfg.retriever.name}
     return {"agent": {"name": "docchat"}, "retriever": retriever}
+
+
+def answerer_record(answerer: schema.Answerer | None, plan: RunPlan) -> dict[str, Any]:
+    """The answerer as the run key and the summary record it: the configured block (doceval's agent), or the
+    user's assistant by its kind (``{"name": "function"}``)."""
+    return {"name": plan.system} if answerer is None else dict(config_dict(answerer))
 
 
 def _scores(per_entry: Mapping[str, np.ndarray], i: int, error: str | None) -> dict[str, float | None]:
@@ -40,7 +50,7 @@ def _scores(per_entry: Mapping[str, np.ndarray], i: int, error: str | None) -> d
 
 
 def build_summary(
-    cfg: Mapping[str, Any],
+    cfg: Config,
     plan: RunPlan,
     setup: AgentSetup,
     retrieval: RetrievalScores,
@@ -55,9 +65,9 @@ def build_summary(
     routed = plan.candidates.routed if plan.candidates is not None else {}
     entry_rows = _entry_rows(plan, retrieval, run, answers, routed)
     verdicts = answers.verdicts.values()
-    seed, n_boot = int(cfg.get("seed", 0)), int(cfg.get("bootstrap", 1000))
-    binary_method = str((cfg.get("intervals") or {}).get("binary", "midp"))
-    metrics = aggregate(entry_rows, METRIC_NAMES, seed=seed, n_boot=n_boot, binary_method=binary_method)
+    metrics = aggregate(
+        entry_rows, METRIC_NAMES, seed=cfg.seed, n_boot=cfg.bootstrap, binary_method=cfg.intervals.binary
+    )
     metrics["counts"].update(
         {
             "n_judged": int(sum(v.verdict is not None for v in verdicts)),
@@ -137,7 +147,7 @@ def _entry_rows(
 
 
 def _config_block(
-    cfg: Mapping[str, Any],
+    cfg: Config,
     plan: RunPlan,
     setup: AgentSetup,
     run: SystemRun,
@@ -159,13 +169,13 @@ def _config_block(
         "k": plan.k,
         "limit": plan.limit,
         "system": system_block(cfg, plan),
-        "retriever": dict(cfg["retriever"]) if plan.agent is None else {"name": f"agent:{plan.system}"},
+        "retriever": config_dict(cfg.retriever) if plan.agent is None else {"name": f"agent:{plan.system}"},
         "floors": {**plan.floors.as_dict(), "signal": plan.signal},
-        "answerer": public_block(setup.answerer_cfg),
-        "judge": public_block(setup.judge_cfg),
+        "answerer": public_block(answerer_record(setup.answerer_cfg, plan)),
+        "judge": public_block(config_dict(setup.judge_cfg)),
         # Names the judge (model, endpoint, template hash, temperature, seed; or the offline rule): two
         # answer_accuracy figures with different hashes are not comparable.
-        "judge_id": _judge_id(setup.judge_cfg),
+        "judge_id": judge_id(setup.judge_cfg),
         "run": {
             "budget_usd": setup.budget_usd,
             "max_concurrency": setup.max_concurrency,
@@ -189,20 +199,13 @@ def _config_block(
     }
 
 
-def _judge_id(judge_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
-    from doceval.scoring.judge import judge_id
-
-    return judge_id(judge_cfg)
-
-
 def _none_if_nan(value: float) -> float | None:
     return None if np.isnan(value) else float(value)
 
 
-def public_block(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """A config block safe to store (doceval.common.redact): names of key variables stay; values of
-    secret-named keys are ``<redacted>``, URL credentials ``***`` and key variables' contents ``<redacted>``."""
-    from doceval.common.redact import scrub, secret_values
-
-    public: dict[str, Any] = scrub(cfg, secret_values(cfg), drop_secret_keys=False)
+def public_block(recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """A config block as recorded (``config_dict``), safe to store (doceval.common.redact): names of key
+    variables stay; values of secret-named keys are ``<redacted>``, URL credentials ``***`` and key variables'
+    contents ``<redacted>``."""
+    public: dict[str, Any] = scrub(recorded, secret_values(recorded), drop_secret_keys=False)
     return public

@@ -17,13 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from doceval.common.plotting import panel_grid
+from doceval.errors import UsageError
 from doceval.harness.candidates import CandidateSet, bm25_rankings, score_range_of
 from doceval.harness.floor_search import sweep
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.scoring.answerability import auroc, auroc_interval
 from doceval.scoring.metrics import build_matrix
-from doceval.scoring.registry import names
+from doceval.scoring.registry import names, retrieval_scores
 
 SIGNALS = ("top_score", "margin", "agreement", "fused")
 RRF_K = 60  # as the hybrid retriever
@@ -74,8 +76,6 @@ def entry_signal(
         raise ValueError(signal)
     need_bm25 = signal in ("agreement", "fused")
     if need_bm25 and corpus is None:
-        from doceval.errors import UsageError
-
         raise UsageError(
             f"floors.signal={signal}: needs the doceval corpus (bm25 ranks); use score or margin"
         )
@@ -146,8 +146,6 @@ def analyse(
 
 def sweep_at(matrix: Any, oos: np.ndarray, floors: np.ndarray, k: int) -> dict[str, float | None]:
     """refused_correctly, overrefusal_rate and hit_rate at per-entry floors (the operating point used)."""
-    from doceval.scoring.registry import retrieval_scores
-
     per = retrieval_scores(matrix, floors, k)
     refused = per["refused"].astype(np.float64)
     hits = per["hit_rate"][~oos]
@@ -161,8 +159,6 @@ def sweep_at(matrix: Any, oos: np.ndarray, floors: np.ndarray, k: int) -> dict[s
 def plot(data: Mapping[str, Any], path: Path) -> None:
     """One panel per library and pooled: refused_correctly against overrefusal_rate as the floor moves,
     calibration (solid) and test (dashed), the operating point used marked on each."""
-    from doceval.common.plotting import panel_grid
-
     names = list(data["libraries"])
     title = "Refusal trade-off as the floor moves (dots: the floors used)"
     with panel_grid(len(names), path, title, panel_height=3.6) as axes:

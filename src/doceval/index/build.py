@@ -10,11 +10,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from doceval.common.io import atomic_dir, read_json, write_json_atomic
 from doceval.common.redact import redact_url
+from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.index.embed import CachedEmbedder
-from doceval.index.store import REBUILD, SearchConfig, VectorStore, store_subdir
+from doceval.index.store import REBUILD, SearchConfig, VectorStore, check_store_files, store_subdir
 from doceval.inputs.corpus import Corpus
 
 MANIFEST = "manifest.json"
@@ -28,19 +31,20 @@ def index_hash(corpus_hash: str, fingerprint: str, dim: int) -> str:
 def build_index(
     corpus: Corpus,
     embedder: CachedEmbedder,
-    store_cfg: Mapping[str, Any],
+    store_cfg: schema.Store,
     out_dir: Path,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Embed and upsert every partition. An embedded store (Edge, local mode) is written into a temp dir that
     replaces ``out_dir`` only on success: a killed build leaves the previous index (or none), never half of one."""
-    from tqdm import tqdm
-
     timings: dict[str, float] = {"embed_s": 0.0, "upsert_s": 0.0}
     counts: dict[str, int] = {}
-    name = str(store_cfg.get("name", "qdrant_local"))
+    name = store_cfg.name
     subdir = store_subdir(name)
-    search = SearchConfig.of(store_cfg)
+    # Index-time search parameters (null for the qdrant-client stores): part of what the index is.
+    search = (
+        SearchConfig.of(store_cfg).index_identity() if isinstance(store_cfg, schema.StoreQdrantEdge) else None
+    )
     with atomic_dir(out_dir) as tmp:
         store = VectorStore(store_cfg, path=tmp / subdir if subdir else None)
         try:
@@ -73,10 +77,8 @@ def build_index(
             "embedder": embedder.resolved(),
             "dim": embedder.dim,
             "store": name,
-            # Index-time search parameters (null for the qdrant-client stores): part of what the index is.
-            "search": search.index_identity() if name == "qdrant_edge" else None,
-            # A server URL with credentials in it is recorded without them (the manifest is a pipeline output).
-            "location": subdir if subdir else redact_url(str(store_cfg.get("url"))),
+            "search": search,
+            "location": _location(store_cfg, subdir),
             "partitions": counts,
             "chunks": sum(counts.values()),
             "corpus_hash": corpus.manifest["content_hash"],
@@ -86,6 +88,14 @@ def build_index(
         }
         write_json_atomic(tmp / MANIFEST, manifest)
     return manifest
+
+
+def _location(store: schema.Store, subdir: str | None) -> str:
+    """Where the index is: the folder under paths.index, or the server's URL (null: "None"). A URL with
+    credentials in it is recorded without them (the manifest is a pipeline output)."""
+    if subdir:
+        return subdir
+    return redact_url(str(store.url if isinstance(store, schema.StoreQdrantServer) else None))
 
 
 def _announce(embedder: CachedEmbedder, total: int) -> None:
@@ -99,7 +109,7 @@ def _announce(embedder: CachedEmbedder, total: int) -> None:
 def check_index(
     index_dir: Path,
     corpus: Corpus,
-    store_cfg: Mapping[str, Any] | None = None,
+    store_cfg: schema.Store | None = None,
     verify_store: bool = True,
 ) -> dict[str, Any]:
     """The index manifest, verified against the corpus it claims to index and against the store it describes
@@ -144,26 +154,25 @@ def check_index(
     ]
     if wrong:
         raise UsageError(f"{path}: {'; '.join(wrong)}; rerun `dvc repro index`")
-    built_with = str(manifest.get("store", "qdrant_local"))
-    wanted = str((store_cfg or {}).get("name", built_with))
+    built_with = str(manifest.get("store", "qdrant_local"))  # a manifest from before store= was recorded
+    wanted = built_with if store_cfg is None else store_cfg.name
     if wanted != built_with:
         raise UsageError(f"{path}: the index was built into {built_with}, but store={wanted}; {REBUILD}")
     check_search(path, manifest, store_cfg)
     if not verify_store:
         return manifest
     subdir = store_subdir(built_with)
-    if subdir is not None:
-        cfg = dict(store_cfg) if store_cfg is not None else {"name": built_with}
-        VectorStore(cfg, path=index_dir / subdir, expect=partitions).close()
-    elif store_cfg is not None:
-        VectorStore(store_cfg, expect=partitions).close()
+    if store_cfg is not None:
+        VectorStore(store_cfg, path=index_dir / subdir if subdir else None, expect=partitions).close()
+    elif subdir is not None:
+        check_store_files(built_with, index_dir / subdir, partitions)
     return manifest
 
 
-def check_search(path: Path, manifest: Mapping[str, Any], store_cfg: Mapping[str, Any] | None) -> None:
+def check_search(path: Path, manifest: Mapping[str, Any], store_cfg: schema.Store | None) -> None:
     """The index-time search parameters (HNSW m, ef_construct, quantization) the index was built with must be
     the requested ones; query-time ones (exact, hnsw_ef, rescore, oversampling) may differ freely."""
-    if store_cfg is None or store_cfg.get("name") != "qdrant_edge":
+    if not isinstance(store_cfg, schema.StoreQdrantEdge):
         return
     wanted = SearchConfig.of(store_cfg).index_identity()
     built = manifest.get("search")

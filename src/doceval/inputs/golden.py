@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import random
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -17,6 +18,7 @@ from typing import Any
 
 from doceval.common.io import json_text, jsonl_line, write_text_atomic
 from doceval.errors import UsageError
+from doceval.inputs.qrels import load_grades
 
 KNOWN_SPLITS = ("calibration", "test")
 
@@ -249,8 +251,6 @@ def parse_golden(
         raise GoldenError(problems)
     if not entries:
         raise UsageError(f"{path}: the golden set has no entries")
-    from doceval.inputs.qrels import load_grades
-
     grades = load_grades(path, {e.id: e for e in entries})
     if grades is not None:
         entries = [replace(e, qrels=grades.get(e.id, {})) for e in entries]
@@ -433,8 +433,6 @@ def assign_splits(entries: Sequence[GoldenEntry], seed: int = 0) -> dict[str, st
     alternate. Odd strata give their extra entry alternately to each split, so the halves stay balanced.
     Entries about unindexed libraries (kind ``unindexed_library``) form one stratum whatever their library.
     """
-    import random
-
     strata: dict[tuple[str, str], list[str]] = {}
     for e in sorted(entries, key=lambda e: e.id):
         # Questions about unindexed libraries name one library each: stratify them by kind alone.

@@ -42,8 +42,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from doceval.common.io import write_json_atomic
 from doceval.errors import UsageError
-from doceval.inputs.golden import GoldenEntry, Problem
+from doceval.inputs.golden import GoldenEntry, GoldenError, Problem, parse_golden
+from doceval.inputs.qrels import labels_md5
 
 ALWAYS_ERRORS = frozenset({"indexed_but_unindexed", "pin_not_indexed", "relevant_id_missing"})
 WARNINGS = frozenset({"expected_api_absent", "expected_conflict"})
@@ -340,8 +342,6 @@ def check_scope(
 
 def raise_on_errors(report: ScopeReport, golden_path: Path) -> None:
     """GoldenError listing every error (file:line: field: entry id, message, fix), if any."""
-    from doceval.inputs.golden import GoldenError
-
     if report.errors:
         problems = [f.problem(str(golden_path)) for f in report.errors]
         if report.note:
@@ -352,8 +352,6 @@ def raise_on_errors(report: ScopeReport, golden_path: Path) -> None:
 def record_findings(report: ScopeReport, golden_path: Path, golden_md5: str) -> Path:
     """Write ``<name>.findings.json``: the recordable findings of this version of the golden set (freezing it
     as it is). Findings that are always errors cannot be recorded."""
-    from doceval.common.io import write_json_atomic
-
     blocking = [f for f in report.errors if f.rule in ALWAYS_ERRORS]
     if blocking:
         raise UsageError(
@@ -427,9 +425,6 @@ def scope_of(corpus: Any, entries: Sequence[GoldenEntry], golden_path: Path, gol
 def load_checked_golden(golden_path: Path, corpus: Any) -> tuple[list[GoldenEntry], str, ScopeReport]:
     """The golden set, validated (format, relevant ids) and its scope labels checked against ``corpus``; a
     GoldenError (exit 2) lists every problem of either kind."""
-    from doceval.inputs.golden import parse_golden
-    from doceval.inputs.qrels import labels_md5
-
     # Relevant ids are checked with the scope rules, so a pin the corpus lacks reads as that, not as typos.
     entries = parse_golden(golden_path)
     md5 = labels_md5(golden_path)

@@ -75,30 +75,31 @@ class LLMConfig:
     cache_path: str | None = "data/cache/llm.sqlite"  # null or "": no response cache
 
     @classmethod
-    def from_mapping(cls, cfg: Mapping[str, Any], section: str) -> LLMConfig:
-        """Validate a config block (e.g. ``answerer``); errors name ``section.key`` and the fix.
+    def from_mapping(cls, data: Mapping[str, Any], section: str) -> LLMConfig:
+        """An LLMConfig from raw data: the client keys of an answerer/judge block (``section``), as composed or
+        built in code; errors name ``section.key`` and the fix.
 
         The same rules as the config schema applies to a composed config (types from the annotations: a bool is
-        not a number, an int is a float; ranges from the field metadata), for callers that build a block in code.
+        not a number, an int is a float; ranges from the field metadata); ``name`` and ``template`` are ignored.
         """
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(cfg) - known - set(CONTROL_KEYS))
+        unknown = sorted(set(data) - known - set(CONTROL_KEYS))
         if unknown:
             raise UsageError(
                 f"{section}: unknown key(s) {', '.join(unknown)}; "
                 f"allowed: {', '.join(sorted(known))}, {', '.join(CONTROL_KEYS)}"
             )
-        if not cfg.get("model"):
+        if not data.get("model"):
             raise UsageError(f"{section}.model: required for an OpenAI-compatible model (e.g. gpt-4o-mini)")
         hints = get_type_hints(cls)
         values: dict[str, Any] = {}
         for f in fields(cls):
-            if f.name == "cache_path" and f.name in cfg and not cfg[f.name]:
+            if f.name == "cache_path" and f.name in data and not data[f.name]:
                 values[f.name] = None  # explicitly off
                 continue
-            if f.name not in cfg or cfg[f.name] is None:
+            if f.name not in data or data[f.name] is None:
                 continue
-            raw = cfg[f.name]
+            raw = data[f.name]
             kind = _base_type(hints[f.name])
             if not _is_a(raw, kind):
                 shown = redact_url(raw) if isinstance(raw, str) else raw

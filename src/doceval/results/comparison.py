@@ -22,6 +22,7 @@ from doceval.results.summaries import (
     check_summary,
 )
 from doceval.scoring.aggregate import column
+from doceval.scoring.failures import transitions
 from doceval.scoring.intervals import holm, paired_change
 from doceval.scoring.metrics import mean_or_none
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
@@ -118,8 +119,6 @@ def compare(
         for e in n_rows
         if e.get("out_of_scope")
     ]
-    from doceval.scoring.failures import transitions
-
     moved = transitions([b_by_id[i] for i in ids], [n_by_id[i] for i in ids])
     return CompareResult(
         base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes, moved

@@ -5,14 +5,20 @@ is the CLI's.
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from doceval.config import schema
+from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.results.comparison import compare
 from doceval.results.summaries import Summary, check_same_k, check_summary
+from doceval.scoring.intervals import holm
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 
 _EPS = 1e-9  # float slack for gate comparisons: 0.6 >= 0.60 must hold whatever the summation order
@@ -45,10 +51,8 @@ def _fmt_threshold(v: float) -> str:
     return s if abs(float(s) - v) < 1e-12 else f"{v:.6g}"
 
 
-def load_gate_config(path: str | Path) -> dict[str, Any]:
+def load_gate_config(path: str | Path) -> schema.Gate:
     """A gate config YAML (``conf/gate/*.yaml``, or a params.yaml with a ``gate`` block), checked."""
-    import yaml
-
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"{p}: gate config not found; pass an existing conf/gate/*.yaml")
@@ -61,18 +65,23 @@ def load_gate_config(path: str | Path) -> dict[str, Any]:
     return check_gate_config(data, str(p))
 
 
-def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
-    """Validate a gate config; unknown keys or metric names are errors (a typo must not pass silently)."""
+def check_gate_config(data: schema.Gate | Any, where: str = "gate config") -> schema.Gate:
+    """A gate config checked, as the typed block: the composed ``gate`` block, or a gate mapping written by hand
+    (a YAML file, the API's ``config=``), where a key left out means: no thresholds, non_regression off (point
+    mode, alpha 0.05, tolerance 0), drift off, max_system_errors 0. Unknown keys or metric names are errors (a
+    typo must not pass silently), and so is a gate that always passes."""
+    if isinstance(data, schema.Gate):
+        data = config_dict(data)  # the composed block passes the same checks as a hand-written one
     valid = f"valid metrics: {', '.join(METRIC_NAMES)}"
-    if not isinstance(cfg, Mapping):
+    if not isinstance(data, Mapping):
         raise UsageError(f"{where}: expected a mapping with 'thresholds' and 'non_regression'")
-    unknown_keys = sorted(set(cfg) - {"thresholds", "non_regression", "drift", "max_system_errors"})
+    unknown_keys = sorted(set(data) - {"thresholds", "non_regression", "drift", "max_system_errors"})
     if unknown_keys:
         raise UsageError(
             f"{where}: unknown key(s) {', '.join(unknown_keys)}; expected thresholds, non_regression, drift, "
             "max_system_errors"
         )
-    thresholds = cfg.get("thresholds") or {}
+    thresholds = data.get("thresholds") or {}
     if not isinstance(thresholds, Mapping):
         raise UsageError(f"{where}: thresholds must map metric names to numbers, e.g. hit_rate: 0.60")
     for m, t in thresholds.items():
@@ -80,7 +89,7 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
             raise UsageError(f"{where}: thresholds.{m}: unknown metric; {valid}")
         if isinstance(t, bool) or not isinstance(t, int | float) or math.isnan(t):
             raise UsageError(f"{where}: thresholds.{m}: {t!r} is not a number")
-    nr = cfg.get("non_regression") or {}
+    nr = data.get("non_regression") or {}
     if not isinstance(nr, Mapping):
         raise UsageError(f"{where}: non_regression must be a mapping (enabled, tolerance, metrics)")
     unknown_keys = sorted(set(nr) - {"enabled", "tolerance", "metrics", "mode", "alpha"})
@@ -116,18 +125,18 @@ def check_gate_config(cfg: Any, where: str = "gate config") -> dict[str, Any]:
         raise UsageError(
             f"{where}: no thresholds and non_regression disabled: such a gate always passes; add thresholds"
         )
-    return {
-        "thresholds": {str(m): float(t) for m, t in thresholds.items()},
-        "max_system_errors": _check_max_system_errors(cfg.get("max_system_errors", 0), where),
-        "drift": _check_drift(cfg.get("drift"), where, valid),
-        "non_regression": {
-            "enabled": enabled,
-            "tolerance": float(tol),
-            "metrics": [str(m) for m in nr_metrics],
-            "mode": str(mode),
-            "alpha": float(alpha),
-        },
-    }
+    return schema.Gate(
+        thresholds=types.MappingProxyType({str(m): float(t) for m, t in thresholds.items()}),
+        max_system_errors=_check_max_system_errors(data.get("max_system_errors", 0), where),
+        non_regression=schema.NonRegression(
+            enabled=enabled,
+            tolerance=float(tol),
+            metrics=tuple(str(m) for m in nr_metrics),
+            mode=str(mode),
+            alpha=float(alpha),
+        ),
+        drift=_check_drift(data.get("drift"), where, valid),
+    )
 
 
 def _check_max_system_errors(value: Any, where: str) -> int:
@@ -139,7 +148,7 @@ def _check_max_system_errors(value: Any, where: str) -> int:
     return value
 
 
-def _check_drift(drift: Any, where: str, valid: str) -> dict[str, Any]:
+def _check_drift(drift: Any, where: str, valid: str) -> schema.Drift:
     """The drift rule (off by default): a metric that fell by more than ``tolerance`` from the best of the last
     ``window`` tracked runs of the same family (or from the pinned ``reference`` run id) fails the gate."""
     drift = drift or {}
@@ -166,30 +175,30 @@ def _check_drift(drift: Any, where: str, valid: str) -> dict[str, Any]:
         raise UsageError(f"{where}: drift.reference: {reference!r}: 'best' or a pinned MLflow run id")
     if enabled and not metrics:
         raise UsageError(f"{where}: drift is enabled but lists no metrics")
-    return {"enabled": enabled, "metrics": [str(m) for m in metrics], "tolerance": float(tol), "window": window,
-            "reference": reference}  # fmt: skip
+    return schema.Drift(enabled=enabled, metrics=tuple(str(m) for m in metrics), tolerance=float(tol),
+                        window=window, reference=reference)  # fmt: skip
 
 
 def drift_failures(
-    history: Sequence[Mapping[str, Any]], summary: Summary, drift: Mapping[str, Any]
+    history: Sequence[Mapping[str, Any]], summary: Summary, drift: schema.Drift
 ) -> tuple[list[GateFailure], list[str]]:
     """The drift rule over the tracked ``history`` (oldest first; doceval.tracking.history) ending with this
     summary: each metric against the best of the last ``window`` runs (or the pinned reference run)."""
     failures: list[GateFailure] = []
     notes: list[str] = []
-    window = list(history)[-(int(drift["window"]) - 1) :] if int(drift["window"]) > 1 else []
+    window = list(history)[-(drift.window - 1) :] if drift.window > 1 else []
     pinned = None
-    if drift["reference"] != "best":
-        pinned = next((h for h in history if h["run_id"] == drift["reference"]), None)
+    if drift.reference != "best":
+        pinned = next((h for h in history if h["run_id"] == drift.reference), None)
         if pinned is None:
-            notes.append(f"drift: the pinned reference run {drift['reference']} is not in the tracked history; "
+            notes.append(f"drift: the pinned reference run {drift.reference} is not in the tracked history; "
                          "not checked")  # fmt: skip
             return failures, notes
     if not window and pinned is None:
         notes.append("drift: no tracked runs of this configuration family yet; not checked")
         return failures, notes
-    cond = f"no drift > {_fmt_threshold(drift['tolerance'])} in {', '.join(drift['metrics'])}"
-    for m in drift["metrics"]:
+    cond = f"no drift > {_fmt_threshold(drift.tolerance)} in {', '.join(drift.metrics)}"
+    for m in drift.metrics:
         now = summary["metrics"].get(m)
         if now is None:
             continue
@@ -200,18 +209,18 @@ def drift_failures(
             continue
         ref, best = (min if lower else max)(past, key=lambda hv: hv[1])
         worse = (now - best) if lower else (best - now)
-        if worse > drift["tolerance"] + _EPS:
+        if worse > drift.tolerance + _EPS:
             steps = " -> ".join(f"{str(h['commit'])[:8]} {v:.4f}" for h, v in past[-6:])
-            failures.append(GateFailure(m, cond, float(now), worse - drift["tolerance"],
+            failures.append(GateFailure(m, cond, float(now), worse - drift.tolerance,
                 f"{m} drifted by {worse:.4f} from {best:.4f} (run {ref['run_id']}, commit {str(ref['commit'])[:8]}) "
                 f"to {now:.4f} over the last {len(past)} tracked runs ({steps} -> this run), beyond the tolerance "
-                f"{drift['tolerance']:.4f}"))  # fmt: skip
+                f"{drift.tolerance:.4f}"))  # fmt: skip
     return failures, notes
 
 
 def gate(
     summary: Summary,
-    gate_cfg: Mapping[str, Any],
+    gate_cfg: schema.Gate,
     baseline: Summary | None = None,
     *,
     allow_different_k: bool = False,
@@ -219,21 +228,22 @@ def gate(
 ) -> GateResult:
     """Apply thresholds (``>=``; ``<=`` for lower-is-better metrics) and, with a baseline, non-regression.
 
+    ``gate_cfg``: the composed ``gate`` block, or one :func:`check_gate_config` made from a hand-written gate.
     A summary with no entries fails ("nothing was measured"), and so do one marked ``complete: false`` ("the
-    run is incomplete") and one with more system errors than ``max_system_errors`` (default 0), whatever its
-    metrics say. A threshold on a metric the summary does not measure (null)
-    fails as "not measured". A baseline cut at another k is refused (UsageError) unless ``allow_different_k``.
+    run is incomplete") and one with more system errors than ``max_system_errors``, whatever its metrics say.
+    A threshold on a metric the summary does not measure (null) fails as "not measured". A baseline cut at
+    another k is refused (UsageError) unless ``allow_different_k``.
     """
-    cfg = check_gate_config(gate_cfg)
+    rules = check_gate_config(gate_cfg)
     summary = check_summary(summary, "summary")
     failures: list[GateFailure] = []
     conditions: list[str] = []
     notes: list[str] = []
-    failures += _run_failures(summary, cfg["max_system_errors"])
-    found, conditions = _threshold_failures(cfg["thresholds"], summary["metrics"])
+    failures += _run_failures(summary, rules.max_system_errors)
+    found, conditions = _threshold_failures(rules.thresholds, summary["metrics"])
     failures += found
-    nr = cfg["non_regression"]
-    if nr["enabled"]:
+    nr = rules.non_regression
+    if nr.enabled:
         if baseline is None:
             notes.append("non_regression is enabled but no baseline summary was given: not checked")
         else:
@@ -241,9 +251,9 @@ def gate(
             failures += found
             conditions.append(cond)
             notes += nr_notes
-    drift = cfg["drift"]
-    if drift["enabled"]:
-        conditions.append(f"no drift > {_fmt_threshold(drift['tolerance'])} in {', '.join(drift['metrics'])}")
+    drift = rules.drift
+    if drift.enabled:
+        conditions.append(f"no drift > {_fmt_threshold(drift.tolerance)} in {', '.join(drift.metrics)}")
         if history is None:
             notes.append("drift is enabled but no tracked history was read: not checked")
         else:
@@ -280,7 +290,7 @@ def _threshold_failures(
 
 
 def _regression_failures(
-    summary: Summary, baseline: Summary, nr: Mapping[str, Any], allow_different_k: bool
+    summary: Summary, baseline: Summary, nr: schema.NonRegression, allow_different_k: bool
 ) -> tuple[list[GateFailure], str, list[str]]:
     """Non-regression against the baseline: the failures, the condition, and the notes (a different k allowed,
     a drop the paired test cannot tell from noise in ``significant`` mode)."""
@@ -289,13 +299,13 @@ def _regression_failures(
     k_note = check_same_k(baseline, summary, "baseline", "summary", allow_different_k=allow_different_k)
     if k_note:
         notes.append(k_note)
-    cond = f"no regression > {_fmt_threshold(nr['tolerance'])} in {', '.join(nr['metrics'])} vs baseline"
+    cond = f"no regression > {_fmt_threshold(nr.tolerance)} in {', '.join(nr.metrics)} vs baseline"
     p_holm: dict[str, float | None] | None = None  # None: point mode, any drop beyond the tolerance fails
-    if nr["mode"] == "significant":
-        cond += f" (significant at {_fmt_threshold(nr['alpha'])}, Holm)"
-        p_holm = _paired_p_values(baseline, summary, nr["metrics"], allow_different_k)
+    if nr.mode == "significant":
+        cond += f" (significant at {_fmt_threshold(nr.alpha)}, Holm)"
+        p_holm = _paired_p_values(baseline, summary, list(nr.metrics), allow_different_k)
     failures: list[GateFailure] = []
-    for m in nr["metrics"]:
+    for m in nr.metrics:
         v, b = summary["metrics"].get(m), baseline["metrics"].get(m)
         if v is None or b is None:
             where = "the summary" if v is None else "the baseline"
@@ -316,22 +326,22 @@ def _regression_failures(
 
 
 def _regression(
-    m: str, v: float, b: float, cond: str, nr: Mapping[str, Any], p_holm: Mapping[str, float | None] | None
+    m: str, v: float, b: float, cond: str, nr: schema.NonRegression, p_holm: Mapping[str, float | None] | None
 ) -> tuple[GateFailure | None, str | None]:
     """Whether ``m`` regressed from ``b`` to ``v`` beyond the tolerance: a failure, or (in ``significant``
     mode, ``p_holm`` given, when the paired test cannot tell the drop from noise) a note, or neither."""
-    tol = nr["tolerance"]
+    tol = nr.tolerance
     worse = (v - b) if m in LOWER_IS_BETTER else (b - v)
     if not worse > tol + _EPS:
         return None, None
     verb = "rose" if m in LOWER_IS_BETTER else "dropped"
     what = f"{m} {verb} by {worse:.4f} ({b:.4f} -> {v:.4f}), beyond the tolerance {tol:.4f}"
     p = None if p_holm is None else p_holm.get(m)
-    if p_holm is not None and (p is None or p >= nr["alpha"]):
+    if p_holm is not None and (p is None or p >= nr.alpha):
         # A drop the paired test cannot tell from noise: said, not failed.
         note = (
             f"{what}, but not significantly (Holm-adjusted p = "
-            f"{'n/a' if p is None else f'{p:.3f}'} >= {nr['alpha']:g}): not failed"
+            f"{'n/a' if p is None else f'{p:.3f}'} >= {nr.alpha:g}): not failed"
         )
         return None, note
     reason = f"{what} by {worse - tol:.4f}" + (
@@ -403,8 +413,6 @@ def _paired_p_values(
 ) -> dict[str, float | None]:
     """Holm-adjusted paired p-values ("no change") of ``metrics`` between the baseline and the summary, entry by
     entry: the same machinery as ``doceval compare``, adjusted over the gated metrics only."""
-    from doceval.scoring.intervals import holm
-
     try:
         result = compare(
             baseline,

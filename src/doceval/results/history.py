@@ -17,14 +17,14 @@ from doceval.scoring.registry import LOWER_IS_BETTER
 
 def family_of(summary: Mapping[str, Any]) -> dict[str, str]:
     """The tags that make two runs comparable over time (tracking.history.FAMILY_TAGS), from a summary."""
-    config = summary.get("config") or {}
-    retriever = config.get("retriever") or {}
+    recorded = summary.get("config") or {}
+    retriever = recorded.get("retriever") or {}
     return {
-        "golden_md5": str((config.get("golden") or {}).get("md5") or ""),
-        "system": system_label(config),
+        "golden_md5": str((recorded.get("golden") or {}).get("md5") or ""),
+        "system": system_label(recorded),
         "retriever": str(retriever.get("name") if isinstance(retriever, Mapping) else retriever),
-        "k": str(config.get("k")),
-        "split": str(config.get("split") or "all"),
+        "k": str(recorded.get("k")),
+        "split": str(recorded.get("split") or "all"),
     }
 
 
@@ -65,9 +65,11 @@ def plot_history(
 ) -> Path:
     """One panel per metric: value per run in commit order, the 95% interval shaded, the gate threshold dashed,
     runs from dirty trees drawn hollow."""
+    # lazy: start-up (matplotlib, ~0.5 s; only --plot draws)
     import matplotlib
 
     matplotlib.use("Agg")
+    # lazy: as above, and pyplot only once the headless backend is chosen
     import matplotlib.pyplot as plt
     import numpy as np
 

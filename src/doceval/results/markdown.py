@@ -18,6 +18,8 @@ from doceval.common.text import md_code, md_text
 from doceval.results.comparison import _num
 from doceval.results.summaries import Summary, _doc_ids, check_summary
 from doceval.scoring.aggregate import column
+from doceval.scoring.contrast import contrast_only
+from doceval.scoring.failures import STAGES, stage_counts
 from doceval.scoring.intervals import MIN_N_BREAKDOWN, interval
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES, names
 
@@ -145,9 +147,9 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     """report.md: headline metrics with intervals, counts, breakdowns, floors, provenance, leaks."""
     summary = check_summary(summary, "summary")
     m = summary["metrics"]
-    cfg = summary.get("config") or {}
+    recorded = summary.get("config") or {}
     counts = m.get("counts") or {}
-    floors = cfg.get("floors") or {}
+    floors = recorded.get("floors") or {}
     out = _title_section(summary)
     out += _headline_section(summary)
     out += ["", "## Counts", ""]
@@ -164,7 +166,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     out += _floors_section(floors)
     if calibration is not None:
         out += _calibration_section(calibration, floors)
-    out += _provenance_section(cfg)
+    out += _provenance_section(recorded)
     out += _leaks_section(summary["entries"])
     out += ["", *_contrast_section(summary["entries"])]
     return "\n".join(out) + "\n"
@@ -172,13 +174,13 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
 
 def _title_section(summary: Summary) -> list[str]:
     """The title and the one-line description of the run (split, k, system, golden set), and INCOMPLETE."""
-    cfg = summary.get("config") or {}
-    golden = cfg.get("golden") or {}
+    recorded = summary.get("config") or {}
+    golden = recorded.get("golden") or {}
     out = ["# doceval report", ""]
     out.append(
-        f"Split {_code(cfg.get('split'))}, k = {_md(cfg.get('k'))}, system under test "
-        f"{_code(system_label(cfg))}, golden set {_code(golden.get('path'))} (md5 {_code(golden.get('md5'))}), "
-        f"{len(summary['entries'])} entries."
+        f"Split {_code(recorded.get('split'))}, k = {_md(recorded.get('k'))}, system under test "
+        f"{_code(system_label(recorded))}, golden set {_code(golden.get('path'))} "
+        f"(md5 {_code(golden.get('md5'))}), {len(summary['entries'])} entries."
     )
     if summary.get("complete") is False:
         why = (summary.get("incomplete") or {}).get("reason", "stopped early")
@@ -317,10 +319,11 @@ def _floors_not_used(per_lib: Mapping[str, Any], floors: Mapping[str, Any]) -> l
     return differ
 
 
-def _provenance_section(cfg: Mapping[str, Any]) -> list[str]:
-    """git commit (and whether the tree was dirty), golden set, run key, corpus hash, python."""
-    prov = cfg.get("provenance") or {}
-    golden = cfg.get("golden") or {}
+def _provenance_section(recorded: Mapping[str, Any]) -> list[str]:
+    """From the summary's recorded ``config`` block: git commit (and whether the tree was dirty), golden set,
+    run key, corpus hash, python."""
+    prov = recorded.get("provenance") or {}
+    golden = recorded.get("golden") or {}
     out = ["", "## Provenance", ""]
     dirty = prov.get("git_dirty")
     out += [
@@ -335,8 +338,8 @@ def _provenance_section(cfg: Mapping[str, Any]) -> list[str]:
         f"- golden set: {_code(golden.get('path'))} md5 {_code(golden.get('md5'))}",
     ]
     for key in ("run_key", "corpus_hash"):
-        if cfg.get(key):
-            out.append(f"- {key}: {_code(cfg[key])}")
+        if recorded.get(key):
+            out.append(f"- {key}: {_code(recorded[key])}")
     if prov.get("python"):
         out.append(f"- python: {_md(prov['python'])}")
     return out
@@ -370,8 +373,6 @@ def _leaks_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _stages_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     """Why entries failed: the failure stage of every entry (scoring.failures), per library and per kind."""
-    from doceval.scoring.failures import STAGES, stage_counts
-
     out = ["", "## Why entries failed", "",
            "The first step where each entry went wrong (docs/design.md section 4.5); `ok` and `correct_refusal` "
            "are successes.", ""]  # fmt: skip
@@ -393,9 +394,9 @@ _SYSTEM_ROLES = ("answerer", "system")  # the system under test; everything else
 def _answer_side(summary: Summary) -> list[str]:
     """The judge that produced answer_accuracy, the LLM usage and cost split between the system under test and
     the judge, and the spread across repeats with the flaky entries."""
-    cfg = summary.get("config") or {}
+    recorded = summary.get("config") or {}
     out: list[str] = []
-    judge_id = cfg.get("judge_id")
+    judge_id = recorded.get("judge_id")
     out += ["", "## Judge", ""]
     if judge_id:
         ident = judge_id.get("identity") or {}
@@ -406,13 +407,13 @@ def _answer_side(summary: Summary) -> list[str]:
                    "judge hashes are not comparable.")  # fmt: skip
     else:
         out.append("No judge ran: answer_accuracy is not judged.")
-    source = cfg.get("rescored_from")
+    source = recorded.get("rescored_from")
     if source:
         old = (source.get("judge_id") or {}).get("hash")
         out += ["", f"Re-judged from {_code(source.get('path'))} (sha256 {_code(str(source.get('sha256'))[:16])}, "
                     f"run key {_code(source.get('run_key'))}, judge {_code(old) if old else 'none'}): the answers are "
                     "that run's; only the verdicts are new."]  # fmt: skip
-    by_role = ((cfg.get("usage") or {}).get("by_role")) or {}
+    by_role = ((recorded.get("usage") or {}).get("by_role")) or {}
     if by_role:
         out += ["", "## LLM usage and cost", ""]
         rows = []
@@ -443,8 +444,6 @@ def _answer_side(summary: Summary) -> list[str]:
 
 def _contrast_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     """Answers scored 0 on version_correctness only for naming a forbidden API in a contrast ("instead of")."""
-    from doceval.scoring.contrast import contrast_only
-
     out = ["## version_correctness: failed only on a forbidden string in a contrast", ""]
     rows = []
     for e in entries:

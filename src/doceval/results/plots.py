@@ -12,6 +12,7 @@ from doceval.scoring.registry import LOWER_IS_BETTER
 
 def plot_compare(result: CompareResult, path: str | Path) -> Path:
     """A PNG of each metric's change (new - baseline) with its paired 95% interval, around 0."""
+    # lazy: start-up (matplotlib, ~0.5 s; only a compare that draws a plot needs it)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

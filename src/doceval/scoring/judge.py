@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from doceval.common.redact import redact_url, scrub_message
-from doceval.errors import UsageError
+from doceval.config import schema
 from doceval.llm import LLMConfig, LLMError, PromptTemplate, TemplatedChat
 from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings
 from doceval.scoring.reference_judge import identity as reference_identity
@@ -98,51 +98,36 @@ class OpenAIJudge(TemplatedChat):
         self.client.close()
 
 
-JUDGES = ("none", "openai", "reference")
+def make_judge(cfg: schema.Judge, labels: Mapping[str, VersionStrings] | None = None) -> Judge | None:
+    """The configured judge: ``judge=none`` -> None (no judge); ``judge=openai`` (its client settings in
+    ``cfg.llm``); ``judge=reference``, which needs the entries' version strings (``labels``)."""
+    if isinstance(cfg, schema.JudgeOpenAI):
+        return OpenAIJudge(cfg.llm, PromptTemplate.load(cfg.template))
+    if isinstance(cfg, schema.JudgeReference):
+        return ReferenceJudge(float(cfg.threshold), labels or {})
+    return None
 
 
-def make_judge(cfg: Mapping[str, Any], labels: Mapping[str, VersionStrings] | None = None) -> Judge | None:
-    """``{"name": "none"}`` -> None (no judge); ``{"name": "openai", ...}`` (keys as :class:`LLMConfig`);
-    ``{"name": "reference", "threshold": T}``, which needs the entries' version strings (``labels``)."""
-    name = str(cfg.get("name", "none"))
-    if name in ("none", "", "null"):
-        return None
-    if name == "openai":
-        llm_cfg = LLMConfig.from_mapping(cfg, "judge")
-        template = PromptTemplate.load(str(cfg.get("template") or "judge.txt"))
-        return OpenAIJudge(llm_cfg, template)
-    if name == "reference":
-        threshold = cfg.get("threshold")
-        if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not -1 <= threshold <= 1:
-            raise UsageError(
-                f"judge.threshold: {threshold!r} must be a cosine similarity in [-1, 1] "
-                "(`doceval judge calibrate` computes it from labelled answers)"
-            )
-        return ReferenceJudge(float(threshold), labels or {})
-    raise UsageError(f"judge.name: unknown judge {name!r}; choose one of {', '.join(JUDGES)}")
-
-
-def judge_identity(cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+def judge_identity(cfg: schema.Judge) -> dict[str, Any] | None:
     """What decides a verdict, and nothing else (not the key, retries or budget): the model, endpoint (no
     credentials), template text hash, temperature and seed of an LLM judge; the rule and threshold of the
     reference judge. None: no judge."""
-    name = str(cfg.get("name", "none"))
-    if name in ("none", "", "null"):
-        return None
-    if name == "reference":
+    if isinstance(cfg, schema.JudgeReference):
         return reference_identity(cfg)
-    template = PromptTemplate.load(str(cfg.get("template") or "judge.txt"))
-    base_url = cfg.get("base_url")
+    if not isinstance(cfg, schema.JudgeOpenAI):
+        return None
+    template = PromptTemplate.load(cfg.template)
+    llm = cfg.llm
     return {
-        "name": name,
-        "model": cfg.get("model"),
-        "base_url": redact_url(str(base_url)) if base_url else None,
+        "name": cfg.name,
+        "model": llm.model,
+        "base_url": redact_url(str(llm.base_url)) if llm.base_url else None,
         "template": template.template_id,
         "template_sha256": hashlib.sha256(template.text.encode()).hexdigest(),
-        "temperature": cfg.get("temperature"),
-        "seed": cfg.get("seed"),
-        "max_tokens": cfg.get("max_tokens"),
-        "response_format": cfg.get("response_format"),
+        "temperature": llm.temperature,
+        "seed": llm.seed,
+        "max_tokens": llm.max_tokens,
+        "response_format": None if llm.response_format is None else dict(llm.response_format),
     }
 
 
@@ -154,7 +139,7 @@ def judge_hash(identity: Mapping[str, Any] | None) -> str | None:
     return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def judge_id(judge_cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+def judge_id(judge_cfg: schema.Judge) -> dict[str, Any] | None:
     """``{"hash", "identity"}`` of a configured judge, None without one (the summary's ``config.judge_id``)."""
     identity = judge_identity(judge_cfg)
     return None if identity is None else {"hash": judge_hash(identity), "identity": identity}

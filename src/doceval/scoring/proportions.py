@@ -18,6 +18,8 @@ to a point when every entry agrees). docs/design.md section 4.3 states which met
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import math
 import os
 from collections.abc import Callable
@@ -114,9 +116,7 @@ def _brentq() -> Callable[[Callable[[float], float], float, float, float], float
     floats) without importing ``scipy.optimize``, whose package import costs ~0.5 s of a ten-entry eval's start-up
     (issue 26): its extension module is loaded from its file. Where that fails (another SciPy layout), the public
     function; tests/test_intervals.py checks both give the same roots."""
-    import importlib.machinery
-    import importlib.util
-
+    # lazy: start-up budget (issue 26): only an interval that is computed needs SciPy
     import scipy
 
     try:
@@ -133,6 +133,7 @@ def _brentq() -> Callable[[Callable[[float], float], float, float, float], float
                 )
     except (ImportError, AttributeError, OSError):
         pass
+    # lazy: start-up budget (issue 26): scipy.optimize costs ~0.5 s; only this fallback imports it
     from scipy.optimize import brentq
 
     return lambda f, a, b, xtol: float(brentq(f, a, b, xtol=xtol))

@@ -21,6 +21,7 @@ from doceval.scoring.metrics import contains_apis
 from doceval.seam import Probe
 
 if TYPE_CHECKING:
+    from doceval.config.schema import JudgeReference
     from doceval.index.embed import MiniLMEmbedder
 
 EMBEDDER = "all-MiniLM-L6-v2"
@@ -65,6 +66,7 @@ class ReferenceJudge:
 
     def _encoder(self) -> MiniLMEmbedder:
         if self._model is None:
+            # lazy: start-up (torch and sentence_transformers, seconds; only a judge that scores loads them)
             from doceval.index.embed import MiniLMEmbedder
 
             self._model = MiniLMEmbedder(batch_size=32)
@@ -106,6 +108,6 @@ def version_strings(entries: Sequence[Any]) -> dict[str, VersionStrings]:
     }
 
 
-def identity(cfg: Mapping[str, Any]) -> dict[str, Any]:
-    return {"name": "reference", "threshold": float(cfg["threshold"]), "embedder": EMBEDDER,
+def identity(cfg: JudgeReference) -> dict[str, Any]:
+    return {"name": "reference", "threshold": float(cfg.threshold), "embedder": EMBEDDER,
             "rule": "version strings and cosine >= threshold"}  # fmt: skip

@@ -9,6 +9,8 @@ give the same result. :mod:`doceval.scoring.intervals` decides which method each
 
 from __future__ import annotations
 
+from statistics import NormalDist
+
 import numpy as np
 
 __all__ = ["bca_ci", "bootstrap_ci", "paired_bootstrap_ci", "sign_flip_p", "win_tie_loss"]
@@ -68,8 +70,6 @@ def bca_ci(
     (ties count half), the acceleration from the jackknife. It is the percentile interval when z0 = a = 0.
     Callers handle tiny or constant samples first (:mod:`doceval.scoring.intervals`): BCa, like any
     bootstrap, cannot see spread that the sample does not show."""
-    from statistics import NormalDist
-
     _check(n_boot, alpha)
     x = _finite(values)
     m = x.size

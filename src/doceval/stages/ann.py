@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doceval.harness.candidates import EXACT, load_candidates
 from doceval.harness.evaluate import evaluate
 from doceval.harness.plan import EvalOptions, RunPlan, variant
+from doceval.results.comparison import compare
 from doceval.scoring.registry import names
+
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
 
 METRICS = names("ann")
 
@@ -28,26 +32,24 @@ def top_k_overlap(ann: list[str], exact: list[str], k: int) -> float | None:
     return len(set(ann[:k]) & set(reference)) / len(reference)
 
 
-def ann_vs_exact(params: Mapping[str, Any], summary: Mapping[str, Any], plan: RunPlan) -> dict[str, Any]:
+def ann_vs_exact(cfg: Config, summary: Mapping[str, Any], plan: RunPlan) -> dict[str, Any]:
     """``{"search", "k", "exact": true}`` when the configured search is exact; otherwise also ``rows`` (one per
     metric: exact, configured, change, ci95, p, n) and ``overlap_at_k`` (mean over entries, and n). ``plan``:
     the run's (its candidates are the configured search's); only the exact twin is loaded here."""
-    from doceval.results.comparison import compare
-
-    config = summary["config"]
-    search = (config.get("candidates") or {}).get("search")
-    k = int(config["k"])
-    out: dict[str, Any] = {"search": search, "k": k, "split": config.get("split")}
+    recorded = summary["config"]
+    search = (recorded.get("candidates") or {}).get("search")
+    k = int(recorded["k"])
+    out: dict[str, Any] = {"search": search, "k": k, "split": recorded.get("split")}
     if search is None:
         return {**out, "exact": None, "note": "the retriever does not search the index"}
     if search.get("exact", True):
         return {**out, "exact": True}
     assert plan.candidates is not None
-    ann, exact = plan.candidates, load_candidates(Path(params["paths"]["runs"]), EXACT)
-    exact_plan = variant(params, plan, candidates=exact)
-    exact_summary = evaluate(params, EvalOptions(progress=False, candidates=exact), exact_plan)
+    ann, exact = plan.candidates, load_candidates(Path(cfg.paths.runs), EXACT)
+    exact_plan = variant(cfg, plan, candidates=exact)
+    exact_summary = evaluate(cfg, EvalOptions(progress=False, candidates=exact), exact_plan)
     result = compare(
-        exact_summary, summary, n_boot=int(params.get("bootstrap", 1000)), seed=int(params.get("seed", 0)),
+        exact_summary, summary, n_boot=cfg.bootstrap, seed=cfg.seed,
         base_label="exact", new_label="configured",
     )  # fmt: skip
     overlaps = [

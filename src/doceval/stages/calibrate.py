@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from doceval import tracking
 from doceval.common.io import atomic_dir, sha256_file, write_json_atomic
+from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.harness.calibrate import calibrate, overlap_notes, plot_calibration, write_curves
 from doceval.harness.candidates import CANDIDATES, check_candidates, load_candidates
@@ -17,32 +19,37 @@ from doceval.harness.plan import EvalOptions, load_inputs, needs_corpus
 from doceval.inputs.golden import select_split
 from doceval.scoring.registry import names
 
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
 
-def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
+
+def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
     """floors.json + curves + plot into eval/calibration; the calibration split scored with them."""
-    from doceval import tracking
-
-    tracking.check_configured(params)
-    out = Path(params["paths"]["eval"]) / "calibration"
+    tracking.check_configured(cfg)
+    out = Path(cfg.paths.eval) / "calibration"
     opts = EvalOptions(progress=progress)
-    corpus, all_entries, golden_path, golden_md5 = load_inputs(params, opts, needs_corpus(params, opts))
-    split = params["calibration"]["split"]
+    corpus, all_entries, golden_path, golden_md5 = load_inputs(cfg, opts, needs_corpus(cfg, opts))
+    split = cfg.calibration.split
     entries = select_split(all_entries, split, golden_path)
-    runs = Path(params["paths"]["runs"])
+    runs = Path(cfg.paths.runs)
     cands = load_candidates(runs)
     check_candidates(
         cands,
         all_entries,
         golden_md5,
-        params["retriever"],
-        int(params["k"]),
+        cfg.retriever,
+        cfg.k,
         corpus=corpus,
-        index_dir=Path(params["paths"]["index"]),
-        store_cfg=params.get("store"),
+        index_dir=Path(cfg.paths.index),
+        store_cfg=cfg.store,
     )
     if cands.meta.get("scored") is False:
+        retriever = cfg.retriever
+        named: str = retriever.name
+        if isinstance(retriever, schema.RetrieverFunction) and retriever.target:
+            named = retriever.target
         raise UsageError(
-            f"calibrate: retriever {params['retriever'].get('target') or params['retriever']['name']} returns ids "
+            f"calibrate: retriever {named} returns ids "
             "without scores, so there is no floor to calibrate; sweep its own evidence bar instead, e.g. "
             "`doceval sweep -m +retriever.kwargs.min_score=1,2,3` on the calibration split, then run the best "
             "value once on test"
@@ -50,7 +57,7 @@ def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
     # Without a doceval corpus, the libraries are the golden set's own pins.
     libraries = corpus.libraries if corpus is not None else sorted({e.library for e in all_entries})
     artifact = calibrate(
-        params, entries, cands, libraries, golden_md5, sha256_file(runs / "candidates" / CANDIDATES), corpus
+        cfg, entries, cands, libraries, golden_md5, sha256_file(runs / "candidates" / CANDIDATES), corpus
     )
     # The calibration split scored with its own floors: recorded apart, never the headline.
     floors = Floors(
@@ -59,7 +66,7 @@ def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
         source=f"calibrated:{out / 'floors.json'}",
         provenance=artifact["provenance"],
     )
-    summary = evaluate(params, EvalOptions(split=split, candidates=cands, progress=progress, floors=floors))
+    summary = evaluate(cfg, EvalOptions(split=split, candidates=cands, progress=progress, floors=floors))
     # Every file into a temporary sibling, swapped in whole: a killed or failed calibrate leaves the previous
     # eval/calibration (or none), never new floors beside old curves.
     with atomic_dir(out) as tmp:
@@ -81,12 +88,10 @@ def run(params: Mapping[str, Any], progress: bool = True) -> dict[str, Any]:
     return {"artifact": artifact, "summary": summary, "out": out}
 
 
-def track(params: Mapping[str, Any], result: Mapping[str, Any]) -> str | None:
-    from doceval import tracking
-
+def track(cfg: Config, result: Mapping[str, Any]) -> str | None:
     out: Path = result["out"]
     return tracking.log_configured_run(
-        params,
+        cfg,
         result["summary"],
         {"floors.json": out / "floors.json", "floors.png": out / "floors.png"},
         run_name="calibrate",  # the title says split calibration; the label says which stage

@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doceval.errors import UsageError
 from doceval.inputs.docs import build_corpus, build_folder_corpus, normalise_name, parse_specs
+
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
 
 FOLDERS_DIR = Path("data/folders")
 
@@ -24,7 +27,7 @@ def folder_out(library: str, version: str, out: str | None = None) -> Path:
 
 
 def run(
-    params: Mapping[str, Any],
+    cfg: Config,
     progress: bool = True,
     *,
     folder: str | None = None,
@@ -33,32 +36,30 @@ def run(
     only: Sequence[str] | None = None,
     out: str | None = None,
 ) -> dict[str, Any]:
-    docs_cfg = params["docs"]
-    docs_dir = Path(params["paths"]["docs"])
+    docs = cfg.docs
+    docs_dir = Path(cfg.paths.docs)
     if out and not folder:
         raise UsageError("docs --out: only with --folder (the wheel corpus is the DVC output paths.docs)")
     if folder:
         # A folder named on the command line gets its own corpus directory, outside DVC's outputs.
-        library = library or docs_cfg.get("folder_library")
-        version = version or docs_cfg.get("folder_version")
+        library = library or docs.folder_library
+        version = version or docs.folder_version
         if not library or not version:
             raise UsageError("docs --folder needs --library NAME and --version VERSION for the document ids")
         target = folder_out(library, version, out)
-        manifest = build_folder_corpus(Path(folder), library, version, target, int(docs_cfg["chunk_chars"]))
-    elif docs_cfg.get("folder"):
+        manifest = build_folder_corpus(Path(folder), library, version, target, docs.chunk_chars)
+    elif docs.folder:
         # docs.folder in params.yaml: the DVC stage builds paths.docs from the folder.
-        library = docs_cfg.get("folder_library")
-        version = docs_cfg.get("folder_version")
+        library = docs.folder_library
+        version = docs.folder_version
         if not library or not version:
             raise UsageError(
                 "docs.folder needs docs.folder_library and docs.folder_version for the document ids"
             )
         target = docs_dir
-        manifest = build_folder_corpus(
-            Path(docs_cfg["folder"]), library, version, target, int(docs_cfg["chunk_chars"])
-        )
+        manifest = build_folder_corpus(Path(docs.folder), library, version, target, docs.chunk_chars)
     else:
-        specs = parse_specs(docs_cfg["libraries"])
+        specs = parse_specs(docs.libraries)
         if only:
             known = {s.pin: s for s in specs}
             unknown = [p for p in only if p not in known]
@@ -67,9 +68,9 @@ def run(
                     f"docs --only: {', '.join(unknown)} not configured; known: {', '.join(sorted(known))}"
                 )
             specs = [known[p] for p in only]
-        cache = Path(params["paths"]["cache"]) / "wheels"
+        cache = Path(cfg.paths.cache) / "wheels"
         target = docs_dir
-        manifest = build_corpus(specs, target, cache, int(docs_cfg["chunk_chars"]), progress=progress)
+        manifest = build_corpus(specs, target, cache, docs.chunk_chars, progress=progress)
     print(
         json.dumps(
             {

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from doceval.common.io import check_writable, write_json_atomic
-from doceval.harness.candidates import CandidateSet
+from doceval import tracking
+from doceval.common.io import atomic_dir, check_writable, write_json_atomic
+from doceval.harness import tradeoff
+from doceval.harness.candidates import CandidateSet, bm25_rankings, load_candidates
 from doceval.harness.evaluate import EvalOptions, evaluate
+from doceval.harness.floors import Floors
 from doceval.harness.plan import (
     RunPlan,
     load_inputs,
@@ -18,8 +21,13 @@ from doceval.harness.plan import (
     variant,
 )
 from doceval.inputs.corpus import Corpus
-from doceval.inputs.golden import GoldenEntry
+from doceval.inputs.golden import GoldenEntry, select_split
+from doceval.results.comparison import compare
 from doceval.scoring.registry import METRIC_NAMES, names
+from doceval.stages.ann import ann_vs_exact
+
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
 
 ANN_VS_EXACT = "ann_vs_exact.json"  # the report's "ANN vs exact" (doceval.stages.ann)
 
@@ -35,67 +43,50 @@ def headline_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def run(params: Mapping[str, Any], progress: bool = True) -> tuple[dict[str, Any], RunPlan]:
+def run(cfg: Config, progress: bool = True) -> tuple[dict[str, Any], RunPlan]:
     """The summary and the one plan every section shares: the golden set, the corpus and the candidates are
     loaded once, and the system is asked once per entry (docs/design.md, "Plan once, run once")."""
-    from doceval import tracking
-
-    out = Path(params["paths"]["eval"])
+    out = Path(cfg.paths.eval)
     # Outputs and the tracking store are checked before any work: a run must not be lost at the end.
     fix = f"make {out} writable, or set paths.eval to a writable folder (conf/, then `doceval params`)"
     for name in ("summary.json", "metrics.json", ANN_VS_EXACT):
         check_writable(out / name, str(out / name), fix)
-    tracking.check_configured(params)
+    tracking.check_configured(cfg)
     options = EvalOptions(progress=progress)
     # A user's retriever runs here, once: the comparisons below reuse its candidates.
-    plan = retrieve_live(params, options, plan_run(params, options))
-    summary = evaluate(params, options, plan)
+    plan = retrieve_live(cfg, options, plan_run(cfg, options))
+    summary = evaluate(cfg, options, plan)
     write_json_atomic(out / "summary.json", summary)
     write_json_atomic(out / "metrics.json", headline_metrics(summary))
-    if params["agent"]["name"] == "docchat":
-        from doceval.stages.ann import ann_vs_exact
-
-        write_json_atomic(out / ANN_VS_EXACT, ann_vs_exact(params, summary, plan))
-    if (
-        summary["config"]["floors"].get("source", "").startswith("calibrated")
-        and params["agent"]["name"] == "docchat"
-    ):
-        trade_off(params, summary, plan, out / "tradeoff")
+    if cfg.agent.name == "docchat":
+        write_json_atomic(out / ANN_VS_EXACT, ann_vs_exact(cfg, summary, plan))
+    if summary["config"]["floors"].get("source", "").startswith("calibrated") and cfg.agent.name == "docchat":
+        trade_off(cfg, summary, plan, out / "tradeoff")
     return summary, plan
 
 
 TRADEOFF_METRICS = names("tradeoff_effect")
 
 
-def trade_off(params: Mapping[str, Any], summary: Mapping[str, Any], plan: RunPlan, folder: Path) -> None:
+def trade_off(cfg: Config, summary: Mapping[str, Any], plan: RunPlan, folder: Path) -> None:
     """eval/tradeoff: the refusal curves, AUROCs and signals (doceval.harness.tradeoff) and the test-split
     effect of the per-library floors against the global floor alone, with paired intervals."""
-    from doceval.common.io import atomic_dir
-    from doceval.harness import tradeoff
-    from doceval.harness.floors import Floors
-    from doceval.inputs.golden import select_split
-    from doceval.results.comparison import compare
-
-    floors_block = summary["config"]["floors"]
-    corpus, entries, golden_path, cands = _tradeoff_inputs(params, plan)
+    floors_block = summary["config"]["floors"]  # the floors the run used, as its summary records them
+    corpus, entries, golden_path, cands = _tradeoff_inputs(cfg, plan)
     splits = {
-        "calibration": select_split(entries, params["calibration"]["split"], golden_path),
+        "calibration": select_split(entries, cfg.calibration.split, golden_path),
         "test": select_split(entries, summary["config"]["split"], golden_path),
     }
-    bm25 = _bm25(params, [e for es in splits.values() for e in es], corpus, cands)
+    bm25 = _bm25(cfg, [e for es in splits.values() for e in es], corpus, cands)
     data = tradeoff.analyse(
-        splits, cands, bm25, dict(floors_block["per_library"]), float(floors_block["global"]), int(params["k"]),
-        int((params.get("relevance") or {}).get("threshold", 2)), seed=int(params.get("seed", 0)),
+        splits, cands, bm25, dict(floors_block["per_library"]), float(floors_block["global"]), cfg.k,
+        cfg.relevance.threshold, seed=cfg.seed,
     )  # fmt: skip
     # One global floor for every library, on the same test entries: is the per-library choice worth it?
     pooled = Floors(float(floors_block["global"]), {}, source=f"{floors_block['source']} (global floor only)",
                     provenance=dict(floors_block.get("provenance") or {}))  # fmt: skip
-    single = evaluate(
-        params, EvalOptions(progress=False, floors=pooled), variant(params, plan, floors=pooled)
-    )
-    result = compare(
-        single, summary, n_boot=int(params.get("bootstrap", 1000)), seed=int(params.get("seed", 0))
-    )
+    single = evaluate(cfg, EvalOptions(progress=False, floors=pooled), variant(cfg, plan, floors=pooled))
+    result = compare(single, summary, n_boot=cfg.bootstrap, seed=cfg.seed)
     data["per_library_vs_global"] = {
         "global_floor": float(floors_block["global"]),
         "rows": [{"metric": r.metric, "global": r.base, "per_library": r.new, "change": r.change,
@@ -107,40 +98,32 @@ def trade_off(params: Mapping[str, Any], summary: Mapping[str, Any], plan: RunPl
         tradeoff.plot(data, tmp / "tradeoff.png")
 
 
-def _tradeoff_inputs(
-    params: Mapping[str, Any], plan: RunPlan
-) -> tuple[Corpus, list[GoldenEntry], Path, CandidateSet]:
+def _tradeoff_inputs(cfg: Config, plan: RunPlan) -> tuple[Corpus, list[GoldenEntry], Path, CandidateSet]:
     """The corpus (bm25's second ranking), every golden entry and the candidates of both splits: the plan's,
     when a built-in retriever's cache gave them. A user's retriever ran live on the test split only, and
     brings no doceval corpus: its calibration-split candidates are the retrieve stage's cache."""
-    if plan.corpus is not None and not uses_function_retriever(params, EvalOptions()):
+    if plan.corpus is not None and not uses_function_retriever(cfg, EvalOptions()):
         assert plan.candidates is not None
         return plan.corpus, plan.all_entries, plan.golden_path, plan.candidates
-    from doceval.harness.candidates import load_candidates
-
-    corpus, entries, golden_path, _ = load_inputs(params, EvalOptions(progress=False))
+    corpus, entries, golden_path, _ = load_inputs(cfg, EvalOptions(progress=False))
     assert corpus is not None
-    return corpus, entries, golden_path, load_candidates(Path(params["paths"]["runs"]))
+    return corpus, entries, golden_path, load_candidates(Path(cfg.paths.runs))
 
 
 def _bm25(
-    params: Mapping[str, Any], entries: Sequence[GoldenEntry], corpus: Corpus, cands: CandidateSet
+    cfg: Config, entries: Sequence[GoldenEntry], corpus: Corpus, cands: CandidateSet
 ) -> dict[str, list[str]]:
     """bm25's ranking per entry: the retrieve stage's, cached with the candidates at the same depth, or built."""
-    from doceval.harness.candidates import bm25_rankings
-
-    depth = int(params["candidates_k"])
+    depth = cfg.candidates_k
     cached = cands.bm25
     if cached is not None and cands.depth == depth and all(e.id in cached for e in entries):
         return {e.id: cached[e.id] for e in entries}
     return bm25_rankings(entries, corpus, depth)
 
 
-def track(params: Mapping[str, Any], summary: Mapping[str, Any], plan: RunPlan | None = None) -> str | None:
+def track(cfg: Config, summary: Mapping[str, Any], plan: RunPlan | None = None) -> str | None:
     """Log the run; the traces' document texts come from the plan's corpus (already loaded) when it has one."""
-    from doceval import tracking
-
     texts = plan.corpus.first_chunks if plan is not None and plan.corpus is not None else None
     return tracking.log_configured_run(
-        params, summary, {}, run_name=None, tags={"stage": "evaluate"}, doc_texts=texts
+        cfg, summary, {}, run_name=None, tags={"stage": "evaluate"}, doc_texts=texts
     )

@@ -6,20 +6,23 @@ anything is read and written atomically (a temporary sibling renamed over it): r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doceval.common.io import check_writable, read_json, write_text_atomic
+from doceval.results.ann_md import ann_lines
 from doceval.results.gating import GateResult, gate
 from doceval.results.markdown import render_report
 from doceval.results.summaries import load_summary
+from doceval.results.tradeoff_md import tradeoff_lines
+from doceval.scoring.agreement import MIN_KAPPA, trusted
+
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
 
 
 def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
     """The offline judge's measured agreement, and whether it clears the bar for answer_accuracy."""
-    from doceval.scoring.agreement import MIN_KAPPA, trusted
-
     a = report["agreement"]
     ci = a.get("kappa_ci95") or [None, None]
     ok, why = trusted(report)
@@ -39,8 +42,8 @@ def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
-def run(params: Mapping[str, Any]) -> tuple[Path, GateResult]:
-    out = Path(params["paths"]["eval"])
+def run(cfg: Config) -> tuple[Path, GateResult]:
+    out = Path(cfg.paths.eval)
     report = out / "report.md"
     check_writable(
         report,
@@ -50,19 +53,15 @@ def run(params: Mapping[str, Any]) -> tuple[Path, GateResult]:
     summary = load_summary(out / "summary.json")
     floors_file = out / "calibration" / "floors.json"
     calibration = read_json(floors_file, "calibrated floors") if floors_file.is_file() else None
-    verdict = gate(summary, params["gate"])
+    verdict = gate(summary, cfg.gate)
     lines = [render_report(summary, calibration).rstrip()]
     trade = out / "tradeoff" / "tradeoff.json"
     if trade.is_file():
-        from doceval.results.tradeoff_md import tradeoff_lines
-
         lines += tradeoff_lines(
             read_json(trade, "refusal trade-off", rerun="dvc repro evaluate"), calibration, summary
         )
     ann = out / "ann_vs_exact.json"
     if ann.is_file():
-        from doceval.results.ann_md import ann_lines
-
         lines += ann_lines(read_json(ann, "ANN vs exact", rerun="dvc repro evaluate"))
     validation = out / "judge" / "reference.json"
     if validation.is_file():

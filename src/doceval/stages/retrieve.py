@@ -3,12 +3,14 @@ and bm25's ranking of each beside them (the evaluate stage's trade-off compares 
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from doceval.common.io import atomic_dir, jsonl_line, write_json_atomic
+from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.harness.candidates import (
     BM25_RANKINGS,
@@ -24,13 +26,16 @@ from doceval.inputs.golden import GoldenEntry
 from doceval.inputs.scope import load_checked_golden
 from doceval.system.retrievers.base import SCORE_DECIMALS
 
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
 
-def run(params: Mapping[str, Any], progress: bool = True) -> CandidateSet:
+
+def run(cfg: Config, progress: bool = True) -> CandidateSet:
     """Write ``<runs>/candidates/{candidates.jsonl,meta.json}`` for every golden entry (all splits)."""
-    corpus = load_corpus(Path(params["paths"]["docs"]))
-    golden_path = Path(params["golden"])
+    corpus = load_corpus(Path(cfg.paths.docs))
+    golden_path = Path(cfg.golden)
     entries, golden_md5, _ = load_checked_golden(golden_path, corpus)
-    cands = compute_candidates(params, corpus, entries, golden_path, golden_md5, progress)
+    cands = compute_candidates(cfg, corpus, entries, golden_path, golden_md5, progress)
     if cands.errors:  # the cache has no place for a failed call: it would read as a refusal
         first = next(iter(cands.errors.items()))
         raise UsageError(
@@ -41,14 +46,15 @@ def run(params: Mapping[str, Any], progress: bool = True) -> CandidateSet:
     search = cands.meta.get("search") or {}
     if not search.get("exact", True):
         # The same index searched exactly, for the report's "ANN vs exact" (one more pass over the golden set).
-        twin = {
-            **params,
-            "store": {**params["store"], "search": {**params["store"]["search"], "exact": True}},
-        }
+        store = cfg.store
+        assert isinstance(store, schema.StoreQdrantEdge)  # the only store that searches approximately
+        twin = dataclasses.replace(
+            cfg, store=dataclasses.replace(store, search=dataclasses.replace(store.search, exact=True))
+        )
         exact = compute_candidates(twin, corpus, entries, golden_path, golden_md5, progress)
         cands.meta["exact_candidates"] = EXACT
     bm25 = bm25_rankings(entries, corpus, cands.depth)  # the evaluate stage's trade-off, read from here
-    out = Path(params["paths"]["runs"]) / "candidates"
+    out = Path(cfg.paths.runs) / "candidates"
     with atomic_dir(out) as tmp:
         _write(tmp / CANDIDATES, entries, cands)
         if exact is not None:

@@ -4,28 +4,37 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doceval.common.redact import redact_url
 from doceval.config.compose import flatten
+from doceval.config.objects import config_dict
+from doceval.errors import UsageError
+from doceval.inputs.corpus import load_corpus
+from doceval.tracking.judge_runs import JUDGE_EXPERIMENT, log_judge_validation
+from doceval.tracking.locking import _store_lock
 from doceval.tracking.runs import log_run
 from doceval.tracking.shaping import MAX_TAG_LEN, run_title
+from doceval.tracking.store import _client
 from doceval.tracking.uris import check_reachable, tracking_uri
 
+if TYPE_CHECKING:
+    from doceval.config.schema import Config
 
-def enabled(cfg: Mapping[str, Any]) -> bool:
-    return bool(cfg.get("tracking", {}).get("enabled", True))
+
+def enabled(cfg: Config) -> bool:
+    return cfg.tracking.enabled
 
 
-def check_configured(cfg: Mapping[str, Any], root: Path | None = None) -> None:
+def check_configured(cfg: Config, root: Path | None = None) -> None:
     """Fail fast (exit 2) on a tracking store the run could not log to, before any work is done: an unsupported
     scheme, an http(s) server that does not answer, a sqlite store that cannot be written (read-only, /proc)."""
     if enabled(cfg):
-        check_reachable(tracking_uri(cfg["tracking"].get("uri"), root or Path.cwd()), write=True)
+        check_reachable(tracking_uri(cfg.tracking.uri, root or Path.cwd()), write=True)
 
 
 def log_configured_run(
-    cfg: Mapping[str, Any],
+    cfg: Config,
     summary: Mapping[str, Any],
     artifacts: Mapping[str, Path],
     run_name: str | None = None,
@@ -37,8 +46,9 @@ def log_configured_run(
     if not enabled(cfg):
         return None
     root = Path.cwd()
-    uri = tracking_uri(cfg["tracking"].get("uri"), root)
-    flat = flatten({k: v for k, v in cfg.items() if k not in ("docs", "paths")})
+    uri = tracking_uri(cfg.tracking.uri, root)
+    # The MLflow params: the config as recorded (config_dict), less where its files are.
+    flat = flatten({k: v for k, v in config_dict(cfg).items() if k not in ("docs", "paths")})
     title = run_title(summary.get("config") or {})
     run_id = log_run(
         dict(summary),
@@ -59,18 +69,15 @@ def log_configured_run(
     return run_id
 
 
-def _traces_on(cfg: Mapping[str, Any]) -> bool:
-    return bool(cfg.get("tracking", {}).get("traces", True))
+def _traces_on(cfg: Config) -> bool:
+    return cfg.tracking.traces
 
 
-def _doc_texts(cfg: Mapping[str, Any]) -> dict[str, str] | None:
+def _doc_texts(cfg: Config) -> dict[str, str] | None:
     """doc id -> the passage an answerer sees, for the traces' retrieved documents (the corpus is memoised:
     the run that just scored it already loaded it). None when there is no built corpus to read."""
-    from doceval.errors import UsageError
-    from doceval.inputs.corpus import load_corpus
-
-    docs = (cfg.get("paths") or {}).get("docs")
-    if not docs or not (Path(docs) / "manifest.json").is_file():
+    docs = cfg.paths.docs
+    if not (Path(docs) / "manifest.json").is_file():
         return None
     try:
         return load_corpus(Path(docs)).first_chunks
@@ -81,9 +88,6 @@ def _doc_texts(cfg: Mapping[str, Any]) -> dict[str, str] | None:
 def fail_parent(run_id: str, uri: str, failed_point: str | None = None) -> None:
     """Mark a sweep's parent run FAILED (it is created finished), tagging the point that failed (its overrides,
     already logged in the parent's ``sweep`` tag); the sweep's caller says why."""
-    from doceval.tracking.locking import _store_lock
-    from doceval.tracking.store import _client
-
     with _store_lock(uri):
         client = _client(uri)
         if failed_point:
@@ -91,14 +95,12 @@ def fail_parent(run_id: str, uri: str, failed_point: str | None = None) -> None:
         client.set_terminated(run_id, "FAILED")
 
 
-def log_configured_judge_validation(cfg: Mapping[str, Any], report: Mapping[str, Any]) -> str | None:
+def log_configured_judge_validation(cfg: Config, report: Mapping[str, Any]) -> str | None:
     """Log a judge validation to the ``doceval-judge`` experiment when tracking is enabled; returns the run id."""
-    from doceval.tracking.judge_runs import JUDGE_EXPERIMENT, log_judge_validation
-
     if not enabled(cfg):
         return None
     root = Path.cwd()
-    uri = tracking_uri(cfg["tracking"].get("uri"), root)
+    uri = tracking_uri(cfg.tracking.uri, root)
     run_id = log_judge_validation(
         report, uri=uri, root=root, run_name=(report.get("judge") or {}).get("hash")
     )

@@ -57,6 +57,7 @@ def register_golden(store: AbstractStore, experiment_id: str, golden_path: Path,
                     secrets: list[str]) -> str | None:  # fmt: skip
     """The golden set's evaluation dataset id, created (with its records) on first use and attached to
     ``experiment_id``; None when the file is gone or the store keeps no evaluation datasets."""
+    # lazy: start-up (mlflow, seconds; only tracking loads it)
     from mlflow.exceptions import MlflowException
 
     path = Path(golden_path)

@@ -41,6 +41,7 @@ def load_history(
     run that has them (None: the newest run's family),
     oldest commit first: ``{"run_id", "run_name", "commit", "dirty", "time", "start", "family", "metrics":
     {name: {"value", "ci"}}}``. Runs of a sweep (children) and runs without a commit are left out."""
+    # lazy: start-up (mlflow, seconds; only tracking loads it)
     from mlflow.exceptions import MlflowException
 
     root = root or Path.cwd()

@@ -48,6 +48,7 @@ def log_judge_validation(report: Mapping[str, Any], *, uri: str, root: Path | No
                          run_name: str | None = None) -> str:  # fmt: skip
     """One finished run: the judge identity as params, the agreement figures as metrics, the report as an
     artifact (secrets redacted); returns the run id."""
+    # lazy: start-up (mlflow, seconds; only tracking loads it)
     from mlflow.entities import Metric, Param
 
     secrets = secret_values(report.get("judge") or {})

@@ -48,6 +48,7 @@ class _StoreLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fh = open(self.path, "a+")  # noqa: SIM115 - held open across the context
         try:
+            # lazy: POSIX only (Windows has no fcntl: the in-process lock alone)
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX: in-process lock only
             return fh
@@ -68,6 +69,7 @@ class _StoreLock:
     @staticmethod
     def _release(fh: io.TextIOWrapper) -> None:
         try:
+            # lazy: POSIX only (Windows has no fcntl)
             import fcntl
 
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

@@ -22,6 +22,7 @@ from doceval.common.io import (
     without_surrogates,
 )
 from doceval.errors import UsageError
+from doceval.tracking.datasets import register_golden
 from doceval.tracking.locking import _store_lock
 from doceval.tracking.secrets import (
     env_secret_values,
@@ -50,6 +51,8 @@ from doceval.tracking.store import (
     ensure_store,
     import_mlflow,
 )
+from doceval.tracking.trace_reader import with_trace_entries
+from doceval.tracking.traces import TRACES_TAG, log_traces
 from doceval.tracking.uris import check_reachable, experiment_name
 
 if TYPE_CHECKING:
@@ -81,6 +84,7 @@ def _stage_artifact(name: str, src: Path, into: Path, secrets: list[str]) -> tup
 
 
 def _parent_experiment(client: MlflowClient, parent_run_id: str, uri: str) -> str:
+    # lazy: start-up (mlflow, seconds; only a run that is logged loads it)
     from mlflow.exceptions import MlflowException
 
     try:
@@ -99,6 +103,7 @@ def _safe(text: Any, uri: str) -> str:
 def _log_golden(client: MlflowClient, run_id: str, dataset_input: Any) -> None:
     """log_inputs, retried: two runs registering the same new dataset in one experiment at once (a parallel
     sweep against a server) race on its primary key; the loser finds it on the next try."""
+    # lazy: start-up (mlflow, seconds; only a run that is logged loads it)
     from mlflow.exceptions import MlflowException
 
     for attempt in range(3):
@@ -117,17 +122,15 @@ def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
 
 
 def _log_entry_traces(client: MlflowClient, run_id: str, experiment_id: str, summary: Mapping[str, Any],
-                      config: Mapping[str, Any], golden_path: Path | None, secrets: list[str],
+                      recorded: Mapping[str, Any], golden_path: Path | None, secrets: list[str],
                       env_secrets: list[str], doc_texts: Mapping[str, str] | None) -> None:  # fmt: skip
-    """The run's entries as traces (tag ``doceval.traces`` = how many) and its golden set as a dataset."""
-    from doceval.tracking.datasets import register_golden
-    from doceval.tracking.traces import TRACES_TAG, log_traces
-
+    """The run's entries as traces (tag ``doceval.traces`` = how many) and its golden set as a dataset
+    (``recorded``: the summary's ``config`` block)."""
     store = client._tracking_client.store  # batched trace writes need the store (see tracking.traces)
     n = log_traces(store, run_id=run_id, experiment_id=experiment_id, summary=summary, secrets=secrets,
                    env_secrets=env_secrets, texts=doc_texts)  # fmt: skip
     client.set_tag(run_id, TRACES_TAG, str(n))
-    md5 = (config.get("golden") or {}).get("md5")
+    md5 = (recorded.get("golden") or {}).get("md5")
     if golden_path is not None:
         dataset_id = register_golden(store, experiment_id, Path(golden_path), md5, secrets)
         if dataset_id:
@@ -157,31 +160,32 @@ def log_run(
     (:mod:`doceval.tracking.traces`; ``doc_texts`` fills the retrieved documents' content) and the golden
     set an evaluation dataset of the experiment."""
     import_mlflow(uri)
+    # lazy: start-up (mlflow, seconds; imported once import_mlflow has checked the store's URI)
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
     # An older summary (NaN, -Infinity: an assistant's floors) is logged with the null a current one holds.
     summary = finite_or_null(summary)
-    config_raw = summary.get("config") or {}
+    raw_recorded = summary.get("config") or {}  # the summary's config block, as recorded
     # Values holding a key variable's content are dropped from params and tags; everything logged has URL
     # credentials masked, and those credentials are redacted wherever else they appear.
-    env_secrets = env_secret_values(config_raw, flat_config or {})
-    secrets = secret_values(config_raw, flat_config or {}, dict(extra_tags or {}))
+    env_secrets = env_secret_values(raw_recorded, flat_config or {})
+    secrets = secret_values(raw_recorded, flat_config or {}, dict(extra_tags or {}))
     clean = scrub(summary, secrets)  # summary.json: a lone surrogate stays a JSON escape (json_text)
     # The store (sqlite) takes UTF-8 only: params, tags and traces hold a lone surrogate as the text \udXXX.
-    summary, config_raw, flat_config = without_surrogates([summary, config_raw, flat_config])
-    config: dict[str, Any] = without_surrogates(clean.get("config") or {})
-    split = _split_of(config)
-    params = build_params(config_raw, flat_config, env_secrets)  # raw: leaking values are dropped
-    usage_block = usage if usage is not None else (config_raw.get("usage") or None)
+    summary, raw_recorded, flat_config = without_surrogates([summary, raw_recorded, flat_config])
+    recorded: dict[str, Any] = without_surrogates(clean.get("config") or {})
+    split = _split_of(recorded)
+    params = build_params(raw_recorded, flat_config, env_secrets)  # raw: leaking values are dropped
+    usage_block = usage if usage is not None else (raw_recorded.get("usage") or None)
     metrics = build_metrics(clean.get("metrics") or {}, usage_block)
-    tags = build_tags(config, clean.get("metrics") or {}, extra_tags, env_secrets)
+    tags = build_tags(recorded, clean.get("metrics") or {}, extra_tags, env_secrets)
     run_name = None if run_name is None else redact_text(escape_surrogates(run_name), secrets)
     if parent_run_id:
         tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
 
     ensure_store(uri, root)
     with tempfile.TemporaryDirectory(prefix="doceval-mlflow-") as tmp:
-        files = _stage_files(Path(tmp), clean, config, artifacts, secrets)
+        files = _stage_files(Path(tmp), clean, recorded, artifacts, secrets)
         with _store_lock(uri):
             client = _client(uri)
             if parent_run_id:
@@ -194,7 +198,7 @@ def log_run(
             try:
                 _log_params_metrics(client, run_id, params, metrics)
                 if golden_path is not None:
-                    md5 = (config.get("golden") or {}).get("md5")
+                    md5 = (recorded.get("golden") or {}).get("md5")
                     _log_golden(client, run_id, _golden_input(Path(golden_path), md5, split))
                 for path, artifact_path in files:
                     if path.is_dir():
@@ -202,7 +206,7 @@ def log_run(
                     else:
                         client.log_artifact(run_id, str(path), artifact_path=artifact_path)
                 if traces:
-                    _log_entry_traces(client, run_id, experiment_id, summary, config, golden_path,
+                    _log_entry_traces(client, run_id, experiment_id, summary, recorded, golden_path,
                                       secrets, env_secrets, doc_texts)  # fmt: skip
             except BaseException:
                 client.set_terminated(run_id, "FAILED")
@@ -214,19 +218,20 @@ def log_run(
 def _stage_files(
     staged: Path,
     clean: Mapping[str, Any],
-    config: Mapping[str, Any],
+    recorded: Mapping[str, Any],
     artifacts: Mapping[str, Path] | None,
     secrets: list[str],
 ) -> list[tuple[Path, str | None]]:
     """The run's artifacts written under ``staged`` (summary.json, entries.csv, config.yaml, then each extra
-    artifact redacted), as (local path, artifact folder) pairs in logging order."""
+    artifact redacted), as (local path, artifact folder) pairs in logging order. ``recorded``: the summary's
+    ``config`` block, written as config.yaml."""
     (staged / "summary.json").write_text(json_text(clean, indent=2, default=str) + "\n", encoding="utf-8")
     # A lone surrogate in an answer is written as \udXXX, never a UnicodeEncodeError.
     (staged / "entries.csv").write_text(
         entries_csv(clean.get("entries") or []), encoding="utf-8", errors=TEXT_ERRORS
     )
     (staged / "config.yaml").write_text(
-        yaml.safe_dump(json.loads(json.dumps(config, default=str)), sort_keys=False, allow_unicode=True),
+        yaml.safe_dump(json.loads(json.dumps(recorded, default=str)), sort_keys=False, allow_unicode=True),
         encoding="utf-8",
     )
     files: list[tuple[Path, str | None]] = [
@@ -241,7 +246,8 @@ def _log_params_metrics(
     client: MlflowClient, run_id: str, params: Mapping[str, str], metrics: Mapping[str, float]
 ) -> None:
     """Params and metrics in batches of the store's limits (100 params, 1000 metrics per call)."""
-    from mlflow.entities import Metric, Param  # mlflow takes seconds to import: only when a run is logged
+    # lazy: start-up (mlflow takes seconds to import: only when a run is logged)
+    from mlflow.entities import Metric, Param
 
     now = int(time.time() * 1000)
     for batch in _chunks([Param(k, v) for k, v in params.items()], _BATCH):
@@ -289,6 +295,7 @@ def log_parent_artifacts(run_id: str, *, uri: str, root: Path | None = None, fil
 def load_summary_from_run(run_id: str, uri: str, root: Path | None = None) -> dict[str, Any]:
     """A logged run's summary (for ``doceval compare RUN_ID RUN_ID``): its summary.json artifact, with the
     entries read from the run's traces when it has them (checked against the artifact)."""
+    # lazy: start-up (mlflow, seconds; only reading a logged run loads it)
     from mlflow.exceptions import MlflowException
 
     check_reachable(uri)
@@ -308,6 +315,4 @@ def load_summary_from_run(run_id: str, uri: str, root: Path | None = None) -> di
         data: dict[str, Any] = json.loads(Path(local).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         return data  # the caller's shape check names what is wrong
-    from doceval.tracking.trace_reader import with_trace_entries
-
     return with_trace_entries(data, client, run_id)

@@ -10,16 +10,13 @@ import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from doceval import __version__
 from doceval.common.naming import system_label
 from doceval.config.compose import flatten
 from doceval.scoring.registry import names
 from doceval.tracking.secrets import leaks, redact_bytes, redact_text, secret_key, url_secret_values
-
-if TYPE_CHECKING:
-    pass
 
 MAX_PARAM_LEN = 6000  # mlflow.utils.validation.MAX_PARAM_VAL_LENGTH
 MAX_TAG_LEN = 8000  # MAX_TAG_VAL_LENGTH
@@ -54,14 +51,14 @@ def _num(value: Any) -> float | None:
 
 
 def build_params(
-    config: Mapping[str, Any], flat_config: Mapping[str, Any] | None, secrets: list[str]
+    recorded: Mapping[str, Any], flat_config: Mapping[str, Any] | None, secrets: list[str]
 ) -> dict[str, str]:
-    """Flat params: secret-named keys and values holding one of ``secrets`` are dropped; URLs are kept with
-    their credentials masked (``http://***@host/v1``)."""
+    """Flat params (``flat_config``, else the summary's recorded ``config`` block): secret-named keys and values
+    holding one of ``secrets`` are dropped; URLs are kept with their credentials masked (``http://***@host/v1``)."""
     source = (
         flat_config
         if flat_config is not None
-        else {k: v for k, v in config.items() if k not in ("usage", "provenance")}
+        else {k: v for k, v in recorded.items() if k not in ("usage", "provenance")}
     )
     masked = [*secrets, *url_secret_values(source)]
     params: dict[str, str] = {}
@@ -115,16 +112,16 @@ def build_metrics(metrics: Mapping[str, Any], usage: Mapping[str, Any] | None) -
     return out
 
 
-def _split_of(config: Mapping[str, Any]) -> str | None:
-    split = config.get("split")
+def _split_of(recorded: Mapping[str, Any]) -> str | None:
+    split = recorded.get("split")
     if isinstance(split, Mapping):
         split = split.get("name")
     return None if split is None else str(split)
 
 
-def _source_sha(config: Mapping[str, Any]) -> str | None:
+def _source_sha(recorded: Mapping[str, Any]) -> str | None:
     """The hash (or package version) of the user's code under test, so two runs of different code differ."""
-    system = config.get("system") or {}
+    system = recorded.get("system") or {}
     part = system.get("retriever") if isinstance(system.get("retriever"), Mapping) else system.get("agent")
     if not isinstance(part, Mapping):
         return None
@@ -132,10 +129,10 @@ def _source_sha(config: Mapping[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-def run_title(config: Mapping[str, Any]) -> str:
-    """What a run is, as its MLflow name: split · system · k · floors · golden version, e.g.
-    ``test · dense · k5 · floors calibrated(cal) · v2``."""
-    floors = config.get("floors") or {}
+def run_title(recorded: Mapping[str, Any]) -> str:
+    """What a run is (from its summary's recorded ``config`` block), as its MLflow name: split · system · k ·
+    floors · golden version, e.g. ``test · dense · k5 · floors calibrated(cal) · v2``."""
+    floors = recorded.get("floors") or {}
     source = str(floors.get("source") or "")
     if source.startswith("calibrated"):
         split = str((floors.get("provenance") or {}).get("split") or "?")
@@ -148,11 +145,11 @@ def run_title(config: Mapping[str, Any]) -> str:
         floor_text = "floors none"
     if floors.get("signal") not in (None, "score"):
         floor_text += f" on {floors['signal']}"
-    golden = config.get("golden") or {}
+    golden = recorded.get("golden") or {}
     stem = Path(str(golden.get("path") or "golden")).stem
     version = stem if stem.startswith("v") else f"{stem} {str(golden.get('md5') or '')[:6]}".strip()
     return " · ".join(
-        [_split_of(config) or "all", system_label(config), f"k{config.get('k')}", floor_text, version]
+        [_split_of(recorded) or "all", system_label(recorded), f"k{recorded.get('k')}", floor_text, version]
     )
 
 
@@ -170,24 +167,24 @@ def headline_line(metrics: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def build_tags(config: Mapping[str, Any], metrics: Mapping[str, Any], extra: Mapping[str, Any] | None,
+def build_tags(recorded: Mapping[str, Any], metrics: Mapping[str, Any], extra: Mapping[str, Any] | None,
                secrets: list[str]) -> dict[str, str]:  # fmt: skip
-    prov = config.get("provenance") or {}
-    retriever = config.get("retriever")
+    prov = recorded.get("provenance") or {}
+    retriever = recorded.get("retriever")
     dirty = prov.get("git_dirty")
     tags: dict[str, Any] = {
-        "split": _split_of(config) or "all",
+        "split": _split_of(recorded) or "all",
         "retriever": retriever.get("name") if isinstance(retriever, Mapping) else retriever,
-        "system": system_label(config),
-        "system_source_sha256": _source_sha(config),
-        "k": config.get("k"),
+        "system": system_label(recorded),
+        "system_source_sha256": _source_sha(recorded),
+        "k": recorded.get("k"),
         "git_commit": prov.get("git_commit"),
         "git_dirty": None if dirty is None else str(bool(dirty)).lower(),
-        "golden_md5": (config.get("golden") or {}).get("md5"),
-        "index_hash": (config.get("candidates") or {}).get("index_hash"),
-        "floors_source": (config.get("floors") or {}).get("source"),
-        "run_key": config.get("run_key"),
-        "judge_hash": (config.get("judge_id") or {}).get("hash"),
+        "golden_md5": (recorded.get("golden") or {}).get("md5"),
+        "index_hash": (recorded.get("candidates") or {}).get("index_hash"),
+        "floors_source": (recorded.get("floors") or {}).get("source"),
+        "run_key": recorded.get("run_key"),
+        "judge_hash": (recorded.get("judge_id") or {}).get("hash"),
         "doceval_version": __version__,
     }
     if isinstance(metrics.get("not_judged"), bool):
@@ -197,7 +194,7 @@ def build_tags(config: Mapping[str, Any], metrics: Mapping[str, Any], extra: Map
     if prov.get("git_commit"):
         tags["mlflow.source.git.commit"] = prov["git_commit"]
     tags.update(extra or {})
-    masked = [*secrets, *url_secret_values(config, dict(extra or {}))]
+    masked = [*secrets, *url_secret_values(recorded, dict(extra or {}))]
     out: dict[str, str] = {}
     for key, value in tags.items():
         if value is None or secret_key(str(key)):
@@ -247,6 +244,7 @@ def entries_csv(entries: list[Mapping[str, Any]]) -> str:
 
 
 def _golden_input(golden_path: Path, md5: str | None, split: str | None) -> Any:
+    # lazy: start-up (mlflow, seconds; only a run that is logged loads it)
     from mlflow.entities import Dataset, DatasetInput, InputTag
     from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 

@@ -74,6 +74,7 @@ def _client(uri: str) -> MlflowClient:
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
     import_mlflow(uri)
+    # lazy: start-up (mlflow, seconds; imported once import_mlflow has checked the URI)
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)
@@ -81,6 +82,7 @@ def _client(uri: str) -> MlflowClient:
 
 def _experiment_id(client: MlflowClient, name: str, uri: str) -> str:
     """Get or create an experiment; race-safe (a concurrent creator wins, we re-read)."""
+    # lazy: start-up (mlflow, seconds; only tracking loads it)
     from mlflow.exceptions import MlflowException
 
     exp = client.get_experiment_by_name(name)
@@ -184,6 +186,7 @@ def ensure_store(uri: str, root: Path | None = None) -> None:
         return
     check_reachable(uri)
     import_mlflow(uri)
+    # lazy: start-up (mlflow, seconds; only tracking loads it)
     from mlflow.exceptions import MlflowException
 
     db = _sqlite_db(uri)

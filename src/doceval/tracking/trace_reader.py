@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from doceval.errors import UsageError
+from doceval.scoring.registry import METRIC_NAMES
 from doceval.tracking.traces import ENTRY_TAG, REFUSED, STAGE, TRACES_TAG, VERDICT
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ _SCORE_TOLERANCE = 1e-9
 def _entry(trace: Trace, metric_names: frozenset[str]) -> dict[str, Any]:
     """One summary entry from one trace: labels from its tags and expectations, outcomes from its feedback,
     the retrieved documents from its RETRIEVER span."""
+    # lazy: start-up (mlflow, seconds; only tracking loads it)
     from mlflow.entities import Expectation, Feedback
 
     info = trace.info
@@ -58,8 +60,6 @@ def _entry(trace: Trace, metric_names: frozenset[str]) -> dict[str, Any]:
 
 def entries_from_traces(client: MlflowClient, run_id: str, experiment_id: str) -> list[dict[str, Any]]:
     """Every entry trace of ``run_id`` as a summary entry (unordered)."""
-    from doceval.scoring.registry import METRIC_NAMES
-
     names = frozenset(METRIC_NAMES)
     rows: list[dict[str, Any]] = []
     token: str | None = None

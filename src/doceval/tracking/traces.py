@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib
 import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -170,6 +171,7 @@ def build_assessments(
 ) -> list[Assessment]:
     """Expectations from the golden labels, feedback from the entry's scores and verdict ("could not score"
     is an error on the feedback, not a 0)."""
+    # lazy: start-up (mlflow, seconds; only a run that is logged loads it)
     from mlflow.entities import AssessmentError, AssessmentSource, Expectation, Feedback
 
     human = AssessmentSource("HUMAN", golden_source)
@@ -204,16 +206,18 @@ def _preview(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)[:1000]
 
 
-def build_trace(entry: Mapping[str, Any], *, run_id: str, experiment_id: str, config: Mapping[str, Any],
+def build_trace(entry: Mapping[str, Any], *, run_id: str, experiment_id: str, recorded: Mapping[str, Any],
                 start_ms: int, texts: Mapping[str, str] | None = None) -> tuple[TraceInfo, list[dict[str, Any]]]:  # fmt: skip
-    """One entry's TraceInfo (tags, metadata, assessments) and its span dicts."""
+    """One entry's TraceInfo (tags, metadata, assessments) and its span dicts (``recorded``: the summary's
+    ``config`` block)."""
+    # lazy: start-up (mlflow, seconds; only a run that is logged loads it)
     from mlflow.entities import TraceInfo, TraceLocation, TraceState
 
     trace_id, raw = _trace_id(run_id, str(entry["id"]))
     external = "session_id" in entry  # rows of an external system carry its session
-    judge_id = config.get("judge_id") or {}
-    spans = build_spans(entry, trace_id, raw, start_ms * 1_000_000, config.get("k"), external, texts)
-    golden = config.get("golden") or {}
+    judge_id = recorded.get("judge_id") or {}
+    spans = build_spans(entry, trace_id, raw, start_ms * 1_000_000, recorded.get("k"), external, texts)
+    golden = recorded.get("golden") or {}
     source = f"{golden.get('path')}@{str(golden.get('md5') or '')[:8]}"
     assessments = build_assessments(entry, source, judge_id.get("hash"))
     probe = json.loads(spans[0]["attributes"]["mlflow.spanInputs"])
@@ -298,8 +302,7 @@ def _bulk_start_traces(store: Any, infos: Sequence[TraceInfo]) -> bool:
     its own model classes and inserted per table in one executemany, without its per-trace experiment lookup,
     flush and ORM unit of work (measured: ~6 ms -> ~1.3 ms per entry on sqlite). False (nothing written) when the store is not MLflow's SQL store: the caller writes one by one.
     tests/test_traces.py checks the stored traces against ``start_trace``'s."""
-    import importlib
-
+    # lazy: start-up (sqlalchemy comes with mlflow; only a SQL tracking store writes traces this way)
     from sqlalchemy import insert
 
     try:  # typed Any: these are the store module's internals, pinned with mlflow in constraints.txt
@@ -367,17 +370,18 @@ def log_traces(store: AbstractStore, *, run_id: str, experiment_id: str, summary
     """Log every entry of ``summary`` as a trace of ``run_id``; returns how many. Inputs, outputs, span
     attributes, tags and assessments are built from the scrubbed summary; a value still holding a key
     variable's content stops the logging (it would be a leak) rather than being written."""
+    # lazy: start-up (mlflow, seconds; only a run that is logged loads it)
     from mlflow.entities import Span
 
     clean = scrub(summary, secrets)
-    config = clean.get("config") or {}
+    recorded = clean.get("config") or {}
     entries = clean.get("entries") or []
     start_ms = int(time.time() * 1000)
     for batch in _chunks(entries, SPAN_BATCH):
         infos, spans = [], []
         for entry in batch:
-            info, span_dicts = build_trace(entry, run_id=run_id, experiment_id=experiment_id, config=config,
-                                           start_ms=start_ms, texts=texts)  # fmt: skip
+            info, span_dicts = build_trace(entry, run_id=run_id, experiment_id=experiment_id,
+                                           recorded=recorded, start_ms=start_ms, texts=texts)  # fmt: skip
             if env_secrets and leaks(json.dumps([span_dicts, info.to_dict()], default=str), env_secrets):
                 raise ValueError(f"trace of entry {entry['id']}: a secret value would be logged")
             infos.append(info)

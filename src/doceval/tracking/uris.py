@@ -194,6 +194,7 @@ def _in_thread(work: Callable[[], None], timeout_s: float, name: str) -> str | N
 def check_database(uri: str, timeout_s: float = 5) -> None:
     """A database store (postgresql, mysql, mssql): its SQLAlchemy driver must import and the server must
     accept a connection, so a missing driver or a dead server fails before the work, not after it."""
+    # lazy: start-up (sqlalchemy comes with mlflow; only a database tracking store needs it)
     from sqlalchemy.engine import make_url
 
     where = f"MLflow tracking URI {_display(uri)}"
@@ -208,6 +209,7 @@ def check_database(uri: str, timeout_s: float = 5) -> None:
         ) from None
 
     def connect() -> None:
+        # lazy: start-up (sqlalchemy comes with mlflow; only a database tracking store needs it)
         from sqlalchemy import create_engine
         from sqlalchemy.pool import NullPool
 

@@ -11,13 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from doceval.config import schema
 from doceval.errors import UsageError
+from doceval.index.store.client import ClientStore
+from doceval.index.store.client import check_local_files as _check_local_files
 from doceval.index.store.common import REBUILD, Hit, collection_name, point_id
 from doceval.index.store.search import SearchConfig, search_record
+
+if TYPE_CHECKING:
+    from doceval.index.store.edge import EdgeStore
 
 __all__ = [
     "REBUILD",
@@ -26,6 +32,7 @@ __all__ = [
     "SearchConfig",
     "VectorStore",
     "check_local_files",
+    "check_store_files",
     "collection_name",
     "point_id",
     "search_record",
@@ -42,9 +49,25 @@ def store_subdir(name: str) -> str | None:
 
 
 def check_local_files(target: Path, expect: Mapping[str, int]) -> None:
-    from doceval.index.store.client import check_local_files as check
+    _check_local_files(target, expect)
 
-    check(target, expect)
+
+def _edge_store(path: Path, search: SearchConfig | None, expect: Mapping[str, int] | None) -> EdgeStore:
+    # lazy: start-up (the edge module imports qdrant_edge; eval --no-track must not load it)
+    from doceval.index.store.edge import EdgeStore
+
+    return EdgeStore(path, search, expect)
+
+
+def check_store_files(name: str, target: Path, expect: Mapping[str, int]) -> None:
+    """An embedded store's partitions under ``target`` (``store_subdir(name)``) against the index manifest's
+    ``expect``, opened and closed without creating anything, for a caller without a ``store`` block."""
+    if name == "qdrant_edge":
+        _edge_store(target, None, expect).close()
+    elif name == "qdrant_local":
+        ClientStore(schema.StoreQdrantLocal(name="qdrant_local"), path=target, expect=expect).close()
+    else:
+        raise UsageError(f"store.name={name!r} is not an embedded store; use one of {', '.join(_SUBDIR)}")
 
 
 class VectorStore:
@@ -52,20 +75,16 @@ class VectorStore:
     index manifest; nothing is created, every partition must be whole with exactly that many points)."""
 
     def __init__(
-        self, cfg: Mapping[str, Any], path: Path | None = None, expect: Mapping[str, int] | None = None
+        self, cfg: schema.Store, path: Path | None = None, expect: Mapping[str, int] | None = None
     ) -> None:
-        self.name = str(cfg.get("name", "qdrant_local"))
-        if self.name not in STORES:
-            raise UsageError(f"store.name={self.name!r} is not known; use one of {', '.join(STORES)}")
-        self.search_cfg = SearchConfig.of(cfg)
-        if self.name == "qdrant_edge":
-            from doceval.index.store.edge import EdgeStore
-
-            self._edge: EdgeStore | None = EdgeStore(Path(path or "data/index/edge"), self.search_cfg, expect)
-            self._backend: Any = self._edge
+        self.name = cfg.name
+        self._backend: EdgeStore | ClientStore
+        if isinstance(cfg, schema.StoreQdrantEdge):
+            self._edge: EdgeStore | None = _edge_store(
+                Path(path or "data/index/edge"), SearchConfig.of(cfg), expect
+            )
+            self._backend = self._edge
         else:
-            from doceval.index.store.client import ClientStore
-
             self._edge = None
             self._backend = ClientStore(cfg, path=path, expect=expect)
         self.location = str(self._backend.location)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from doceval.common.redact import redact_url
+from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.index.store.common import REBUILD, Hit, collection_name, point_id
 
@@ -29,15 +30,18 @@ class ClientStore:
     """Thin wrapper over QdrantClient. Local mode takes an exclusive lock on its path: open one per process."""
 
     def __init__(
-        self, cfg: Mapping[str, Any], path: Path | None = None, expect: Mapping[str, int] | None = None
+        self,
+        cfg: schema.StoreQdrantLocal | schema.StoreQdrantServer,
+        path: Path | None = None,
+        expect: Mapping[str, int] | None = None,
     ) -> None:
         """Open the store. ``expect`` (pin -> points, from the index manifest) opens it for reading: nothing is
         created, and every expected collection must be there with exactly that many points (UsageError naming
         the collection and the rerun otherwise). Without it (building), a local path is created if need be."""
+        # lazy: start-up (qdrant_client, ~1.8 s): only a retriever that reads the index opens a store
         from qdrant_client import QdrantClient
 
-        kind = cfg.get("name", "qdrant_local")
-        if kind == "qdrant_local":
+        if isinstance(cfg, schema.StoreQdrantLocal):
             target = Path(path or "data/index/qdrant")
             if expect is not None:
                 check_local_files(target, expect)
@@ -54,17 +58,17 @@ class ClientStore:
             except (ValueError, KeyError, TypeError, sqlite3.DatabaseError) as exc:  # damaged meta or storage
                 raise UsageError(f"{target}: the local Qdrant index is damaged ({exc}); {REBUILD}") from exc
             self.location = str(target)
-        elif kind == "qdrant_server":
-            url = cfg.get("url") or os.environ.get("QDRANT_URL")
+        elif isinstance(cfg, schema.StoreQdrantServer):
+            url = cfg.url or os.environ.get("QDRANT_URL")  # store.url null: $QDRANT_URL
             if not url:
                 raise UsageError(
                     "store=qdrant_server needs store.url (or the QDRANT_URL environment variable)"
                 )
-            api_key = os.environ.get(str(cfg.get("api_key_env") or "QDRANT_API_KEY")) or None
-            self.client = QdrantClient(url=str(url), api_key=api_key, timeout=int(cfg.get("timeout_s", 30)))
-            self.location = redact_url(str(url))  # for messages: never the key, nor the URL's credentials
+            api_key = os.environ.get(cfg.api_key_env) or None
+            self.client = QdrantClient(url=url, api_key=api_key, timeout=cfg.timeout_s)
+            self.location = redact_url(url)  # for messages: never the key, nor the URL's credentials
         else:
-            raise UsageError(f"store.name={kind!r} is not a qdrant-client store")
+            raise UsageError(f"store.name={cfg.name!r} is not a qdrant-client store")
         if expect is not None:
             try:
                 self.verify(expect)
@@ -89,7 +93,7 @@ class ClientStore:
                 )
 
     def recreate(self, pin: str, dim: int) -> None:
-        from qdrant_client import models
+        from qdrant_client import models  # lazy: start-up (qdrant_client, ~1.8 s), as in __init__
 
         name = collection_name(pin)
         if self.client.collection_exists(name):
@@ -108,7 +112,7 @@ class ClientStore:
         batch: int = 1024,
     ) -> None:
         """``texts`` are for the Edge store's BM25 vectors; these stores keep only the dense vectors."""
-        from qdrant_client import models
+        from qdrant_client import models  # lazy: start-up (qdrant_client, ~1.8 s), as in __init__
 
         name = collection_name(pin)
         for start in range(0, len(chunk_ids), batch):

@@ -40,12 +40,16 @@ def _engine_error(what: str, search: SearchConfig, exc: Exception) -> UsageError
 
 
 class EdgeStore:
-    """The Edge shards of one index folder. Reading (``expect`` given) opens every expected shard, checked."""
+    """The Edge shards of one index folder. Reading (``expect`` given) opens every expected shard, checked.
+    ``search`` None opens it to verify only (``doceval.index.store.check_store_files``): it cannot search or
+    build."""
 
-    def __init__(self, path: Path, search: SearchConfig, expect: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self, path: Path, search: SearchConfig | None, expect: Mapping[str, int] | None = None
+    ) -> None:
         self.path = path
         self.location = str(path)
-        self.search_cfg = search
+        self._search = search
         self.shards: dict[str, qe.EdgeShard] = {}
         self.avg_len: dict[str, float] = {}
         self.query_bm25 = qe.Bm25(qe.Bm25Config(k=BM25_K, b=BM25_B))  # query weights: 1 per term
@@ -59,6 +63,12 @@ class EdgeStore:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def search_cfg(self) -> SearchConfig:
+        if self._search is None:
+            raise RuntimeError(f"{self.path}: this Edge store was opened to verify only (no store.search)")
+        return self._search
 
     # ------------------------------------------------------------------ layout
 

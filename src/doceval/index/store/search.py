@@ -7,38 +7,34 @@ others is refused; query-time keys (``exact``, ``hnsw_ef``, ``rescore``, ``overs
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from doceval.config import schema
 from doceval.errors import UsageError
 
 INDEX_TIME = ("m", "ef_construct", "quantization")
 QUANTIZATIONS = ("scalar", "binary")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SearchConfig:
-    """Defaults: exact search (the same ranking as a brute-force scan, so headline numbers do not move)."""
+    """How an Edge store searches: the fields of ``store.search`` (:class:`~doceval.config.schema.StoreSearch`,
+    their values in conf/store/qdrant_edge.yaml), checked for the engine."""
 
-    exact: bool = True
-    hnsw_ef: int | None = None
-    m: int = 16
-    ef_construct: int = 100
-    quantization: str | None = None
-    rescore: bool = True
-    oversampling: float | None = None
+    exact: bool
+    hnsw_ef: int | None
+    m: int
+    ef_construct: int
+    quantization: str | None
+    rescore: bool
+    oversampling: float | None
 
     @classmethod
-    def of(cls, store_cfg: Mapping[str, Any]) -> SearchConfig:
-        """``store.search`` of an Edge store; the other stores always scan exactly (their defaults)."""
-        if store_cfg.get("name", "qdrant_local") != "qdrant_edge":
-            return cls()
-        raw = dict(store_cfg.get("search") or {})
-        unknown = sorted(set(raw) - set(cls.__dataclass_fields__))
-        if unknown:
-            raise UsageError(f"store.search: unknown key(s) {', '.join(unknown)}")
-        out = cls(**raw)
+    def of(cls, store_cfg: schema.StoreQdrantEdge) -> SearchConfig:
+        """``store.search`` of an Edge store (the other stores always scan exactly: they have none)."""
+        search = store_cfg.search
+        out = cls(**{f.name: getattr(search, f.name) for f in fields(search)})
         out.check()
         return out
 
@@ -66,12 +62,12 @@ class SearchConfig:
 
     def exact_twin(self) -> SearchConfig:
         """The same index searched exhaustively (the reference of the report's "ANN vs exact")."""
-        return SearchConfig(**{**self.as_dict(), "exact": True})
+        return replace(self, exact=True)
 
 
-def search_record(store_cfg: Mapping[str, Any]) -> dict[str, Any]:
+def search_record(store_cfg: schema.Store) -> dict[str, Any]:
     """What the manifest, the candidate cache and the summary say about the search that ran."""
-    name = str(store_cfg.get("name", "qdrant_local"))
-    if name != "qdrant_edge":
-        return {"store": name, "exact": True}  # qdrant_local scans; a server is used with its own defaults
-    return {"store": name, **SearchConfig.of(store_cfg).as_dict()}
+    if not isinstance(store_cfg, schema.StoreQdrantEdge):
+        # qdrant_local scans; a server is used with its own defaults
+        return {"store": store_cfg.name, "exact": True}
+    return {"store": store_cfg.name, **SearchConfig.of(store_cfg).as_dict()}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
+from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.llm import LLMConfig, PromptTemplate, TemplatedChat
 from doceval.system.docchat.types import MemoryItem, Passage, Probe
@@ -132,26 +133,18 @@ class OpenAIAnswerer(TemplatedChat):
         self.client.close()
 
 
-def make_answerer(cfg: Mapping[str, Any]) -> Answerer:
-    """``{"name": "extractive", ...}`` or ``{"name": "openai", "model": ...}`` (keys: :class:`LLMConfig`)."""
-    name = str(cfg.get("name", "extractive"))
-    if name == "extractive":
-        allowed = {"name", "max_passages", "sentences", "max_chars", "memory_chars"}
-        unknown = sorted(set(cfg) - allowed)
-        if unknown:
-            raise UsageError(
-                f"answerer: unknown key(s) {', '.join(unknown)} for answerer=extractive; allowed: "
-                + ", ".join(sorted(allowed))
-            )
-        try:
-            opts = {k: int(v) for k, v in cfg.items() if k != "name"}
-        except (TypeError, ValueError):
-            raise UsageError(f"answerer: extractive options must be integers (got {dict(cfg)})") from None
-        return ExtractiveAnswerer(**opts)
-    if name == "openai":
-        extra = {k: v for k, v in cfg.items() if k != "max_passages"}
-        llm_cfg = LLMConfig.from_mapping(extra, "answerer")
-        template = PromptTemplate.load(str(cfg.get("template") or "answer.txt"))
-        max_passages = cfg.get("max_passages")
-        return OpenAIAnswerer(llm_cfg, template, max_passages=int(max_passages) if max_passages else None)
-    raise UsageError(f"answerer.name: unknown answerer {name!r}; choose extractive or openai")
+def make_answerer(cfg: schema.Answerer) -> Answerer:
+    """The ``answerer`` block's answerer: extractive (an unset option keeps :class:`ExtractiveAnswerer`'s own
+    limit) or an OpenAI-compatible model (``cfg.llm``, its prompt ``cfg.template``)."""
+    if isinstance(cfg, schema.AnswererExtractive):
+        options = {
+            "max_passages": cfg.max_passages,
+            "sentences": cfg.sentences,
+            "max_chars": cfg.max_chars,
+            "memory_chars": cfg.memory_chars,
+        }
+        return ExtractiveAnswerer(**{k: v for k, v in options.items() if v is not None})
+    if isinstance(cfg, schema.AnswererOpenAI):
+        template = PromptTemplate.load(cfg.template)
+        return OpenAIAnswerer(cfg.llm, template, max_passages=cfg.max_passages)
+    raise UsageError(f"answerer.name: unknown answerer {cfg.name!r}; choose extractive or openai")

@@ -23,6 +23,7 @@ from doceval.common.concurrency import (
 )
 from doceval.common.io import json_text
 from doceval.common.targets import load_target, provenance_of
+from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.seam import InvalidRetrieval, Probe, Reply, Source, source_problem
 from doceval.system.external.http import DEFAULT_MAX_REPLY_BYTES, AgentCallError, HttpAgent, reply_cap
@@ -163,13 +164,12 @@ def _check_signature(fn: Callable[..., Any], where: str, fix: str) -> None:
 # ----------------------------------------------------------------------------------------- factory
 
 
-def make_agent(cfg: Mapping[str, Any]) -> ExternalAgent | None:
+def make_agent(cfg: schema.Agent) -> ExternalAgent | None:
     """The system under test named by the ``agent`` block; None for ``agent=docchat`` (doceval's own)."""
-    name = cfg.get("name", "docchat")
-    if name == "docchat":
+    if isinstance(cfg, schema.AgentDocChat):
         return None
-    if name == "function":
-        target = cfg.get("target")
+    if isinstance(cfg, schema.AgentFunction):
+        target = cfg.target
         if not isinstance(target, str) or not target.strip():
             raise UsageError(
                 "agent=function needs agent.target=MODULE:ATTR (e.g. agent.target=my_agent:answer, for a "
@@ -178,12 +178,12 @@ def make_agent(cfg: Mapping[str, Any]) -> ExternalAgent | None:
         return FunctionAgent(
             resolve_target(target.strip()),
             target.strip(),
-            timeout_s=timeout_of(cfg.get("timeout_s", DEFAULT_TIMEOUT_S), "agent.timeout_s"),
-            max_reply_bytes=reply_cap(cfg.get("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES)),
+            timeout_s=timeout_of(cfg.timeout_s, "agent.timeout_s"),  # None: no deadline
+            max_reply_bytes=reply_cap(cfg.max_reply_bytes),
         )
-    if name == "http":
+    if isinstance(cfg, schema.AgentHttp):
         return HttpAgent.from_config(cfg)
-    raise UsageError(f"agent.name={name}: expected one of {', '.join(AGENT_NAMES)}")
+    raise UsageError(f"agent.name={cfg.name}: expected one of {', '.join(AGENT_NAMES)}")
 
 
 # --------------------------------------------------------------------------------- reading a reply

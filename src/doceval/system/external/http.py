@@ -30,7 +30,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doceval.common.redact import (
     SECRET_QUERY,
@@ -42,6 +42,9 @@ from doceval.common.redact import (
 from doceval.common.retry import Classification, RetriesExhausted, RetryPolicy, call_with_retries
 from doceval.errors import UsageError
 from doceval.seam import Probe
+
+if TYPE_CHECKING:
+    from doceval.config import schema
 
 log = logging.getLogger(__name__)
 
@@ -233,23 +236,25 @@ class HttpAgent:
         self._counts = {"requests": 0, "retries": 0}
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any], **kwargs: Any) -> HttpAgent:
-        """From the ``agent`` block (``url``, ``headers_env``, ``timeout_s``, ``max_retries`` and, when present,
-        ``max_reply_bytes``, ``retry_base_delay_s`` and ``retry_max_delay_s``)."""
-        url = cfg.get("url")
+    def from_config(cls, cfg: schema.AgentHttp, **kwargs: Any) -> HttpAgent:
+        """From the ``agent`` block (``url``, ``headers_env``, ``timeout_s``, ``max_retries``,
+        ``max_reply_bytes`` and, when set, ``retry_base_delay_s`` and ``retry_max_delay_s``: None leaves
+        doceval.common.retry's own delays)."""
+        url = cfg.url
         if not isinstance(url, str) or not url.strip():
             raise UsageError("agent=http needs agent.url=URL (e.g. agent.url=http://127.0.0.1:8000/ask)")
-        headers_env = cfg.get("headers_env") or {}
+        headers_env = cfg.headers_env  # free-form (config.schema.OPEN_MAPPINGS): read as the user wrote it
         if not isinstance(headers_env, Mapping):
             raise UsageError("agent.headers_env: expected a mapping of header name -> environment variable")
-        optional = {k: cfg[k] for k in ("retry_base_delay_s", "retry_max_delay_s") if cfg.get(k) is not None}
+        base, top = cfg.retry_base_delay_s, cfg.retry_max_delay_s
         return cls(
             url.strip(),
             headers_env={str(k): v for k, v in headers_env.items()},
-            timeout_s=float(cfg.get("timeout_s", 30.0)),
-            max_retries=int(cfg.get("max_retries", 3)),
-            max_reply_bytes=reply_cap(cfg.get("max_reply_bytes", DEFAULT_MAX_REPLY_BYTES)),
-            **optional,
+            timeout_s=float(cfg.timeout_s),
+            max_retries=cfg.max_retries,
+            max_reply_bytes=reply_cap(cfg.max_reply_bytes),
+            retry_base_delay_s=RetryPolicy.base_delay_s if base is None else base,
+            retry_max_delay_s=RetryPolicy.max_delay_s if top is None else top,
             **kwargs,
         )
 

@@ -7,15 +7,22 @@ calls :func:`make_retriever` and :func:`needs_index`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.index.embed import CachedEmbedder
 from doceval.index.store import VectorStore
 from doceval.inputs.corpus import Corpus
 from doceval.system.retrievers.base import Ranked, Retriever, best_per_document
+from doceval.system.retrievers.bm25 import BM25Retriever
+from doceval.system.retrievers.dense import DenseRetriever
+from doceval.system.retrievers.function import FunctionRetriever
+from doceval.system.retrievers.hybrid import HybridRetriever
+from doceval.system.retrievers.hybrid_native import NativeHybridRetriever
+from doceval.system.retrievers.overlap import OverlapRetriever
 
 __all__ = [
     "NAMES",
@@ -54,7 +61,9 @@ class Resources:
         return self.store, self.embedder
 
 
-Builder = Callable[[Mapping[str, Any], Resources], Retriever]
+# builder(block, resources): block is the ``retriever`` block (a schema.Retriever variant) naming this builder.
+Builder = Callable[[schema.Retriever, Resources], Retriever]
+B = TypeVar("B")
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,7 @@ RETRIEVERS: dict[str, Registered] = {}
 def register_retriever(
     name: str, *, needs_corpus: bool = True, needs_index: bool = False
 ) -> Callable[[Builder], Builder]:
-    """Decorator: ``builder(cfg, resources) -> Retriever`` serves ``retriever.name == name``.
+    """Decorator: ``builder(block, resources) -> Retriever`` serves ``retriever.name == name``.
 
     ``needs_corpus=False`` lets it be built with ``corpus=None`` (a retriever that brings its own documents);
     ``needs_index=True`` says it reads the vector index (the harness opens it and checks its manifest).
@@ -92,85 +101,75 @@ def needs_index(name: Any) -> bool:
 
 
 def make_retriever(
-    cfg: Mapping[str, Any],
+    cfg: schema.Retriever,
     corpus: Corpus | None,
     store: VectorStore | None = None,
     embedder: CachedEmbedder | None = None,
 ) -> Retriever:
-    """Build the retriever named by ``cfg['name']``; dense and the hybrids need the opened store and embedder, all
+    """Build the retriever named by ``cfg.name``; dense and the hybrids need the opened store and embedder, all
     but ``function`` need the corpus."""
-    name = cfg.get("name")
-    entry = RETRIEVERS.get(name) if isinstance(name, str) else None
+    entry = RETRIEVERS.get(cfg.name)
     if entry is None:
-        raise UsageError(f"retriever={name!r} is not known; choose one of: {', '.join(RETRIEVERS)}")
-    resources = Resources(str(name), corpus, store, embedder)
+        raise UsageError(f"retriever={cfg.name!r} is not known; choose one of: {', '.join(RETRIEVERS)}")
+    resources = Resources(cfg.name, corpus, store, embedder)
     if entry.needs_corpus:
         resources.need_corpus()
     return entry.build(cfg, resources)
 
 
 # ----------------------------------------------------------------- the built-in retrievers
-# Imported inside the builders: bm25s and the embedder stack load only for the retriever that runs.
+# bm25s (the bm25 retriever) and torch (the embedder) load only when the retriever that needs them runs.
 
 
-def _bm25(cfg: Mapping[str, Any], corpus: Corpus) -> Retriever:
-    from doceval.system.retrievers.bm25 import BM25Retriever
+def _block(cfg: schema.Retriever, kind: type[B]) -> B:
+    """The block as the variant its builder reads (the registry chose the builder by ``cfg.name``)."""
+    if not isinstance(cfg, kind):
+        raise TypeError(f"retriever={cfg.name}: expected a {kind.__name__} block, got {type(cfg).__name__}")
+    return cfg
 
-    return BM25Retriever(corpus, k1=float(cfg.get("k1", 1.5)), b=float(cfg.get("b", 0.75)))
+
+def _bm25(cfg: schema.RetrieverBM25 | schema.RetrieverHybrid, corpus: Corpus) -> Retriever:
+    return BM25Retriever(corpus, k1=float(cfg.k1), b=float(cfg.b))
 
 
 @register_retriever("overlap")
-def _build_overlap(cfg: Mapping[str, Any], res: Resources) -> Retriever:
-    from doceval.system.retrievers.overlap import OverlapRetriever
-
-    return OverlapRetriever(res.need_corpus(), min_score=float(cfg.get("min_score", 0.0)))
+def _build_overlap(cfg: schema.Retriever, res: Resources) -> Retriever:
+    block = _block(cfg, schema.RetrieverOverlap)
+    return OverlapRetriever(res.need_corpus(), min_score=float(block.min_score))
 
 
 @register_retriever("bm25")
-def _build_bm25(cfg: Mapping[str, Any], res: Resources) -> Retriever:
-    return _bm25(cfg, res.need_corpus())
+def _build_bm25(cfg: schema.Retriever, res: Resources) -> Retriever:
+    return _bm25(_block(cfg, schema.RetrieverBM25), res.need_corpus())
 
 
 @register_retriever("dense", needs_index=True)
-def _build_dense(cfg: Mapping[str, Any], res: Resources) -> Retriever:
-    from doceval.system.retrievers.dense import DenseRetriever
-
+def _build_dense(cfg: schema.Retriever, res: Resources) -> Retriever:
     store, embedder = res.need_index()
     return DenseRetriever(store, embedder, set(res.need_corpus().pins))
 
 
 @register_retriever("hybrid", needs_index=True)
-def _build_hybrid(cfg: Mapping[str, Any], res: Resources) -> Retriever:
-    from doceval.system.retrievers.dense import DenseRetriever
-    from doceval.system.retrievers.hybrid import HybridRetriever
-
+def _build_hybrid(cfg: schema.Retriever, res: Resources) -> Retriever:
+    block = _block(cfg, schema.RetrieverHybrid)
     store, embedder = res.need_index()
     corpus = res.need_corpus()
     dense = DenseRetriever(store, embedder, set(corpus.pins))
-    return HybridRetriever(
-        _bm25(cfg, corpus), dense, rrf_k=int(cfg.get("rrf_k", 60)), depth=int(cfg.get("depth", 100))
-    )
+    return HybridRetriever(_bm25(block, corpus), dense, rrf_k=block.rrf_k, depth=block.depth)
 
 
 @register_retriever("hybrid_native", needs_index=True)
-def _build_hybrid_native(cfg: Mapping[str, Any], res: Resources) -> Retriever:
-    from doceval.system.retrievers.hybrid_native import NativeHybridRetriever
-
+def _build_hybrid_native(cfg: schema.Retriever, res: Resources) -> Retriever:
+    block = _block(cfg, schema.RetrieverHybridNative)
     store, embedder = res.need_index()
     return NativeHybridRetriever(
-        store,
-        embedder,
-        set(res.need_corpus().pins),
-        rrf_k=int(cfg.get("rrf_k", 60)),
-        depth=int(cfg.get("depth", 100)),
+        store, embedder, set(res.need_corpus().pins), rrf_k=block.rrf_k, depth=block.depth
     )
 
 
 @register_retriever("function", needs_corpus=False)
-def _build_function(cfg: Mapping[str, Any], res: Resources) -> Retriever:
-    from doceval.system.retrievers.function import FunctionRetriever
-
-    return FunctionRetriever.from_config(cfg)
+def _build_function(cfg: schema.Retriever, res: Resources) -> Retriever:
+    return FunctionRetriever.from_config(_block(cfg, schema.RetrieverFunction))
 
 
 # The shipped names (conf/retriever/ and the schema agree on them); RETRIEVERS also holds later registrations.

@@ -18,13 +18,16 @@ import inspect
 import math
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from doceval.common.concurrency import DEFAULT_TIMEOUT_S, DeadlineCaller, timeout_of
 from doceval.common.targets import load_target, provenance_of
 from doceval.errors import UsageError
 from doceval.seam import InvalidRetrieval, source_problem
 from doceval.system.retrievers.base import Ranked
+
+if TYPE_CHECKING:
+    from doceval.config import schema
 
 _EXAMPLE = "def retrieve(question, k, library=None, version=None) -> list[str]"
 
@@ -94,22 +97,23 @@ class FunctionRetriever:
     # ------------------------------------------------------------------------------------ construction
 
     @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> FunctionRetriever:
-        """The ``retriever`` block: ``target`` (MODULE:ATTR) and ``kwargs`` (factory arguments, may be empty)."""
-        target = cfg.get("target")
+    def from_config(cls, cfg: schema.RetrieverFunction) -> FunctionRetriever:
+        """The ``retriever`` block: ``target`` (MODULE:ATTR), ``kwargs`` (factory arguments, may be empty) and
+        ``timeout_s`` (None: no deadline)."""
+        target = cfg.target
         if target is None:
             raise UsageError(
                 "retriever=function needs retriever.target=MODULE:ATTR, e.g. "
                 "`doceval eval retriever=function retriever.target=my_retriever:retrieve` for retrieve() "
                 "in ./my_retriever.py"
             )
-        kwargs = cfg.get("kwargs") or {}
+        kwargs = cfg.kwargs  # free-form (config.schema.OPEN_MAPPINGS): read as the mapping the user wrote
         if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
             raise UsageError(
                 f"retriever.kwargs={kwargs!r}: expected a mapping of keyword arguments for the factory "
                 "(set them as +retriever.kwargs.NAME=VALUE)"
             )
-        timeout_s = timeout_of(cfg.get("timeout_s", DEFAULT_TIMEOUT_S), "retriever.timeout_s")
+        timeout_s = timeout_of(cfg.timeout_s, "retriever.timeout_s")
         return cls.from_target(target, kwargs, timeout_s=timeout_s)
 
     @classmethod
