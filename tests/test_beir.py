@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from doceval.cli import main as cli_main
+from doceval.config.compose import compose
 from doceval.errors import UsageError
 from doceval.harness.candidates import retrieve_all
 from doceval.inputs.beir import NO_REFERENCE, import_beir, read_qrels
@@ -132,7 +133,7 @@ def test_bm25_retrieval_and_metrics_through_the_harness(imported: tuple[dict, Pa
     _, docs, golden = imported
     corpus = load_corpus(docs)
     entries = parse_golden(golden, corpus_ids=corpus.doc_ids())
-    retriever = make_retriever({"name": "bm25"}, corpus)
+    retriever = make_retriever(compose(["retriever=bm25"]).retriever, corpus)
     cands = retrieve_all(entries, retriever, corpus, depth=100, progress=False)
     ranked, routed = cands.ranked, cands.routed
     assert routed == {"q1": None, "q2": None}
@@ -147,7 +148,7 @@ def test_bm25_retrieval_and_metrics_through_the_harness(imported: tuple[dict, Pa
     assert per["hit_rate"].tolist() == [1.0, 1.0] and per["recall"].tolist() == [1.0, 1.0]
     assert per["ndcg"] == pytest.approx([1.0, 1.0 / math.log2(3)], abs=1e-12)
 
-    overlap = make_retriever({"name": "overlap"}, corpus)
+    overlap = make_retriever(compose(["retriever=overlap"]).retriever, corpus)
     assert overlap.retrieve(entries[1].question, entries[1].library, entries[1].version, 1)[0][0] == doc("d3")
 
 

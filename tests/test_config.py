@@ -68,7 +68,9 @@ def test_cli_reports_unknown_option_with_exit_2(
 def test_params_check_detects_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "conf").symlink_to(CONF)
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump({**compose([], conf_dir=CONF), "k": 99}))
+    (tmp_path / "params.yaml").write_text(
+        yaml.safe_dump({**config_dict(compose([], conf_dir=CONF)), "k": 99})
+    )
     assert main(["params", "--check"]) == 2
     assert main(["params"]) == 0
     assert main(["params", "--check"]) == 0

@@ -317,10 +317,14 @@ def test_sha256_mismatch_names_library_and_digests_and_moves_the_wheel_aside(tmp
 
 
 def _params_file(tmp_path: Path, libraries: list[dict]) -> Path:
-    params = {
-        "docs": {"chunk_chars": 1500, "folder": None, "libraries": libraries},
-        "paths": {"docs": str(tmp_path / "data" / "docs"), "cache": str(tmp_path / "data" / "cache")},
-    }
+    """A complete params.yaml (the shipped composition) with these libraries and paths under tmp_path."""
+    from doceval.config.compose import compose
+    from doceval.config.objects import config_dict
+
+    params = config_dict(compose())
+    params["docs"] = {**params["docs"], "folder": None, "libraries": libraries}
+    params["paths"] = {**params["paths"], "docs": str(tmp_path / "data" / "docs"),
+                       "cache": str(tmp_path / "data" / "cache")}  # fmt: skip
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params), encoding="utf-8")
     return path

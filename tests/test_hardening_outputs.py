@@ -463,7 +463,7 @@ def test_a_bad_max_system_errors_exits_2_naming_the_key(
 
 
 def test_the_composed_gate_block_has_max_system_errors_validated() -> None:
-    assert compose([], conf_dir=CONF)["gate"]["max_system_errors"] == 0
+    assert compose([], conf_dir=CONF).gate.max_system_errors == 0
     with pytest.raises(UsageError, match="gate.max_system_errors=-1: expected an integer >= 0"):
         compose(["gate.max_system_errors=-1"], conf_dir=CONF)
     assert "max_system_errors: 0  # " in (CONF / "gate" / "default.yaml").read_text()

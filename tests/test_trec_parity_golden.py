@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from doceval.config.compose import compose
 from doceval.inputs.corpus import load_corpus
 from doceval.inputs.golden import parse_golden
 from doceval.scoring.metrics import build_matrix
@@ -23,7 +24,7 @@ CUTOFFS = (1, 3, 5, 10)
 def test_golden_runs_match_trec_eval_per_entry(real_corpus_dir: Path) -> None:
     corpus = load_corpus(real_corpus_dir)
     entries = [e for e in parse_golden(GOLDEN, corpus_ids=corpus.doc_ids()) if not e.out_of_scope]
-    retriever = make_retriever({"name": "bm25"}, corpus)
+    retriever = make_retriever(compose(["retriever=bm25"]).retriever, corpus)
     ranked = [retriever.retrieve(e.question, e.library, e.version, 100) for e in entries]
     # trec_eval sorts by score (ties by doc id, descending); give it rank-derived scores so both sides rank
     # exactly as the retriever did, whatever its ties.

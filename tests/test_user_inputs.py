@@ -233,10 +233,12 @@ def _docs_folder(root: Path) -> Path:
 
 
 def _params(tmp_path: Path) -> Path:
-    params = {
-        "docs": {"chunk_chars": 1500, "folder": None, "libraries": []},
-        "paths": {"docs": "data/docs", "cache": "data/cache"},
-    }
+    from doceval.config.compose import compose
+    from doceval.config.objects import config_dict
+
+    params = config_dict(compose())  # a complete params.yaml: the shipped composition, no wheels to build
+    params["docs"] = {**params["docs"], "folder": None, "libraries": []}
+    params["paths"] = {**params["paths"], "docs": "data/docs", "cache": "data/cache"}
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params), encoding="utf-8")
     return path
