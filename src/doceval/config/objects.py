@@ -56,7 +56,7 @@ def _build_flat(cls: type, data: Mapping[str, Any], section: str) -> Any:
     base = schema.EXTENDED_BY[cls]
     own = {yaml_key(f) for f in fields(cls)}
     subset = {k: v for k, v in data.items() if k not in own}
-    return base.from_mapping({"model": data.get("model"), **subset}, section)  # type: ignore[attr-defined]
+    return base.from_mapping(subset, section)  # type: ignore[attr-defined]
 
 
 def _build_value(value: Any, hint: Any, path: str) -> Any:

@@ -41,7 +41,7 @@ def system_block(cfg: Config, plan: RunPlan) -> dict[str, Any]:
 def answerer_record(answerer: schema.Answerer | None, plan: RunPlan) -> dict[str, Any]:
     """The answerer as the run key and the summary record it: the configured block (doceval's agent), or the
     user's assistant by its kind (``{"name": "function"}``)."""
-    return {"name": plan.system} if answerer is None else dict(config_dict(answerer))
+    return {"name": plan.system} if answerer is None else config_dict(answerer)
 
 
 def _scores(per_entry: Mapping[str, np.ndarray], i: int, error: str | None) -> dict[str, float | None]:
