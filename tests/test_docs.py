@@ -322,7 +322,7 @@ def _params_file(tmp_path: Path, libraries: list[dict]) -> Path:
     from doceval.config.objects import config_dict
 
     params = config_dict(compose())
-    params["docs"] = {**params["docs"], "folder": None, "libraries": libraries}
+    params["docs"] = {**params["docs"], "folders": [], "libraries": libraries}
     params["paths"] = {**params["paths"], "docs": str(tmp_path / "data" / "docs"),
                        "cache": str(tmp_path / "data" / "cache")}  # fmt: skip
     path = tmp_path / "params.yaml"

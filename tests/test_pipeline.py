@@ -123,7 +123,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copy(ROOT / ".dvc" / "config", root / ".dvc" / "config")
     # The docs group points at the folder; everything else stays the shipped default (dense retriever).
     (root / "conf" / "docs" / "tiny.yaml").write_text(
-        f"chunk_chars: 1500\nfolder: {docs}\nfolder_library: tinylib\nfolder_version: '1.0'\nlibraries: []\n"
+        f"chunk_chars: 1500\nfolders: [{{path: {docs}, library: tinylib, version: '1.0'}}]\nlibraries: []\n"
     )
     config = (root / "conf" / "config.yaml").read_text().replace("  - docs: default", "  - docs: tiny")
     (root / "conf" / "config.yaml").write_text(config)

@@ -237,7 +237,7 @@ def _params(tmp_path: Path) -> Path:
     from doceval.config.objects import config_dict
 
     params = config_dict(compose())  # a complete params.yaml: the shipped composition, no wheels to build
-    params["docs"] = {**params["docs"], "folder": None, "libraries": []}
+    params["docs"] = {**params["docs"], "folders": [], "libraries": []}
     params["paths"] = {**params["paths"], "docs": "data/docs", "cache": "data/cache"}
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params), encoding="utf-8")

@@ -77,11 +77,23 @@ class Library:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DocsFolder:
+    """A folder of markdown/rst docs of one library: one version, or (version null) one subfolder per version."""
+
+    path: str = spec(nonempty=True, example="docs/1.0")
+    library: str = spec(nonempty=True, example="mylib")
+    version: str | None = spec(
+        None,
+        what="a string (quote it: YAML reads 3.0 as a number); null: DIR/<version>/ subfolders",
+        example="'1.0'",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class Docs:
     chunk_chars: int = spec(ge=1, example="1500")
-    folder: str | None = spec()
-    folder_library: str | None = spec()
-    folder_version: str | None = spec(what="a string (quote it: YAML reads 3.0 as a number)")
+    # Folders instead of wheels: when any is set, the docs stage builds paths.docs from them (all together).
+    folders: tuple[DocsFolder, ...] = spec()
     # the golden set written for this corpus: the default of the top-level `golden` (data/golden/README.md)
     golden_set: str | None = spec(None, example="data/golden/v1.jsonl")
     libraries: tuple[Library, ...] = spec()

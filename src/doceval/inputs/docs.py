@@ -389,11 +389,44 @@ def build_corpus(
     return write_corpus(by_pin, out_dir, max_chars, sources)
 
 
+def folder_pins(folder: Path, library: str, version: str | None) -> list[tuple[Path, str, str]]:
+    """(directory, library, version) for one configured folder: itself at ``version``, or with ``version`` None
+    each subfolder ``DIR/<version>/`` as one version (the layout of a docs site with a version picker)."""
+    if not folder.is_dir():
+        raise UsageError(f"docs: folder {folder} is not a directory; point it at the docs sources")
+    if version is not None:
+        return [(folder, library, version)]
+    subdirs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not subdirs:
+        raise UsageError(
+            f"docs: folder {folder} has no version subfolders (DIR/<version>/); give its version "
+            "(--version V, or `version:` in docs.folders)"
+        )
+    return [(sub, library, sub.name) for sub in subdirs]
+
+
+def build_folders_corpus(
+    folders: Sequence[tuple[Path, str, str | None]], out_dir: Path, max_chars: int
+) -> dict[str, Any]:
+    """One corpus from several docs folders and versions, built together (every pin in one corpus.jsonl)."""
+    by_pin: dict[str, list[Document]] = {}
+    sources: dict[str, dict[str, Any]] = {}
+    for folder, library, version in folders:
+        for directory, lib, ver in folder_pins(folder, library, version):
+            pin = f"{normalise_name(lib)}@{ver}"
+            if pin in by_pin:
+                raise UsageError(
+                    f"docs: {pin} comes from both {sources[pin]['source']} and {directory}; "
+                    "give each library@version one folder"
+                )
+            by_pin[pin] = extract_folder(directory, lib, ver)
+            sources[pin] = {"source": str(directory)}
+    if not by_pin:
+        raise UsageError("docs: no folders given")
+    return write_corpus(by_pin, out_dir, max_chars, sources)
+
+
 def build_folder_corpus(
     folder: Path, library: str, version: str, out_dir: Path, max_chars: int
 ) -> dict[str, Any]:
-    if not folder.is_dir():
-        raise UsageError(f"docs: --folder {folder} is not a directory")
-    docs = extract_folder(folder, library, version)
-    pin = f"{normalise_name(library)}@{version}"
-    return write_corpus({pin: docs}, out_dir, max_chars, {pin: {"source": str(folder)}})
+    return build_folders_corpus([(folder, library, version)], out_dir, max_chars)

@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doceval.errors import UsageError
-from doceval.inputs.docs import build_corpus, build_folder_corpus, normalise_name, parse_specs
+from doceval.inputs.docs import (
+    build_corpus,
+    build_folder_corpus,
+    build_folders_corpus,
+    normalise_name,
+    parse_specs,
+)
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -42,22 +48,16 @@ def run(
         raise UsageError("docs --out: only with --folder (the wheel corpus is the DVC output paths.docs)")
     if folder:
         # A folder named on the command line gets its own corpus directory, outside DVC's outputs.
-        library = library or docs.folder_library
-        version = version or docs.folder_version
         if not library or not version:
             raise UsageError("docs --folder needs --library NAME and --version VERSION for the document ids")
         target = folder_out(library, version, out)
         manifest = build_folder_corpus(Path(folder), library, version, target, docs.chunk_chars)
-    elif docs.folder:
-        # docs.folder in params.yaml: the DVC stage builds paths.docs from the folder.
-        library = docs.folder_library
-        version = docs.folder_version
-        if not library or not version:
-            raise UsageError(
-                "docs.folder needs docs.folder_library and docs.folder_version for the document ids"
-            )
+    elif docs.folders:
+        # docs.folders in params.yaml: the DVC stage builds paths.docs from them, all versions together.
         target = docs_dir
-        manifest = build_folder_corpus(Path(docs.folder), library, version, target, docs.chunk_chars)
+        manifest = build_folders_corpus(
+            [(Path(f.path), f.library, f.version) for f in docs.folders], target, docs.chunk_chars
+        )
     else:
         specs = parse_specs(docs.libraries)
         if only:
