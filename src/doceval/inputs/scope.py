@@ -10,16 +10,16 @@ refusal_rate and overrefusal_rate. :func:`check_scope` reads every entry against
 | ``relevant_id_missing`` | a relevant id that is not a document of the corpus | error, any set |
 | ``nonexistent_api_unnamed`` | a ``nonexistent_api`` entry that names no API in ``forbidden_apis`` | error |
 | ``nonexistent_api_documented`` | a ``nonexistent_api`` entry whose API occurs in its pin's documents | error |
-| ``forbidden_api_supported`` | an in-scope entry forbids an API its pin documents and never marks deprecated | error |
+| ``forbidden_api_supported`` | an in-scope entry forbids an API its pin documents and never marks unsupported | error |
 | ``evidence_not_found`` | an evidence quote that does not occur in the document it is for | error |
 | ``expected_api_absent`` | an ``expected_apis`` string that occurs nowhere in the pin's documents | warning |
 | ``forbidden_in_question`` | a forbidden string the entry's own question contains | error (graded sets) |
-| ``forbidden_in_relevant`` | a forbidden string in a relevant document that does not mark it deprecated | error (graded) |
+| ``forbidden_in_relevant`` | a forbidden string in a relevant document that does not mark it unsupported | error (graded) |
 | ``expected_conflict`` | an expected string (or ``expected_any`` alternative) that contains a forbidden one | warning |
 
 The version-string rules (``forbidden_in_*``) are errors for golden sets with graded judgments (v2 and later,
 a ``NAME.qrels.jsonl`` beside them) and warnings for older sets; an entry keeps such a string on purpose by
-listing it in ``allow_forbidden``.
+listing it in ``allow_forbidden``, which waives ``forbidden_api_supported`` too.
 
 A frozen golden set (v1: its md5 anchors the headline history) keeps the findings it had when it was frozen:
 they are recorded, with its md5, in ``<name>.findings.json`` next to it, and reported as warnings while the
@@ -28,23 +28,23 @@ can never be recorded: a label that is wrong for the configured corpus is wrong 
 
 API names match case-insensitively, as the answer metrics match them, but as names: not glued to a longer
 identifier (``DeclarativeBase`` is not in ``SomeDeclarativeBase``); a document "marks it
-deprecated" when its text mentions deprecation (the extractor writes ``Deprecated: ...`` lines for
-``@deprecated`` decorators; docstrings use ``.. deprecated::``).
+unsupported" when a mark of :mod:`doceval.inputs.marks` ("removed in", "renamed from", "replaced by", "no longer",
+"deprecated", ``.. deprecated::``) governs that very name, not when the page merely mentions deprecation.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from doceval.common.io import write_json_atomic
 from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry, GoldenError, Problem, parse_golden
+from doceval.inputs.marks import Mark, find_marks, governs
+from doceval.inputs.marks import name_pattern as _pattern
 from doceval.inputs.qrels import labels_md5
 
 ALWAYS_ERRORS = frozenset({"indexed_but_unindexed", "pin_not_indexed", "relevant_id_missing"})
@@ -91,6 +91,7 @@ class PinText:
     docs: dict[str, str] = field(default_factory=dict)
     _folded: dict[str, str] = field(default_factory=dict)
     _all: str = ""
+    _marks: dict[str, list[Mark]] = field(default_factory=dict)  # doc id -> its marks, found when first asked
 
     def finish(self) -> None:
         self._folded = {d: t.casefold() for d, t in self.docs.items()}
@@ -103,18 +104,15 @@ class PinText:
         needle, pattern = name.casefold(), _pattern(name)
         return [d for d, t in self._folded.items() if needle in t and pattern.search(t)]
 
-    def marks_deprecated(self, doc_ids: Iterable[str]) -> bool:
-        return any("deprecat" in self._folded[d] for d in doc_ids)
+    def marks_unsupported(self, name: str, doc_ids: Iterable[str]) -> bool:
+        """Whether one of the documents marks ``name`` itself as not supported (removed, renamed, replaced,
+        no longer, deprecated: doceval.inputs.marks); a mark elsewhere on the page says nothing about it."""
+        return any(governs(self.marks_of(d), name) for d in doc_ids)
 
-
-@lru_cache(maxsize=4096)
-def _pattern(name: str) -> re.Pattern[str]:
-    """``name`` as an API name, casefolded: not glued to a longer identifier (``DeclarativeBase`` is not in
-    ``SomeDeclarativeBase``, ``dict(`` not in ``to_dict(``), wherever the name starts or ends with one."""
-    folded = name.casefold()
-    left = r"(?<![\w])" if folded[:1].isidentifier() or folded[:1].isdigit() else ""
-    right = r"(?![\w])" if (folded[-1:].isidentifier() or folded[-1:].isdigit()) else ""
-    return re.compile(left + re.escape(folded) + right)
+    def marks_of(self, doc_id: str) -> list[Mark]:
+        if doc_id not in self._marks:
+            self._marks[doc_id] = find_marks(self.docs[doc_id])
+        return self._marks[doc_id]
 
 
 def pin_texts(partitions: Mapping[str, Any]) -> dict[str, PinText]:
@@ -225,22 +223,24 @@ def _out_of_scope_findings(e: GoldenEntry, docs: PinText | None, stats: dict[str
 
 def _api_findings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add: _Add) -> None:
     """An in-scope entry's API names against its pin's documents: a forbidden API the pin documents without
-    marking it deprecated, an expected API that occurs nowhere."""
+    marking that name as not supported (unless the entry allows it), an expected API that occurs nowhere."""
     for name in e.forbidden_apis:
         stats["forbidden_names"] += 1
         holders = docs.documents_with(name)
         if not holders:
             continue
         stats["forbidden_in_pin_docs"] += 1
-        if docs.marks_deprecated(holders):
+        if docs.marks_unsupported(name, holders):
             stats["forbidden_deprecated"] += 1
             continue
         stats["forbidden_supported"] += 1
+        if name in e.allow_forbidden:
+            continue  # the entry keeps the string on purpose, as for the other forbidden rules
         add("forbidden_api_supported", "forbidden_apis", name,
-            f"forbids {name!r}, which {e.pin} documents without marking it deprecated "
+            f"forbids {name!r}, which {e.pin} documents without marking it removed, renamed or deprecated "
             f"(e.g. {', '.join(holders[:3])})",
             "drop the name from forbidden_apis (the version supports it), or forbid the API the version "
-            "really lacks")  # fmt: skip
+            "really lacks, or list it in allow_forbidden")  # fmt: skip
     for name in e.expected_apis:
         stats["expected_names"] += 1
         if not docs.mentions(name):
@@ -279,10 +279,10 @@ def _version_strings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add: 
                 "narrow the string (e.g. the call form), drop it, or list it in allow_forbidden")  # fmt: skip
         for doc_id in e.relevant_ids:
             text = docs._folded.get(doc_id, "")
-            if _pattern(name).search(text) and "deprecat" not in text:
+            if _pattern(name).search(text) and not docs.marks_unsupported(name, [doc_id]):
                 stats["forbidden_in_relevant"] += 1
                 add("forbidden_in_relevant", "forbidden_apis", name,
-                    f"forbids {name!r}, which its relevant document {doc_id} uses without marking it deprecated",
+                    f"forbids {name!r}, which its relevant document {doc_id} uses without marking it not supported",
                     "narrow the string, drop it, or list it in allow_forbidden")  # fmt: skip
                 break
     expected = [*e.expected_apis, *(alt for group in e.expected_any for alt in group)]

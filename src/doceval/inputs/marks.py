@@ -1,0 +1,127 @@
+"""Marks in a document's text that say an API is not supported, and the names each one governs
+(docs/design.md section 3.3).
+
+A person reading "`enqueue` was removed in 2.0" learns that ``enqueue`` is gone, not that every name on the page
+is; "Renamed from ``resultcallback``" retires ``resultcallback``, never the ``result_callback`` it documents. So
+a mark governs only the names of its own clause (a sentence, or the part of one between ``;`` / ``:``):
+
+| mark | governs |
+|---|---|
+| "removed", "deprecated"/"deprecation" | the names before it in the clause ("`put` was removed") |
+| "no longer" | the names before and after it ("`a` is no longer supported", "there is no longer a `b` mode") |
+| "renamed to", "replaced by/with", "superseded by" | the names before it (the old name, not the new one) |
+| "renamed from" | the names after it, up to "to" ("renamed from `a` to `b`" marks `a`) |
+| "renamed" (other forms) | the names before it and after it up to "to" ("Renamed `a` to `b`") |
+
+A mark with no name before it in its clause ("Deprecated: use `b`", ``.. deprecated:: 1.4``, ``@deprecated``,
+"No longer supported.") is about the documented object itself: it governs the document's header line (its
+first line, up to the signature), and for "removed"/"no longer" also the names after it ("Removed `a`.").
+The extractor writes ``Deprecated: ...`` lines for ``@deprecated`` decorators (doceval.inputs.docs).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+# Clause ends: a sentence end, a blank line, ";" or ":" followed by white space (so "a.b" and "::" inside a
+# directive name stay whole). Every clause is matched casefolded.
+_CLAUSE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n|;\s*|:{1,2}(?=\s|$)")
+# Each mark: where it looks for the names it governs ("before", "after" up to "to", or "both"), and whether
+# its clause-initial form ("Removed `a`.", "No longer accepts `b`.") also names what is gone after it.
+_MARKS: tuple[tuple[re.Pattern[str], str, bool], ...] = (
+    (re.compile(r"\brenamed\s+from\b", re.I), "after", False),
+    (re.compile(r"\brenamed\s+to\b", re.I), "before", False),
+    (re.compile(r"\brenamed\b", re.I), "both", False),
+    (re.compile(r"\b(?:replaced|superseded)\s+(?:by|with)\b", re.I), "before", False),
+    (re.compile(r"\bremoved\b", re.I), "before", True),
+    (re.compile(r"\bno\s+longer\b", re.I), "both", True),
+    (re.compile(r"(?<![\w.])deprecat(?:ed|es|ion)(?![\w])", re.I), "before", False),
+)
+# A name in prose: backticked text, a dotted or snake_case name, a call, a decorator, camelCase.
+_CODE_NAME = re.compile(r"`[^`]+`|[A-Za-z_]\w*[._]\w+|\w+\(|@\w+|\b[a-z]+[A-Z]\w*")
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One mark: the words that make it (``removed``, ``renamed from``...) and the text it governs, casefolded."""
+
+    words: str
+    governed: str
+
+
+def _clauses(text: str) -> list[str]:
+    return [c.strip() for c in _CLAUSE_END.split(text) if c and c.strip()]
+
+
+def _has_code_name(fragment: str) -> bool:
+    """Whether the fragment names an API (backticks, a dotted or snake_case name, a call, camelCase), rather
+    than only English words ("This method is", "The old"), which refer to the documented object."""
+    return _CODE_NAME.search(fragment) is not None
+
+
+def _up_to_to(fragment: str) -> str:
+    return re.split(r"\bto\b", fragment, maxsplit=1)[0]
+
+
+def _clause_marks(clause: str, header: str) -> list[Mark]:
+    found: list[Mark] = []
+    taken: list[tuple[int, int]] = []
+    for pattern, where, after_when_first in _MARKS:
+        for m in pattern.finditer(clause):
+            if any(a <= m.start() < b for a, b in taken):
+                continue  # "renamed" inside an already found "renamed from"
+            taken.append((m.start(), m.end()))
+            before, after = clause[: m.start()], _up_to_to(clause[m.end() :])
+            governed: list[str] = []
+            if where in ("before", "both"):
+                if _has_code_name(before):
+                    governed.append(before)
+                else:
+                    governed.append(header)
+                    if after_when_first:
+                        governed.append(after)
+            if where in ("after", "both"):
+                governed.append(after)
+            found.append(Mark(m.group(0), "\n".join(governed).casefold()))
+    return found
+
+
+def find_marks(text: str) -> list[Mark]:
+    """Every "not supported" mark in a document's text, with what it governs. The first line is the
+    document's header (``def lib.f(...)``, ``# Title``): what a mark with no name of its own is about."""
+    header = text.split("\n", 1)[0].split("(", 1)[0]
+    marks: list[Mark] = []
+    for clause in _clauses(text):
+        marks += _clause_marks(clause, header)
+    return marks
+
+
+@lru_cache(maxsize=4096)
+def name_pattern(name: str) -> re.Pattern[str]:
+    """``name`` as an API name, casefolded: not glued to a longer identifier (``DeclarativeBase`` is not in
+    ``SomeDeclarativeBase``, ``dict(`` not in ``to_dict(``), wherever the name starts or ends with one."""
+    folded = name.casefold()
+    left = r"(?<![\w])" if folded[:1].isidentifier() or folded[:1].isdigit() else ""
+    right = r"(?![\w])" if (folded[-1:].isidentifier() or folded[-1:].isdigit()) else ""
+    return re.compile(left + re.escape(folded) + right)
+
+
+def api_names(name: str) -> tuple[str, ...]:
+    """What a forbidden string names: itself, and for a usage string (``Base = declarative_base(``,
+    ``engine.execute(``) the API it calls, so a mark on ``declarative_base`` governs the usage string too."""
+    called = re.findall(r"([A-Za-z_][\w.]*)\s*\(", name)
+    bare = name.strip().lstrip("@.").rstrip("(").strip()
+    names = [name]
+    if called and called[-1] != name:
+        names.append(called[-1])
+    if bare and bare != name and re.fullmatch(r"[A-Za-z_][\w.]*", bare):
+        names.append(bare)
+    return tuple(dict.fromkeys(names))
+
+
+def governs(marks: list[Mark], name: str) -> bool:
+    """Whether any of the marks governs ``name`` (or the API a usage string calls)."""
+    patterns = [name_pattern(n) for n in api_names(name)]
+    return any(p.search(mark.governed) for mark in marks for p in patterns)

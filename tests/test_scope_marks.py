@@ -1,0 +1,187 @@
+"""Label checks that read docs as a person would (doceval.inputs.marks, docs/design.md section 3.3): "removed in",
+"renamed from/to", "replaced by", "no longer" and deprecation mark only the names they govern, in both
+directions, on a made-up 2.0 page and on click 8.1.7's real ``result_callback`` docstring; ``allow_forbidden``
+waives ``forbidden_api_supported``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from doceval.cli.main import main
+from doceval.inputs.corpus import load_corpus
+from doceval.inputs.docs import Document, write_corpus
+from doceval.inputs.golden import parse_golden
+from doceval.inputs.marks import find_marks, governs
+from doceval.inputs.scope import find_all, pin_texts
+
+# A made-up queue library: 2.0 removed `enqueue` (and documents it in prose that never says "deprecated").
+QUEUE_SUBMIT = (
+    "# Submitting jobs\n\n"
+    "Call `submit(job)` to put a job on the queue.\n\n"
+    "`enqueue` was removed in 2.0. Use `submit` instead."
+)
+QUEUE_OPTIONS = (
+    "# Options\n\n"
+    "`submit` takes the job and an optional `priority`. The `retries=` argument is deprecated; set `policy` "
+    "instead."
+)
+# click 8.1.7, click.core.MultiCommand.result_callback, as its docstring reads (what the extractor writes).
+CLICK_RESULT_CALLBACK = """def click.core.MultiCommand.result_callback(self, replace: bool=False)
+
+Adds a result callback to the command.  By default if a
+result callback is already registered this will chain them but
+this can be disabled with the `replace` parameter.  The result
+callback is invoked with the return value of the subcommand
+(or the list of return values from all subcommands if chaining
+is enabled) as well as the parameters as they would be passed
+to the main callback.
+
+Example::
+
+    @click.group()
+    @click.option('-i', '--input', default=23)
+    def cli(input):
+        return 42
+
+    @cli.result_callback()
+    def process_result(result, input):
+        return result + input
+
+:param replace: if set to `True` an already existing result
+                callback will be removed.
+
+.. versionchanged:: 8.0
+    Renamed from ``resultcallback``.
+
+.. versionadded:: 3.0"""
+
+DOCS = {
+    "queue@2.0": [("guide.submitting_jobs", QUEUE_SUBMIT), ("guide.options", QUEUE_OPTIONS)],
+    "click@8.1.7": [("click.core.MultiCommand.result_callback", CLICK_RESULT_CALLBACK)],
+}
+
+
+@pytest.fixture
+def corpus_dir(tmp_path: Path) -> Path:
+    docs = {
+        pin: [Document(f"{pin}:{p}", pin.split("@")[0], pin.split("@")[1], p, "section", t) for p, t in items]
+        for pin, items in DOCS.items()
+    }
+    write_corpus(docs, tmp_path / "docs", 4000, {})
+    return tmp_path / "docs"
+
+
+def _entry(eid: str, pin: str, doc: str, forbidden: list[str], **fields: Any) -> dict[str, Any]:
+    library, version = pin.split("@")
+    return {"id": eid, "question": f"how do I do {eid}?", "library": library, "version": version,
+            "out_of_scope": False, "relevant_ids": [f"{pin}:{doc}"], "reference_answer": "see the docs",
+            "expected_apis": [], "forbidden_apis": forbidden, "split": "test", "kind": "version_trap",
+            **fields}  # fmt: skip
+
+
+def _findings(tmp_path: Path, corpus_dir: Path, rows: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    path = tmp_path / "golden.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    found, _ = find_all(parse_golden(path), pin_texts(load_corpus(corpus_dir).partitions))
+    return {(f.rule, f.entry_id, f.detail) for f in found}
+
+
+# ------------------------------------------------------------------------------------ the marks themselves
+
+
+@pytest.mark.parametrize(
+    ("text", "marked", "not_marked"),
+    [
+        ("`enqueue` was removed in 2.0. Use `submit` instead.", "enqueue", "submit"),
+        (CLICK_RESULT_CALLBACK, "resultcallback", "result_callback"),
+        ("# Jobs\n\n`put` was renamed to `submit` in 2.0.", "put", "submit"),
+        ("# Jobs\n\nRenamed `put` to `submit`.", "put", "submit"),
+        ("# Jobs\n\n`Queue.put` is replaced by `Queue.submit`.", "Queue.put", "Queue.submit"),
+        ("# Jobs\n\n`drain()` no longer exists; call `flush()`.", "drain(", "flush("),
+        ("# Jobs\n\nThere is no longer a `sync=True` mode. Use `wait()`.", "sync=True", "wait("),
+        ("# Jobs\n\nThe `retries=` argument is deprecated; set `policy` instead.", "retries=", "policy"),
+        # A Sphinx directive and the extractor's @deprecated line are about the documented object itself.
+        (
+            "def lib.old_load(path)\n\n.. deprecated:: 1.4\n    Use `lib.load` instead.",
+            "old_load",
+            "lib.load",
+        ),
+        ("def lib.old_load(path)\n\nDeprecated: use `lib.load` instead.", "lib.old_load(", "lib.load"),
+    ],
+)
+def test_a_mark_governs_the_name_it_is_about_and_no_other(text: str, marked: str, not_marked: str) -> None:
+    marks = find_marks(text)
+    assert governs(marks, marked), [m.governed for m in marks]
+    assert not governs(marks, not_marked), [m.governed for m in marks]
+
+
+def test_a_usage_string_is_governed_through_the_api_it_calls() -> None:
+    marks = find_marks("# Base\n\nNote that `declarative_base` is superseded by `DeclarativeBase`.")
+    assert governs(marks, "Base = declarative_base(")
+    assert not governs(marks, "class Base(DeclarativeBase")
+
+
+def test_prose_without_a_mark_marks_nothing() -> None:
+    assert find_marks(QUEUE_SUBMIT.split("`enqueue`")[0]) == []
+
+
+# -------------------------------------------------------------------------------- the validator's rules
+
+
+def test_a_name_the_page_says_was_removed_is_no_supported_api(tmp_path: Path, corpus_dir: Path) -> None:
+    """On main any page that says "deprecated" hides every name on it, and "removed in" counts as support."""
+    rows = [
+        _entry("forbids-removed", "queue@2.0", "guide.submitting_jobs", ["enqueue"]),
+        _entry("forbids-current", "queue@2.0", "guide.options", ["submit("]),
+    ]
+    found = _findings(tmp_path, corpus_dir, rows)
+    assert ("forbidden_api_supported", "forbids-removed", "enqueue") not in found
+    # guide.options says "deprecated" about `retries=`, never about `submit`: the label is wrong.
+    assert ("forbidden_api_supported", "forbids-current", "submit(") in found
+
+
+def test_renamed_from_marks_the_old_click_name_never_the_new(tmp_path: Path, corpus_dir: Path) -> None:
+    doc = "click.core.MultiCommand.result_callback"
+    rows = [
+        _entry("old-name", "click@8.1.7", doc, ["resultcallback"]),
+        _entry("new-name", "click@8.1.7", doc, ["result_callback"]),
+    ]
+    found = _findings(tmp_path, corpus_dir, rows)
+    assert ("forbidden_api_supported", "old-name", "resultcallback") not in found
+    assert ("forbidden_in_relevant", "old-name", "resultcallback") not in found
+    assert ("forbidden_api_supported", "new-name", "result_callback") in found
+    assert ("forbidden_in_relevant", "new-name", "result_callback") in found
+
+
+def test_a_relevant_document_marks_only_the_names_it_governs(tmp_path: Path, corpus_dir: Path) -> None:
+    rows = [
+        _entry("keeps-deprecated", "queue@2.0", "guide.options", ["retries="]),
+        _entry("uses-current", "queue@2.0", "guide.options", ["priority"]),
+    ]
+    found = _findings(tmp_path, corpus_dir, rows)
+    assert not any(f[1] == "keeps-deprecated" for f in found)
+    assert ("forbidden_in_relevant", "uses-current", "priority") in found
+
+
+def test_allow_forbidden_waives_forbidden_api_supported(tmp_path: Path, corpus_dir: Path) -> None:
+    row = _entry("style", "queue@2.0", "guide.submitting_jobs", ["submit("], allow_forbidden=["submit("])
+    plain = _entry("plain", "queue@2.0", "guide.submitting_jobs", ["submit("])
+    assert _findings(tmp_path, corpus_dir, [row, plain]) == {
+        ("forbidden_api_supported", "plain", "submit("),
+        ("forbidden_in_relevant", "plain", "submit("),
+    }
+
+
+def test_golden_validate_accepts_the_removed_api_label(
+    tmp_path: Path, corpus_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's user story: a correct label on a 2.0 page saying "`enqueue` was removed in 2.0"."""
+    path = tmp_path / "golden.jsonl"
+    row = _entry("q1", "queue@2.0", "guide.submitting_jobs", ["enqueue"], expected_apis=["submit"])
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    assert main(["golden", "validate", str(path), "--corpus", str(corpus_dir)]) == 0
+    assert "1 marked deprecated there, 0 not" in capsys.readouterr().out
