@@ -16,7 +16,7 @@ from doceval.errors import UsageError
 from doceval.inputs.docs import (
     Document,
     LibrarySpec,
-    build_folder_corpus,
+    build_folders_corpus,
     chunk_document,
     extract_folder,
     extract_wheel,
@@ -274,7 +274,9 @@ def test_folder_of_markdown_and_rst_becomes_section_documents(tmp_path):
 
 
 def test_build_folder_corpus_writes_a_loadable_corpus(tmp_path):
-    manifest = build_folder_corpus(_docs_folder(tmp_path / "src"), "mylib", "1.0", tmp_path / "docs", 1500)
+    manifest = build_folders_corpus(
+        [(_docs_folder(tmp_path / "src"), "mylib", "1.0")], tmp_path / "docs", 1500
+    )
     assert manifest["pins"]["mylib@1.0"]["documents"] == 5
     assert manifest["pins"]["mylib@1.0"]["source"] == str(tmp_path / "src")
 
@@ -284,7 +286,7 @@ def test_empty_folder_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="no documents found in .*empty"):
         extract_folder(tmp_path / "empty", "mylib", "1.0")
     with pytest.raises(UsageError, match="not a directory"):
-        build_folder_corpus(tmp_path / "missing", "mylib", "1.0", tmp_path / "docs", 1500)
+        build_folders_corpus([(tmp_path / "missing", "mylib", "1.0")], tmp_path / "docs", 1500)
 
 
 # ------------------------------------------------------------------------------------------ sha256 pin

@@ -263,6 +263,8 @@ def test_an_output_folder_behind_a_symlink_is_replaced_and_the_link_stays(projec
     (project / "md" / "a.md").write_text("# Fees\n\nLate fees are five dollars per day.\n", encoding="utf-8")
     (project / "real").mkdir()
     (project / "real" / "stale.txt").write_text("from an older build\n", encoding="utf-8")
+    # An older build of the same corpus (a folder holding another one is refused without --replace).
+    (project / "real" / "manifest.json").write_text('{"pins": {"lib@1": {"source": "md"}}}', encoding="utf-8")
     (project / "corpus").symlink_to("real")
     assert main(_docs("corpus")) == 0
     assert (project / "corpus").is_symlink() and os.readlink(project / "corpus") == "real"

@@ -273,9 +273,12 @@ def test_docs_folder_writes_its_own_corpus_and_leaves_paths_docs_alone(tmp_path,
     assert (tmp_path / "elsewhere" / "corpus" / "manifest.json").is_file()
     capsys.readouterr()
 
-    # paths.docs only when --out names it.
+    # paths.docs only when --out names it, and over the project's corpus only with --replace.
     assert main(["docs", "--folder", str(folder), "--library", "Shop", "--version", "2024", "--quiet",
-                 "--out", "data/docs"]) == 0  # fmt: skip
+                 "--out", "data/docs"]) == 2  # fmt: skip
+    assert "data/docs is not empty and holds no doceval corpus" in capsys.readouterr().err
+    assert main(["docs", "--folder", str(folder), "--library", "Shop", "--version", "2024", "--quiet",
+                 "--out", "data/docs", "--replace"]) == 0  # fmt: skip
     assert json.loads((docs / "manifest.json").read_text())["pins"]["shop@2024"]["documents"] == 3
     assert "is paths.docs" in capsys.readouterr().out
 

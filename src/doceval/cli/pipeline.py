@@ -64,13 +64,36 @@ def cmd_docs(args: argparse.Namespace) -> int:
     docs.run(
         stage_params(args),
         progress=not args.quiet,
-        folder=args.folder,
-        library=args.library,
-        version=args.version,
+        folders=args.folders or (),
         only=args.only,
         out=args.out,
+        replace=args.replace,
     )
     return 0
+
+
+class FolderGroupAction(argparse.Action):
+    """``--folder DIR [--library L] [--version V]``, repeatable: each --library/--version belongs to the
+    --folder before it, so one command builds several folders and versions into one corpus."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        groups: list[tuple[str, str | None, str | None]] = list(getattr(namespace, self.dest, None) or [])
+        if option == "--folder":
+            groups.append((str(values), None, None))
+        elif not groups:
+            parser.error(
+                f"{option} {values}: give --folder DIR before it (it applies to the --folder before it)"
+            )
+        else:
+            path, library, version = groups[-1]
+            if (library if option == "--library" else version) is not None:
+                parser.error(f"{option}: given twice for --folder {path}; repeat --folder for another folder")
+            groups[-1] = (
+                (path, str(values), version) if option == "--library" else (path, library, str(values))
+            )
+        setattr(namespace, self.dest, groups)
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -273,13 +296,38 @@ def _register_stages(sub: Any) -> None:
         sub, "docs", cmd_docs, "build the documentation corpus from pinned wheels (or a docs folder)"
     )
     p.add_argument("--only", nargs="+", metavar="LIB@VERSION", help="build only these configured pins")
-    p.add_argument("--folder", help="a folder of markdown/rst docs instead of wheels")
-    p.add_argument("--library", help="library name for --folder")
-    p.add_argument("--version", help="version for --folder")
+    p.add_argument(
+        "--folder",
+        dest="folders",
+        metavar="DIR",
+        action=FolderGroupAction,
+        help="a folder of markdown/rst docs instead of wheels; repeat it (each with its --library/--version) "
+        "to build several folders and versions into one corpus",
+    )
+    p.add_argument(
+        "--library",
+        dest="folders",
+        metavar="NAME",
+        action=FolderGroupAction,
+        help="library of the --folder before it (default: the library of the --folder before that)",
+    )
+    p.add_argument(
+        "--version",
+        dest="folders",
+        metavar="V",
+        action=FolderGroupAction,
+        help="version of the --folder before it; without it, each subfolder DIR/<version>/ is one version",
+    )
     p.add_argument(
         "--out",
         metavar="DIR",
-        help="where --folder writes its corpus (default: data/folders/LIB@VERSION, never paths.docs)",
+        help="where --folder writes its corpus (default: data/folders/LIB@VERSION for one pin, "
+        "data/folders/LIB for several versions, data/folders/LIB1+LIB2 for several libraries; never paths.docs)",
+    )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="write over a folder that holds another corpus (other pins or sources); without it that is exit 2",
     )
 
     add_stage(sub, "index", cmd_index, "embed the corpus and write the Qdrant index")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import json
 import re
 import subprocess
 import sys
@@ -281,13 +282,15 @@ def extract_folder(folder: Path, library: str, version: str) -> list[Document]:
             ]
         else:
             matches = list(_HEADING.finditer(text))
-        starts = [(m.start(), (m.group(2) or m.group(3) or "").strip()) for m in matches]
+        starts = [(m.start(), m.end(), (m.group(2) or m.group(3) or "").strip()) for m in matches]
         if not starts or starts[0][0] > 0:
-            starts.insert(0, (0, ""))
-        for i, (start, title) in enumerate(starts):
+            starts.insert(0, (0, 0, ""))
+        for i, (start, heading_end, title) in enumerate(starts):
             end = starts[i + 1][0] if i + 1 < len(starts) else len(text)
             body = text[start:end].strip()
-            if not body:
+            # A heading with nothing under it ("# Backends" straight before "## Redis") is no document: its
+            # one line would match queries on the heading's words and take a top-k slot from real sections.
+            if not body or not text[heading_end:end].strip():
                 continue
             path = f"{stem}.{_slug(title)}" if title else stem
             doc_id = f"{pin}:{path}"
@@ -371,8 +374,63 @@ def write_corpus(
     return manifest
 
 
+def _read_manifest(out_dir: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((out_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("pins"), dict) else None
+
+
+def _same_source(recorded: Any, new: Any) -> bool:
+    """A wheel's file name, or a folder (recorded as given: ``docs/1.0`` and ``./docs/1.0`` are one folder)."""
+    if recorded == new:
+        return True
+    return (
+        isinstance(recorded, str) and isinstance(new, str) and Path(recorded).resolve() == Path(new).resolve()
+    )
+
+
+def refuse_other_corpus(out_dir: Path, sources: dict[str, dict[str, Any]], replace: bool) -> None:
+    """UsageError when ``out_dir`` holds something other than this corpus (other pins, or the same pins from
+    other sources, or files that are no corpus at all): building replaces the whole folder, so writing 2.0 over
+    1.0 would silently keep only 2.0. Rebuilding the same pins from the same sources is fine; ``replace`` allows
+    the rest."""
+    if replace or not out_dir.is_dir() or not any(out_dir.iterdir()):
+        return
+    manifest = _read_manifest(out_dir)
+    fix = (
+        "pass --replace to write over it, build every version together in one command (repeat --folder DIR "
+        "--version V, or one DIR/<version>/ folder), or write elsewhere (--out DIR)"
+    )
+    if manifest is None:
+        raise UsageError(
+            f"docs: {out_dir} is not empty and holds no doceval corpus (no manifest.json listing its pins); {fix}"
+        )
+    old = {
+        pin: meta.get("source") if isinstance(meta, dict) else None for pin, meta in manifest["pins"].items()
+    }
+    new = {pin: meta.get("source") for pin, meta in sources.items()}
+    if set(old) != set(new):
+        raise UsageError(
+            f"docs: {out_dir} holds another corpus ({', '.join(sorted(manifest['pins'])) or 'no pins'}); this "
+            f"build writes {', '.join(sorted(new))}, and would drop what it does not rebuild; {fix}"
+        )
+    moved = [pin for pin in sorted(new) if not _same_source(old[pin], new[pin])]
+    if moved:
+        raise UsageError(
+            f"docs: {out_dir} holds {moved[0]} built from {old[moved[0]]}, and this build reads it from "
+            f"{new[moved[0]]}; {fix}"
+        )
+
+
 def build_corpus(
-    specs: Sequence[LibrarySpec], out_dir: Path, cache_dir: Path, max_chars: int, progress: bool = True
+    specs: Sequence[LibrarySpec],
+    out_dir: Path,
+    cache_dir: Path,
+    max_chars: int,
+    progress: bool = True,
+    replace: bool = False,
 ) -> dict[str, Any]:
     if not specs:
         raise UsageError("docs: no libraries configured (docs.libraries is empty in params.yaml)")
@@ -386,6 +444,7 @@ def build_corpus(
             raise UsageError(
                 f"docs: {spec.pin} ({wheel.name}) has no public docstrings; check its exclude list"
             )
+    refuse_other_corpus(out_dir, sources, replace)
     return write_corpus(by_pin, out_dir, max_chars, sources)
 
 
@@ -406,7 +465,7 @@ def folder_pins(folder: Path, library: str, version: str | None) -> list[tuple[P
 
 
 def build_folders_corpus(
-    folders: Sequence[tuple[Path, str, str | None]], out_dir: Path, max_chars: int
+    folders: Sequence[tuple[Path, str, str | None]], out_dir: Path, max_chars: int, replace: bool = False
 ) -> dict[str, Any]:
     """One corpus from several docs folders and versions, built together (every pin in one corpus.jsonl)."""
     by_pin: dict[str, list[Document]] = {}
@@ -423,10 +482,5 @@ def build_folders_corpus(
             sources[pin] = {"source": str(directory)}
     if not by_pin:
         raise UsageError("docs: no folders given")
+    refuse_other_corpus(out_dir, sources, replace)
     return write_corpus(by_pin, out_dir, max_chars, sources)
-
-
-def build_folder_corpus(
-    folder: Path, library: str, version: str, out_dir: Path, max_chars: int
-) -> dict[str, Any]:
-    return build_folders_corpus([(folder, library, version)], out_dir, max_chars)

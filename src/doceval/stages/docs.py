@@ -1,8 +1,9 @@
-"""DVC stage `docs`: the documentation corpus (data/docs) from the pinned wheels, or from a docs folder.
+"""DVC stage `docs`: the documentation corpus (data/docs) from the pinned wheels, or from docs folders.
 
-`doceval docs --folder DIR` (the command line, not params.yaml) builds a separate corpus in its own
-directory (`--out`, default `data/folders/LIB@VERSION`), never in `paths.docs`, the DVC output, unless
-`--out` names it.
+`doceval docs --folder DIR [--library L] [--version V]` (repeatable, built together into one corpus) writes its
+own directory (`--out`, default under `data/folders/`, see :func:`folder_out`), never `paths.docs`, the DVC
+output, unless `--out` names it. A build never writes over a different corpus without `--replace`
+(doceval.inputs.docs.refuse_other_corpus).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from doceval.errors import UsageError
 from doceval.inputs.docs import (
     build_corpus,
-    build_folder_corpus,
     build_folders_corpus,
+    folder_pins,
     normalise_name,
     parse_specs,
 )
@@ -25,52 +26,63 @@ if TYPE_CHECKING:
     from doceval.config.schema import Config
 
 FOLDERS_DIR = Path("data/folders")
+# One --folder group of the command line: (DIR, --library or None, --version or None).
+FolderArg = tuple[str, str | None, str | None]
 
 
-def folder_out(library: str, version: str, out: str | None = None) -> Path:
-    """Where `docs --folder` writes: ``out``, or ``data/folders/LIB@VERSION`` (the normalised pin)."""
-    return Path(out) if out else FOLDERS_DIR / f"{normalise_name(library)}@{version}"
+def folder_out(pins: Sequence[str], out: str | None = None) -> Path:
+    """Where `docs --folder` writes: ``out``, or under ``data/folders/`` the corpus's name: ``LIB@VERSION`` for
+    one pin, ``LIB`` for several versions of one library, ``LIB1+LIB2`` (sorted) for several libraries."""
+    if out:
+        return Path(out)
+    libraries = sorted({pin.split("@", 1)[0] for pin in pins})
+    name = pins[0] if len(pins) == 1 else "+".join(libraries)
+    return FOLDERS_DIR / name
+
+
+def command_line_folders(folders: Sequence[FolderArg]) -> list[tuple[Path, str, str | None]]:
+    """The --folder groups with their libraries: a group without --library takes the one before it."""
+    resolved: list[tuple[Path, str, str | None]] = []
+    library: str | None = None
+    for path, own_library, version in folders:
+        library = own_library or library
+        if library is None:
+            raise UsageError(
+                f"docs --folder {path}: needs --library NAME after it (later --folder groups without "
+                "--library take the library of the one before)"
+            )
+        resolved.append((Path(path), library, version))
+    return resolved
 
 
 def run(
     cfg: Config,
     progress: bool = True,
     *,
-    folder: str | None = None,
-    library: str | None = None,
-    version: str | None = None,
+    folders: Sequence[FolderArg] = (),
     only: Sequence[str] | None = None,
     out: str | None = None,
+    replace: bool = False,
 ) -> dict[str, Any]:
     docs = cfg.docs
     docs_dir = Path(cfg.paths.docs)
-    if out and not folder:
+    if out and not folders:
         raise UsageError("docs --out: only with --folder (the wheel corpus is the DVC output paths.docs)")
-    if folder:
-        # A folder named on the command line gets its own corpus directory, outside DVC's outputs.
-        if not library or not version:
-            raise UsageError("docs --folder needs --library NAME and --version VERSION for the document ids")
-        target = folder_out(library, version, out)
-        manifest = build_folder_corpus(Path(folder), library, version, target, docs.chunk_chars)
+    if folders:
+        # Folders named on the command line get their own corpus directory, outside DVC's outputs.
+        groups = command_line_folders(folders)
+        pins = [f"{normalise_name(lib)}@{ver}" for group in groups for _, lib, ver in folder_pins(*group)]
+        target = folder_out(pins, out)
+        manifest = build_folders_corpus(groups, target, docs.chunk_chars, replace)
     elif docs.folders:
         # docs.folders in params.yaml: the DVC stage builds paths.docs from them, all versions together.
         target = docs_dir
         manifest = build_folders_corpus(
-            [(Path(f.path), f.library, f.version) for f in docs.folders], target, docs.chunk_chars
+            [(Path(f.path), f.library, f.version) for f in docs.folders], target, docs.chunk_chars, replace
         )
     else:
-        specs = parse_specs(docs.libraries)
-        if only:
-            known = {s.pin: s for s in specs}
-            unknown = [p for p in only if p not in known]
-            if unknown:
-                raise UsageError(
-                    f"docs --only: {', '.join(unknown)} not configured; known: {', '.join(sorted(known))}"
-                )
-            specs = [known[p] for p in only]
-        cache = Path(cfg.paths.cache) / "wheels"
         target = docs_dir
-        manifest = build_corpus(specs, target, cache, docs.chunk_chars, progress=progress)
+        manifest = _build_wheels(cfg, target, only, progress, replace)
     print(
         json.dumps(
             {
@@ -80,9 +92,25 @@ def run(
             }
         )
     )
-    if folder:
+    if folders:
         _print_next_steps(manifest, target, docs_dir)
     return manifest
+
+
+def _build_wheels(
+    cfg: Config, target: Path, only: Sequence[str] | None, progress: bool, replace: bool
+) -> dict[str, Any]:
+    specs = parse_specs(cfg.docs.libraries)
+    if only:
+        known = {s.pin: s for s in specs}
+        unknown = [p for p in only if p not in known]
+        if unknown:
+            raise UsageError(
+                f"docs --only: {', '.join(unknown)} not configured; known: {', '.join(sorted(known))}"
+            )
+        specs = [known[p] for p in only]
+    cache = Path(cfg.paths.cache) / "wheels"
+    return build_corpus(specs, target, cache, cfg.docs.chunk_chars, progress=progress, replace=replace)
 
 
 def _print_next_steps(manifest: Mapping[str, Any], target: Path, docs_dir: Path) -> None:
