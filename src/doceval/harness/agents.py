@@ -23,13 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from doceval.common.concurrency import (
     iter_concurrent,
 )
 from doceval.common.io import non_finite_path
 from doceval.common.journal import Journal, load_records
+from doceval.common.progress import Progress
 from doceval.seam import Probe, Reply, require_unique_ids
 from doceval.system.external.agents import ExternalAgent, parse_response, system_error_text
 
@@ -143,7 +142,7 @@ def _drain_external(
         if response.error is None:
             continue
         n_errors += 1
-        bar.set_postfix(errors=n_errors, refresh=False)
+        bar.set_postfix(errors=n_errors)
         log.warning("%s: %s", response.id, response.error)
         reason = errors_stop(n_errors, max_errors) or abandoned_stop(agent, max_abandoned)
         if reason is not None:
@@ -181,8 +180,7 @@ def run_external(
     run = _ExternalRun(agent, Journal(journal_path), dict(done), _session_namer(done, warm_memory))
     todo = [p for p in probes if p.id not in done]
     concurrency = 1 if warm_memory else max(1, max_concurrency)
-    bar = tqdm(total=len(probes), initial=len(done), desc=f"agent ({agent.name})", unit="entry",
-               disable=not progress)  # fmt: skip
+    bar = Progress(len(probes), f"agent ({agent.name})", "entry", enabled=progress, initial=len(done))
     try:
         with contextlib.closing(iter_concurrent(run.process, todo, concurrency)) as outcomes:
             reason = _drain_external(outcomes, agent, bar, (max_errors, max_abandoned))

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tqdm import tqdm
-
 from doceval.common.io import iter_jsonl, read_json
+from doceval.common.progress import iterate
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.index.build import check_index
@@ -146,7 +145,7 @@ def retrieve_all(
     limits = limits or ErrorLimits()
     user = isinstance(retriever, FunctionRetriever)
     out = CandidateSet({}, {}, {})
-    for entry in tqdm(entries, desc=f"retrieve ({retriever.name})", unit="q", disable=not progress):
+    for entry in iterate(entries, f"retrieve ({retriever.name})", "q", enabled=progress):
         reason = None if corpus is None else route(entry, corpus)
         out.routed[entry.id] = reason
         try:

@@ -17,9 +17,8 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from doceval.common.journal import Journal, load_records
+from doceval.common.progress import Progress
 from doceval.llm import BudgetExceeded, Ledger, LLMError, iter_concurrent, usage_scope
 from doceval.seam import Reply, Source, require_unique_ids
 from doceval.system.docchat.answerers import Answerer
@@ -154,7 +153,7 @@ def _drain(
             consecutive_errors = 0
             bar.update(1)
             if ledger.budget_usd is not None or ledger.spent_usd:
-                bar.set_postfix(cost=f"${ledger.spent_usd:.4f}", refresh=False)
+                bar.set_postfix(cost=f"${ledger.spent_usd:.4f}")
             continue
         if status == "budget":
             log.warning("stopping: %s", message)
@@ -216,7 +215,7 @@ def run_agent(
     run = _AgentRun(search, answerer, Journal(journal_path), shared_memory, dict(done))
     errors: dict[str, str] = {}
     todo = [p for p in probes if p.id not in done]
-    bar = tqdm(total=len(probes), initial=len(done), desc="agent", unit="entry", disable=not progress)
+    bar = Progress(len(probes), "agent", "entry", enabled=progress, initial=len(done))
     try:
         if shared_memory is not None and max_concurrency > 1:
             log.info("warm memory: running sequentially (entry order matters)")
