@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -101,13 +102,18 @@ class _ExternalRun:
 
     def process(self, probe: Probe) -> Reply:
         session_id = self.session_of(probe)
+        start, t0 = time.time(), time.perf_counter()
         try:
-            response = parse_response(probe.id, session_id, self.agent.call(probe, session_id))
+            raw = self.agent.call(probe, session_id)
+            duration = time.perf_counter() - t0  # the call alone, not reading its reply
+            response = parse_response(probe.id, session_id, raw)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - any failure of the system (a SystemExit too) is that
             # entry's error: the user's code never chooses doceval's exit code
+            duration = time.perf_counter() - t0
             response = Reply(probe.id, None, session_id=session_id, error=system_error_text(exc))
+        response.timing = {"start": start, "duration_s": duration}
         self.journal.append(
             response.to_json()
         )  # here, not in the loop: calls in flight at a stop still count

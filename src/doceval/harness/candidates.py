@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,8 @@ class CandidateSet:
     errors: dict[str, str] = field(default_factory=dict)
     stopped: str | None = None
     bm25: dict[str, list[str]] | None = None  # BM25_RANKINGS as cached beside (None: not cached, or live)
+    # A user's retriever function only: entry id -> (start in Unix seconds, seconds) of its call, for traces.
+    timings: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def depth(self) -> int:
@@ -148,6 +151,7 @@ def retrieve_all(
     for entry in iterate(entries, f"retrieve ({retriever.name})", "q", enabled=progress):
         reason = None if corpus is None else route(entry, corpus)
         out.routed[entry.id] = reason
+        start, t0 = time.time(), time.perf_counter()
         try:
             out.ranked[entry.id] = (
                 [] if reason else retriever.retrieve(entry.question, entry.library, entry.version, depth)
@@ -166,6 +170,9 @@ def retrieve_all(
             if out.stopped is not None:
                 log.error("stopping: %s", out.stopped)
                 break
+        finally:
+            if user and not reason:
+                out.timings[entry.id] = (start, time.perf_counter() - t0)
     return out
 
 

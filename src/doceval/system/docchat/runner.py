@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -108,11 +109,16 @@ class _AgentRun:
 
     def reply(self, probe: Probe, memory: Memory) -> Reply:
         """The agent's reply, before its usage is known. A refused search never reaches the answerer."""
+        start, t0 = time.time(), time.perf_counter()
         found = self.search(probe)
+        t1 = time.perf_counter()
         if found.refused:
-            return Reply(probe.id, None, True, found.cause, found.reason)
+            timing = {"start": start, "duration_s": t1 - t0, "search_s": t1 - t0}
+            return Reply(probe.id, None, True, found.cause, found.reason, timing=timing)
         surfaced = memory.recall(probe.question, probe.library, probe.version)
+        t2 = time.perf_counter()
         answer, refused, reason = self.answerer.answer(probe, found.passages, surfaced)
+        t3 = time.perf_counter()
         return Reply(
             probe.id,
             answer,
@@ -121,6 +127,7 @@ class _AgentRun:
             reason if refused else None,
             sources=[Source(p.doc_id, p.score) for p in found.passages],
             memory_used=[m.question for m in surfaced],
+            timing={"start": start, "duration_s": t3 - t0, "search_s": t1 - t0, "answerer_s": t3 - t2},
         )
 
     def process(self, probe: Probe) -> Outcome:
