@@ -73,6 +73,48 @@ def test_history_table_plot_and_dirty_runs(project: Path, capsys: pytest.Capture
     assert main(["history", "--tracking-uri", uri, "--metric", "hits"]) == 2
 
 
+def test_history_outside_a_git_repository_says_it_needs_a_commit(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from doceval.tracking import log_run
+
+    assert main(eval_args("--split", "test", *overrides())) == 0
+    summary = json.loads((project / "out.json").read_text())
+    summary["config"]["provenance"]["git_commit"] = None  # what a run in a folder without git records
+    uri = f"sqlite:///{project / 'mlruns.db'}"
+    for i in range(2):
+        log_run(summary, uri=uri, root=project, run_name=f"run{i}")
+    capsys.readouterr()
+    assert main(["history", "--tracking-uri", uri, "--plot", "h.png"]) == 2
+    err = capsys.readouterr().err
+    assert "2 tracked runs" in err and "git commit" in err and "git init" in err
+
+
+def test_history_picks_a_family_by_system_or_run_name(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from doceval.tracking import log_run
+
+    uri, commits, base = _history(project, 3, 0.01)
+    other = copy.deepcopy(base)
+    other["config"]["retriever"]["name"] = "overlap"  # another system under test, logged last
+    other["config"]["provenance"] = {**other["config"]["provenance"], "git_commit": commits[-1]}
+    log_run(other, uri=uri, root=project, run_name="overlap-try")
+    capsys.readouterr()
+    history = ["history", "--tracking-uri", uri, "--metric", "hit_rate", "--plot", "h.png"]
+    assert main(history) == 0
+    assert capsys.readouterr().out.startswith("1 runs: ")  # the newest run's family: overlap's
+    assert main([*history, "--system", "bm25"]) == 0
+    assert capsys.readouterr().out.startswith("3 runs: ")
+    assert main([*history, "--run-name", "run0"]) == 0
+    assert capsys.readouterr().out.startswith("3 runs: ")
+    assert main([*history, "--run-name", "overlap-try"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1 runs: ") and "system overlap" in out
+    assert main([*history, "--system", "nosuch"]) == 2
+    assert "--system nosuch" in capsys.readouterr().err
+
+
 def test_a_slow_decline_passes_the_baseline_gate_and_fails_the_drift_rule(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -175,4 +175,4 @@ def test_adding_a_metric_is_one_declaration(tmp_path: Path) -> None:
     assert out["mlflow_description"].endswith(
         "answer_accuracy not judged, hit_rate_copy 1.000 [0.224, 1.000]"
     )
-    assert out["sweep_table"][-1] == "hit_rate_c"  # the column header, cut at 10 characters
+    assert out["sweep_table"][-1] == "hit_rate_copy"  # the column header, whole (never cut)

@@ -311,9 +311,11 @@ def test_entries_csv_neutralises_formulas() -> None:
     ]  # fmt: skip
     rows = list(csv.reader(io.StringIO(entries_csv(entries))))
     assert rows[0] == [*ENTRY_COLUMNS, "hit_rate", "mrr"]
-    # id, split, library, version, kind, out_of_scope, refused (a carriage return becomes a quoted newline)
-    assert rows[1] == ["'" + FORMULA, "'\tx", "'+SUM(A1:A9)", "'-2+3", "'@cmd", "False", "'\nx", "-0.5", "1.0"]  # fmt: skip
-    assert rows[2] == ["-1", "test", "pydantic", "2.8.2", "lookup", "True", "True", "", "-3"]  # numbers stay
+    # id, split, kind, pin, question, out_of_scope, refused (a carriage return becomes a quoted newline), stage,
+    # top_ids, answer, system_error, duration_s
+    assert rows[1] == ["'" + FORMULA, "'\tx", "'@cmd", "'+SUM(A1:A9)@-2+3", "", "False", "'\nx", "", "", "",
+                       "", "", "-0.5", "1.0"]  # fmt: skip
+    assert rows[2] == ["-1", "test", "lookup", "pydantic@2.8.2", "", "True", "True", "", "", "", "", "", "", "-3"]  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- 5. artifacts follow the store

@@ -258,7 +258,7 @@ def test_log_run_contents_and_split_experiments(tmp_path: Path, template_db: Pat
     table = list(csv.DictReader(io.StringIO(Path(client.download_artifacts(test_id, "entries.csv", str(tmp_path / "dl"))).read_text())))  # fmt: skip
     assert [r["id"] for r in table] == ["q1", "q2", "q3"]
     assert table[2]["out_of_scope"] == "True" and table[2]["recall_at_k"] == "" and table[1]["mrr"] == "0.0"
-    assert list(table[0])[:7] == ["id", "split", "library", "version", "kind", "out_of_scope", "refused"]
+    assert list(table[0])[:7] == ["id", "split", "kind", "pin", "question", "out_of_scope", "refused"]
 
     assert run.inputs is not None
     (ds,) = run.inputs.dataset_inputs

@@ -10,10 +10,10 @@ import importlib
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["__version__", "compare", "evaluate", "gate"]
+__all__ = ["Summary", "__version__", "compare", "evaluate", "gate"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("evaluate", "compare", "gate"):
+    if name in ("evaluate", "compare", "gate", "Summary"):
         return getattr(importlib.import_module("doceval.api"), name)
     raise AttributeError(f"module 'doceval' has no attribute {name!r}")

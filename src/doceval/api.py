@@ -10,8 +10,10 @@
     print(compare(base, new).rows)
     assert gate(new, {"hit_rate": 0.6, "refused_correctly": 1.0}).passed
 
-A summary is the dict ``doceval eval --output`` writes (``{"metrics", "config", "entries", "complete"}``),
-so ``compare``/``gate`` take either a summary from here or a file path or MLflow run id.
+``evaluate`` returns a :class:`Summary`: the dict ``doceval eval --output`` writes (``{"metrics", "config",
+"entries", "complete"}``) with those blocks as attributes too (``s.metrics["hit_rate"]``), so ``compare``/``gate``
+take either a summary from here or a file path or MLflow run id. ``retriever=`` takes a function or a built-in
+retriever's name (``"bm25"``: the same as ``overrides=["retriever=bm25"]``).
 
 ``compose`` and ``load_params`` return the typed, frozen :class:`doceval.config.schema.Config`; change one with
 ``dataclasses.replace`` and pass it to ``evaluate_config``.
@@ -32,12 +34,15 @@ from doceval.config.schema import Config, Gate, RetrieverFunction
 from doceval.errors import UsageError
 from doceval.harness.evaluate import evaluate as evaluate_config
 from doceval.harness.plan import EvalOptions
-from doceval.results import CompareResult, GateResult, check_gate_config, load_gate_config, load_summary
+from doceval.results import CompareResult, GateResult, check_gate_config, load_gate_config
 from doceval.results import compare as compare_summaries
 from doceval.results import gate as gate_summary
+from doceval.results import load_summary as load_summary_mapping
+from doceval.system.retrievers import RETRIEVERS
 
 __all__ = [
     "EvalOptions",
+    "Summary",
     "compare",
     "compose",
     "evaluate",
@@ -47,7 +52,36 @@ __all__ = [
     "load_summary",
 ]
 
-Summary = dict[str, Any]
+
+class Summary(dict[str, Any]):
+    """A run summary (docs/design.md section 4.1): the JSON object ``doceval eval --output`` writes, as a dict
+    (``json.dump`` it, index it), with its blocks as attributes: ``metrics`` (values, counts, intervals),
+    ``config`` (the effective configuration), ``entries`` (one row per golden entry), ``complete``."""
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return dict(self["metrics"])
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return dict(self["config"])
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        return list(self["entries"])
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.get("complete", True))
+
+
+def load_summary(path_or_run_id: str | Path) -> Summary:
+    """A run summary from a JSON file or an MLflow run id, checked (``UsageError`` naming the problem)."""
+    return Summary(load_summary_mapping(path_or_run_id, mlflow_summary_loader()))
+
+
+# The built-in retrievers a name can pick (``function`` is the user's own: pass the function itself).
+BUILT_IN_RETRIEVERS = tuple(sorted(n for n in RETRIEVERS if n != "function"))
 
 
 def _name(fn: Any) -> str:
@@ -58,7 +92,7 @@ def _name(fn: Any) -> str:
 def evaluate(
     golden: str | Path,
     *,
-    retriever: Callable[..., Any] | None = None,
+    retriever: Callable[..., Any] | str | None = None,
     agent: Callable[..., Mapping[str, Any]] | None = None,
     k: int | None = None,
     split: str | None = None,
@@ -74,7 +108,8 @@ def evaluate(
     """Evaluate a golden set (JSONL or JSON array) and return its summary.
 
     - ``retriever``: ``retrieve(question, k)`` (library/version keywords passed when it accepts them)
-      returning ids best first or ``(id, score)`` pairs; doceval's agent answers from what it retrieves.
+      returning ids best first or ``(id, score)`` pairs; doceval's agent answers from what it retrieves. Or a
+      built-in retriever's name (``"bm25"``, ``"dense"``, ...): the configured system with that retriever.
     - ``agent``: the user's whole assistant, ``agent(question=, library=, version=, session_id=)`` returning
       ``{"answer", "sources", "refused"}``; a fresh session id per entry unless ``warm_memory``.
     - Neither: the configured system (conf/ + ``overrides``, e.g. ``["retriever=bm25"]``).
@@ -90,6 +125,9 @@ def evaluate(
     if retriever is not None and agent is not None:
         raise UsageError("evaluate: pass retriever= or agent=, not both (an agent brings its own retrieval)")
     extra = [f"k={k}"] if k is not None else []
+    if isinstance(retriever, str):
+        extra.append(f"retriever={retriever}")  # a built-in: composed like `doceval eval retriever=NAME`
+        retriever = None
     if retriever is not None and not any(o.split("=", 1)[0].lstrip("+~") == "floors" for o in overrides):
         extra.append("floors=zero")
     cfg = compose([*overrides, *extra])
@@ -128,7 +166,7 @@ def evaluate(
         from doceval import tracking
 
         tracking.log_configured_run(cfg, summary, {}, run_name=None, tags={"stage": "api"})
-    return summary
+    return Summary(summary)
 
 
 # ------------------------------------------------------------------------------ checking the arguments
@@ -151,8 +189,13 @@ def _check_evaluate_args(golden: Any, retriever: Any, agent: Any, k: Any, split:
     if not isinstance(golden, str | Path) or not str(golden).strip():
         raise _bad("evaluate", "golden", golden, "the path of a golden set (str or pathlib.Path), JSONL or a "
                    "JSON array", "evaluate('golden.jsonl', retriever=fn)")  # fmt: skip
+    if isinstance(retriever, str) and retriever not in BUILT_IN_RETRIEVERS:
+        raise UsageError(
+            f"evaluate(retriever={retriever!r:.60}): not a built-in retriever; pass one of "
+            f"{', '.join(BUILT_IN_RETRIEVERS)} (e.g. retriever='bm25'), or your own function (retriever=my_retrieve)"
+        )
     for name, fn in (("retriever", retriever), ("agent", agent)):
-        if fn is not None and not callable(fn):
+        if fn is not None and not callable(fn) and not (name == "retriever" and isinstance(fn, str)):
             raise _bad(
                 "evaluate", name, fn, "a function or None", f"evaluate('golden.jsonl', {name}=my_{name})"
             )
@@ -207,7 +250,7 @@ def _summary(value: Any, function: str = "compare", name: str = "base") -> Mappi
     if not isinstance(value, str | Path):
         raise _bad(function, name, value, "a summary (the dict evaluate returns), a summary JSON path or an "
                    "MLflow run id", f"{function}('eval/runs/base.json', ...)")  # fmt: skip
-    return load_summary(value, mlflow_summary_loader())
+    return load_summary_mapping(value, mlflow_summary_loader())
 
 
 def compare(

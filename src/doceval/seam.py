@@ -114,6 +114,10 @@ class Reply:
     session_id: str | None = None  # an external system's session (None for doceval's agent)
     extra: dict[str, Any] = field(default_factory=dict)  # every other key an external system returned
     error: str | None = None
+    # When the harness called the system and how long the call took, measured around it (traces, entries.csv):
+    # "start" (Unix seconds), "duration_s", and doceval's agent's parts ("search_s", "answerer_s", and
+    # "retrieve_s" for a user's retriever function). Empty on a journal line from before timing was recorded.
+    timing: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         cause = self.refusal_cause
@@ -140,6 +144,7 @@ class Reply:
             "session_id": self.session_id,
             "extra": self.extra,
             "error": self.error,
+            "timing": self.timing,
         }
 
     @classmethod
@@ -172,7 +177,19 @@ class Reply:
             session_id=_typed(data, "session_id", str, nullable=True) if "session_id" in data else None,
             extra=dict(_typed(data, "extra", dict)) if "extra" in data else {},
             error=_typed(data, "error", str, nullable=True) if "error" in data else None,
+            timing=_timing(data.get("timing")),
         )
+
+
+def _timing(value: Any) -> dict[str, float]:
+    """A journaled reply's timing: finite numbers by name (anything else dropped: timing is never scored)."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {
+        str(k): float(v)
+        for k, v in value.items()
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    }
 
 
 def _sources(items: Any) -> list[Source]:

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from tqdm import tqdm
 
 from doceval.app.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, FAILED_SUFFIX
 from doceval.common.io import check_writable, write_text_atomic
+from doceval.common.progress import Progress
+from doceval.common.table import format_table
 from doceval.config.compose import check_override_syntax, compose, find_conf_dir
 from doceval.config.schema import Config
 from doceval.errors import UsageError
@@ -167,7 +168,7 @@ def _run_with_progress(
 
     with tempfile.TemporaryFile("w+") as log:
         proc = subprocess.Popen(cmd, cwd=root, env=env, text=True, stdout=log, stderr=subprocess.STDOUT)
-        with tqdm(total=total, desc="sweep", unit="point", disable=not progress) as bar:
+        with Progress(total, "sweep", "point", enabled=progress) as bar:
             while proc.poll() is None:
                 time.sleep(0.2)
                 bar.update(done() - bar.n)
@@ -299,16 +300,12 @@ def _varying(points: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def format_points(points: Sequence[dict[str, Any]]) -> str:
-    labels = _varying(points)
-    width = min(max([len(label) for label in labels] + [9]), 40)
-    head = f"{'point':<{width}} " + " ".join(f"{c[:10]:>10}" for c in _COLS)
-    lines = [head, "-" * len(head)]
-    for label, p in zip(labels, points, strict=True):
-        vals = " ".join(
-            f"{'n/a':>10}" if p["metrics"].get(c) is None else f"{p['metrics'][c]:>10.4f}" for c in _COLS
-        )
-        lines.append(f"{label[:width]:<{width}} {vals}")
-    return "\n".join(lines)
+    """One row per point (what it overrides beyond the shared ones) with the sweep metrics, sized to content."""
+    rows = [
+        [label, *("n/a" if p["metrics"].get(c) is None else f"{p['metrics'][c]:.4f}" for c in _COLS)]
+        for label, p in zip(_varying(points), points, strict=True)
+    ]
+    return "\n".join(format_table(("point", *_COLS), rows, gap=1))
 
 
 def write_points_csv(points: Sequence[dict[str, Any]], path: Path) -> None:

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doceval.common.naming import system_label
+from doceval.common.naming import floors_label, system_label
+from doceval.common.table import format_table
 from doceval.common.text import one_line
 from doceval.errors import EXIT_USAGE
 
@@ -56,22 +57,22 @@ def print_headline(summary: Mapping[str, Any]) -> None:
     k = recorded["k"]
     print(
         f"split={one_line(recorded['split'] or 'all')} k={one_line(k)} system={one_line(system_label(recorded))} "
-        f"floors={one_line(recorded['floors']['source'])}"
+        f"floors={one_line(floors_label(recorded['floors']))}"
     )
-    print(f"{'metric':<22}{'value':>8}  {'95% CI':<17}{'interval':<15}{'n':>5}")
+    rows: list[list[str]] = []
     for metric in METRICS:
         key = metric.name
-        label = metric.label(k)
         value = m[key]
-        n = m["counts"].get(f"n_{key}", "")
+        n = str(m["counts"].get(f"n_{key}", ""))
         if value is None:
             shown = "not judged" if key == "answer_accuracy" and m.get("not_judged") else "n/a"
-            print(f"{label:<22}{shown:>8}  {'':<17}{'':<15}{n:>5}")
+            rows.append([metric.label(k), shown, "", "", n])
             continue
         ci = m["ci95"].get(key)
         ci_text = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
         method = one_line((m.get("ci_method") or {}).get(key) or "")
-        print(f"{label:<22}{value:>8.4f}  {ci_text:<17}{method:<15}{n:>5}")
+        rows.append([metric.label(k), f"{value:.4f}", ci_text, method, n])
+    print("\n".join(format_table(("metric", "value", "95% CI", "interval", "n"), rows, left=(0, 2, 3))))
     c = m["counts"]
     print(
         f"entries={c['n_entries']} in_scope={c['n_in_scope']} out_of_scope={c['n_out_of_scope']} "

@@ -36,12 +36,23 @@ def _since(text: str) -> float:
         raise UsageError(f"--since {text}: expected a date as YYYY-MM-DD") from None
 
 
+def _no_family(args: argparse.Namespace) -> str:
+    """No run matched --system/--run-name: say which names exist, so the next try can pick one."""
+    picked = " ".join(f"{flag} {value}" for flag, value in (("--system", args.system),
+                                                             ("--run-name", args.run_name)) if value)  # fmt: skip
+    return (
+        f"{picked}: no tracked run with a git commit matches in the {args.split} experiment; the system is the "
+        "name the headline prints after system= (e.g. bm25, function:my_module:retrieve, http:URL); a run's "
+        "name is shown in the MLflow UI (`doceval eval` names it after its --output file)"
+    )
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     # lazy: start-up (mlflow, ~2 s, and numpy; matplotlib only for the plot)
     from doceval import tracking
     from doceval.results.history import format_history, plot_history
     from doceval.scoring.registry import METRIC_NAMES, names
-    from doceval.tracking.history import load_history
+    from doceval.tracking.history import load_history, uncommitted_runs
 
     metrics = args.metric or list(names("history"))
     if args.plot:
@@ -53,6 +64,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.last is not None and args.last < 1:
         raise UsageError(f"--last {args.last}: must be at least 1")
     family: dict[str, str] = {}
+    if args.system:
+        family["system"] = args.system
     if args.golden_md5:
         family["golden_md5"] = args.golden_md5
     elif args.same_golden:
@@ -63,7 +76,19 @@ def cmd_history(args: argparse.Namespace) -> int:
     root = Path.cwd()
     uri = tracking.tracking_uri(args.tracking_uri, root)
     split = None if args.split == "all" else args.split
-    rows = load_history(uri, split=split, metrics=metrics, family=family or None, root=root)
+    rows = load_history(
+        uri, split=split, metrics=metrics, family=family or None, root=root, run_name=args.run_name
+    )
+    if not rows:
+        uncommitted = uncommitted_runs(uri, split)
+        if uncommitted:
+            raise UsageError(
+                f"{uncommitted} tracked runs in the {args.split} experiment record no git commit, and history "
+                "orders runs by commit: evaluate in a git repository with the code committed (`git init && "
+                "git add -A && git commit -m baseline`), then log the runs again (`doceval eval`, `dvc repro`)"
+            )
+        if args.system or args.run_name:
+            raise UsageError(_no_family(args))
     if args.exclude_dirty:
         rows = [r for r in rows if not r["dirty"]]
     if args.since:
@@ -102,6 +127,10 @@ def register(sub: Any) -> None:
     w.add_argument("--since", metavar="YYYY-MM-DD", help="runs whose commit is this recent")
     w.add_argument("--last", type=int, metavar="N", help="the last N runs")
     p.add_argument("--exclude-dirty", action="store_true", help="leave out runs from uncommitted trees")
+    p.add_argument("--system", metavar="NAME", help="the family of this system (as the headline's system=)")
+    p.add_argument(
+        "--run-name", metavar="NAME", help="the family of the newest run with this MLflow run name"
+    )
     p.add_argument(
         "--plot", default="eval/history.png", metavar="PATH", help="PNG (default: eval/history.png)"
     )

@@ -17,19 +17,19 @@ import contextlib
 import dataclasses
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from doceval.common.concurrency import (
     iter_concurrent,
 )
 from doceval.common.io import non_finite_path
 from doceval.common.journal import Journal, load_records
+from doceval.common.progress import Progress
 from doceval.seam import Probe, Reply, require_unique_ids
 from doceval.system.external.agents import ExternalAgent, parse_response, system_error_text
 
@@ -102,13 +102,18 @@ class _ExternalRun:
 
     def process(self, probe: Probe) -> Reply:
         session_id = self.session_of(probe)
+        start, t0 = time.time(), time.perf_counter()
         try:
-            response = parse_response(probe.id, session_id, self.agent.call(probe, session_id))
+            raw = self.agent.call(probe, session_id)
+            duration = time.perf_counter() - t0  # the call alone, not reading its reply
+            response = parse_response(probe.id, session_id, raw)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - any failure of the system (a SystemExit too) is that
             # entry's error: the user's code never chooses doceval's exit code
+            duration = time.perf_counter() - t0
             response = Reply(probe.id, None, session_id=session_id, error=system_error_text(exc))
+        response.timing = {"start": start, "duration_s": duration}
         self.journal.append(
             response.to_json()
         )  # here, not in the loop: calls in flight at a stop still count
@@ -143,7 +148,7 @@ def _drain_external(
         if response.error is None:
             continue
         n_errors += 1
-        bar.set_postfix(errors=n_errors, refresh=False)
+        bar.set_postfix(errors=n_errors)
         log.warning("%s: %s", response.id, response.error)
         reason = errors_stop(n_errors, max_errors) or abandoned_stop(agent, max_abandoned)
         if reason is not None:
@@ -181,8 +186,7 @@ def run_external(
     run = _ExternalRun(agent, Journal(journal_path), dict(done), _session_namer(done, warm_memory))
     todo = [p for p in probes if p.id not in done]
     concurrency = 1 if warm_memory else max(1, max_concurrency)
-    bar = tqdm(total=len(probes), initial=len(done), desc=f"agent ({agent.name})", unit="entry",
-               disable=not progress)  # fmt: skip
+    bar = Progress(len(probes), f"agent ({agent.name})", "entry", enabled=progress, initial=len(done))
     try:
         with contextlib.closing(iter_concurrent(run.process, todo, concurrency)) as outcomes:
             reason = _drain_external(outcomes, agent, bar, (max_errors, max_abandoned))

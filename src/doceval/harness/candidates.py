@@ -11,14 +11,14 @@ import hashlib
 import json
 import logging
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tqdm import tqdm
-
 from doceval.common.io import iter_jsonl, read_json
+from doceval.common.progress import iterate
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.index.build import check_index
@@ -56,6 +56,8 @@ class CandidateSet:
     errors: dict[str, str] = field(default_factory=dict)
     stopped: str | None = None
     bm25: dict[str, list[str]] | None = None  # BM25_RANKINGS as cached beside (None: not cached, or live)
+    # A user's retriever function only: entry id -> (start in Unix seconds, seconds) of its call, for traces.
+    timings: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def depth(self) -> int:
@@ -146,9 +148,10 @@ def retrieve_all(
     limits = limits or ErrorLimits()
     user = isinstance(retriever, FunctionRetriever)
     out = CandidateSet({}, {}, {})
-    for entry in tqdm(entries, desc=f"retrieve ({retriever.name})", unit="q", disable=not progress):
+    for entry in iterate(entries, f"retrieve ({retriever.name})", "q", enabled=progress):
         reason = None if corpus is None else route(entry, corpus)
         out.routed[entry.id] = reason
+        start, t0 = time.time(), time.perf_counter()
         try:
             out.ranked[entry.id] = (
                 [] if reason else retriever.retrieve(entry.question, entry.library, entry.version, depth)
@@ -167,6 +170,9 @@ def retrieve_all(
             if out.stopped is not None:
                 log.error("stopping: %s", out.stopped)
                 break
+        finally:
+            if user and not reason:
+                out.timings[entry.id] = (start, time.perf_counter() - t0)
     return out
 
 

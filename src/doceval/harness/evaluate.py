@@ -227,6 +227,13 @@ def run_docchat(
         raise _stopped(what, why, setup.agent_journal)
     replies = {e.id: Reply(e.id, None, error=errors[e.id]) if e.id in errors else outcome.records[e.id]
                for e in plan.entries}  # fmt: skip
+    for entry_id, (start, seconds) in plan.candidates.timings.items():
+        if entry_id in replies:  # the user's retriever function is the system: its call is timed too
+            replies[entry_id].timing = {
+                **replies[entry_id].timing,
+                "retrieve_start": start,
+                "retrieve_s": seconds,
+            }
     stop = plan.candidates.stopped
     return SystemRun(replies, outcome.total_usage(), outcome.resumed, stop is not None, len(errors), stop)
 

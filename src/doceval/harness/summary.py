@@ -129,6 +129,8 @@ def _entry_rows(
             "judge_error": v.judge_error if v else None,
             "memory_used": r.memory_used,
             "system_error": r.error,
+            # When the system was called and for how long (docs/design.md 6.7): the trace's span durations.
+            "timing": dict(r.timing),
             "scores": _scores(per_entry, i, r.error),
             # For the entry's trace (docs/design.md 6.7): the label's reference, the router's refusal (None:
             # routed), and this entry's LLM usage per role (an external system's own accounting as "system").

@@ -10,9 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from doceval.common.io import atomic_dir, read_json, write_json_atomic
+from doceval.common.progress import Progress
 from doceval.common.redact import redact_url
 from doceval.config import schema
 from doceval.errors import UsageError
@@ -50,10 +49,8 @@ def build_index(
         try:
             total = sum(len(p.chunk_ids) for p in corpus.partitions.values())
             _announce(embedder, total)
-            # The bar's rate and estimate count chunks embedded (cached ones jump ahead); a terminal only.
-            bar = tqdm(
-                total=total, desc="index", unit="chunk", disable=not progress or not sys.stderr.isatty()
-            )
+            # The bar's rate and estimate count chunks embedded (cached ones jump ahead).
+            bar = Progress(total, "index", "chunk", enabled=progress)
             for pin in corpus.pins:
                 part = corpus.partitions[pin]
                 t0 = time.perf_counter()

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-from tqdm import tqdm
 
+from doceval.common.progress import Progress, on_terminal
 from doceval.common.redact import redact_url
 from doceval.errors import UsageError
 from doceval.index.hardware import cpu_capability, resolve_device, resolve_precision
@@ -85,7 +85,7 @@ class MiniLMEmbedder:
             vectors = self.model.encode(
                 list(texts),
                 batch_size=self.batch_size,
-                show_progress_bar=progress,
+                show_progress_bar=progress and on_terminal(),
                 normalize_embeddings=True,
                 convert_to_numpy=True,
             )
@@ -106,7 +106,7 @@ class MiniLMEmbedder:
             vectors = self.model.encode(
                 list(texts),
                 batch_size=self.batch_size,
-                show_progress_bar=progress,
+                show_progress_bar=progress and on_terminal(),
                 normalize_embeddings=self.precision == "bf16",  # bf16_weights: normalised in fp32 only
                 convert_to_tensor=True,
             )
@@ -362,7 +362,7 @@ class CachedEmbedder:
             # Length buckets: the embedder sorts each slice by length and pads each batch to its longest text;
             # sorting all the misses first makes every batch hold texts of near-equal length (less padding).
             todo.sort(key=lambda key: (-len(text_of[key]), key))
-            bar = tqdm(total=len(todo), desc="embed", unit="text", disable=not progress)
+            bar = Progress(len(todo), "embed", "text", enabled=progress)
             # Encode in slices and store each one, so an interrupted run keeps what it already paid for (and a
             # progress bar moves); sliced or not, each slice is sorted by length and batched by the embedder.
             for start in range(0, len(todo), ENCODE_SLICE):

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tqdm import tqdm
-
 from doceval.common.io import atomic_dir, jsonl_line, sha256_file, write_json_atomic
+from doceval.common.progress import iterate
 from doceval.errors import UsageError
 
 if TYPE_CHECKING:
@@ -436,7 +435,7 @@ def build_corpus(
         raise UsageError("docs: no libraries configured (docs.libraries is empty in params.yaml)")
     by_pin: dict[str, list[Document]] = {}
     sources: dict[str, dict[str, Any]] = {}
-    for spec in tqdm(specs, desc="docs", unit="lib", disable=not progress):
+    for spec in iterate(specs, "docs", "lib", enabled=progress):
         wheel = fetch_wheel(spec, cache_dir)
         by_pin[spec.pin] = extract_wheel(wheel, spec)
         sources[spec.pin] = {"source": wheel.name, "sha256": sha256_file(wheel)}

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from doceval.common.table import format_table
 from doceval.common.text import one_line, printable
 from doceval.errors import UsageError
 from doceval.results.summaries import (
@@ -276,16 +277,7 @@ def _p(v: float | None) -> str:
     return "<0.001" if v < 0.001 else f"{v:.3f}"
 
 
-# metric, baseline, new, change, interval, p, Holm p, W/T/L, n  (99 columns with the separators)
-_WIDTHS = (19, 8, 6, 7, 18, 6, 6, 9, 4)
 _HEADER = ("metric", "baseline", "new", "change", "95% CI of change", "p", "p_holm", "W/T/L", "n")
-
-
-def _table_line(cells: Sequence[str]) -> str:
-    parts = []
-    for i, (cell, width) in enumerate(zip(cells, _WIDTHS, strict=True)):
-        parts.append(cell.ljust(width) if i in (0, 4) else cell.rjust(width))
-    return "  ".join(parts).rstrip()
 
 
 def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
@@ -293,12 +285,13 @@ def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
     printable (doceval.common.text): a question or id holding an escape sequence is shown, not replayed."""
     lines = [f"baseline: {result.base_label}", f"new:      {result.new_label}"]
     lines += [f"note: {n}" for n in result.notes]
-    lines += ["", _table_line(_HEADER), _table_line(["-" * w for w in _WIDTHS])]
+    rows = []
     for r in result.rows:
         name = r.metric + ("*" if r.metric in LOWER_IS_BETTER else "")
         wtl = f"{r.wins}/{r.ties}/{r.losses}" if r.n_paired else "-"
         cells = [name, _num(r.base), _num(r.new), _signed(r.change), _interval(r.ci)]
-        lines.append(_table_line([*cells, _p(r.p_value), _p(r.p_holm), wtl, str(r.n_paired)]))
+        rows.append([*cells, _p(r.p_value), _p(r.p_holm), wtl, str(r.n_paired)])
+    lines += ["", *format_table(_HEADER, rows, left=(0, 4))]
     lines += [
         "change = new - baseline over the n entries scored in both runs. 95% CI: Newcombe (0/1 values) or",
         "paired BCa bootstrap (graded values); p: two-sided, no change (exact McNemar / sign-flip);",

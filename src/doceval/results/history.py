@@ -12,6 +12,7 @@ from typing import Any
 
 from doceval.common.io import write_bytes_atomic
 from doceval.common.naming import system_label
+from doceval.common.table import format_table
 from doceval.scoring.registry import LOWER_IS_BETTER
 
 
@@ -28,36 +29,33 @@ def family_of(summary: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def format_history(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str], width: int = 100) -> list[str]:
+def format_history(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> list[str]:
+    """The family's line, then one row per run: commit, date, dirty, and per metric its value, interval and
+    change from the previous run, each column as wide as its content (doceval.common.table)."""
     if not rows:
         return ["no tracked runs of this configuration family (log runs with tracking enabled)"]
     fam = rows[0]["family"]
     lines = [f"{len(rows)} runs: golden {fam.get('golden_md5', '')[:8]}, system {fam.get('system')}, "
              f"retriever {fam.get('retriever')}, k {fam.get('k')}, split {fam.get('split')}"]  # fmt: skip
-    head = f"{'commit':9s} {'date':10s} {'dirty':5s} " + " ".join(f"{m[:22]:>24s}" for m in metrics)
-    lines += [head[:width], "-" * min(len(head), width)]
     previous: dict[str, float | None] = {}
+    table = []
     for r in rows:
-        cells = []
+        cells = [str(r["commit"])[:8], time.strftime("%Y-%m-%d", time.gmtime(r["time"])),
+                 "yes" if r["dirty"] else ""]  # fmt: skip
         for m in metrics:
             block = r["metrics"].get(m) or {}
             v = block.get("value")
             if v is None:
-                cells.append(f"{'n/a':>24s}")
+                cells.append("n/a")
                 continue
             prev = previous.get(m)
             ci = block.get("ci")
             interval = f" [{ci[0]:.2f},{ci[1]:.2f}]" if ci else ""
             delta = "" if prev is None else f" {v - prev:+.3f}"
-            cells.append(f"{f'{v:.3f}{interval}{delta}':>24s}")
+            cells.append(f"{v:.3f}{interval}{delta}")
             previous[m] = v
-        date = time.strftime("%Y-%m-%d", time.gmtime(r["time"]))
-        lines.append(
-            (f"{str(r['commit'])[:8]:9s} {date:10s} {'yes' if r['dirty'] else '':5s} " + " ".join(cells))[
-                :width
-            ]
-        )
-    return lines
+        table.append(cells)
+    return lines + format_table(("commit", "date", "dirty", *metrics), table, left=(0, 1, 2))
 
 
 def plot_history(

@@ -19,10 +19,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from doceval.common.io import escape_surrogates
 from doceval.common.journal import Journal, dataclass_from_record, load_records
+from doceval.common.progress import Progress
 from doceval.llm import BudgetExceeded, Ledger, iter_concurrent, usage_scope
 from doceval.scoring.judge import Judge
 from doceval.seam import Probe, Reply, sum_usage, usage_cost
@@ -143,7 +142,7 @@ def judge_answers(
 
     todo = [p for p in todo_all if p.id not in done]
     stopped_reason: str | None = None
-    bar = tqdm(total=len(todo_all), initial=len(done), desc="judge", unit="entry", disable=not progress)
+    bar = Progress(len(todo_all), "judge", "entry", enabled=progress, initial=len(done))
     try:
         with contextlib.closing(iter_concurrent(process, todo, max(1, max_concurrency))) as results:
             for _, budget_message in results:

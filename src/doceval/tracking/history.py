@@ -29,6 +29,19 @@ def _commit_time(commit: str | None, root: Path) -> float | None:
     return float(text) if out.returncode == 0 and text.isdigit() else None
 
 
+def uncommitted_runs(uri: str, split: str | None) -> int:
+    """How many finished top-level runs of ``split``'s experiment record no git commit (run outside a git
+    repository, or before its first commit) when none records one (0 otherwise): history cannot place any."""
+    check_reachable(uri)
+    client = _client(uri)
+    experiment = client.get_experiment_by_name(experiment_name(split))
+    if experiment is None:
+        return 0
+    runs = client.search_runs([experiment.experiment_id], "attributes.status = 'FINISHED'", max_results=5000)
+    top_level = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    return 0 if any(r.data.tags.get("git_commit") for r in top_level) else len(top_level)
+
+
 def load_history(
     uri: str,
     *,
@@ -36,11 +49,13 @@ def load_history(
     metrics: Sequence[str],
     family: Mapping[str, str] | None = None,
     root: Path | None = None,
+    run_name: str | None = None,
 ) -> list[dict[str, Any]]:
     """Runs of ``split``'s experiment in one family: the tags given in ``family``, the rest taken from the newest
-    run that has them (None: the newest run's family),
+    run that has them and is named ``run_name`` when given (None: the newest run's family),
     oldest commit first: ``{"run_id", "run_name", "commit", "dirty", "time", "start", "family", "metrics":
-    {name: {"value", "ci"}}}``. Runs of a sweep (children) and runs without a commit are left out."""
+    {name: {"value", "ci"}}}``. Runs of a sweep (children) and runs without a commit are left out
+    (:func:`uncommitted_runs` counts those)."""
     # lazy: start-up (mlflow, seconds; only tracking loads it)
     from mlflow.exceptions import MlflowException
 
@@ -61,6 +76,8 @@ def load_history(
         return []
     # The family: the given tags, completed from the newest run that has them.
     matching = [r for r in usable if all(r.data.tags.get(k, "") == v for k, v in (family or {}).items())]
+    if run_name is not None:
+        matching = [r for r in matching if r.info.run_name == run_name]
     if not matching:
         return []
     newest = max(matching, key=lambda r: r.info.start_time)

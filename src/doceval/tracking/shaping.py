@@ -14,6 +14,7 @@ from typing import Any
 
 from doceval import __version__
 from doceval.common.naming import system_label
+from doceval.common.redact import scrub_data
 from doceval.config.compose import flatten
 from doceval.scoring.registry import names
 from doceval.tracking.secrets import leaks, redact_bytes, redact_text, secret_key, url_secret_values
@@ -21,7 +22,13 @@ from doceval.tracking.secrets import leaks, redact_bytes, redact_text, secret_ke
 MAX_PARAM_LEN = 6000  # mlflow.utils.validation.MAX_PARAM_VAL_LENGTH
 MAX_TAG_LEN = 8000  # MAX_TAG_VAL_LENGTH
 MAX_KEY_LEN = 250  # MAX_ENTITY_KEY_LENGTH
-ENTRY_COLUMNS = ("id", "split", "library", "version", "kind", "out_of_scope", "refused")
+# One row per entry that a person can read without summary.json: what was asked, of which pin, what happened
+# (failure stage, the top documents with their scores, the answer's start, a system error, the call's time),
+# then every score. docs/design.md section 6.6.
+ENTRY_COLUMNS = ("id", "split", "kind", "pin", "question", "out_of_scope", "refused", "stage", "top_ids",
+                 "answer", "system_error", "duration_s")  # fmt: skip
+CSV_TOP_IDS = 5  # documents listed in top_ids
+CSV_ANSWER_CHARS = 200  # characters of the answer kept
 
 
 def sanitize_key(key: str) -> str:
@@ -226,7 +233,45 @@ def csv_cell(value: Any) -> Any:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _pin(entry: Mapping[str, Any]) -> str | None:
+    library, version = entry.get("library"), entry.get("version")
+    if library is None and version is None:
+        return None  # a user's own golden set may name no library or version
+    return f"{library}@{version}"
+
+
+def _top_ids(retrieved: Any) -> str:
+    """``"id:0.812 id2:0.790"``: the first documents retrieved (after floors and k), with their scores."""
+    cells = []
+    for doc_id, score in (retrieved or [])[:CSV_TOP_IDS]:
+        cells.append(str(doc_id) if score is None else f"{doc_id}:{score:.3f}")
+    return " ".join(cells)
+
+
+def entry_cells(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """One entry's ENTRY_COLUMNS values; its text (question, answer, error) through the scrubber
+    (doceval.common.redact.scrub_data), as everything written from a run is."""
+    answer = entry.get("answer")
+    timing = entry.get("timing") or {}
+    cells = {
+        "id": entry.get("id"),
+        "split": entry.get("split"),
+        "kind": entry.get("kind"),
+        "pin": _pin(entry),
+        "question": entry.get("question"),
+        "out_of_scope": entry.get("out_of_scope"),
+        "refused": entry.get("refused"),
+        "stage": entry.get("stage"),
+        "top_ids": _top_ids(entry.get("retrieved")),
+        "answer": None if answer is None else str(answer)[:CSV_ANSWER_CHARS],
+        "system_error": entry.get("system_error"),
+        "duration_s": timing.get("duration_s"),
+    }
+    return {k: scrub_data(v) if isinstance(v, str) else v for k, v in cells.items()}
+
+
 def entries_csv(entries: list[Mapping[str, Any]]) -> str:
+    """entries.csv: ENTRY_COLUMNS, then every score key met, one row per entry; formula-safe cells."""
     score_keys: list[str] = []
     for e in entries:
         for k in e.get("scores") or {}:
@@ -237,8 +282,9 @@ def entries_csv(entries: list[Mapping[str, Any]]) -> str:
     writer.writerow([csv_cell(c) for c in (*ENTRY_COLUMNS, *score_keys)])
     for e in entries:
         scores = e.get("scores") or {}
+        cells = entry_cells(e)
         writer.writerow(
-            [csv_cell(e.get(c)) for c in ENTRY_COLUMNS] + [csv_cell(scores.get(k)) for k in score_keys]
+            [csv_cell(cells[c]) for c in ENTRY_COLUMNS] + [csv_cell(scores.get(k)) for k in score_keys]
         )
     return buf.getvalue()
 

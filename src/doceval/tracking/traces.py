@@ -62,7 +62,8 @@ class _SpanWriter:
         self.dicts: list[dict[str, Any]] = []
 
     def add(self, name: str, span_type: str, inputs: Any, outputs: Any, *, parent: str | None = None,
-            attributes: Mapping[str, Any] | None = None, error: str | None = None) -> str:  # fmt: skip
+            attributes: Mapping[str, Any] | None = None, error: str | None = None,
+            at: tuple[int, int] | None = None) -> str:  # fmt: skip
         span_id = _b64(hashlib.sha256(f"{self.trace_id}\0{len(self.dicts)}".encode()).digest()[:8])
         attrs = {
             "mlflow.traceRequestId": json.dumps(self.trace_id),
@@ -72,17 +73,22 @@ class _SpanWriter:
         }
         for key, value in (attributes or {}).items():
             attrs[key] = json.dumps(value, default=str, ensure_ascii=False)
-        # Spans are laid out one microsecond apart: doceval records no per-call latency, and a zero-length
-        # span would render as nothing in the UI's timeline.
+        # ``at``: the span's measured (start, end) in ns. Without it (a step doceval does not time, or a reply
+        # journaled before timing was recorded) spans are laid out one microsecond apart: a zero-length span
+        # would render as nothing in the UI's timeline.
         n = len(self.dicts)
+        start = self.start_ns + n * 1000
+        end = self.start_ns + (n + 1) * 1000 if parent else self.start_ns + 100_000
+        if at is not None:
+            start, end = at[0], max(at[1], at[0] + 1000)
         self.dicts.append(
             {
                 "trace_id": _b64(self.raw_id),
                 "span_id": span_id,
                 "parent_span_id": parent,
                 "name": name,
-                "start_time_unix_nano": self.start_ns + n * 1000,
-                "end_time_unix_nano": self.start_ns + (n + 1) * 1000 if parent else self.start_ns + 100_000,
+                "start_time_unix_nano": start,
+                "end_time_unix_nano": end,
                 "events": [],
                 "status": {
                     "code": "STATUS_CODE_ERROR" if error else "STATUS_CODE_OK",
@@ -117,10 +123,35 @@ def _documents(retrieved: Sequence[Sequence[Any]], texts: Mapping[str, str] | No
     return docs
 
 
+def _ns(seconds: float) -> int:
+    return int(round(seconds * 1e9))
+
+
+def measured_windows(timing: Mapping[str, float] | None) -> dict[str, tuple[int, int]]:
+    """The (start, end) in ns of what the harness timed for one entry (the summary row's ``timing``): the call
+    to the system ("call"), doceval's agent's search and answerer, a user's retriever function ("retrieve"),
+    and "root" spanning them all. Empty when nothing was timed."""
+    t = timing or {}
+    out: dict[str, tuple[int, int]] = {}
+    if "start" in t and "duration_s" in t:
+        start, end = t["start"], t["start"] + t["duration_s"]
+        out["call"] = (_ns(start), _ns(end))
+        if "search_s" in t:
+            out["search"] = (_ns(start), _ns(start + t["search_s"]))
+        if "answerer_s" in t:
+            out["answerer"] = (_ns(end - t["answerer_s"]), _ns(end))
+    if "retrieve_start" in t and "retrieve_s" in t:
+        out["retrieve"] = (_ns(t["retrieve_start"]), _ns(t["retrieve_start"] + t["retrieve_s"]))
+    if out:
+        out["root"] = (min(s for s, _ in out.values()), max(e for _, e in out.values()))
+    return out
+
+
 def build_spans(entry: Mapping[str, Any], trace_id: str, raw_id: bytes, start_ns: int,
                 k: int | None, external: bool, texts: Mapping[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """The spans of one entry's trace (see the module docstring), as v3 span dicts."""
-    w = _SpanWriter(trace_id, raw_id, start_ns)
+    windows = measured_windows(entry.get("timing"))
+    w = _SpanWriter(trace_id, raw_id, windows["root"][0] if windows else start_ns)
     probe = {
         "question": entry.get("question"),
         "library": entry.get("library"),
@@ -131,7 +162,7 @@ def build_spans(entry: Mapping[str, Any], trace_id: str, raw_id: bytes, start_ns
                "sources": [d for d, _ in entry.get("retrieved") or []]}  # fmt: skip
     root = w.add("probe", "AGENT", probe, outputs, error=entry.get("system_error"),
                  attributes={"doceval.entry_id": entry.get("id"), "doceval.split": entry.get("split"),
-                             "doceval.kind": entry.get("kind")})  # fmt: skip
+                             "doceval.kind": entry.get("kind")}, at=windows.get("root"))  # fmt: skip
     usage = entry.get("usage") or {}
     retrieved = entry.get("retrieved") or []
     pin = f"{entry.get('library')}@{entry.get('version')}"
@@ -141,7 +172,7 @@ def build_spans(entry: Mapping[str, Any], trace_id: str, raw_id: bytes, start_ns
                "refused": entry.get("refused"), "reason": entry.get("refusal_reason"),
                "extra": entry.get("extra") or {}, "session_id": entry.get("session_id")},
               parent=root, error=entry.get("system_error"),
-              attributes={"doceval.usage": usage.get("system") or {}})  # fmt: skip
+              attributes={"doceval.usage": usage.get("system") or {}}, at=windows.get("call"))  # fmt: skip
         w.add("sources", "RETRIEVER", {"query": entry.get("question"), "k": k},
               _documents(retrieved, texts), parent=root)  # fmt: skip
     else:
@@ -149,14 +180,16 @@ def build_spans(entry: Mapping[str, Any], trace_id: str, raw_id: bytes, start_ns
         w.add("router", "TOOL", probe, {"pin": None if router_refusal else pin, "refused": router_refusal},
               parent=root)  # fmt: skip
         w.add("search", "RETRIEVER", {"query": entry.get("question"), "pin": pin, "k": k},
-              _documents(retrieved, texts), parent=root)  # fmt: skip
+              _documents(retrieved, texts), parent=root,
+              at=windows.get("retrieve") or windows.get("search"))  # fmt: skip
         w.add("memory", "MEMORY", {"question": entry.get("question")}, entry.get("memory_used") or [],
               parent=root)  # fmt: skip
         answerer = usage.get("answerer") or {}
         tokens = _token_usage(answerer)
         w.add("answerer", "LLM", {"question": entry.get("question"), "passages": [d for d, _ in retrieved]},
               {"answer": entry.get("answer"), "refused": entry.get("refused")}, parent=root,
-              attributes={"mlflow.chat.tokenUsage": tokens} if tokens else None)  # fmt: skip
+              attributes={"mlflow.chat.tokenUsage": tokens} if tokens else None,
+              at=windows.get("answerer"))  # fmt: skip
     if entry.get("verdict") is not None or entry.get("judge_error"):
         tokens = _token_usage(usage.get("judge") or {})
         w.add("judge", "EVALUATOR", {"answer": entry.get("answer")},
@@ -217,6 +250,8 @@ def build_trace(entry: Mapping[str, Any], *, run_id: str, experiment_id: str, re
     external = "session_id" in entry  # rows of an external system carry its session
     judge_id = recorded.get("judge_id") or {}
     spans = build_spans(entry, trace_id, raw, start_ms * 1_000_000, recorded.get("k"), external, texts)
+    # The root span's window: measured when the harness timed the call, else the layout's own 0.1 ms.
+    root_start, root_end = spans[0]["start_time_unix_nano"], spans[0]["end_time_unix_nano"]
     golden = recorded.get("golden") or {}
     source = f"{golden.get('path')}@{str(golden.get('md5') or '')[:8]}"
     assessments = build_assessments(entry, source, judge_id.get("hash"))
@@ -236,8 +271,8 @@ def build_trace(entry: Mapping[str, Any], *, run_id: str, experiment_id: str, re
     info = TraceInfo(
         trace_id=trace_id,
         trace_location=TraceLocation.from_experiment_id(experiment_id),
-        request_time=start_ms,
-        execution_duration=0,
+        request_time=root_start // 1_000_000,
+        execution_duration=(root_end - root_start) // 1_000_000,
         state=TraceState.ERROR if entry.get("system_error") else TraceState.OK,
         request_preview=_preview(probe),
         response_preview=_preview(answer),

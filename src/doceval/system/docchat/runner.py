@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from doceval.common.journal import Journal, load_records
+from doceval.common.progress import Progress
 from doceval.llm import BudgetExceeded, Ledger, LLMError, iter_concurrent, usage_scope
 from doceval.seam import Reply, Source, require_unique_ids
 from doceval.system.docchat.answerers import Answerer
@@ -109,11 +109,16 @@ class _AgentRun:
 
     def reply(self, probe: Probe, memory: Memory) -> Reply:
         """The agent's reply, before its usage is known. A refused search never reaches the answerer."""
+        start, t0 = time.time(), time.perf_counter()
         found = self.search(probe)
+        t1 = time.perf_counter()
         if found.refused:
-            return Reply(probe.id, None, True, found.cause, found.reason)
+            timing = {"start": start, "duration_s": t1 - t0, "search_s": t1 - t0}
+            return Reply(probe.id, None, True, found.cause, found.reason, timing=timing)
         surfaced = memory.recall(probe.question, probe.library, probe.version)
+        t2 = time.perf_counter()
         answer, refused, reason = self.answerer.answer(probe, found.passages, surfaced)
+        t3 = time.perf_counter()
         return Reply(
             probe.id,
             answer,
@@ -122,6 +127,7 @@ class _AgentRun:
             reason if refused else None,
             sources=[Source(p.doc_id, p.score) for p in found.passages],
             memory_used=[m.question for m in surfaced],
+            timing={"start": start, "duration_s": t3 - t0, "search_s": t1 - t0, "answerer_s": t3 - t2},
         )
 
     def process(self, probe: Probe) -> Outcome:
@@ -154,7 +160,7 @@ def _drain(
             consecutive_errors = 0
             bar.update(1)
             if ledger.budget_usd is not None or ledger.spent_usd:
-                bar.set_postfix(cost=f"${ledger.spent_usd:.4f}", refresh=False)
+                bar.set_postfix(cost=f"${ledger.spent_usd:.4f}")
             continue
         if status == "budget":
             log.warning("stopping: %s", message)
@@ -216,7 +222,7 @@ def run_agent(
     run = _AgentRun(search, answerer, Journal(journal_path), shared_memory, dict(done))
     errors: dict[str, str] = {}
     todo = [p for p in probes if p.id not in done]
-    bar = tqdm(total=len(probes), initial=len(done), desc="agent", unit="entry", disable=not progress)
+    bar = Progress(len(probes), "agent", "entry", enabled=progress, initial=len(done))
     try:
         if shared_memory is not None and max_concurrency > 1:
             log.info("warm memory: running sequentially (entry order matters)")
