@@ -58,6 +58,7 @@ def print_headline(summary: Mapping[str, Any]) -> None:
         f"split={one_line(recorded['split'] or 'all')} k={one_line(k)} system={one_line(system_label(recorded))} "
         f"floors={one_line(recorded['floors']['source'])}"
     )
+    unmeasured = m.get("not_measured") or {}
     print(f"{'metric':<22}{'value':>8}  {'95% CI':<17}{'interval':<15}{'n':>5}")
     for metric in METRICS:
         key = metric.name
@@ -66,6 +67,7 @@ def print_headline(summary: Mapping[str, Any]) -> None:
         n = m["counts"].get(f"n_{key}", "")
         if value is None:
             shown = "not judged" if key == "answer_accuracy" and m.get("not_judged") else "n/a"
+            shown = "not measured" if key in unmeasured else shown
             print(f"{label:<22}{shown:>8}  {'':<17}{'':<15}{n:>5}")
             continue
         ci = m["ci95"].get(key)
@@ -77,6 +79,9 @@ def print_headline(summary: Mapping[str, Any]) -> None:
         f"entries={c['n_entries']} in_scope={c['n_in_scope']} out_of_scope={c['n_out_of_scope']} "
         f"judged={c['n_judged']} judge_errors={c['judge_errors']} system_errors={c.get('system_errors', 0)}"
     )
+    for why in sorted(set(unmeasured.values())):
+        listed = ", ".join(k for k, v in unmeasured.items() if v == why)
+        print(f"not measured: {listed}: {one_line(why)}")
     if not summary.get("complete", True):
         print(f"INCOMPLETE: {one_line(summary['incomplete']['reason'])}")
 
