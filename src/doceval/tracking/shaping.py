@@ -14,6 +14,7 @@ from typing import Any
 
 from doceval import __version__
 from doceval.common.naming import system_label
+from doceval.common.redact import scrub_data
 from doceval.config.compose import flatten
 from doceval.scoring.registry import names
 from doceval.tracking.secrets import leaks, redact_bytes, redact_text, secret_key, url_secret_values
@@ -148,9 +149,16 @@ def run_title(recorded: Mapping[str, Any]) -> str:
     golden = recorded.get("golden") or {}
     stem = Path(str(golden.get("path") or "golden")).stem
     version = stem if stem.startswith("v") else f"{stem} {str(golden.get('md5') or '')[:6]}".strip()
-    return " · ".join(
-        [_split_of(recorded) or "all", system_label(recorded), f"k{recorded.get('k')}", floor_text, version]
-    )
+    parts = [
+        _split_of(recorded) or "all",
+        system_label(recorded),
+        f"k{recorded.get('k')}",
+        floor_text,
+        version,
+    ]
+    if (recorded.get("memory") or {}).get("isolate") is False:
+        parts.append("warm memory")  # memory carried across entries: another system than the isolated run
+    return " · ".join(parts)
 
 
 def headline_line(metrics: Mapping[str, Any]) -> str:
@@ -159,6 +167,9 @@ def headline_line(metrics: Mapping[str, Any]) -> str:
     parts = []
     for m in names("headline"):
         v = metrics.get(m)
+        if m in (metrics.get("not_measured") or {}):
+            parts.append(f"{m} not measured")
+            continue
         if v is None:
             parts.append(f"{m} n/a" if m != "answer_accuracy" else "answer_accuracy not judged")
             continue
@@ -227,6 +238,7 @@ def csv_cell(value: Any) -> Any:
 
 
 def entries_csv(entries: list[Mapping[str, Any]]) -> str:
+    entries = scrub_data(entries)  # whoever calls it: no registered secret reaches a cell (questions, answers)
     score_keys: list[str] = []
     for e in entries:
         for k in e.get("scores") or {}:
