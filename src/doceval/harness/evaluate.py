@@ -360,7 +360,7 @@ def evaluate(cfg: Config, options: EvalOptions | None = None, plan: RunPlan | No
     if unknown_text is not None:
         # Judging answers made of ids would spend the budget on a number that means nothing.
         print_note(f"{', '.join(names('answer_text'))}: not measured: {unknown_text}")
-        setup = dataclasses.replace(setup, judge=None)
+        setup = dataclasses.replace(setup, judge=None, judge_cfg=schema.JudgeNone(name="none"))
     journals = [p for p in (setup.agent_journal, setup.judge_journal) if p is not None]
     reuse = plan_journals(journals[0].parent if journals else None, journals, resume=options.resume,
                           fresh=options.fresh)  # fmt: skip

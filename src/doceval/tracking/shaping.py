@@ -238,7 +238,8 @@ def csv_cell(value: Any) -> Any:
 
 
 def entries_csv(entries: list[Mapping[str, Any]]) -> str:
-    entries = scrub_data(entries)  # whoever calls it: no registered secret reaches a cell (questions, answers)
+    # Whoever calls it: no registered secret reaches a cell (questions, answers, reasons).
+    entries = scrub_data(entries)
     score_keys: list[str] = []
     for e in entries:
         for k in e.get("scores") or {}:
