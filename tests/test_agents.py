@@ -320,7 +320,7 @@ def test_a_reply_round_trips_and_bad_lines_are_refused() -> None:
         Reply.from_json({**resp.to_json(), "refused": "no"})
     with pytest.raises(KeyError, match="session_id"):
         Reply.from_json({k: v for k, v in resp.to_json().items() if k != "session_id"})
-    with pytest.raises(ValueError, match="one of router, floor, answerer, system"):
+    with pytest.raises(ValueError, match="one of router, floor, retriever, answerer, system"):
         Reply.from_json({**refusal.to_json(), "refusal_cause": "tired"})
     with pytest.raises(ValueError, match="only on a refusal"):
         Reply("e3", "a", False, "system")

@@ -171,8 +171,9 @@ def test_adding_a_metric_is_one_declaration(tmp_path: Path) -> None:
     assert any(line.startswith("hit_rate_copy@2") and "1.0000" in line for line in table), table
     assert "hit_rate_copy" in out["metrics_json"]
     assert {"hit_rate_copy", "n_hit_rate_copy", "hit_rate_copy_ci_lo"} <= set(out["mlflow_metrics"])
-    # Its place in the headline tag (7) puts it after answer_accuracy (6), with the same interval as hit_rate.
+    # Its place in the headline tag (7) puts it after answer_accuracy (6), with the same interval as hit_rate
+    # (the function's ids are its own, so the answer's text is unknown: answer_accuracy is not measured).
     assert out["mlflow_description"].endswith(
-        "answer_accuracy not judged, hit_rate_copy 1.000 [0.224, 1.000]"
+        "answer_accuracy not measured, hit_rate_copy 1.000 [0.224, 1.000]"
     )
     assert out["sweep_table"][-1] == "hit_rate_copy"  # the column header, whole (never cut)

@@ -69,10 +69,11 @@ def source_problem(doc_id: object, score: object) -> str | None:
     return None
 
 
-RefusalCause = Literal["router", "floor", "answerer", "system"]
+RefusalCause = Literal["router", "floor", "retriever", "answerer", "system"]
 # Why a system refused: doceval's router (the library or version is not indexed), its search (no passage
-# cleared the floor), its answerer (declined although passages reached it), or the user's own system.
-REFUSAL_CAUSES: tuple[RefusalCause, ...] = ("router", "floor", "answerer", "system")
+# cleared the floor), the user's retriever function (it returned nothing: no floor was involved), its
+# answerer (declined although passages reached it), or the user's own system.
+REFUSAL_CAUSES: tuple[RefusalCause, ...] = ("router", "floor", "retriever", "answerer", "system")
 
 _REPLY_KEYS: tuple[str, ...] = ("id", "answer", "refused", "refusal_cause", "refusal_reason", "sources", "usage", "memory_used",
                "session_id", "extra", "error")  # fmt: skip

@@ -60,12 +60,14 @@ def print_headline(summary: Mapping[str, Any]) -> None:
         f"floors={one_line(floors_label(recorded['floors']))}"
     )
     rows: list[list[str]] = []
+    unmeasured = m.get("not_measured") or {}
     for metric in METRICS:
         key = metric.name
         value = m[key]
         n = str(m["counts"].get(f"n_{key}", ""))
         if value is None:
             shown = "not judged" if key == "answer_accuracy" and m.get("not_judged") else "n/a"
+            shown = "not measured" if key in unmeasured else shown
             rows.append([metric.label(k), shown, "", "", n])
             continue
         ci = m["ci95"].get(key)
@@ -78,6 +80,9 @@ def print_headline(summary: Mapping[str, Any]) -> None:
         f"entries={c['n_entries']} in_scope={c['n_in_scope']} out_of_scope={c['n_out_of_scope']} "
         f"judged={c['n_judged']} judge_errors={c['judge_errors']} system_errors={c.get('system_errors', 0)}"
     )
+    for why in sorted(set(unmeasured.values())):
+        listed = ", ".join(k for k, v in unmeasured.items() if v == why)
+        print(f"not measured: {listed}: {one_line(why)}")
     if not summary.get("complete", True):
         print(f"INCOMPLETE: {one_line(summary['incomplete']['reason'])}")
 

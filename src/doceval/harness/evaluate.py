@@ -30,14 +30,14 @@ from doceval.common.redact import register_config
 from doceval.config import schema
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
-from doceval.harness.plan import EvalOptions, RunPlan, plan_run, retrieve_live
+from doceval.harness.plan import EvalOptions, RunPlan, plan_run, print_note, retrieve_live
 from doceval.harness.summary import answerer_record, build_summary, system_block
 from doceval.llm import Ledger
 from doceval.scoring.judge import Judge, make_judge
 from doceval.scoring.judging import JudgeRecord, JudgingOutcome, judge_answers, load_verdicts
 from doceval.scoring.metrics import build_matrix, cut
 from doceval.scoring.reference_judge import version_strings
-from doceval.scoring.registry import ANSWER_NAMES, RETRIEVAL_NAMES, answer_scores, retrieval_scores
+from doceval.scoring.registry import ANSWER_NAMES, RETRIEVAL_NAMES, answer_scores, names, retrieval_scores
 from doceval.seam import Reply
 from doceval.system.docchat.answerers import Answerer, make_answerer
 from doceval.system.docchat.runner import load_journal, run_agent
@@ -201,9 +201,11 @@ def run_docchat(
     assert plan.candidates is not None and setup.answerer is not None
     texts = plan.corpus.first_chunks if plan.corpus is not None else {}
     hits = {i: [(d, 0.0 if s is None else s) for d, s in r] for i, r in retrieval.retrieved.items()}
-    search = PrecomputedSearch(plan.candidates.routed, hits, texts, plan.floors.of)
     # An entry whose retrieval (the user's function) failed is a system error: the agent never answers it.
     errors = {e.id: plan.candidates.errors[e.id] for e in plan.entries if e.id in plan.candidates.errors}
+    # The user's function returning nothing is its own refusal, not a floor's (no floor was involved).
+    unretrieved = [e.id for e in plan.entries if plan.user_retriever and not plan.candidates.ranked.get(e.id)]
+    search = PrecomputedSearch(plan.candidates.routed, hits, texts, plan.floors.of, unretrieved)
     # The offline answerer is pure Python under the GIL: threads would only add their overhead.
     offline_answerer = isinstance(setup.answerer_cfg, schema.AnswererExtractive)
     outcome = run_agent(
@@ -267,6 +269,42 @@ def run_assistant(plan: RunPlan, setup: AgentSetup, options: EvalOptions) -> Sys
                      outcome.n_errors, outcome.stop_reason)  # fmt: skip
 
 
+def answer_text_unknown(plan: RunPlan) -> str | None:
+    """Why doceval's answerer cannot know the text of the documents it answers from, or None when it can.
+
+    A built-in retriever's ids are documents of the corpus; a user's retriever's ids are when the corpus at
+    ``paths.docs`` is theirs (:func:`doceval.harness.plan.known_corpus`) and every id it returned is in it.
+    Otherwise the answerer would "answer" with the ids themselves, and the metrics that read the answer's
+    text (``answer_text``) would grade ids: they are not measured."""
+    if plan.agent is not None or not plan.user_retriever:
+        return None
+    if plan.corpus is None:
+        return (
+            "the retriever's ids are not documents of a doceval corpus, so doceval's answerer cannot read "
+            "their text; build your docs with `doceval docs` into paths.docs to measure answers"
+        )
+    assert plan.candidates is not None
+    known = plan.corpus.doc_ids()
+    unknown = sorted(
+        {d for e in plan.entries for d, _ in plan.candidates.ranked.get(e.id, []) if d not in known}
+    )
+    if not unknown:
+        return None
+    shown = ", ".join(repr(d) for d in unknown[:3]) + (", ..." if len(unknown) > 3 else "")
+    return (
+        f"the retriever returned {len(unknown)} id(s) that are not documents of {plan.corpus.root} ({shown}), "
+        "so doceval's answerer cannot read their text"
+    )
+
+
+def unmeasured_answers(answers: AnswerScores) -> AnswerScores:
+    """The answer scores with every metric that reads the answer's text set to NaN (not measured)."""
+    blank = {
+        m: np.full_like(v, np.nan) if m in names("answer_text") else v for m, v in answers.per_entry.items()
+    }
+    return dataclasses.replace(answers, per_entry=blank)
+
+
 @dataclass(frozen=True)
 class AnswerScores:
     per_entry: dict[str, np.ndarray]  # every answer metric of the registry, NaN where it does not apply
@@ -325,6 +363,11 @@ def evaluate(cfg: Config, options: EvalOptions | None = None, plan: RunPlan | No
         plan.agent.check()
     plan = retrieve_live(cfg, options, plan)
     setup = prepare_agent(cfg, options, plan)
+    unknown_text = answer_text_unknown(plan)
+    if unknown_text is not None:
+        # Judging answers made of ids would spend the budget on a number that means nothing.
+        print_note(f"{', '.join(names('answer_text'))}: not measured: {unknown_text}")
+        setup = dataclasses.replace(setup, judge=None, judge_cfg=schema.JudgeNone(name="none"))
     journals = [p for p in (setup.agent_journal, setup.judge_journal) if p is not None]
     reuse = plan_journals(journals[0].parent if journals else None, journals, resume=options.resume,
                           fresh=options.fresh)  # fmt: skip
@@ -341,7 +384,12 @@ def evaluate(cfg: Config, options: EvalOptions | None = None, plan: RunPlan | No
         plan = dataclasses.replace(plan, entries=[e for e in plan.entries if e.id in run.replies])
         retrieval = score_sources(plan, run.replies)
     answers = score_answers(plan, setup, run, ledger, options.progress)
+    if unknown_text is not None:
+        answers = unmeasured_answers(answers)
     summary = build_summary(cfg, plan, setup, retrieval, run, answers, ledger, total)
+    if unknown_text is not None:
+        # Null metrics that say why: the headline, compare, the gate and the report read this.
+        summary["metrics"]["not_measured"] = {m: unknown_text for m in names("answer_text")}
     # Beside usage.resumed / resumed_verdicts (how many came from a journal): why, and from where.
     summary["config"]["usage"]["journal"] = {
         "mode": reuse.mode,

@@ -191,6 +191,12 @@ def rescore(
     from doceval.scoring.judge import judge_id, make_judge
     from doceval.scoring.judging import judge_answers
 
+    unmeasured = (summary.get("metrics") or {}).get("not_measured") or {}
+    if "answer_accuracy" in unmeasured:
+        raise UsageError(
+            f"{summary_path}: its answers were not measured ({unmeasured['answer_accuracy']}): there is "
+            "nothing to judge"
+        )
     entries = _recorded_answers(summary, summary_path, golden, golden_md5)
     recorded = summary.get("config") or {}
     todo = [e for e in entries if e.get("system_error") is None]

@@ -98,15 +98,41 @@ def needs_corpus(cfg: Config, options: EvalOptions) -> bool:
     return agent_name(cfg, options) == "docchat" and not uses_function_retriever(cfg, options)
 
 
+def known_corpus(cfg: Config, entries: Sequence[GoldenEntry], golden_path: Path) -> Corpus | None:
+    """The corpus at ``paths.docs`` when the user's system's ids are its documents, else None.
+
+    A user's retriever or assistant brings its own documents; when a doceval corpus is built at ``paths.docs``
+    (``doceval docs``) and the golden set's relevant ids are its document ids, doceval knows their text (its
+    answerer answers from it) and checks the labels against it, as for a built-in retriever. A golden set
+    none of whose relevant ids is a document there labels other documents: the corpus is not the system's."""
+    root = Path(cfg.paths.docs)
+    if not ((root / "manifest.json").is_file() and (root / "corpus.jsonl").is_file()):
+        return None
+    corpus = load_corpus(root)
+    relevant = {d for e in entries for d in e.relevant_ids}
+    if relevant and relevant.isdisjoint(corpus.doc_ids()):
+        print_note(
+            f"none of the relevant ids of {golden_path} is a document of the corpus in {root} (paths.docs): "
+            "they are taken as your system's own ids, and the labels are not checked against that corpus"
+        )
+        return None
+    return corpus
+
+
 def load_inputs(
     cfg: Config, options: EvalOptions, need_corpus: bool = True
 ) -> tuple[Corpus | None, list[GoldenEntry], Path, str]:
     """The corpus (when needed) and the golden set, checked against it. Without a corpus, relevant ids are the
-    user's own and entries may omit library/version (they get the default pin)."""
+    user's own and entries may omit library/version (they get the default pin). A user's system whose ids are
+    the documents of the corpus at ``paths.docs`` (:func:`known_corpus`) gets that corpus, checked the same."""
     golden_path = options.golden or Path(cfg.golden)
     if not need_corpus:
-        return None, parse_golden(golden_path, default_pin=DEFAULT_PIN), golden_path, labels_md5(golden_path)
-    corpus = load_corpus(Path(cfg.paths.docs))
+        entries = parse_golden(golden_path, default_pin=DEFAULT_PIN)
+        corpus = known_corpus(cfg, entries, golden_path)
+        if corpus is None:
+            return None, entries, golden_path, labels_md5(golden_path)
+    else:
+        corpus = load_corpus(Path(cfg.paths.docs))
     # Scope labels are checked against this corpus: a label wrong for it is an error, not a silent score.
     entries, md5, _ = load_checked_golden(golden_path, corpus)
     return corpus, entries, golden_path, md5
@@ -172,6 +198,9 @@ class RunPlan:
     # Live retrieval is the run's (retrieve_live): until then there are no candidates, and floors that depend
     # on the retriever's scores (a user's function may return bare ids) are not settled yet.
     awaits_retrieval: bool = False
+    # doceval's agent over the user's retriever function: an empty list is its refusal, and the ids it returns
+    # may be documents doceval does not know (the answer then cannot be read from their text).
+    user_retriever: bool = False
 
     @property
     def scored(self) -> bool:
@@ -315,7 +344,7 @@ def plan_run(cfg: Config, options: EvalOptions) -> RunPlan:
                                 golden_path)  # fmt: skip
     plan = RunPlan("docchat" if agent is None else agent.name, k, limit, split, corpus, golden_path, golden_md5,
                    entries, floors, None, cfg.relevance.threshold, cfg.floors.signal, agent,
-                   all_entries=all_entries)  # fmt: skip
+                   all_entries=all_entries, user_retriever=agent is None and not builtin)  # fmt: skip
     if agent is not None:
         return settle(cfg, options, plan, None)
     cands = cached_candidates(cfg, options, corpus, all_entries, golden_md5, k)
@@ -333,8 +362,9 @@ def retrieve_live(cfg: Config, options: EvalOptions, plan: RunPlan) -> RunPlan:
     user = uses_function_retriever(cfg, options)
     live = dataclasses.replace(cfg, candidates_k=max(cfg.candidates_k, plan.k))
     limits = ErrorLimits(options.max_errors, cfg.run.max_abandoned)
-    cands = compute_candidates(live, plan.corpus, plan.entries if user else plan.all_entries, plan.golden_path,
-                               plan.golden_md5, options.progress, retriever=options.retriever,
+    # A user's retriever sees every question: doceval's router (over a corpus it may know) is not its.
+    cands = compute_candidates(live, None if user else plan.corpus, plan.entries if user else plan.all_entries,
+                               plan.golden_path, plan.golden_md5, options.progress, retriever=options.retriever,
                                limits=limits)  # fmt: skip
     return settle(cfg, options, dataclasses.replace(plan, awaits_retrieval=False), cands)
 

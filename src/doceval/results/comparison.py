@@ -113,7 +113,9 @@ def compare(
     n_rows = [n_by_id[i] for i in ids]
     # The summaries' own means are checked against their entries only when every entry is compared.
     reported = None if (only_b or only_n) else (base, new)
-    rows = _metric_changes(b_rows, n_rows, labels, reported, notes, n_boot=n_boot, seed=seed)
+    unmeasured = _unmeasured(base, new, labels, notes)
+    rows = _metric_changes(b_rows, n_rows, labels, reported, notes, n_boot=n_boot, seed=seed,
+                           unmeasured=unmeasured)  # fmt: skip
 
     unanswerable = [
         Unanswerable(e["id"], _one_line(e.get("question", "")), _doc_ids(e), e.get("refused"))
@@ -124,6 +126,19 @@ def compare(
     return CompareResult(
         base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes, moved
     )
+
+
+def _unmeasured(base: Summary, new: Summary, labels: tuple[str, str], notes: list[str]) -> set[str]:
+    """The metrics either run did not measure (``metrics.not_measured``: e.g. answers doceval could not read
+    the documents of), each with a note saying why: they are shown, never tested."""
+    out: set[str] = set()
+    for label, summary in zip(labels, (base, new), strict=True):
+        unmeasured = summary["metrics"].get("not_measured") or {}
+        for why in sorted(set(unmeasured.values())):
+            listed = sorted(m for m, v in unmeasured.items() if v == why)
+            notes.append(f"{label}: {', '.join(listed)} not measured ({why}); not compared")
+            out.update(listed)
+    return out
 
 
 def _comparability_notes(
@@ -211,13 +226,18 @@ def _metric_changes(
     *,
     n_boot: int,
     seed: int,
+    unmeasured: set[str] | None = None,
 ) -> list[MetricChange]:
     """One row per metric over the paired entries: means, paired change with its interval, W/T/L, p and its
-    Holm adjustment. With ``reported`` (BASE and NEW), a note for each summary mean its entries disagree with."""
+    Holm adjustment. With ``reported`` (BASE and NEW), a note for each summary mean its entries disagree with.
+    A metric in ``unmeasured`` (not measured by either run) gets a row with no change and no test."""
     rows: list[MetricChange] = []
     for m in METRIC_NAMES:
         bc, nc = column(b_rows, m), column(n_rows, m)
         bv, nv = mean_or_none(bc), mean_or_none(nc)
+        if m in (unmeasured or ()):
+            rows.append(MetricChange(m, bv, nv, None, None, 0, 0, 0, 0, method="not measured"))
+            continue
         if reported is not None:
             for label, summary, value in zip(labels, reported, (bv, nv), strict=True):
                 notes += _reported_mean_note(label, summary, m, value)

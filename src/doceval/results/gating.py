@@ -236,6 +236,7 @@ def gate(
     """
     rules = check_gate_config(gate_cfg)
     summary = check_summary(summary, "summary")
+    _refuse_unmeasured(rules, summary, baseline)
     failures: list[GateFailure] = []
     conditions: list[str] = []
     notes: list[str] = []
@@ -263,6 +264,25 @@ def gate(
     passed = not failures
     line = f"CI gate ({' and '.join(conditions)}): {'PASS' if passed else 'FAIL'}"
     return GateResult(passed, line, failures, conditions, notes)
+
+
+def _refuse_unmeasured(rules: schema.Gate, summary: Summary, baseline: Summary | None) -> None:
+    """A rule on a metric a run did not measure (``metrics.not_measured``) is a UsageError naming it: no
+    threshold or baseline can pass or fail on a number that does not exist."""
+    gated = {m: "thresholds" for m in rules.thresholds}
+    if rules.non_regression.enabled:
+        gated.update({m: "non_regression.metrics" for m in rules.non_regression.metrics if m not in gated})
+    if rules.drift.enabled:
+        gated.update({m: "drift.metrics" for m in rules.drift.metrics if m not in gated})
+    runs = [("the summary", summary)] + ([("the baseline", baseline)] if baseline is not None else [])
+    for where, run in runs:
+        unmeasured = run["metrics"].get("not_measured") or {}
+        for m, rule in gated.items():
+            if m in unmeasured:
+                raise UsageError(
+                    f"gate {rule}: {m} was not measured in {where} ({unmeasured[m]}); drop {m} from the "
+                    f"gate's {rule}, or measure it"
+                )
 
 
 def _threshold_failures(

@@ -195,11 +195,14 @@ def _headline_section(summary: Summary) -> list[str]:
     ci95 = m.get("ci95") or {}
     out = ["", "## Headline metrics", ""]
     rows = []
+    unmeasured: Mapping[str, str] = m.get("not_measured") or {}
     for key in METRIC_NAMES:
         name = key + (" (lower is better)" if key in LOWER_IS_BETTER else "")
         v = m.get(key)
         ci = ci95.get(key)
-        if v is None and key == "answer_accuracy" and m.get("not_judged"):
+        if key in unmeasured:
+            value = "not measured"
+        elif v is None and key == "answer_accuracy" and m.get("not_judged"):
             value = "not judged"
         elif v is None:
             value = "n/a (no entries)"
@@ -210,7 +213,10 @@ def _headline_section(summary: Summary) -> list[str]:
         rows.append([name, value, ci_text, _md(method) if method else "-", str(_n_of(summary, key))])
     out += _table(["metric", "value", "95% CI", "interval", "n"], rows, ["l", "r", "l", "l", "r"])
     out += ["", _INTERVALS_NOTE]
-    if m.get("answer_accuracy") is None and m.get("not_judged"):
+    for why in sorted(set(unmeasured.values())):
+        shown = ", ".join(k for k, v in unmeasured.items() if v == why)
+        out += ["", f"**Not measured**: {_md(shown)}: {_md(why)}."]
+    if m.get("answer_accuracy") is None and m.get("not_judged") and "answer_accuracy" not in unmeasured:
         out += ["", "answer_accuracy: not judged (no judge ran for this run)."]
     if counts.get("system_errors"):
         out += [

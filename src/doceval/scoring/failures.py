@@ -20,8 +20,10 @@ STAGES = (
     "system_error",
     "router_refused",
     "no_candidate_above_floor",
+    "retriever_refused",
     "system_refused",
     "relevant_not_in_top_k",
+    "answer_not_measured",
     "answer_missing_expected_api",
     "answer_uses_forbidden_api",
     "judged_incorrect",
@@ -31,6 +33,7 @@ STAGES = (
 REFUSAL_STAGES: dict[RefusalCause, str] = {
     "router": "router_refused",
     "floor": "no_candidate_above_floor",
+    "retriever": "retriever_refused",  # the user's retriever function returned nothing (no floor involved)
     "answerer": "system_refused",  # doceval's answerer declined although passages reached it
     "system": "system_refused",  # the user's assistant refused an answerable question
 }
@@ -41,9 +44,13 @@ def _contains(text: str, needle: str) -> bool:
 
 
 def refusal_cause(row: Mapping[str, Any]) -> RefusalCause:
-    """The cause of a stored summary row's refusal, from its typed fields (the summary's shape has no cause of
-    its own): an assistant's row has ``sources``; doceval's agent's row has the router's refusal in
-    ``router_refusal``, and an empty ``retrieved`` when no passage cleared the floor."""
+    """The cause of a stored summary row's refusal: its ``refusal_cause`` when it records one, else from its
+    typed fields (rows written before the cause was recorded): an assistant's row has ``sources``; doceval's
+    agent's row has the router's refusal in ``router_refusal``, and an empty ``retrieved`` when no passage
+    cleared the floor."""
+    recorded = row.get("refusal_cause")
+    if recorded in REFUSAL_STAGES:
+        return recorded  # type: ignore[no-any-return]
     if "sources" in row:
         return "system"
     if row.get("router_refusal"):
@@ -64,6 +71,10 @@ def failure_stage(row: Mapping[str, Any], cause: RefusalCause | None = None) -> 
         return REFUSAL_STAGES[cause or refusal_cause(row)]
     if scores.get("hit_rate") == 0.0:
         return "relevant_not_in_top_k"
+    # An in-scope answer always has a version_correctness; null means doceval could not read the documents'
+    # text (a user's retriever whose ids are no known corpus's), so checking the answer would grade ids.
+    if "version_correctness" in scores and scores["version_correctness"] is None:
+        return "answer_not_measured"
     answer = str(row.get("answer") or "")
     expected = list(row.get("expected_apis") or [])
     groups = [list(g) for g in row.get("expected_any") or []]

@@ -34,6 +34,8 @@ TAGS: dict[str, str] = {
     "tradeoff_curve": "the refusal trade-off's curves (doceval.harness.tradeoff)",
     "tradeoff_effect": "per-library floors against the global floor (eval/tradeoff)",
     "flaky": "the per-entry outcomes compared across `eval --repeats` (doceval.harness.repeats)",
+    "answer_text": "the metrics that read the answer's text: not measured when doceval's answerer cannot know "
+    "the text of what a user's retriever returned (doceval.harness.evaluate.answer_text_unknown)",
 }
 
 
@@ -85,12 +87,12 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "answer_accuracy", "answer", "judged", True, False, m.answer_accuracy,
         "the judge's verdict (refused: 0)",
-        tags={"headline": 6},
+        tags={"headline": 6, "answer_text": 1},
     ),
     Metric(
         "version_correctness", "answer", "in_scope", True, False, m.version_correctness,
         "every expected API and no forbidden API in the answer (refused: 0)",
-        tags={"sweep": 5, "flaky": 1},
+        tags={"sweep": 5, "flaky": 1, "answer_text": 2},
     ),
     Metric("refusal_rate", "answer", "out_of_scope", True, False, m.refusal_rate, "1 if the system refused"),
     Metric(

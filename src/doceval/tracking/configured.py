@@ -47,8 +47,7 @@ def log_configured_run(
         return None
     root = Path.cwd()
     uri = tracking_uri(cfg.tracking.uri, root)
-    # The MLflow params: the config as recorded (config_dict), less where its files are.
-    flat = flatten({k: v for k, v in config_dict(cfg).items() if k not in ("docs", "paths")})
+    flat = effective_params(cfg, summary.get("config") or {})
     title = run_title(summary.get("config") or {})
     run_id = log_run(
         dict(summary),
@@ -67,6 +66,26 @@ def log_configured_run(
     traced = f", {n} entry traces" if _traces_on(cfg) else ""
     print(f"mlflow: logged run {run_id}{traced} ({redact_url(uri)})")
     return run_id
+
+
+# The blocks of a summary's config that record what ran (flags such as --warm-memory, --split or --score-floor,
+# an assistant in place of the retriever and answerer, the floors actually used): they replace the composed
+# ones in the params, so a run's params never say what the run did not do.
+_RAN = ("k", "limit", "retriever", "floors", "answerer", "judge", "memory", "run")
+
+
+def effective_params(cfg: Config, recorded: Mapping[str, Any]) -> dict[str, Any]:
+    """The MLflow params, flat: the composed config as recorded (config_dict), less where its files are, with
+    every block the summary's ``recorded`` config holds (:data:`_RAN`) as the run recorded it."""
+    params = {k: v for k, v in config_dict(cfg).items() if k not in ("docs", "paths")}
+    params.update({block: recorded[block] for block in _RAN if recorded.get(block) is not None})
+    if "split" in recorded:  # --split: the composed block is {"name": ...}; None is every split
+        params["split"] = {"name": recorded["split"] or "all"}
+    ran = ((recorded.get("system") or {}).get("agent") or {}).get("name")
+    if ran is not None and ran != cfg.agent.name:  # an assistant object given to the Python API
+        params["agent"] = {"name": ran}
+    flat: dict[str, Any] = flatten(params)
+    return flat
 
 
 def _traces_on(cfg: Config) -> bool:

@@ -155,9 +155,16 @@ def run_title(recorded: Mapping[str, Any]) -> str:
     golden = recorded.get("golden") or {}
     stem = Path(str(golden.get("path") or "golden")).stem
     version = stem if stem.startswith("v") else f"{stem} {str(golden.get('md5') or '')[:6]}".strip()
-    return " · ".join(
-        [_split_of(recorded) or "all", system_label(recorded), f"k{recorded.get('k')}", floor_text, version]
-    )
+    parts = [
+        _split_of(recorded) or "all",
+        system_label(recorded),
+        f"k{recorded.get('k')}",
+        floor_text,
+        version,
+    ]
+    if (recorded.get("memory") or {}).get("isolate") is False:
+        parts.append("warm memory")  # memory carried across entries: another system than the isolated run
+    return " · ".join(parts)
 
 
 def headline_line(metrics: Mapping[str, Any]) -> str:
@@ -166,6 +173,9 @@ def headline_line(metrics: Mapping[str, Any]) -> str:
     parts = []
     for m in names("headline"):
         v = metrics.get(m)
+        if m in (metrics.get("not_measured") or {}):
+            parts.append(f"{m} not measured")
+            continue
         if v is None:
             parts.append(f"{m} n/a" if m != "answer_accuracy" else "answer_accuracy not judged")
             continue

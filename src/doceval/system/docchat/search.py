@@ -3,7 +3,7 @@ that cleared the floors, cut at k. What the harness scores as retrieval is exact
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from doceval.system.docchat.types import Passage, Probe, SearchResult
 
@@ -13,7 +13,9 @@ class PrecomputedSearch:
 
     ``routed``: probe id -> the router's refusal reason (None or absent: routed); ``hits``: probe id -> the
     retained (doc id, score) pairs in rank order; ``texts``: doc id -> the passage text the answerer sees
-    (the doc id itself when missing); ``floor_of``: library -> its floor, quoted in a refusal.
+    (the doc id itself when missing); ``floor_of``: library -> its floor, quoted in a refusal;
+    ``unretrieved``: probe ids the retriever itself returned nothing for (a user's retriever function's
+    refusal, cause "retriever": no floor was involved).
     """
 
     def __init__(
@@ -22,17 +24,21 @@ class PrecomputedSearch:
         hits: Mapping[str, Sequence[tuple[str, float]]],
         texts: Mapping[str, str],
         floor_of: Callable[[str], float],
+        unretrieved: Collection[str] = (),
     ) -> None:
         self.routed = routed
         self.hits = hits
         self.texts = texts
         self.floor_of = floor_of
+        self.unretrieved = frozenset(unretrieved)
 
     def __call__(self, probe: Probe) -> SearchResult:
         reason = self.routed.get(probe.id)
         if reason:
             return SearchResult([], True, reason, "router")
         hits = self.hits[probe.id]
+        if not hits and probe.id in self.unretrieved:
+            return SearchResult([], True, "retriever: returned no document", "retriever")
         if not hits:
             floor = self.floor_of(probe.library)
             return SearchResult([], True, f"search: no passage cleared the floor {floor}", "floor")

@@ -33,11 +33,13 @@ class SearchResult:
     passages: list[Passage]
     refused: bool
     reason: str | None  # the text the summary shows, e.g. "router: library 'flask' is not indexed"
-    cause: RefusalCause | None = None  # "router" or "floor" on a refusal
+    cause: RefusalCause | None = None  # "router", "floor" or "retriever" on a refusal
 
     def __post_init__(self) -> None:
-        if self.refused != (self.cause in ("router", "floor")):
-            raise ValueError(f"a refused search needs the cause 'router' or 'floor' (got {self.cause!r})")
+        if self.refused != (self.cause in ("router", "floor", "retriever")):
+            raise ValueError(
+                f"a refused search needs the cause 'router', 'floor' or 'retriever' (got {self.cause!r})"
+            )
 
 
 @dataclass
