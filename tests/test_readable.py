@@ -71,7 +71,12 @@ def test_entries_csv_says_what_happened_to_each_entry_scrubbed(golden: Path) -> 
     rows = list(csv.DictReader(io.StringIO(entries_csv(summary["entries"]))))
     assert list(rows[0])[: len(ENTRY_COLUMNS)] == list(ENTRY_COLUMNS)
     q1, q2, q3 = rows
-    assert (q1["question"], q1["pin"], q1["stage"]) == ("how much are late fees", "shop@1.0", "ok")
+    # the ids are no corpus doceval can read, so the answer is not graded (tests/test_not_measured.py)
+    assert (q1["question"], q1["pin"], q1["stage"]) == (
+        "how much are late fees",
+        "shop@1.0",
+        "answer_not_measured",
+    )
     assert q1["top_ids"] == "D1:3.000"  # id:score, best first, the floors and k applied
     assert q1["answer"] and len(q1["answer"]) <= 200 and q1["system_error"] == ""
     assert float(q1["duration_s"]) > 0  # the agent's call, measured
