@@ -26,10 +26,12 @@ from typing import Any
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from doceval.app.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, FAILED_SUFFIX
+from doceval.common.hints import rerun
 from doceval.common.io import check_writable, write_text_atomic
 from doceval.common.progress import Progress
 from doceval.common.table import format_table
 from doceval.config.compose import check_override_syntax, compose, find_conf_dir
+from doceval.config.project import with_project
 from doceval.config.schema import Config
 from doceval.errors import UsageError
 from doceval.harness.candidates import META, CandidateSet, load_candidates
@@ -143,7 +145,7 @@ def _check_point(cfg: Config, caches: dict[Path, CandidateSet], first_point: boo
     if runs not in caches:
         if not (runs / "candidates" / META).is_file():
             raise UsageError(
-                "sweep: no cached candidates; run `dvc repro retrieve` first (sweeps never open the index)"
+                f"sweep: no cached candidates; run {rerun('retrieve')} first (sweeps never open the index)"
             )
         caches[runs] = load_candidates(runs)
     plan_run(cfg, EvalOptions(progress=False, candidates=caches[runs]))
@@ -208,7 +210,9 @@ def run_sweep(
         final.append("tracking.enabled=false")
     sweep_dir.mkdir(parents=True, exist_ok=True)
     cmd = [
-        sys.executable, "-m", "doceval.app.sweep_app", "-m", "--config-dir", str(find_conf_dir().resolve()), *final,
+        # The Hydra app composes conf/ itself: the project's doceval.yaml goes in first, as compose() applies it.
+        sys.executable, "-m", "doceval.app.sweep_app", "-m", "--config-dir", str(find_conf_dir().resolve()),
+        *with_project(final),
         "hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}", f"hydra.sweep.dir={sweep_dir}",
         "hydra.sweep.subdir=${hydra.job.num}", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled",
         # No .hydra/ folders: they would hold every override as typed, a secret-named kwarg's value included.

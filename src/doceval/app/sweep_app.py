@@ -16,9 +16,11 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from doceval.common.hints import rerun
 from doceval.common.io import write_json_atomic
 from doceval.common.redact import register_config, register_overrides
 from doceval.config.compose import validate_config
+from doceval.config.project import with_project
 from doceval.config.schema import Config
 from doceval.errors import UsageError
 from doceval.harness.candidates import META, load_candidates
@@ -37,7 +39,7 @@ def run_point(cfg: Config, job_id: str, overrides: list[str], root: Path, out_di
     if cfg.retriever.name != "function":  # a user's retriever runs live at every point
         if not (runs / "candidates" / META).is_file():
             raise UsageError(
-                "sweep: no cached candidates; run `dvc repro retrieve` (sweeps never open the index)"
+                f"sweep: no cached candidates; run {rerun('retrieve')} (sweeps never open the index)"
             )
         cands = load_candidates(runs)
     summary = evaluate(cfg, EvalOptions(candidates=cands, progress=False, run_dir=out_dir / "agent"))
@@ -70,8 +72,11 @@ def main(dcfg: DictConfig) -> None:
     data = {str(k): v for k, v in composed.items()}  # the composed mapping, typed just below
     hc = HydraConfig.get()
     job_id = str(hc.job.num)
-    overrides = list(hc.overrides.task)
-    register_overrides(overrides)  # a point is a process of its own: its writers scrub what it was given
+    register_overrides(list(hc.overrides.task))  # a point is a process of its own: its writers scrub them all
+    # The project's doceval.yaml overrides came first and are the same at every point: the point's own are
+    # what name its run.
+    shared = set(with_project([]))
+    overrides = [o for o in hc.overrides.task if o not in shared]
     register_config(data)
     sweep_dir = Path(os.environ.get(ENV_DIR, hc.sweep.dir))
     out_dir = sweep_dir / "points" / job_id

@@ -39,11 +39,17 @@ def add_stage(sub: Any, name: str, func: Command, help_text: str) -> argparse.Ar
 
 
 def stage_params(args: argparse.Namespace) -> Config:
-    """params.yaml (or ``--params``) as the typed, frozen config the stages read."""
+    """params.yaml (or ``--params``) as the typed, frozen config the stages read, refused when stale against
+    conf/ + doceval.yaml (doceval.config.drift)."""
     # lazy: start-up (the config schema and yaml, ~0.2 s; `doceval --help`, gate and compare need neither)
     from doceval.config.compose import load_params
 
-    return load_params(Path(args.params))
+    # lazy: start-up (the drift check composes with Hydra, ~0.35 s; only stages pay for it)
+    from doceval.config.drift import check_fresh
+
+    path = Path(args.params)
+    check_fresh(path)
+    return load_params(path)
 
 
 def print_headline(summary: Mapping[str, Any]) -> None:

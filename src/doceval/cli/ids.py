@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from doceval.common.hints import rerun
 from doceval.errors import UsageError
 from doceval.inputs.corpus import load_corpus
 
@@ -27,7 +28,7 @@ def document_ids(docs_dir: Path, pins: Sequence[str] = ()) -> dict[str, list[str
     """pin -> its document ids in corpus order (sorted), for the pins asked (all when none)."""
     if not (docs_dir / "manifest.json").is_file():
         raise UsageError(
-            f"{docs_dir}: no built corpus here (no manifest.json). Build one with `dvc repro docs`, or "
+            f"{docs_dir}: no built corpus here (no manifest.json). Build one with {rerun('docs')}, or "
             "`doceval docs --folder DIR --library NAME --version V` and pass its output with --docs"
         )
     corpus = load_corpus(docs_dir)

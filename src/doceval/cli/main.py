@@ -23,7 +23,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any
 
-from doceval.cli import beir, golden, history, ids, judge, pipeline, results
+from doceval.cli import beir, golden, history, ids, judge, pipeline, project, results
 from doceval.cli.common import Parser
 from doceval.common.io import TERMINAL_ERRORS
 from doceval.common.redact import register_overrides, scrub_data, scrub_message
@@ -74,7 +74,7 @@ def _flush_stdout(code: int) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="doceval", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in (pipeline, golden, judge, ids, results, history, beir):
+    for module in (project, pipeline, golden, judge, ids, results, history, beir):
         module.register(sub)
     return parser
 

@@ -25,21 +25,34 @@ if TYPE_CHECKING:
 
 def cmd_params(args: argparse.Namespace) -> int:
     # lazy: start-up (yaml and the config schema, ~0.2 s)
-    import yaml
-
-    # lazy: start-up (as above)
     from doceval.config.compose import PARAMS, compose, dump_params
+    from doceval.config.drift import differing_keys, sources
     from doceval.config.objects import config_dict
+    from doceval.config.project import recorded_overrides
 
     cfg = compose(args.overrides)
-    text = dump_params(cfg)
     composed = config_dict(cfg)  # the mapping params.yaml records
+    read = " + ".join(sources()) + (f" + {' '.join(args.overrides)}" if args.overrides else "")
     if args.check:
-        current = yaml.safe_load(PARAMS.read_text(encoding="utf-8")) if PARAMS.is_file() else None
-        if current != composed:
-            print("params.yaml differs from conf/: run `doceval params` and commit it", file=sys.stderr)
+        # lazy: start-up (as above)
+        import yaml
+
+        text = PARAMS.read_text(encoding="utf-8") if PARAMS.is_file() else ""
+        current = yaml.safe_load(text) if text else None
+        if current is None:
+            print(f"{PARAMS} not found: run `doceval params` (sources: {read})", file=sys.stderr)
             return EXIT_USAGE
-        print("params.yaml matches conf/")
+        # Without overrides here, the ones `doceval params` recorded in the file (what the stages recompose).
+        overrides = list(args.overrides) or recorded_overrides(text) or []
+        if overrides and not args.overrides:
+            read += f" + {' '.join(overrides)}"
+        keys = differing_keys(current, overrides)
+        if keys:
+            print(f"{PARAMS} differs from {read} at {', '.join(keys)}: run `doceval params`"
+                  f"{' ' + ' '.join(overrides) if overrides else ''} and commit it",
+                  file=sys.stderr)  # fmt: skip
+            return EXIT_USAGE
+        print(f"{PARAMS} matches {read}")
         return 0
     held = secret_locations(composed)
     if (
@@ -50,8 +63,8 @@ def cmd_params(args: argparse.Namespace) -> int:
             "the project; pass credentials through environment variables instead (agent.headers_env, "
             "answerer.api_key_env, judge.api_key_env, store.api_key_env) and keep URLs without user:password@"
         )
-    PARAMS.write_text(text, encoding="utf-8")
-    print(f"wrote {PARAMS}")
+    PARAMS.write_text(dump_params(cfg, args.overrides), encoding="utf-8")
+    print(f"wrote {PARAMS} (from {read})")
     return 0
 
 
@@ -284,8 +297,14 @@ def register(sub: Any) -> None:
 
 
 def _register_params(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser("params", help="compose conf/ into params.yaml (Hydra)")
-    p.add_argument("--check", action="store_true", help="exit 2 if params.yaml differs from conf/")
+    p: argparse.ArgumentParser = sub.add_parser(
+        "params", help="compose conf/ + doceval.yaml into params.yaml (Hydra)"
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 2 naming the keys where params.yaml differs from conf/ + doceval.yaml (+ overrides)",
+    )
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. retriever=bm25")
     p.set_defaults(func=cmd_params)
 

@@ -17,22 +17,25 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import yaml
 
+from doceval.common.hints import params_command
 from doceval.common.redact import register_config, register_overrides, scrub_message, secret_key
 from doceval.config import schema
 from doceval.config.objects import build_config, config_dict, yaml_key
+from doceval.config.project import OVERRIDES_MARK, with_project
 from doceval.errors import UsageError
 
 CONF_DIR = Path("conf")
 PARAMS = Path("params.yaml")
 CONF_ENV = "DOCEVAL_CONF"
-# The conf/ of the source tree doceval runs from (src/doceval/config/compose.py -> the repository root).
-SOURCE_CONF = Path(__file__).resolve().parents[3] / "conf"
+# The conf/ shipped inside the package (src/doceval/conf, a link to the repository's conf/ in a checkout; its
+# files in a wheel), so an installed doceval composes without a clone.
+SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def find_conf_dir() -> Path:
-    """Where the Hydra configuration is: ./conf (a doceval project), else $DOCEVAL_CONF, else the conf/ of the
-    doceval checkout this code runs from, so a user's own project needs no copy of conf/ (paths in the
-    config stay relative to the working directory: the user's golden set, eval/ and mlruns/ live there)."""
+    """Where the Hydra configuration is: ./conf (this repository), else $DOCEVAL_CONF, else the conf/ shipped in
+    the installed package, so a user's own project needs no copy of conf/ (its differences live in doceval.yaml;
+    paths in the config stay relative to the working directory: the user's golden set, eval/ and mlruns/)."""
     for candidate in (
         CONF_DIR,
         Path(os.environ.get(CONF_ENV, "")) if os.environ.get(CONF_ENV) else None,
@@ -46,8 +49,11 @@ def find_conf_dir() -> Path:
     )
 
 
-def compose(overrides: Sequence[str] = (), conf_dir: str | Path | None = None) -> schema.Config:
-    """Compose ``conf/config.yaml`` with Hydra overrides into the typed, frozen config.
+def compose(
+    overrides: Sequence[str] = (), conf_dir: str | Path | None = None, project: str | Path | None = None
+) -> schema.Config:
+    """Compose ``conf/config.yaml``, then the project file's overrides (``project``, default ./doceval.yaml when
+    there is one; :mod:`doceval.config.project`), then ``overrides``, into the typed, frozen config.
 
     Unknown groups or options (Hydra), unknown keys, wrong types and out-of-range values (the schema) become a
     UsageError that names the key and lists the valid choices.
@@ -64,7 +70,8 @@ def compose(overrides: Sequence[str] = (), conf_dir: str | Path | None = None) -
     conf_dir = find_conf_dir() if conf_dir is None else _path_arg(conf_dir, "compose", "conf_dir", "conf")
     if not (conf_dir / "config.yaml").is_file():
         raise UsageError(f"{conf_dir}/config.yaml not found: run doceval from the project root")
-    overrides = check_override_syntax(overrides)
+    overrides = check_override_syntax(with_project(check_override_syntax(overrides), project))
+    register_overrides(overrides)  # the project file's too
     try:
         with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base="1.3"):
             cfg = hydra_compose(config_name="config", overrides=list(overrides))
@@ -159,9 +166,7 @@ def load_params(path: str | Path = PARAMS) -> schema.Config:
     """
     path = _path_arg(path, "load_params", "path", "params.yaml")
     if not path.is_file():
-        raise UsageError(
-            f"{path} not found: run from the project root, or `make params` to compose it from conf/"
-        )
+        raise UsageError(f"{path} not found: run from the project root, or {params_command()} to compose it")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
@@ -176,9 +181,13 @@ def load_params(path: str | Path = PARAMS) -> schema.Config:
         raise UsageError(f"{exc} ({hint})") from None
 
 
-def dump_params(cfg: schema.Config) -> str:
+def dump_params(cfg: schema.Config, overrides: Sequence[str] = ()) -> str:
+    """params.yaml's text: the composed config, after a header recording the command ``overrides`` it was
+    composed with (the stages recompose them to tell a stale params.yaml, doceval.config.drift)."""
     header = (
-        "# Composed from conf/ by `doceval params` (Hydra). Do not edit by hand: edit conf/ and recompose.\n"
+        "# Composed from conf/ by `doceval params` (Hydra). Do not edit by hand: edit conf/ or doceval.yaml, "
+        "then recompose.\n"
+        f"{OVERRIDES_MARK}{json.dumps(list(overrides))}\n"
     )
     return header + yaml.safe_dump(config_dict(cfg), sort_keys=False, default_flow_style=None, width=120)
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from doceval.common.hints import rerun, stage_command
 from doceval.common.io import iter_jsonl, read_json
 from doceval.common.progress import iterate
 from doceval.config.objects import config_dict
@@ -102,7 +103,7 @@ def open_retriever(cfg: Config, corpus: Corpus | None) -> Iterator[Retriever]:
         yield make_retriever(retriever, corpus)
         return
     if corpus is None:
-        raise UsageError(f"retriever={retriever.name} needs the docs corpus; run `dvc repro docs` first")
+        raise UsageError(f"retriever={retriever.name} needs the docs corpus; run {rerun('docs')} first")
     index_dir = Path(cfg.paths.index)
     # The manifest is checked here; the store itself is verified as it opens (expect=), in one open.
     manifest = check_index(index_dir, corpus, cfg.store, verify_store=False)
@@ -110,7 +111,7 @@ def open_retriever(cfg: Config, corpus: Corpus | None) -> Iterator[Retriever]:
     if embedder.fingerprint != manifest["model"]:
         raise UsageError(
             f"{index_dir}: index built with {manifest['model']}, but embedder is {embedder.fingerprint}; "
-            "rerun `dvc repro index` (or `doceval index`)"
+            f"rerun {rerun('index')}"
         )
     subdir = store_subdir(cfg.store.name)
     store_path = index_dir / subdir if subdir else None
@@ -262,16 +263,16 @@ def load_candidates(runs_dir: Path, name: str = CANDIDATES) -> CandidateSet:
     record of the wrong shape) means rerun the stage, never edit it. Whether it is whole and matches what is
     evaluated is :func:`check_candidates`' job. ``name=EXACT``: the exact-search twin of an approximate search."""
     folder = runs_dir / "candidates"
-    rerun = "dvc repro retrieve"
-    meta = read_json(folder / META, "candidate cache metadata", rerun=rerun)
+    command = stage_command("retrieve")
+    meta = read_json(folder / META, "candidate cache metadata", rerun=command)
     if not isinstance(meta, dict) or not isinstance(meta.get("candidates_k"), int):
-        raise UsageError(f"{folder / META}: not candidate cache metadata; rerun `{rerun}`")
+        raise UsageError(f"{folder / META}: not candidate cache metadata; rerun `{command}`")
     path = folder / name
     if not path.is_file():
-        raise UsageError(f"{path}: candidate cache not found; rerun `{rerun}`")
+        raise UsageError(f"{path}: candidate cache not found; rerun `{command}`")
     ranked: dict[str, Ranked] = {}
     routed: dict[str, str | None] = {}
-    for lineno, rec in iter_jsonl(path, rerun=rerun):
+    for lineno, rec in iter_jsonl(path, rerun=command):
         try:
             ranked[str(rec["id"])] = [(str(d), float(s)) for d, s in rec["candidates"]]
             router = rec.get("router")
@@ -279,21 +280,21 @@ def load_candidates(runs_dir: Path, name: str = CANDIDATES) -> CandidateSet:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise UsageError(
                 f"{path}:{lineno}: not a candidate record ({type(exc).__name__}: {exc}); the cache is damaged; "
-                f"rerun `{rerun}`"
+                f"rerun `{command}`"
             ) from exc
-    bm25 = _load_bm25(folder / BM25_RANKINGS, rerun) if name == CANDIDATES else None
+    bm25 = _load_bm25(folder / BM25_RANKINGS, command) if name == CANDIDATES else None
     return CandidateSet(meta, ranked, routed, bm25=bm25)
 
 
-def _load_bm25(path: Path, rerun: str) -> dict[str, list[str]] | None:
+def _load_bm25(path: Path, command: str) -> dict[str, list[str]] | None:
     """The cached bm25 rankings, or None when this cache has none (written before they were cached)."""
     if not path.is_file():
         return None
     out: dict[str, list[str]] = {}
-    for lineno, rec in iter_jsonl(path, rerun=rerun):
+    for lineno, rec in iter_jsonl(path, rerun=command):
         if not isinstance(rec, dict) or not isinstance(rec.get("ranked"), list) or "id" not in rec:
             raise UsageError(
-                f"{path}:{lineno}: not a bm25 ranking record; the cache is damaged; rerun `{rerun}`"
+                f"{path}:{lineno}: not a bm25 ranking record; the cache is damaged; rerun `{command}`"
             )
         out[str(rec["id"])] = [str(d) for d in rec["ranked"]]
     return out
@@ -318,12 +319,12 @@ def check_candidates(
     corpus, index or search holds another system's candidates."""
     if cands.meta.get("golden_md5") != golden_md5:
         raise UsageError(
-            "candidate cache was built from another golden set (md5 differs); rerun `dvc repro retrieve`"
+            f"candidate cache was built from another golden set (md5 differs); rerun {rerun('retrieve')}"
         )
     if cands.meta.get("retriever_fingerprint") != retriever_fingerprint(retriever_cfg):
         raise UsageError(
             f"candidate cache holds retriever {cands.meta.get('retriever')}, not {config_dict(retriever_cfg)}; "
-            "rerun `doceval retrieve` (or `dvc repro retrieve`) for this retriever"
+            f"rerun {rerun('retrieve')} for this retriever"
         )
     if corpus is not None:
         current = corpus.manifest.get("content_hash")
@@ -331,7 +332,7 @@ def check_candidates(
         if recorded != current:
             raise UsageError(
                 f"candidate cache was retrieved from another corpus (corpus_hash {_short(recorded)}, "
-                f"{corpus.root}/manifest.json says {_short(current)}); rerun `dvc repro retrieve`"
+                f"{corpus.root}/manifest.json says {_short(current)}); rerun {rerun('retrieve')}"
             )
     if index_dir is not None and needs_index(retriever_cfg.name):
         current_index = _manifest_hash(index_dir / "manifest.json")
@@ -344,7 +345,7 @@ def check_candidates(
             )
             raise UsageError(
                 f"candidate cache was retrieved from another index (index_hash {_short(recorded_index)}, {now}); "
-                "rerun `dvc repro retrieve`"
+                f"rerun {rerun('retrieve')}"
             )
     if store_cfg is not None and needs_index(retriever_cfg.name):
         wanted = _search_of(retriever_cfg, store_cfg)
@@ -352,13 +353,13 @@ def check_candidates(
         if recorded_search != wanted:
             raise UsageError(
                 f"candidate cache was retrieved with another search ({recorded_search}, requested {wanted}); "
-                "rerun `dvc repro retrieve`"
+                f"rerun {rerun('retrieve')}"
             )
     recorded_entries = cands.meta.get("entries")
     if isinstance(recorded_entries, int) and len(cands.ranked) != recorded_entries:
         raise UsageError(
             f"candidate cache holds {len(cands.ranked)} entries, meta.json says {recorded_entries} (cut short?); "
-            "rerun `dvc repro retrieve`"
+            f"rerun {rerun('retrieve')}"
         )
     if k > cands.depth:
         raise UsageError(
@@ -366,7 +367,7 @@ def check_candidates(
         )
     missing = [e.id for e in entries if e.id not in cands.ranked]
     if missing:
-        raise UsageError(f"candidate cache lacks entries {missing[:5]}...; rerun `dvc repro retrieve`")
+        raise UsageError(f"candidate cache lacks entries {missing[:5]}...; rerun {rerun('retrieve')}")
 
 
 def _short(digest: object) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from doceval.common.hints import rerun, stage_command
 from doceval.common.io import read_json
 from doceval.config import schema
 from doceval.config.objects import config_dict
@@ -109,7 +110,7 @@ def _floor_names(floors: Floors) -> tuple[str, Callable[[str], str], str, str]:
     line): (global floor, a library's floor, the per-library mapping, the fix)."""
     if floors.source.startswith("calibrated:"):
         path = floors.source.split(":", 1)[1]
-        fix = f"the artifact does not fit this corpus or retriever: rerun `dvc repro calibrate`, or {EXPLICIT_FLOORS}"
+        fix = f"the artifact does not fit this corpus or retriever: rerun {rerun('calibrate')}, or {EXPLICIT_FLOORS}"
         return f"{path}: global", lambda lib: f"{path}: per_library.{lib}", f"{path}: per_library", fix
     if floors.source == "config":
         return (
@@ -156,13 +157,13 @@ def _calibrated_ids(path: Path, prov: Mapping[str, Any]) -> frozenset[str] | Non
         return None
     if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
         raise UsageError(
-            f"{path}: provenance.{CALIBRATED_IDS} is not a list of entry ids; rerun `dvc repro calibrate`"
+            f"{path}: provenance.{CALIBRATED_IDS} is not a list of entry ids; rerun {rerun('calibrate')}"
         )
     digest = prov.get(CALIBRATED_IDS_SHA256)
     if digest is not None and digest != ids_digest(ids):
         raise UsageError(
             f"{path}: provenance.{CALIBRATED_IDS} does not match provenance.{CALIBRATED_IDS_SHA256} (edited by "
-            "hand?); rerun `dvc repro calibrate`"
+            f"hand?); rerun {rerun('calibrate')}"
         )
     return frozenset(ids)
 
@@ -177,7 +178,7 @@ def _refuse_overlap(path: Path, calibrated: frozenset[str], report_ids: Collecti
             f"{path}: floors were calibrated on {len(overlap)} of the {len(reported)} entries being reported "
             f"({shown}): train-on-test (provenance.{CALIBRATED_IDS} lists them, whatever the golden file or "
             "split is called). Calibrate on a split disjoint from the one you report (`doceval golden split`, "
-            f"then `dvc repro calibrate`), or {EXPLICIT_FLOORS}."
+            f"then {rerun('calibrate')}), or {EXPLICIT_FLOORS}."
         )
 
 
@@ -199,7 +200,7 @@ def load_calibrated(
     being reported), whatever the splits are called. An artifact that records no ids (older), or a caller that
     gives none, falls back to comparing split names: refused when the run reports on the split the floors were
     calibrated on, on every split, or the artifact names no split."""
-    data = read_json(path, "calibrated floors", rerun="dvc repro calibrate")
+    data = read_json(path, "calibrated floors", rerun=stage_command("calibrate"))
     try:
         prov = data["provenance"]
         if not isinstance(prov, dict):
@@ -211,7 +212,7 @@ def load_calibrated(
             provenance=prov,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise UsageError(f"{path}: not a floors artifact ({exc}); rerun `dvc repro calibrate`") from exc
+        raise UsageError(f"{path}: not a floors artifact ({exc}); rerun {rerun('calibrate')}") from exc
     calibrated_for = prov.get("retriever")
     # The artifact records the retriever block as a plain mapping: compared with this one as it records it.
     wanted = None if retriever is None else config_dict(retriever)
@@ -236,7 +237,7 @@ def load_calibrated(
         print(
             f"note: {path} does not record which entries it was calibrated on (an older artifact): only its "
             f"split name {calibrated_on!r} was checked against the reported split {report_split!r}; rerun "
-            "`dvc repro calibrate` so train-on-test is checked by entry id",
+            f"{rerun('calibrate')} so train-on-test is checked by entry id",
             file=sys.stderr,
         )
     return floors

@@ -10,13 +10,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from doceval.common.hints import rerun, stage_command
 from doceval.common.io import atomic_dir, read_json, write_json_atomic
 from doceval.common.progress import Progress
 from doceval.common.redact import redact_url
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.index.embed import CachedEmbedder
-from doceval.index.store import REBUILD, SearchConfig, VectorStore, check_store_files, store_subdir
+from doceval.index.store import SearchConfig, VectorStore, check_store_files, rebuild_hint, store_subdir
 from doceval.inputs.corpus import Corpus
 
 MANIFEST = "manifest.json"
@@ -110,7 +111,7 @@ def check_index(
     verify_store: bool = True,
 ) -> dict[str, Any]:
     """The index manifest, verified against the corpus it claims to index and against the store it describes
-    (stale, missing, incomplete or damaged -> UsageError naming what and ``dvc repro index``).
+    (stale, missing, incomplete or damaged -> UsageError naming what and how to rerun the index stage).
 
     A local store (``qdrant_local``, under ``index_dir/qdrant``) is checked without creating anything: its
     ``meta.json``, every collection's storage, then every collection's point count against the manifest (one
@@ -120,7 +121,7 @@ def check_index(
     the same checks in its one open.
     """
     path = index_dir / MANIFEST
-    manifest = read_json(path, "index manifest", rerun="dvc repro index")
+    manifest = read_json(path, "index manifest", rerun=stage_command("index"))
     partitions = manifest.get("partitions") if isinstance(manifest, dict) else None
     if (
         not isinstance(manifest, dict)
@@ -128,33 +129,35 @@ def check_index(
         or not isinstance(partitions, dict)
         or not all(isinstance(n, int) and not isinstance(n, bool) for n in partitions.values())
     ):
-        raise UsageError(f"{path}: not an index manifest; rerun `dvc repro index`")
+        raise UsageError(f"{path}: not an index manifest; rerun {rerun('index')}")
     corpus_hash = corpus.manifest.get("content_hash")
     if manifest.get("corpus_hash") != corpus_hash:
         raise UsageError(
-            f"{index_dir}: the index was built from another corpus (corpus changed since); rerun `dvc repro index`"
+            f"{index_dir}: the index was built from another corpus (corpus changed since); rerun {rerun('index')}"
         )
     if manifest["content_hash"] != index_hash(
         str(corpus_hash), str(manifest.get("model")), int(manifest.get("dim") or 0)
     ):
         raise UsageError(
             f"{path}: content_hash does not match its corpus_hash, model and dim (edited or damaged); "
-            "rerun `dvc repro index`"
+            f"rerun {rerun('index')}"
         )
     missing = sorted(set(corpus.pins) - set(partitions))
     if missing:
-        raise UsageError(f"{index_dir}: no partition for {', '.join(missing)}; rerun `dvc repro index`")
+        raise UsageError(f"{index_dir}: no partition for {', '.join(missing)}; rerun {rerun('index')}")
     wrong = [
         f"{pin} {partitions[pin]} points, corpus has {len(corpus.partitions[pin].chunk_ids)} chunks"
         for pin in corpus.pins
         if partitions[pin] != len(corpus.partitions[pin].chunk_ids)
     ]
     if wrong:
-        raise UsageError(f"{path}: {'; '.join(wrong)}; rerun `dvc repro index`")
+        raise UsageError(f"{path}: {'; '.join(wrong)}; rerun {rerun('index')}")
     built_with = str(manifest.get("store", "qdrant_local"))  # a manifest from before store= was recorded
     wanted = built_with if store_cfg is None else store_cfg.name
     if wanted != built_with:
-        raise UsageError(f"{path}: the index was built into {built_with}, but store={wanted}; {REBUILD}")
+        raise UsageError(
+            f"{path}: the index was built into {built_with}, but store={wanted}; {rebuild_hint()}"
+        )
     check_search(path, manifest, store_cfg)
     if not verify_store:
         return manifest
@@ -184,5 +187,5 @@ def check_search(path: Path, manifest: Mapping[str, Any], store_cfg: schema.Stor
             else f"no index-time search parameters recorded, requested {wanted}"
         )
         raise UsageError(
-            f"{path}: the index was built with other index-time search parameters: {diff}; {REBUILD}"
+            f"{path}: the index was built with other index-time search parameters: {diff}; {rebuild_hint()}"
         )

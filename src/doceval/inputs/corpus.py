@@ -10,10 +10,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from doceval.common.hints import rerun, stage_command
 from doceval.common.io import read_json
 from doceval.errors import UsageError
 
-REBUILD = "rerun `dvc repro docs` (or the `doceval docs`/`doceval beir import` that built it)"
+
+def rebuild_hint() -> str:
+    """How to rebuild a corpus here (read when a message is built: the working directory decides)."""
+    return f"rerun {rerun('docs')} (or the `doceval beir import` that built it)"
 
 
 @dataclass
@@ -83,11 +87,11 @@ def _load_corpus(root: Path) -> Corpus:
     """Parse ``corpus.jsonl`` and verify it is the file its manifest describes: the sha256 of its bytes (read
     once, hashed and parsed from the same buffer) against ``content_hash``, then the chunks per pin."""
     manifest_file = root / "manifest.json"
-    manifest = read_json(manifest_file, "corpus manifest", rerun="dvc repro docs")
+    manifest = read_json(manifest_file, "corpus manifest", rerun=stage_command("docs"))
     _check_manifest(manifest_file, manifest)
     corpus_file = root / "corpus.jsonl"
     if not corpus_file.is_file():
-        raise UsageError(f"{corpus_file}: corpus not found. Run `dvc repro docs` to build it.")
+        raise UsageError(f"{corpus_file}: corpus not found. Run {rerun('docs')} to build it.")
     data = corpus_file.read_bytes()
     if hashlib.sha256(data).hexdigest() != manifest["content_hash"]:
         raise UsageError(_mismatch(corpus_file, data, manifest))
@@ -103,15 +107,17 @@ def _load_corpus(root: Path) -> Corpus:
             part.doc_ids.append(rec["doc_id"])
             part.texts.append(rec["text"])
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-            raise UsageError(f"{corpus_file}:{lineno}: not a valid corpus record ({exc}); {REBUILD}") from exc
+            raise UsageError(
+                f"{corpus_file}:{lineno}: not a valid corpus record ({exc}); {rebuild_hint()}"
+            ) from exc
         except (KeyError, TypeError) as exc:
-            raise UsageError(f"{corpus_file}:{lineno}: corpus record lacks {exc}; {REBUILD}") from exc
+            raise UsageError(f"{corpus_file}:{lineno}: corpus record lacks {exc}; {rebuild_hint()}") from exc
     counts = {pin: len(p.chunk_ids) for pin, p in partitions.items()}
     expected = {pin: info.get("chunks") for pin, info in manifest["pins"].items()}
     if counts != expected:
         raise UsageError(
             f"{corpus_file}: corpus.jsonl does not match its manifest (chunks by pin: "
-            f"{_pin_diff(counts, expected)}); {REBUILD}"
+            f"{_pin_diff(counts, expected)}); {rebuild_hint()}"
         )
     return Corpus(root, manifest, partitions)
 
@@ -125,7 +131,7 @@ def _check_manifest(path: Path, manifest: Any) -> None:
     ):
         raise UsageError(
             f"{path}: not a corpus manifest (expected a JSON object with pins, chunks and content_hash); "
-            f"{REBUILD}"
+            f"{rebuild_hint()}"
         )
 
 
@@ -153,7 +159,7 @@ def _mismatch(corpus_file: Path, data: bytes, manifest: dict[str, Any]) -> str:
         message += (
             f"; its sha256 {digest[:12]}... differs from content_hash {manifest['content_hash'][:12]}..."
         )
-    return f"{message}; {REBUILD}"
+    return f"{message}; {rebuild_hint()}"
 
 
 def _pin_diff(counts: dict[str, int], expected: dict[str, Any]) -> str:

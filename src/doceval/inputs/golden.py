@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from doceval.common.hints import rerun
 from doceval.common.io import json_text, jsonl_line, write_text_atomic
 from doceval.errors import UsageError
 from doceval.inputs.qrels import load_grades
@@ -340,7 +341,7 @@ def _check_relevant_ids(
                 f"{doc_id!r} is not in {ids_source}"
                 if ids_source
                 else f"{doc_id!r} is not in the built corpus; check the dotted path "
-                "(rebuild with `dvc repro docs` if the corpus is stale)",
+                f"(rebuild with {rerun('docs')} if the corpus is stale)",
             )
 
 

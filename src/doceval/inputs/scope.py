@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from doceval.common.hints import rerun
 from doceval.common.io import write_json_atomic
 from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry, GoldenError, Problem, parse_golden
@@ -182,7 +183,7 @@ def find_all(
         for doc_id in e.relevant_ids:
             if doc_id not in docs.docs:
                 add("relevant_id_missing", "relevant_ids", doc_id, f"{doc_id!r} is not in the built corpus",
-                    "check the dotted path (rebuild with `dvc repro docs` if the corpus is stale)")  # fmt: skip
+                    f"check the dotted path (rebuild with {rerun('docs')} if the corpus is stale)")  # fmt: skip
         _api_findings(e, docs, stats, add)
         _version_strings(e, docs, stats, add)
         _evidence_findings(e, docs, stats, add)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from doceval.common.hints import rerun
 from doceval.errors import UsageError
 from doceval.inputs.docs import (
     build_corpus,
@@ -118,7 +119,7 @@ def _print_next_steps(manifest: Mapping[str, Any], target: Path, docs_dir: Path)
     print(f"wrote {pins} to {target}")
     if target.resolve() == docs_dir.resolve():
         print(
-            f"note: {target} is paths.docs, the docs stage's DVC output; `dvc repro` rebuilds it from params"
+            f"note: {target} is paths.docs, the docs stage's output; {rerun('docs')} rebuilds it from params"
         )
         return
     print(f"list its ids:        doceval ids --docs {target}")

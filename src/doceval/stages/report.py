@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from doceval.common.hints import stage_command
 from doceval.common.io import check_writable, read_json, write_text_atomic
 from doceval.results.ann_md import ann_lines
 from doceval.results.gating import GateResult, gate
@@ -58,14 +59,16 @@ def run(cfg: Config) -> tuple[Path, GateResult]:
     trade = out / "tradeoff" / "tradeoff.json"
     if trade.is_file():
         lines += tradeoff_lines(
-            read_json(trade, "refusal trade-off", rerun="dvc repro evaluate"), calibration, summary
+            read_json(trade, "refusal trade-off", rerun=stage_command("evaluate")), calibration, summary
         )
     ann = out / "ann_vs_exact.json"
     if ann.is_file():
-        lines += ann_lines(read_json(ann, "ANN vs exact", rerun="dvc repro evaluate"))
+        lines += ann_lines(read_json(ann, "ANN vs exact", rerun=stage_command("evaluate")))
     validation = out / "judge" / "reference.json"
     if validation.is_file():
-        lines += judge_agreement_lines(read_json(validation, "judge validation", rerun="dvc repro judge"))
+        lines += judge_agreement_lines(
+            read_json(validation, "judge validation", rerun=stage_command("judge"))
+        )
     lines += ["", "## Gate", "", f"`{verdict.line}`", ""]
     lines += [f"- {f}" for f in verdict.failures]
     write_text_atomic(report, "\n".join(lines) + "\n")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from doceval.common.hints import rerun
 from doceval.common.io import atomic_dir, jsonl_line, write_json_atomic
 from doceval.config import schema
 from doceval.errors import UsageError
@@ -40,7 +41,7 @@ def run(cfg: Config, progress: bool = True) -> CandidateSet:
         first = next(iter(cands.errors.items()))
         raise UsageError(
             f"retrieve: the retriever failed on {len(cands.errors)} entries (first {first[0]}: {first[1]}); "
-            "fix it and rerun `dvc repro retrieve` (`doceval eval` records such failures per entry instead)"
+            f"fix it and rerun {rerun('retrieve')} (`doceval eval` records such failures per entry instead)"
         )
     exact = None
     search = cands.meta.get("search") or {}

@@ -15,18 +15,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from doceval.common.hints import rerun
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.index.store.client import ClientStore
 from doceval.index.store.client import check_local_files as _check_local_files
-from doceval.index.store.common import REBUILD, Hit, collection_name, point_id
+from doceval.index.store.common import Hit, collection_name, point_id, rebuild_hint
 from doceval.index.store.search import SearchConfig, search_record
 
 if TYPE_CHECKING:
     from doceval.index.store.edge import EdgeStore
 
 __all__ = [
-    "REBUILD",
+    "rebuild_hint",
     "STORES",
     "Hit",
     "SearchConfig",
@@ -135,7 +136,7 @@ class VectorStore:
         if self._edge is None:
             raise UsageError(
                 f"retriever=hybrid_native needs store=qdrant_edge (the index is {self.name}); "
-                "use retriever=hybrid, or store=qdrant_edge and rerun `dvc repro index`"
+                f"use retriever=hybrid, or store=qdrant_edge and rerun {rerun('index')}"
             )
         return self._edge.hybrid(pin, vector, text, limit, rrf_k, depth)
 

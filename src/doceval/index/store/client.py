@@ -18,7 +18,7 @@ import numpy as np
 from doceval.common.redact import redact_url
 from doceval.config import schema
 from doceval.errors import UsageError
-from doceval.index.store.common import REBUILD, Hit, collection_name, point_id
+from doceval.index.store.common import Hit, collection_name, point_id, rebuild_hint
 
 # Qdrant local mode's on-disk layout: <path>/meta.json lists the collections, each one lives in
 # <path>/collection/<name>/storage.sqlite. Opening a path where they are missing silently creates them empty.
@@ -56,7 +56,9 @@ class ClientStore:
                     "Close it, or use store=qdrant_server for concurrent access."
                 ) from exc
             except (ValueError, KeyError, TypeError, sqlite3.DatabaseError) as exc:  # damaged meta or storage
-                raise UsageError(f"{target}: the local Qdrant index is damaged ({exc}); {REBUILD}") from exc
+                raise UsageError(
+                    f"{target}: the local Qdrant index is damaged ({exc}); {rebuild_hint()}"
+                ) from exc
             self.location = str(target)
         elif isinstance(cfg, schema.StoreQdrantServer):
             url = cfg.url or os.environ.get("QDRANT_URL")  # store.url null: $QDRANT_URL
@@ -83,13 +85,13 @@ class ClientStore:
             name = collection_name(pin)
             if not self.client.collection_exists(name):
                 raise UsageError(
-                    f"{self.location}: collection {name} ({pin}) is missing from the index; {REBUILD}"
+                    f"{self.location}: collection {name} ({pin}) is missing from the index; {rebuild_hint()}"
                 )
             found = self.count(pin)
             if found != points:
                 raise UsageError(
                     f"{self.location}: collection {name} ({pin}) holds {found} points, the index manifest "
-                    f"says {points}; {REBUILD}"
+                    f"says {points}; {rebuild_hint()}"
                 )
 
     def recreate(self, pin: str, dim: int) -> None:
@@ -158,17 +160,17 @@ def check_local_files(target: Path, expect: Mapping[str, int]) -> None:
     """Before Qdrant opens ``target`` (it would recreate a missing ``meta.json`` or collection folder empty):
     the folder, a valid ``meta.json``, and the storage of every collection it lists and of every expected one."""
     if not target.is_dir():
-        raise UsageError(f"{target}: the local Qdrant index is missing; {REBUILD}")
+        raise UsageError(f"{target}: the local Qdrant index is missing; {rebuild_hint()}")
     listed = _check_meta(target, required=True)
     for name in sorted(set(listed) | {collection_name(pin) for pin in expect}):
         storage = target / "collection" / name / _STORAGE
         if name not in listed:
             raise UsageError(
-                f"{target / _META}: collection {name} is not listed; the index is incomplete; {REBUILD}"
+                f"{target / _META}: collection {name} is not listed; the index is incomplete; {rebuild_hint()}"
             )
         if not storage.is_file() or storage.stat().st_size == 0:
             raise UsageError(
-                f"{storage}: missing; collection {name} of the index was deleted or never written; {REBUILD}"
+                f"{storage}: missing; collection {name} of the index was deleted or never written; {rebuild_hint()}"
             )
 
 
@@ -178,16 +180,18 @@ def _check_meta(target: Path, required: bool) -> dict[str, Any]:
     meta = target / _META
     if not meta.is_file():
         if required or any((target / "collection").glob("*")):
-            raise UsageError(f"{meta}: missing (the collections are unreachable without it); {REBUILD}")
+            raise UsageError(
+                f"{meta}: missing (the collections are unreachable without it); {rebuild_hint()}"
+            )
         return {}
     text = meta.read_text(encoding="utf-8", errors="replace")
     if not text.strip():
-        raise UsageError(f"{meta}: empty (the collections are unreachable without it); {REBUILD}")
+        raise UsageError(f"{meta}: empty (the collections are unreachable without it); {rebuild_hint()}")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{meta}:{exc.lineno}: not valid JSON ({exc.msg}); {REBUILD}") from exc
+        raise UsageError(f"{meta}:{exc.lineno}: not valid JSON ({exc.msg}); {rebuild_hint()}") from exc
     collections = data.get("collections") if isinstance(data, dict) else None
     if not isinstance(collections, dict):
-        raise UsageError(f"{meta}: not a Qdrant store's meta.json (no collections); {REBUILD}")
+        raise UsageError(f"{meta}: not a Qdrant store's meta.json (no collections); {rebuild_hint()}")
     return collections

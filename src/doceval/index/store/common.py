@@ -5,8 +5,15 @@ from __future__ import annotations
 import re
 import uuid
 
+from doceval.common.hints import rerun
+
 _NAMESPACE = uuid.UUID("6f1c7a52-3f0e-4c7e-9b7e-0d0cdbc0e001")
-REBUILD = "rerun `dvc repro index` (or `doceval index`)"
+
+
+def rebuild_hint() -> str:
+    """How to rebuild the index here (read when a message is built: the working directory decides)."""
+    return f"rerun {rerun('index')}"
+
 
 Hit = tuple[str, str, float]  # (chunk_id, doc_id, score)
 

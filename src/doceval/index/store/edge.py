@@ -19,7 +19,7 @@ import qdrant_edge as qe
 
 from doceval.common.io import write_json_atomic
 from doceval.errors import UsageError
-from doceval.index.store.common import REBUILD, Hit, collection_name, point_id
+from doceval.index.store.common import Hit, collection_name, point_id, rebuild_hint
 from doceval.index.store.search import SearchConfig
 
 SPARSE = "bm25"
@@ -57,7 +57,7 @@ class EdgeStore:
             path.mkdir(parents=True, exist_ok=True)
             return
         if not path.is_dir():
-            raise UsageError(f"{path}: the Edge index is missing; {REBUILD}")
+            raise UsageError(f"{path}: the Edge index is missing; {rebuild_hint()}")
         try:
             self.verify(expect)
         except BaseException:
@@ -85,11 +85,13 @@ class EdgeStore:
                 state = (
                     "has no completeness marker (a killed index stage?)" if folder.exists() else "is missing"
                 )
-                raise UsageError(f"{folder}: Edge shard of {pin} {state}; {REBUILD}")
+                raise UsageError(f"{folder}: Edge shard of {pin} {state}; {rebuild_hint()}")
             try:
                 self.shards[pin] = qe.EdgeShard.load(str(folder))
             except Exception as exc:  # the engine raises a bare Exception for missing or damaged files
-                raise UsageError(f"{folder}: the Edge shard of {pin} is damaged ({exc}); {REBUILD}") from exc
+                raise UsageError(
+                    f"{folder}: the Edge shard of {pin} is damaged ({exc}); {rebuild_hint()}"
+                ) from exc
         return self.shards[pin]
 
     # ------------------------------------------------------------------ reading
@@ -108,7 +110,7 @@ class EdgeStore:
             if recorded != points or found != points:
                 raise UsageError(
                     f"{self.shard_dir(pin)}: Edge shard of {pin} holds {found} points (marker says {recorded}), "
-                    f"the index manifest says {points}; {REBUILD}"
+                    f"the index manifest says {points}; {rebuild_hint()}"
                 )
 
     def has(self, pin: str) -> bool:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from doceval.common.hints import rerun
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.index.embed import CachedEmbedder
@@ -50,14 +51,12 @@ class Resources:
 
     def need_corpus(self) -> Corpus:
         if self.corpus is None:
-            raise UsageError(
-                f"retriever={self.name} needs the docs corpus; run `dvc repro docs` (or `doceval docs`) first"
-            )
+            raise UsageError(f"retriever={self.name} needs the docs corpus; run {rerun('docs')} first")
         return self.corpus
 
     def need_index(self) -> tuple[VectorStore, CachedEmbedder]:
         if self.store is None or self.embedder is None:
-            raise UsageError(f"retriever={self.name} needs the index; run `dvc repro index` first")
+            raise UsageError(f"retriever={self.name} needs the index; run {rerun('index')} first")
         return self.store, self.embedder
 
 
