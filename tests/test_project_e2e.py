@@ -104,3 +104,12 @@ def test_the_own_docs_recipe_runs_end_to_end(tmp_path: Path) -> None:
     out = _sh(history, tmp_path)
     found = re.search(r"^(\d+) runs: ", out, re.MULTILINE)
     assert found and int(found.group(1)) >= 2, out  # the repro's evaluate and the tracked eval, two commits
+
+
+def test_the_readme_shows_the_recipe_command_for_command() -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    at = 0
+    for command in RECIPE:  # in the order the test runs them
+        found = readme.find(command, at)
+        assert found >= 0, f"README.md does not show {command!r} after the recipe's earlier commands"
+        at = found + len(command)
