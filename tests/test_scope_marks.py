@@ -185,3 +185,68 @@ def test_golden_validate_accepts_the_removed_api_label(
     path.write_text(json.dumps(row) + "\n", encoding="utf-8")
     assert main(["golden", "validate", str(path), "--corpus", str(corpus_dir)]) == 0
     assert "1 marked deprecated there, 0 not" in capsys.readouterr().out
+
+
+# numpy 1.26.4 and pandas 1.5.3 docstrings as the extractor writes them (shortened): the deprecation of a
+# parameter sits in that parameter's description, a rename is said as "Previously was ...", and answers use
+# the conventional aliases (np., df.) that the documented object's dotted path does not contain.
+NUMPY_PERCENTILE = """def numpy.lib.function_base.percentile(a, q, axis=None, method='linear', interpolation=None)
+
+Compute the q-th percentile of the data along the specified axis.
+
+Parameters
+----------
+a : array_like of real numbers
+    Input array or object that can be converted to an array.
+interpolation : str, optional
+    Deprecated name for the method keyword argument.
+
+    .. deprecated:: 1.22.0
+
+Returns
+-------
+percentile : scalar or ndarray
+    If `q` is a single percentile and `axis=None`, then the result is a scalar."""
+NUMPY_MSORT = """def numpy.lib.function_base.msort(a)
+
+Return a copy of an array sorted along the first axis.
+
+.. deprecated:: 1.24
+
+   msort is deprecated, use ``np.sort(a, axis=0)`` instead.
+
+>>> np.msort(a)"""
+PANDAS_TO_CSV = """def pandas.core.generic.NDFrame.to_csv(self, path_or_buf=None, lineterminator=None)
+
+Write object to a comma-separated values (csv) file.
+
+lineterminator : str, optional
+    The newline character or character sequence to use in the output file.
+
+    .. versionchanged:: 1.5.0
+
+        Previously was line_terminator, changed for consistency with
+        read_csv and the standard library 'csv' module."""
+
+
+def test_a_deprecation_inside_a_parameters_description_marks_the_parameter_never_the_function() -> None:
+    marks = find_marks(NUMPY_PERCENTILE)
+    assert governs(marks, "interpolation=") and governs(marks, "interpolation")
+    assert not governs(marks, "percentile") and not governs(marks, "np.percentile")
+    assert not governs(marks, "method=") and not governs(marks, "axis=")
+
+
+def test_a_dotted_name_is_governed_where_the_object_it_ends_in_is_deprecated() -> None:
+    marks = find_marks(NUMPY_MSORT)
+    assert governs(marks, "np.msort") and governs(marks, "np.msort(")
+    assert not governs(marks, "np.sort") and not governs(marks, "sort")
+
+
+def test_previously_was_marks_the_old_name_only() -> None:
+    marks = find_marks(PANDAS_TO_CSV)
+    assert governs(marks, "line_terminator")
+    assert (
+        not governs(marks, "lineterminator")
+        and not governs(marks, "read_csv")
+        and not governs(marks, "to_csv")
+    )

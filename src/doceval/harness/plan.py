@@ -339,7 +339,7 @@ def plan_run(cfg: Config, options: EvalOptions) -> RunPlan:
         if builtin
         else Floors(float("-inf"), {}, source=PENDING_FLOORS)
     )
-    if agent is None and corpus is None and options.floor_flags:  # a typo costs no call of the user's code
+    if agent is None and not builtin and options.floor_flags:  # a typo costs no call of the user's code
         _check_golden_libraries(Floors(float("-inf"), dict(options.floor_flags), source="cli"), all_entries,
                                 golden_path)  # fmt: skip
     plan = RunPlan("docchat" if agent is None else agent.name, k, limit, split, corpus, golden_path, golden_md5,
