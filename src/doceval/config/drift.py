@@ -54,6 +54,6 @@ def check_fresh(path: Path) -> None:
         more = f" and {len(keys) - SHOWN_KEYS} more" if len(keys) > SHOWN_KEYS else ""
         composed_with = f" with {' '.join(overrides)}" if overrides else ""
         raise UsageError(
-            f"{path} is stale: {', '.join(keys[:SHOWN_KEYS])}{more} differ from {' + '.join(sources())}"
+            f"{path} is stale: {', '.join(keys[:SHOWN_KEYS])}{more} {'differs' if len(keys) == 1 else 'differ'} from {' + '.join(sources())}"
             f"{composed_with}; run {params_command()} (every command composes the same sources)"
         )
