@@ -48,6 +48,14 @@ class GoldenEntry:
     # forbidden strings the entry knowingly keeps although its question or a relevant document contains them
     allow_forbidden: tuple[str, ...] = ()
     qrels: dict[str, int] | None = field(default=None, compare=False)  # judged doc -> grade (the qrels file)
+    # A turn of a conversation (docs/design.md section 3): its conversation's id, its position from 1, whether it
+    # cannot be answered without an earlier turn, and the conversation's starting pin, which every probe of the
+    # conversation carries (the turn's own library/version are ground truth for scoring only). None/False/1 for
+    # a single-question entry.
+    conversation: str | None = None
+    turn: int = 1
+    needs_memory: bool = False
+    start_pin: tuple[str, str] | None = None
 
     @property
     def pin(self) -> str:
