@@ -2,7 +2,8 @@
 
 A golden set is JSONL (one entry per line) or a JSON array of entry objects (a file whose first character,
 after optional whitespace and a BOM, is ``[``). Problems name the file and ``LINE`` for JSONL, or
-``entry N (id X)`` for an array.
+``entry N (id X)`` for an array. A conversation (``doceval.inputs.conversation``) is one line whose turns
+become one entry each, ``<conversation id>#<n>``, checked like any entry.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ def parse_golden(
     doceval corpus is configured: ``library`` and ``version`` are required and relevant ids must be documents
     of the entry's pin (``LIB@VERSION:...``). Given (your own documents, no doceval corpus): an entry without
     both gets this pin, and relevant ids are yours, in any form. ``ids_source`` names where ``corpus_ids``
-    come from in messages (default: the built corpus).
+    come from in messages (default: the built corpus). A conversation line yields its turns' entries, in order.
     """
     _check_golden_path(path)
     where = str(path)
