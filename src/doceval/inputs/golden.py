@@ -2,13 +2,12 @@
 
 A golden set is JSONL (one entry per line) or a JSON array of entry objects (a file whose first character,
 after optional whitespace and a BOM, is ``[``). Problems name the file and ``LINE`` for JSONL, or
-``entry N (id X)`` for an array.
+``entry N (id X)`` for an array. A conversation (``doceval.inputs.conversation``) is one line whose turns
+become one entry each, ``<conversation id>#<n>``, checked like any entry.
 """
 
 from __future__ import annotations
 
-import codecs
-import json
 import random
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -19,7 +18,15 @@ from typing import Any
 from doceval.common.hints import rerun
 from doceval.common.io import json_text, jsonl_line, write_text_atomic
 from doceval.errors import UsageError
+from doceval.inputs.conversation import (
+    conversation_extra,
+    conversation_turns,
+    is_conversation,
+    turn_field,
+)
+from doceval.inputs.conversation import statistics as conversation_statistics
 from doceval.inputs.qrels import load_grades
+from doceval.inputs.records import Record, read_records, read_text_file
 
 KNOWN_SPLITS = ("calibration", "test")
 
@@ -109,75 +116,6 @@ _PIN_FIELDS = ("library", "version")
 Report = Callable[[str, str], None]
 
 
-@dataclass(frozen=True)
-class _Record:
-    """One raw entry of the file: where it is, the parsed value (or why it could not be parsed)."""
-
-    position: int  # JSONL: line number; JSON array: position from 1
-    value: Any
-    bad: str | None
-    in_array: bool
-
-    @property
-    def label(self) -> str | None:
-        if not self.in_array:
-            return None
-        rid = self.value.get("id") if isinstance(self.value, dict) else None
-        return f"entry {self.position}" + (f" (id {rid})" if isinstance(rid, str) and rid.strip() else "")
-
-
-def read_text_file(path: Path, what: str, fix: str) -> str:
-    """A UTF-8 text file (a BOM is dropped); a folder, an unreadable file or a byte that is not UTF-8 (a binary
-    file, another encoding) is a UsageError naming the file, and for a bad byte its line and byte offset."""
-    if path.is_dir():
-        raise UsageError(f"{path}: is a directory, not a {what}; {fix}")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the {what} ({exc.strerror or exc}); {fix}") from None
-    start = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0
-    try:
-        text = data[start:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        offset = start + exc.start
-        line = data.count(b"\n", 0, offset) + 1
-        looks = (
-            " (it looks like UTF-16)"
-            if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
-            else " (it looks like a binary file)"
-            if b"\x00" in data[:8192]
-            else ""
-        )
-        raise UsageError(
-            f"{path}:{line}: byte 0x{data[offset]:02x} at byte offset {offset} (line {line}) is not UTF-8 "
-            f"({exc.reason}): the {what} must be UTF-8 text{looks}; save it as UTF-8 ({fix})"
-        ) from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as text mode reads them
-
-
-def _read_records(path: Path) -> tuple[bool, list[_Record]]:
-    """``(is_array, records)``: a JSON array's elements, or JSONL's non-blank lines (numbered from 1)."""
-    text = read_text_file(path, "golden set", "one JSON object per line, or a JSON array of entries")
-    if text.lstrip().startswith("["):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            bad = f"not valid JSON: {exc.msg} at column {exc.colno} (the file is read as a JSON array)"
-            return True, [_Record(exc.lineno, None, bad, in_array=False)]
-        return True, [_Record(i, rec, None, in_array=True) for i, rec in enumerate(data, start=1)]
-    records = []
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(_Record(lineno, json.loads(line), None, in_array=False))
-        except json.JSONDecodeError as exc:
-            records.append(
-                _Record(lineno, None, f"not valid JSON: {exc.msg} at column {exc.colno}", in_array=False)
-            )
-    return False, records
-
-
 def _check_record(rec: Any, in_array: bool, report: Report, default_pin: tuple[str, str] | None) -> bool:
     if not isinstance(rec, dict):
         report("(entry)", f"each {'entry' if in_array else 'line'} must be a JSON object")
@@ -226,16 +164,16 @@ def parse_golden(
     doceval corpus is configured: ``library`` and ``version`` are required and relevant ids must be documents
     of the entry's pin (``LIB@VERSION:...``). Given (your own documents, no doceval corpus): an entry without
     both gets this pin, and relevant ids are yours, in any form. ``ids_source`` names where ``corpus_ids``
-    come from in messages (default: the built corpus).
+    come from in messages (default: the built corpus). A conversation line yields its turns' entries, in order.
     """
     _check_golden_path(path)
     where = str(path)
-    splits = set(known_splits)
     problems: list[Problem] = []
     entries: list[GoldenEntry] = []
-    first_at: dict[str, int] = {}
-    in_array, records = _read_records(path)
-    seen_as = "entry" if in_array else "line"
+    in_array, records = read_records(path)
+    checks = _Checks(
+        set(known_splits), corpus_ids, ids_source, default_pin, _Ids("entry" if in_array else "line")
+    )
     for record in records:
         position, label = record.position, record.label
 
@@ -245,25 +183,87 @@ def parse_golden(
         if record.bad:
             report("(json)", record.bad)
             continue
-        rec = record.value
-        if not _check_record(rec, record.in_array, report, default_pin):
-            continue
-        entry = _entry_of(rec, position, default_pin, report)
-        if entry.id in first_at:
-            report("id", f"duplicate id {entry.id!r} (first on {seen_as} {first_at[entry.id]})")
-            continue
-        first_at[entry.id] = position
-        _check_entry(entry, splits, report)
-        _check_relevant_ids(entry, corpus_ids, ids_source, default_pin, report)
-        entries.append(entry)
+        if is_conversation(record.value):
+            entries += _conversation_entries(record, checks, report)
+        else:
+            entry = _checked_entry(record.value, record, checks, report)
+            entries += [entry] if entry is not None else []
     if problems:
-        raise GoldenError(problems)
+        # A conversation's id or split is checked on each of its turns: one problem, reported once.
+        raise GoldenError(list(dict.fromkeys(problems)))
     if not entries:
         raise UsageError(f"{path}: the golden set has no entries")
     grades = load_grades(path, {e.id: e for e in entries})
     if grades is not None:
         entries = [replace(e, qrels=grades.get(e.id, {})) for e in entries]
     return entries
+
+
+@dataclass
+class _Ids:
+    """Where each id was first seen: entry ids, conversation ids and turn ids share one namespace."""
+
+    seen_as: str  # "line" (JSONL) or "entry" (JSON array)
+    first_at: dict[str, int] = field(default_factory=dict)
+
+    def claim(self, entry_id: str, position: int, report: Report) -> bool:
+        if entry_id in self.first_at:
+            report("id", f"duplicate id {entry_id!r} (first on {self.seen_as} {self.first_at[entry_id]})")
+            return False
+        self.first_at[entry_id] = position
+        return True
+
+
+@dataclass(frozen=True)
+class _Checks:
+    splits: Collection[str]
+    corpus_ids: Collection[str] | None
+    ids_source: str | None
+    default_pin: tuple[str, str] | None
+    ids: _Ids
+
+
+def _checked_entry(rec: Any, record: Record, checks: _Checks, report: Report) -> GoldenEntry | None:
+    """The entry of one record (a single question or a conversation's turn) when its fields and id check out;
+    its scope and relevant ids checked against the corpus."""
+    if not _check_record(rec, record.in_array, report, checks.default_pin):
+        return None
+    entry = _entry_of(rec, record.position, checks.default_pin, report)
+    if not checks.ids.claim(entry.id, record.position, report):
+        return None
+    _check_entry(entry, checks.splits, report)
+    _check_relevant_ids(entry, checks.corpus_ids, checks.ids_source, checks.default_pin, report)
+    return entry
+
+
+def _conversation_entries(record: Record, checks: _Checks, report: Report) -> list[GoldenEntry]:
+    """A conversation line's turns, one entry each in order, with the conversation's id, the turn's position
+    and need of memory, and the starting pin (turn 1's) that every probe of the conversation carries."""
+    rec = record.value
+    turns = conversation_turns(rec, (*_FIELDS, *_OPTIONAL), report)
+    cid = rec.get("id")
+    if isinstance(cid, str) and cid.strip():
+        checks.ids.claim(cid, record.position, report)
+    out: list[GoldenEntry] = []
+    for turn in turns:
+
+        def turn_report(name: str, message: str, number: int = turn.number) -> None:
+            report(turn_field(number, name), message)
+
+        entry = _checked_entry(turn.record, record, checks, turn_report)
+        if entry is None:
+            continue
+        start_pin = (out[0].library, out[0].version) if out else (entry.library, entry.version)
+        entry = replace(
+            entry,
+            extra={**conversation_extra(rec), **entry.extra},
+            conversation=str(cid),
+            turn=turn.number,
+            needs_memory=turn.needs_memory,
+            start_pin=start_pin,
+        )
+        out.append(entry)
+    return out
 
 
 def _check_golden_path(path: Path) -> None:
@@ -416,6 +416,9 @@ def select_split(
 
 
 def statistics(entries: Sequence[GoldenEntry]) -> dict[str, dict[str, int]]:
+    """Counts by pin, kind, split and scope (a conversation's turns count as entries), and the conversation
+    counts when the set has conversations."""
+    conversations = conversation_statistics(entries)
     return {
         "pin": dict(sorted(Counter(e.pin for e in entries).items())),
         "pin_in_scope": dict(sorted(Counter(e.pin for e in entries if not e.out_of_scope).items())),
@@ -425,6 +428,7 @@ def statistics(entries: Sequence[GoldenEntry]) -> dict[str, dict[str, int]]:
             "in_scope": sum(not e.out_of_scope for e in entries),
             "out_of_scope": sum(e.out_of_scope for e in entries),
         },
+        **({"conversations": conversations} if conversations else {}),
     }
 
 
@@ -438,12 +442,20 @@ def format_statistics(stats: dict[str, dict[str, int]]) -> str:
 
 
 def assign_splits(entries: Sequence[GoldenEntry], seed: int = 0) -> dict[str, str]:
-    """Stratified calibration/test assignment: per (library@version, kind) stratum, a seeded shuffle, then
-    alternate. Odd strata give their extra entry alternately to each split, so the halves stay balanced.
-    Entries about unindexed libraries (kind ``unindexed_library``) form one stratum whatever their library.
+    """Entry id (a conversation's id for its turns) -> split. Stratified calibration/test assignment: per
+    (library@version, kind) stratum, a seeded shuffle, then alternate. Odd strata give their extra entry
+    alternately to each split, so the halves stay balanced. Entries about unindexed libraries (kind
+    ``unindexed_library``) form one stratum whatever their library. A conversation is one unit (its split is
+    never per turn), stratified by its starting pin under the kind ``conversation``.
     """
     strata: dict[tuple[str, str], list[str]] = {}
     for e in sorted(entries, key=lambda e: e.id):
+        if e.conversation is not None:
+            if e.turn == 1:
+                strata.setdefault(
+                    ("@".join(e.start_pin or (e.library, e.version)), "conversation"), []
+                ).append(e.conversation)
+            continue
         # Questions about unindexed libraries name one library each: stratify them by kind alone.
         pin = "(unindexed)" if e.kind == "unindexed_library" else e.pin
         strata.setdefault((pin, e.kind), []).append(e.id)
@@ -467,7 +479,7 @@ def write_splits(path: Path, seed: int = 0, *, default_pin: tuple[str, str] | No
     """
     entries = parse_golden(path, known_splits=KNOWN_SPLITS, default_pin=default_pin)
     assignment = assign_splits(entries, seed)
-    in_array, records = _read_records(path)
+    in_array, records = read_records(path)
     recs = [r.value for r in records]
     for rec in recs:
         rec["split"] = assignment[rec["id"]]

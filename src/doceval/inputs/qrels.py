@@ -107,9 +107,18 @@ def check_against_entries(
     exactly their grade-2 documents (the qrels are authoritative)."""
     problems: list[tuple[int, str, str]] = []
     grades = grades_by_entry(judgments)
+    conversations = {getattr(e, "conversation", None) for e in entries.values()}
     for j in judgments:
         e = entries.get(j.entry_id)
-        if e is None:
+        if e is None and j.entry_id in conversations:
+            problems.append(
+                (
+                    j.line,
+                    "id",
+                    f"{j.entry_id!r} is a conversation: judge each turn, by its id ({j.entry_id}#1, ...)",
+                )
+            )
+        elif e is None:
             problems.append((j.line, "id", f"{j.entry_id!r} is not an entry of the golden set"))
         elif not j.doc_id.startswith(f"{e.pin}:") and e.library != "docs":
             problems.append((j.line, "doc_id", f"{j.doc_id!r} is not a document of {e.pin}"))
