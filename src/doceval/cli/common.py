@@ -126,11 +126,14 @@ def _print_conversations(m: Mapping[str, Any], k: Any) -> None:
           " (intervals resample whole conversations)")  # fmt: skip
     print("\n".join(format_table(header, rows, left=(0, 2))))
     per = conv["per_conversation"]
-    correct = per["all_turns_correct"]
-    ci = per["ci95"]
-    shown = "n/a" if correct is None else f"{correct:.4f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    correct, ci = per["all_turns_correct"], per["ci95"]
+    if correct is None:
+        shown = "not measured" if per["n_not_measured"] else "n/a"
+    else:
+        shown = f"{correct:.4f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    unscored = f", not measured={per['n_not_measured']}" if per["n_not_measured"] else ""
     firsts = " ".join(f"{turn}:{n}" for turn, n in per["first_failing_turn"].items())
-    print(f"all_turns_correct={shown} (n={per['n_measured']}) first_failing_turn {firsts}")
+    print(f"all_turns_correct={shown} (n={per['n_measured']}{unscored}) first_failing_turn {firsts}")
 
 
 def _format_value(value: float | None) -> str:

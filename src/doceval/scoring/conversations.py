@@ -90,10 +90,11 @@ def _by_conversation(rows: Sequence[Row], value: Callable[[Row], float]) -> list
     return [np.array(g, dtype=np.float64) for g in groups.values()]
 
 
-def _wilson_by_clusters(values: np.ndarray, n_clusters: int) -> tuple[float, float]:
+def _wilson_by_clusters(values: np.ndarray, n_clusters: int, signed: bool) -> tuple[float, float]:
     """Wilson interval of the mean of values in [0, 1] with n = the number of clusters; for differences in
-    [-1, 1], the positive and negative parts so, combined square-and-add (as doceval.scoring.intervals)."""
-    if float(values.min()) >= 0.0:
+    [-1, 1] (``signed``), the positive and negative parts so, combined square-and-add (as
+    doceval.scoring.intervals does), so a difference's interval may reach below 0 whatever was observed."""
+    if not signed:
         return wilson(float(values.mean()) * n_clusters, n_clusters)
     pos, neg = float(np.clip(values, 0.0, 1.0).mean()), float(np.clip(-values, 0.0, 1.0).mean())
     lp, up = wilson(pos * n_clusters, n_clusters)
@@ -103,10 +104,10 @@ def _wilson_by_clusters(values: np.ndarray, n_clusters: int) -> tuple[float, flo
 
 
 def cluster_interval(
-    clusters: Sequence[np.ndarray], settings: ClusterSettings
+    clusters: Sequence[np.ndarray], settings: ClusterSettings, *, signed: bool = False
 ) -> tuple[list[float] | None, str | None]:
-    """The 95% interval of the mean over every value of ``clusters`` (one array per conversation), resampling
-    conversations, and its method: ``cluster-bca``, or ``cluster-wilson-bounded`` with few conversations or
+    """The 95% interval of the mean over every value of ``clusters`` (one array per conversation; values in
+    [0, 1], or paired differences in [-1, 1] when ``signed``), resampling conversations, and its method: ``cluster-bca``, or ``cluster-wilson-bounded`` with few conversations or
     none differing from another. (None, None) with no value."""
     clusters = [c for c in clusters if c.size]
     if not clusters:
@@ -118,7 +119,7 @@ def cluster_interval(
         ci = cluster_bca_ci(sums, counts, n_boot=settings.n_boot, seed=settings.seed)
         if ci is not None and ci[1] > ci[0]:
             return [ci[0], ci[1]], "cluster-bca"
-    lo, hi = _wilson_by_clusters(np.concatenate(clusters), len(clusters))
+    lo, hi = _wilson_by_clusters(np.concatenate(clusters), len(clusters), signed)
     return [lo, hi], "cluster-wilson-bounded"
 
 
@@ -241,7 +242,7 @@ def _paired_change(
         diffs = _by_conversation(
             [a for a, _ in pairs], _difference(dict((a["id"], b) for a, b in pairs), metric)
         )
-        ci, method = cluster_interval(diffs, settings)
+        ci, method = cluster_interval(diffs, settings, signed=True)
         out[metric] = {
             first_label: _mean(_by_conversation([a for a, _ in pairs], _of(metric))),
             second_label: _mean(_by_conversation([b for _, b in pairs], _of(metric))),
