@@ -147,10 +147,6 @@ def _entry_rows(
             if plan.agent is None
             else {**({"system": dict(r.usage)} if r.usage else {}), **(v.usage if v else {})},
         }
-        if e.conversation is not None:
-            # A conversation's turn (docs/design.md 4.1): metrics per turn, position and conversation come
-            # from the rows alone. Single-question rows keep their keys, so their summaries do not change.
-            row.update(conversation=e.conversation, turn=e.turn, needs_memory=e.needs_memory)
         if plan.agent is not None:
             row.update(session_id=r.session_id, sources=[[s.id, s.score] for s in r.sources], extra=r.extra)
         # Why it failed (or ok), docs/design.md section 4.5: a refusal by the reply's typed cause.
