@@ -72,9 +72,7 @@ def print_headline(summary: Mapping[str, Any]) -> None:
         value = m[key]
         n = str(m["counts"].get(f"n_{key}", ""))
         if value is None:
-            shown = "not judged" if key == "answer_accuracy" and m.get("not_judged") else "n/a"
-            shown = "not measured" if key in unmeasured else shown
-            rows.append([metric.label(k), shown, "", "", n])
+            rows.append([metric.label(k), _unmeasured_text(m, key), "", "", n])
             continue
         ci = m["ci95"].get(key)
         ci_text = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
@@ -89,8 +87,57 @@ def print_headline(summary: Mapping[str, Any]) -> None:
     for why in sorted(set(unmeasured.values())):
         listed = ", ".join(k for k, v in unmeasured.items() if v == why)
         print(f"not measured: {listed}: {one_line(why)}")
+    if "conversations" in m:
+        _print_conversations(m, k)
     if not summary.get("complete", True):
         print(f"INCOMPLETE: {one_line(summary['incomplete']['reason'])}")
+
+
+def _unmeasured_text(m: Mapping[str, Any], key: str) -> str:
+    """What the headline prints for a null metric: why it has no value."""
+    if key in (m.get("not_measured") or {}):
+        return "not measured"
+    return "not judged" if key == "answer_accuracy" and m.get("not_judged") else "n/a"
+
+
+def _print_conversations(m: Mapping[str, Any], k: Any) -> None:
+    """The conversation block (docs/design.md 4.6): every metric over all turns with its interval (resampled
+    by conversation), then by turn position and by needs_memory; below it, all turns correct per conversation
+    and where conversations first failed."""
+    # lazy: start-up (the metric registry imports numpy; `doceval --help` must not pay for it)
+    from doceval.scoring.registry import METRICS
+
+    conv = m["conversations"]
+    groups = [(f"turn {p}", b) for p, b in conv["by_position"].items()]
+    groups += [
+        (f"memory={'yes' if key == 'true' else 'no'}", b) for key, b in conv["by_needs_memory"].items()
+    ]
+    header = ("metric", "turns", "95% CI", *(name for name, _ in groups))
+    rows: list[list[str]] = []
+    for metric in METRICS:
+        value = conv["turns"][metric.name]
+        if value is None:
+            rows.append([metric.label(k), _unmeasured_text(m, metric.name)])
+            continue
+        ci = conv["turns"]["ci95"].get(metric.name)
+        cells = [_format_value(block[metric.name]) for _, block in groups]
+        rows.append([metric.label(k), f"{value:.4f}", f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "", *cells])
+    print(f"conversations={conv['n_conversations']} turns={conv['n_turns']} needs_memory={conv['n_needs_memory']}"
+          " (intervals resample whole conversations)")  # fmt: skip
+    print("\n".join(format_table(header, rows, left=(0, 2))))
+    per = conv["per_conversation"]
+    correct, ci = per["all_turns_correct"], per["ci95"]
+    if correct is None:
+        shown = "not measured" if per["n_not_measured"] else "n/a"
+    else:
+        shown = f"{correct:.4f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    unscored = f", not measured={per['n_not_measured']}" if per["n_not_measured"] else ""
+    firsts = " ".join(f"{turn}:{n}" for turn, n in per["first_failing_turn"].items())
+    print(f"all_turns_correct={shown} (n={per['n_measured']}{unscored}) first_failing_turn {firsts}")
+
+
+def _format_value(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.4f}"
 
 
 def _file_identity(path: Path) -> tuple[int, int, int, int] | None:

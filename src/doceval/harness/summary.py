@@ -13,6 +13,7 @@ from doceval.common.provenance import provenance
 from doceval.common.redact import scrub, scrub_data, secret_values
 from doceval.config.objects import config_dict
 from doceval.scoring.aggregate import aggregate
+from doceval.scoring.conversations import ClusterSettings, conversation_metrics
 from doceval.scoring.failures import failure_stage
 from doceval.scoring.judge import judge_id
 from doceval.scoring.registry import AT_K_NAMES, METRIC_NAMES
@@ -79,6 +80,12 @@ def build_summary(
     )
     metrics["not_judged"] = setup.judge is None
     metrics["cutoffs"] = {name: plan.k for name in AT_K_NAMES}
+    # Only a run with conversation turns gains the block: a single-question summary stays as it was.
+    conversations = conversation_metrics(
+        entry_rows, ClusterSettings(n_boot=cfg.bootstrap, seed=cfg.seed, binary_method=cfg.intervals.binary)
+    )
+    if conversations is not None:
+        metrics["conversations"] = conversations
     # Every block (a user's retriever kwargs and URLs included), not only the model blocks, is stored scrubbed;
     # the entries (answers, errors, extras a system echoed) lose every registered secret.
     summary: dict[str, Any] = {

@@ -36,6 +36,7 @@ TAGS: dict[str, str] = {
     "flaky": "the per-entry outcomes compared across `eval --repeats` (doceval.harness.repeats)",
     "answer_text": "the metrics that read the answer's text: not measured when doceval's answerer cannot know "
     "the text of what a user's retriever returned (doceval.harness.evaluate.answer_text_unknown)",
+    "memory": "the memory benefit and memory leak of conversations (doceval.scoring.conversations)",
 }
 
 
@@ -61,7 +62,7 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "hit_rate", "retrieval", "in_scope", True, True, m.hit_rate, "1 if a relevant document is in R",
         tags={"headline": 1, "sweep": 1, "short": 1, "history": 1, "ann": 1, "floor_curve": 1, "curve_csv": 1,
-              "tradeoff_curve": 3, "tradeoff_effect": 1, "flaky": 2},
+              "tradeoff_curve": 3, "tradeoff_effect": 1, "flaky": 2, "memory": 1},
     ),
     Metric(
         "recall", "retrieval", "in_scope", True, True, m.recall, "|R ∩ relevant| / |relevant|",
@@ -82,17 +83,17 @@ METRICS: tuple[Metric, ...] = (
     Metric(
         "refused_correctly", "retrieval", "out_of_scope", True, False, m.refused_correctly, "1 if R is empty",
         tags={"headline": 4, "sweep": 4, "short": 2, "history": 2, "floor_curve": 5, "curve_csv": 2,
-              "tradeoff_curve": 1, "tradeoff_effect": 4},
+              "tradeoff_curve": 1, "tradeoff_effect": 4, "memory": 2},
     ),
     Metric(
         "answer_accuracy", "answer", "judged", True, False, m.answer_accuracy,
         "the judge's verdict (refused: 0)",
-        tags={"headline": 6, "answer_text": 1},
+        tags={"headline": 6, "answer_text": 1, "memory": 4},
     ),
     Metric(
         "version_correctness", "answer", "in_scope", True, False, m.version_correctness,
         "every expected API and no forbidden API in the answer (refused: 0)",
-        tags={"sweep": 5, "flaky": 1, "answer_text": 2},
+        tags={"sweep": 5, "flaky": 1, "answer_text": 2, "memory": 3},
     ),
     Metric("refusal_rate", "answer", "out_of_scope", True, False, m.refusal_rate, "1 if the system refused"),
     Metric(

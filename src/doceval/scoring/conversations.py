@@ -1,0 +1,276 @@
+"""Conversation metrics (docs/design.md section 4.6), from a summary's entry rows: a turn of a conversation is
+an entry with ``conversation`` (its conversation's id), ``turn`` (its position from 1) and ``needs_memory``;
+single-question entries (``conversation`` null) are ignored here.
+
+- every registered metric over the turns, by turn position (1, 2, 3+) and by ``needs_memory``;
+- per conversation: all turns correct (every turn's failure stage ``ok`` or ``correct_refusal``) and the
+  distribution of the first failing turn;
+- the memory benefit (two replays of the same conversations: with the conversation's memory and with memory
+  reset before each turn) and the memory leak (isolated against ``--warm-memory``), paired by turn id.
+
+Turns of one conversation are not independent, so every interval over turns is a cluster bootstrap over whole
+conversations (:func:`doceval.scoring.stats.cluster_bca_ci`; paired: the differences per turn, resampled by
+conversation). With fewer than :data:`~doceval.scoring.intervals.MIN_N_BOOTSTRAP` conversations, or no
+spread between them, the fallback is the Wilson interval with n = the number of conversations (as if each
+conversation's turns were one observation: conservative under any correlation within a conversation).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from doceval.scoring.intervals import MIN_N_BOOTSTRAP, MIN_N_BREAKDOWN, interval
+from doceval.scoring.proportions import wilson
+from doceval.scoring.registry import METRIC_NAMES, names
+from doceval.scoring.stats import cluster_bca_ci
+
+__all__ = [
+    "CORRECT_STAGES",
+    "ClusterSettings",
+    "cluster_interval",
+    "conversation_metrics",
+    "first_failing_turn",
+    "memory_benefit",
+    "memory_leak",
+    "position_label",
+    "turn_rows",
+]
+
+Row = Mapping[str, Any]
+CORRECT_STAGES = frozenset({"ok", "correct_refusal"})
+# Stages that say nothing about right or wrong (the call failed, the answer could not be checked): a
+# conversation whose only non-correct turns are these is not measured, never counted as failed.
+UNMEASURED_STAGES = frozenset({"system_error", "answer_not_measured"})
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """The interval settings of one summary (its ``metrics.intervals`` block)."""
+
+    n_boot: int
+    seed: int
+    binary_method: str = "midp"
+
+    @classmethod
+    def of_summary(cls, summary: Mapping[str, Any]) -> ClusterSettings:
+        block = summary["metrics"]["intervals"]
+        return cls(int(block["bootstrap"]), int(block["seed"]), str(block["binary"]))
+
+
+def turn_rows(rows: Sequence[Row]) -> list[Row]:
+    """The entries that are turns of a conversation, in their order."""
+    return [r for r in rows if r.get("conversation") is not None]
+
+
+def position_label(turn: int) -> str:
+    return "3+" if turn >= 3 else str(turn)
+
+
+def _score(row: Row, metric: str) -> float:
+    value = (row.get("scores") or {}).get(metric)
+    return math.nan if value is None else float(value)
+
+
+def _of(metric: str) -> Callable[[Row], float]:
+    return lambda row: _score(row, metric)
+
+
+def _by_conversation(rows: Sequence[Row], value: Callable[[Row], float]) -> list[np.ndarray]:
+    """Each conversation's non-NaN values (conversations in first-seen order; one with none is left out)."""
+    groups: dict[str, list[float]] = {}
+    for r in rows:
+        v = value(r)
+        if not math.isnan(v):
+            groups.setdefault(str(r["conversation"]), []).append(v)
+    return [np.array(g, dtype=np.float64) for g in groups.values()]
+
+
+def _wilson_by_clusters(values: np.ndarray, n_clusters: int, signed: bool) -> tuple[float, float]:
+    """Wilson interval of the mean of values in [0, 1] with n = the number of clusters; for differences in
+    [-1, 1] (``signed``), the positive and negative parts so, combined square-and-add (as
+    doceval.scoring.intervals does), so a difference's interval may reach below 0 whatever was observed."""
+    if not signed:
+        return wilson(float(values.mean()) * n_clusters, n_clusters)
+    pos, neg = float(np.clip(values, 0.0, 1.0).mean()), float(np.clip(-values, 0.0, 1.0).mean())
+    lp, up = wilson(pos * n_clusters, n_clusters)
+    ln, un = wilson(neg * n_clusters, n_clusters)
+    est = pos - neg
+    return max(-1.0, est - math.hypot(pos - lp, un - neg)), min(1.0, est + math.hypot(up - pos, neg - ln))
+
+
+def cluster_interval(
+    clusters: Sequence[np.ndarray], settings: ClusterSettings, *, signed: bool = False
+) -> tuple[list[float] | None, str | None]:
+    """The 95% interval of the mean over every value of ``clusters`` (one array per conversation; values in
+    [0, 1], or paired differences in [-1, 1] when ``signed``), resampling conversations, and its method: ``cluster-bca``, or ``cluster-wilson-bounded`` with few conversations or
+    none differing from another. (None, None) with no value."""
+    clusters = [c for c in clusters if c.size]
+    if not clusters:
+        return None, None
+    sums = np.array([c.sum() for c in clusters])
+    counts = np.array([c.size for c in clusters], dtype=np.float64)
+    means = sums / counts
+    if len(clusters) >= MIN_N_BOOTSTRAP and float(means.max()) > float(means.min()):
+        ci = cluster_bca_ci(sums, counts, n_boot=settings.n_boot, seed=settings.seed)
+        if ci is not None and ci[1] > ci[0]:
+            return [ci[0], ci[1]], "cluster-bca"
+    lo, hi = _wilson_by_clusters(np.concatenate(clusters), len(clusters), signed)
+    return [lo, hi], "cluster-wilson-bounded"
+
+
+def _mean(clusters: Sequence[np.ndarray]) -> float | None:
+    values = [c for c in clusters if c.size]
+    return float(np.concatenate(values).mean()) if values else None
+
+
+def _turn_block(rows: Sequence[Row], settings: ClusterSettings, *, breakdown: bool) -> dict[str, Any]:
+    """Every metric's mean over ``rows`` (turns) with its cluster interval; in a breakdown, a metric
+    measured on fewer than MIN_N_BREAKDOWN turns gets no interval and is listed in ``too_few``."""
+    block: dict[str, Any] = {
+        "n_turns": len(rows),
+        "n_conversations": len({r["conversation"] for r in rows}),
+    }
+    counts: dict[str, int] = {}
+    ci95: dict[str, list[float] | None] = {}
+    ci_method: dict[str, str | None] = {}
+    too_few: list[str] = []
+    for metric in METRIC_NAMES:
+        clusters = _by_conversation(rows, _of(metric))
+        block[metric] = _mean(clusters)
+        counts[f"n_{metric}"] = n = sum(c.size for c in clusters)
+        if breakdown and 0 < n < MIN_N_BREAKDOWN:
+            ci95[metric], ci_method[metric] = None, None
+            too_few.append(metric)
+        else:
+            ci95[metric], ci_method[metric] = cluster_interval(clusters, settings)
+    block.update(counts=counts, ci95=ci95, ci_method=ci_method)
+    if breakdown:
+        block["too_few"] = too_few
+    return block
+
+
+def first_failing_turn(turns: Sequence[Row]) -> int | None | str:
+    """The position of the first failed turn of one conversation (its turns in order); None when every turn
+    was correct; ``"not_measured"`` when none failed but one could not be scored (a system error)."""
+    unmeasured = False
+    for r in sorted(turns, key=lambda t: int(t["turn"])):
+        stage = r.get("stage")
+        if stage in UNMEASURED_STAGES:
+            unmeasured = True
+        elif stage not in CORRECT_STAGES:
+            return int(r["turn"])
+    return "not_measured" if unmeasured else None
+
+
+def _per_conversation(rows: Sequence[Row], settings: ClusterSettings) -> dict[str, Any]:
+    """all_turns_correct (a mean over the measured conversations, which are independent: the summary's
+    binary interval) and how many conversations first failed at each turn (``none``: all correct)."""
+    conversations: dict[str, list[Row]] = {}
+    for r in rows:
+        conversations.setdefault(str(r["conversation"]), []).append(r)
+    firsts = [first_failing_turn(turns) for turns in conversations.values()]
+    measured = np.array([1.0 if f is None else 0.0 for f in firsts if f != "not_measured"])
+    ci = interval(measured, binary_method=settings.binary_method, n_boot=settings.n_boot, seed=settings.seed)
+    failed_at = sorted(f for f in firsts if isinstance(f, int))
+    distribution = {str(t): failed_at.count(t) for t in sorted(set(failed_at))}
+    return {
+        "n_conversations": len(conversations),
+        "n_measured": int(measured.size),
+        "n_not_measured": len(firsts) - int(measured.size),
+        "all_turns_correct": float(measured.mean()) if measured.size else None,
+        "ci95": None if ci is None else [ci.lo, ci.hi],
+        "ci_method": None if ci is None else ci.method,
+        "first_failing_turn": {**distribution, "none": sum(f is None for f in firsts)},
+    }
+
+
+def conversation_metrics(rows: Sequence[Row], settings: ClusterSettings) -> dict[str, Any] | None:
+    """The summary's ``metrics.conversations`` block from its entry rows; None when no row is a turn (a
+    single-question run gains no key)."""
+    turns = turn_rows(rows)
+    if not turns:
+        return None
+    by_position: dict[str, list[Row]] = {}
+    by_memory: dict[str, list[Row]] = {}
+    for r in turns:
+        by_position.setdefault(position_label(int(r["turn"])), []).append(r)
+        by_memory.setdefault("true" if r["needs_memory"] else "false", []).append(r)
+    return {
+        "n_conversations": len({r["conversation"] for r in turns}),
+        "n_turns": len(turns),
+        "n_needs_memory": len(by_memory.get("true", [])),
+        "turns": _turn_block(turns, settings, breakdown=False),
+        "by_position": {p: _turn_block(g, settings, breakdown=True) for p, g in sorted(by_position.items())},
+        "by_needs_memory": {
+            k: _turn_block(g, settings, breakdown=True) for k, g in sorted(by_memory.items())
+        },
+        "per_conversation": _per_conversation(turns, settings),
+        "intervals": {
+            "unit": "conversation",
+            "method": "cluster-bca",
+            "fallback": "cluster-wilson-bounded",
+            "bootstrap": settings.n_boot,
+            "seed": settings.seed,
+        },
+    }
+
+
+def _paired_change(
+    first: Sequence[Row],
+    second: Sequence[Row],
+    needs_memory: bool,
+    labels: tuple[str, str, str],
+    settings: ClusterSettings,
+) -> dict[str, Any]:
+    """Per metric of the ``memory`` tag, over the turns of ``first`` whose needs_memory is ``needs_memory``
+    and that ``second`` scored too (paired by id): both means and their difference first - second, with the
+    paired cluster interval (resampling conversations, the difference of means within each resample)."""
+    chosen = [r for r in turn_rows(first) if bool(r["needs_memory"]) == needs_memory]
+    other = {r["id"]: r for r in turn_rows(second)}
+    first_label, second_label, change_label = labels
+    out: dict[str, Any] = {}
+    for metric in names("memory"):
+        pairs = [(r, other[r["id"]]) for r in chosen if r["id"] in other]
+        pairs = [
+            (a, b) for a, b in pairs if not (math.isnan(_score(a, metric)) or math.isnan(_score(b, metric)))
+        ]
+        diffs = _by_conversation(
+            [a for a, _ in pairs], _difference(dict((a["id"], b) for a, b in pairs), metric)
+        )
+        ci, method = cluster_interval(diffs, settings, signed=True)
+        out[metric] = {
+            first_label: _mean(_by_conversation([a for a, _ in pairs], _of(metric))),
+            second_label: _mean(_by_conversation([b for _, b in pairs], _of(metric))),
+            change_label: _mean(diffs),
+            "ci95": ci,
+            "ci_method": method,
+            "n_turns": len(pairs),
+            "n_conversations": len({a["conversation"] for a, _ in pairs}),
+        }
+    return out
+
+
+def _difference(partner: Mapping[str, Row], metric: str) -> Callable[[Row], float]:
+    return lambda r: _score(r, metric) - _score(partner[r["id"]], metric)
+
+
+def memory_benefit(
+    with_memory: Sequence[Row], memory_reset: Sequence[Row], settings: ClusterSettings
+) -> dict[str, Any]:
+    """On needs_memory turns: the metric with the conversation's memory minus the metric with memory reset
+    before that turn (two replays of the same conversations, paired by turn id). A metric no turn scored in
+    both replays (answer_accuracy without a judge) is null: not measured."""
+    return _paired_change(
+        with_memory, memory_reset, True, ("with_memory", "memory_reset", "benefit"), settings
+    )
+
+
+def memory_leak(isolated: Sequence[Row], warm: Sequence[Row], settings: ClusterSettings) -> dict[str, Any]:
+    """On turns that do not need memory: the metric isolated minus the metric under ``--warm-memory`` (memory
+    from other conversations), paired by turn id; positive = memory from elsewhere made it worse."""
+    return _paired_change(isolated, warm, False, ("isolated", "warm_memory", "leak"), settings)
