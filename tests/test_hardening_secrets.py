@@ -238,7 +238,9 @@ def test_no_secret_reaches_any_file_or_stream(
     assert codes["factory raising with its token"] == 2 and "<redacted>" in streams[3]
     assert codes["bad URL list"] == 2 and codes["bad URL bracket"] == 2 and codes["bad kwarg bracket"] == 2
     assert codes["judge rescore"] == 0 and codes["sweep"] == 0
-    assert codes["history"] == 2  # the project is no git repository: history says it needs a commit (test_history)
+    assert (
+        codes["history"] == 2
+    )  # the project is no git repository: history says it needs a commit (test_history)
     assert (
         codes["gate with JUnit"] == 3 and codes["report"] == 0 and (project / "eval" / "report.md").is_file()
     )
