@@ -93,14 +93,16 @@ class _ExternalRun:
         journal: Journal,
         results: dict[str, Reply],
         session_of: Callable[[Probe], str],
+        limits: tuple[int | None, int | None] = (None, None),
     ) -> None:
         self.agent = agent
         self.journal = journal
         self.results = results
         self.session_of = session_of
-        self.stopping = (
-            threading.Event()
-        )  # set once the run stops: a conversation in flight asks no more turns
+        # Set once the run stops: a conversation in flight asks no more turns.
+        self.stopping = threading.Event()
+        self.limits = limits  # max errors, max abandoned calls (what stops the run)
+        self._errors = 0
         self._lock = threading.Lock()
 
     def process_unit(self, unit: Sequence[Probe]) -> list[Reply]:
@@ -131,6 +133,9 @@ class _ExternalRun:
         )  # here, not in the loop: calls in flight at a stop still count
         with self._lock:
             self.results[probe.id] = response
+            self._errors += response.error is not None
+            if errors_stop(self._errors, self.limits[0]) or abandoned_stop(self.agent, self.limits[1]):
+                self.stopping.set()  # at once: the next turn of this conversation is not asked
         return response
 
 
@@ -215,9 +220,8 @@ def run_external(
     conversation_of = {} if warm_memory or conversation_of is None else conversation_of
     units = conversation_units(probes, conversation_of)
     done = {i: r for i, r in done.items() if i in whole_units(units, done)}
-    run = _ExternalRun(
-        agent, Journal(journal_path), dict(done), _session_namer(done, warm_memory, conversation_of)
-    )
+    namer = _session_namer(done, warm_memory, conversation_of)
+    run = _ExternalRun(agent, Journal(journal_path), dict(done), namer, (max_errors, max_abandoned))
     todo = [u for u in units if u[0].id not in done]
     concurrency = 1 if warm_memory else max(1, max_concurrency)
     bar = Progress(len(probes), f"agent ({agent.name})", "entry", enabled=progress, initial=len(done))

@@ -106,9 +106,8 @@ class _AgentRun:
         self.journal = journal
         self.shared_memory = shared_memory
         self.records = records
-        self.stopping = (
-            threading.Event()
-        )  # set once the run stops: a conversation in flight asks no more turns
+        # Set once the run stops: a conversation in flight asks no more turns.
+        self.stopping = threading.Event()
         self._lock = threading.Lock()
 
     def process_unit(self, unit: Sequence[Probe]) -> list[tuple[Probe, Outcome]]:
