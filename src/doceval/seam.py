@@ -213,6 +213,31 @@ def require_unique_ids(probes: Sequence[Probe]) -> None:
         raise UsageError(f"probe ids must be unique; duplicated: {', '.join(dupes[:5])}")
 
 
+def conversation_units(probes: Sequence[Probe], conversation_of: Mapping[str, str]) -> list[list[Probe]]:
+    """The probes grouped into what a system is asked as one unit, in probe order: a conversation's turns
+    together, in order (``conversation_of``: probe id -> conversation id), every other probe alone. A unit is
+    one session (one memory) and one unit of concurrency."""
+    units: list[list[Probe]] = []
+    unit_of: dict[str, list[Probe]] = {}
+    for probe in probes:
+        conversation = conversation_of.get(probe.id)
+        if conversation is None:
+            units.append([probe])
+        elif conversation in unit_of:
+            unit_of[conversation].append(probe)
+        else:
+            unit_of[conversation] = [probe]
+            units.append(unit_of[conversation])
+    return units
+
+
+def whole_units(units: Sequence[Sequence[Probe]], done: Mapping[str, Any]) -> set[str]:
+    """The ids of ``done`` that a resumed run keeps: every probe of a unit all of whose probes are done. A
+    conversation with a turn missing is replayed from its first turn (its memory or session must hold every
+    earlier turn), so its journaled turns are dropped, never counted twice."""
+    return {p.id for unit in units if all(p.id in done for p in unit) for p in unit}
+
+
 def _typed(data: Mapping[str, Any], key: str, kind: type, nullable: bool = False) -> Any:
     value = data[key]
     if value is None and nullable:

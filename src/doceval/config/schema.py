@@ -346,6 +346,8 @@ class Calibration:
 @dataclass(frozen=True, kw_only=True)
 class Memory:
     isolate: bool = spec(example="false")
+    # How doceval's agent retrieves for a conversation's follow-up (docchat.conversation.REWRITES).
+    rewrite: str = spec(choices=("none", "previous"), example="previous")
 
 
 @dataclass(frozen=True, kw_only=True)

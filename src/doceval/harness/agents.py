@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from doceval.common.concurrency import (
 from doceval.common.io import non_finite_path
 from doceval.common.journal import Journal, load_records
 from doceval.common.progress import Progress
-from doceval.seam import Probe, Reply, require_unique_ids
+from doceval.seam import Probe, Reply, conversation_units, require_unique_ids, whole_units
 from doceval.system.external.agents import ExternalAgent, parse_response, system_error_text
 
 log = logging.getLogger(__name__)
@@ -93,12 +93,26 @@ class _ExternalRun:
         journal: Journal,
         results: dict[str, Reply],
         session_of: Callable[[Probe], str],
+        limits: tuple[int | None, int | None] = (None, None),
     ) -> None:
         self.agent = agent
         self.journal = journal
         self.results = results
         self.session_of = session_of
+        # Set once the run stops: a conversation in flight asks no more turns.
+        self.stopping = threading.Event()
+        self.limits = limits  # max errors, max abandoned calls (what stops the run)
+        self._errors = 0
         self._lock = threading.Lock()
+
+    def process_unit(self, unit: Sequence[Probe]) -> list[Reply]:
+        """A conversation's turns in order, in one session (a single probe is a unit of one)."""
+        replies: list[Reply] = []
+        for probe in unit:
+            if self.stopping.is_set():
+                break
+            replies.append(self.process(probe))
+        return replies
 
     def process(self, probe: Probe) -> Reply:
         session_id = self.session_of(probe)
@@ -119,18 +133,34 @@ class _ExternalRun:
         )  # here, not in the loop: calls in flight at a stop still count
         with self._lock:
             self.results[probe.id] = response
+            self._errors += response.error is not None
+            if errors_stop(self._errors, self.limits[0]) or abandoned_stop(self.agent, self.limits[1]):
+                self.stopping.set()  # at once: the next turn of this conversation is not asked
         return response
 
 
-def _session_namer(done: Mapping[str, Reply], warm_memory: bool) -> Callable[[Probe], str]:
-    """A fresh session id per probe (``doceval-<run>-<probe id>``), or with warm memory one for the whole run:
-    a resumed warm run keeps the journaled one, where the system's memory of the resumed entries lives."""
+def _session_namer(
+    done: Mapping[str, Reply], warm_memory: bool, conversation_of: Mapping[str, str]
+) -> Callable[[Probe], str]:
+    """A fresh session id per probe (``doceval-<run>-<probe id>``) or per conversation
+    (``doceval-<run>-<conversation id>``, new in every invocation, so a replayed conversation gets a new one),
+    or with warm memory one for the whole run: a resumed warm run keeps the journaled one, where the system's
+    memory of the resumed entries lives."""
     run_tag = f"doceval-{uuid.uuid4().hex[:12]}"
     if not warm_memory:
-        return lambda probe: f"{run_tag}-{probe.id}"
+        return lambda probe: f"{run_tag}-{conversation_of.get(probe.id) or probe.id}"
     earlier = {r.session_id for r in done.values()}
     session = (earlier.pop() if len(earlier) == 1 else None) or run_tag
     return lambda probe: session
+
+
+def _replies(
+    units: Generator[tuple[int, list[Reply]], None, None],
+) -> Generator[tuple[int, Reply], None, None]:
+    with contextlib.closing(units):
+        for i, replies in units:
+            for reply in replies:
+                yield i, reply
 
 
 def _drain_external(
@@ -167,12 +197,16 @@ def run_external(
     max_errors: int | None = None,
     max_abandoned: int | None = None,
     progress: bool = True,
+    conversation_of: Mapping[str, str] | None = None,
 ) -> ExternalOutcome:
     """Send every probe to ``agent`` once; see the module docstring for what a reply must hold.
 
     - Sessions: a fresh session id per probe (``doceval-<run>-<probe id>``), so the system's memory cannot
       carry one answer into the next; ``warm_memory`` uses one session id for the whole run and calls strictly
       in probe order, one at a time (a resumed warm run keeps the journaled session id).
+    - Conversations (``conversation_of``: probe id -> conversation id): one session id per conversation, its
+      turns called in order, one conversation a unit of concurrency. On resume, a conversation with a turn
+      not answered ok is replayed from its first turn in a new session (its journaled turns are dropped).
     - ``journal_path``: every finished response (ok or error) is appended before it counts; a rerun skips
       entries journaled ok and calls the errored ones again.
     - ``max_errors``: once more entries than this have errored, no new call starts; calls in flight finish
@@ -183,13 +217,19 @@ def run_external(
     wanted = {p.id for p in probes}
     previous = load_journal(journal_path) if journal_path is not None else {}
     done = {i: r for i, r in previous.items() if i in wanted and r.error is None}
-    run = _ExternalRun(agent, Journal(journal_path), dict(done), _session_namer(done, warm_memory))
-    todo = [p for p in probes if p.id not in done]
+    conversation_of = {} if warm_memory or conversation_of is None else conversation_of
+    units = conversation_units(probes, conversation_of)
+    done = {i: r for i, r in done.items() if i in whole_units(units, done)}
+    namer = _session_namer(done, warm_memory, conversation_of)
+    run = _ExternalRun(agent, Journal(journal_path), dict(done), namer, (max_errors, max_abandoned))
+    todo = [u for u in units if u[0].id not in done]
     concurrency = 1 if warm_memory else max(1, max_concurrency)
     bar = Progress(len(probes), f"agent ({agent.name})", "entry", enabled=progress, initial=len(done))
     try:
-        with contextlib.closing(iter_concurrent(run.process, todo, concurrency)) as outcomes:
+        with contextlib.closing(_replies(iter_concurrent(run.process_unit, todo, concurrency))) as outcomes:
             reason = _drain_external(outcomes, agent, bar, (max_errors, max_abandoned))
+            if reason is not None:
+                run.stopping.set()
     finally:
         bar.close()
         run.journal.close()

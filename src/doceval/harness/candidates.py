@@ -28,6 +28,7 @@ from doceval.index.store import VectorStore, store_subdir
 from doceval.index.store.search import search_record
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
+from doceval.system.docchat.conversation import TurnQuery, follow_conversation, versions_by_library
 from doceval.system.retrievers import Ranked, Retriever, make_retriever, needs_index
 from doceval.system.retrievers.bm25 import BM25Retriever
 from doceval.system.retrievers.function import FunctionRetriever
@@ -72,12 +73,38 @@ def retriever_fingerprint(retriever: schema.Retriever) -> str:
 
 def route(entry: GoldenEntry, corpus: Corpus) -> str | None:
     """The router: the entry's library@version must be an indexed partition. Returns a refusal reason or None."""
-    if entry.pin in corpus.partitions:
+    return route_pin(entry.library, entry.version, corpus)
+
+
+def route_pin(library: str, version: str, corpus: Corpus) -> str | None:
+    """The router for one pin (a follow-up's is the pin its conversation moved to)."""
+    if f"{library}@{version}" in corpus.partitions:
         return None
-    if entry.library in corpus.libraries:
-        known = ", ".join(p.split("@", 1)[1] for p in corpus.pins if p.startswith(entry.library + "@"))
-        return f"router: {entry.library} {entry.version} is not indexed (indexed versions: {known})"
-    return f"router: library {entry.library!r} is not indexed"
+    if library in corpus.libraries:
+        known = ", ".join(p.split("@", 1)[1] for p in corpus.pins if p.startswith(library + "@"))
+        return f"router: {library} {version} is not indexed (indexed versions: {known})"
+    return f"router: library {library!r} is not indexed"
+
+
+def turn_queries(entries: Sequence[GoldenEntry], corpus: Corpus | None, rewrite: str) -> dict[str, TurnQuery]:
+    """What doceval's agent retrieves for each turn of a conversation (entry id -> query and followed pin),
+    from the questions alone: the pin starts at the conversation's starting pin and follows the versions of
+    the corpus (without one, the golden set's pins); ``rewrite`` is ``memory.rewrite``. Single-question entries
+    are absent: they are retrieved as they always were."""
+    turns: dict[str, list[GoldenEntry]] = {}
+    for entry in entries:
+        if entry.conversation is not None:
+            turns.setdefault(entry.conversation, []).append(entry)
+    if not turns:
+        return {}
+    versions = versions_by_library(corpus.pins if corpus is not None else {e.pin for e in entries})
+    out: dict[str, TurnQuery] = {}
+    for conversation in turns.values():
+        ordered = sorted(conversation, key=lambda e: e.turn)
+        start = ordered[0].start_pin or (ordered[0].library, ordered[0].version)
+        followed = follow_conversation([e.question for e in ordered], start, versions, rewrite)
+        out.update({e.id: query for e, query in zip(ordered, followed, strict=True)})
+    return out
 
 
 def bm25_rankings(entries: Sequence[GoldenEntry], corpus: Corpus, depth: int) -> dict[str, list[str]]:
@@ -135,9 +162,11 @@ def retrieve_all(
     depth: int,
     progress: bool = True,
     limits: ErrorLimits | None = None,
+    turns: Mapping[str, TurnQuery] | None = None,
 ) -> CandidateSet:
     """Top-``depth`` per entry, and the router's verdict (no router without a doceval corpus: the user's
-    retriever sees every question). ``meta`` is left empty for the caller.
+    retriever sees every question). ``meta`` is left empty for the caller. ``turns``: a conversation turn's
+    query and followed pin (:func:`turn_queries`), used in place of its question and labels.
 
     A user's retriever function is the system under test: whatever goes wrong in one call (an exception, a
     SystemExit, a timeout, a result of the wrong shape) is that entry's system error, and past ``limits``
@@ -149,13 +178,15 @@ def retrieve_all(
     limits = limits or ErrorLimits()
     user = isinstance(retriever, FunctionRetriever)
     out = CandidateSet({}, {}, {})
+    turns = turns or {}
     for entry in iterate(entries, f"retrieve ({retriever.name})", "q", enabled=progress):
-        reason = None if corpus is None else route(entry, corpus)
+        ask = turns.get(entry.id) or TurnQuery(entry.question, entry.library, entry.version)
+        reason = None if corpus is None else route_pin(ask.library, ask.version, corpus)
         out.routed[entry.id] = reason
         start, t0 = time.time(), time.perf_counter()
         try:
             out.ranked[entry.id] = (
-                [] if reason else retriever.retrieve(entry.question, entry.library, entry.version, depth)
+                [] if reason else retriever.retrieve(ask.query, ask.library, ask.version, depth)
             )
         except KeyboardInterrupt:
             raise
@@ -193,11 +224,12 @@ def compute_candidates(
     depth = cfg.candidates_k
     if depth < cfg.k:
         raise UsageError(f"candidates_k={depth} must be >= k={cfg.k} (retrieve once, cut at any k <= K)")
+    turns = turn_queries(entries, corpus, cfg.memory.rewrite)
     if retriever is not None:
-        cands = retrieve_all(entries, retriever, corpus, depth, progress, limits)
+        cands = retrieve_all(entries, retriever, corpus, depth, progress, limits, turns)
     else:
         with open_retriever(cfg, corpus) as retriever:
-            cands = retrieve_all(entries, retriever, corpus, depth, progress, limits)
+            cands = retrieve_all(entries, retriever, corpus, depth, progress, limits, turns)
     describe = getattr(retriever, "describe", None)
     index = None if corpus is None else _index_manifest(Path(cfg.paths.index))
     cands.meta = {
@@ -217,6 +249,8 @@ def compute_candidates(
         # A retriever returning bare ids has no scores: floors and calibration do not apply to it.
         "scored": getattr(retriever, "scored", True) is not False,
         "system": describe() if callable(describe) else {"retriever": cfg.retriever.name},
+        # How conversation turns were retrieved (memory.rewrite); absent when the golden set has none.
+        **({"rewrite": cfg.memory.rewrite} if turns else {}),
     }
     return cands
 
@@ -309,14 +343,22 @@ def check_candidates(
     corpus: Corpus | None = None,
     index_dir: Path | None = None,
     store_cfg: schema.Store | None = None,
+    rewrite: str | None = None,
 ) -> None:
     """Loud errors when the cache does not match what is being evaluated, or is not whole (fewer records than
     its ``meta.json`` counts).
 
     With ``corpus``, the cache must have been retrieved from that corpus (its manifest's ``content_hash``); with
     ``index_dir`` and a retriever that reads the index (dense, hybrid), from that index (its manifest's
-    ``content_hash``); with ``store_cfg``, with the requested search (store.search). A cache from another
-    corpus, index or search holds another system's candidates."""
+    ``content_hash``); with ``store_cfg``, with the requested search (store.search); with ``rewrite``, a golden
+    set's conversation turns with that query rewrite (memory.rewrite). A cache from another corpus, index,
+    search or rewrite holds another system's candidates."""
+    has_turns = any(e.conversation is not None for e in entries)
+    if rewrite is not None and has_turns and cands.meta.get("rewrite") != rewrite:
+        raise UsageError(
+            f"candidate cache retrieved conversation turns with memory.rewrite={cands.meta.get('rewrite')}, "
+            f"not {rewrite}; rerun {rerun('retrieve')}"
+        )
     if cands.meta.get("golden_md5") != golden_md5:
         raise UsageError(
             f"candidate cache was built from another golden set (md5 differs); rerun {rerun('retrieve')}"

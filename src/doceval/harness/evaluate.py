@@ -30,6 +30,7 @@ from doceval.common.redact import register_config
 from doceval.config import schema
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
+from doceval.harness.candidates import turn_queries
 from doceval.harness.plan import EvalOptions, RunPlan, plan_run, print_note, retrieve_live
 from doceval.harness.summary import answerer_record, build_summary, system_block
 from doceval.llm import Ledger
@@ -125,6 +126,7 @@ class AgentSetup:
     judge_journal: Path | None
     # run.max_abandoned: calls of the user's function left running past their deadline before the run stops
     max_abandoned: int | None
+    rewrite: str  # memory.rewrite: how doceval's agent retrieves for a conversation's follow-up
 
 
 def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetup:
@@ -151,6 +153,8 @@ def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetu
             "answerer": answerer_record(answerer_cfg, plan),
             "judge": config_dict(judge_cfg),
             "warm": warm,
+            # Follow-ups are retrieved with the rewrite: another one is another system (golden sets with turns).
+            **({"rewrite": cfg.memory.rewrite} if plan.conversations() else {}),
             "code": source_hash(*AGENT_CODE, "llm", "prompts"),
             # A repeat of a run is a run of its own (an assistant's replies are not cached by seed).
             **({"repeat": options.repeat} if options.repeat else {}),
@@ -162,7 +166,8 @@ def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetu
     offline = isinstance(answerer_cfg, schema.AnswererExtractive) and judge is None
     journal, judge_journal = (None, None) if offline else (run_dir / "journal.jsonl", run_dir / "judge.jsonl")
     return AgentSetup(answerer_cfg, judge_cfg, answerer, judge, warm, None if budget is None else float(budget),
-                      cfg.run.max_concurrency, key, journal, judge_journal, cfg.run.max_abandoned)  # fmt: skip
+                      cfg.run.max_concurrency, key, journal, judge_journal, cfg.run.max_abandoned,
+                      cfg.memory.rewrite)  # fmt: skip
 
 
 def open_ledger(setup: AgentSetup, plan: RunPlan) -> Ledger:
@@ -205,7 +210,10 @@ def run_docchat(
     errors = {e.id: plan.candidates.errors[e.id] for e in plan.entries if e.id in plan.candidates.errors}
     # The user's function returning nothing is its own refusal, not a floor's (no floor was involved).
     unretrieved = [e.id for e in plan.entries if plan.user_retriever and not plan.candidates.ranked.get(e.id)]
-    search = PrecomputedSearch(plan.candidates.routed, hits, texts, plan.floors.of, unretrieved)
+    # A follow-up is routed to the pin its conversation moved to (the same queries the candidates were made with).
+    turns = turn_queries(plan.entries, plan.corpus, setup.rewrite)
+    pins = {i: (t.library, t.version) for i, t in turns.items()}
+    search = PrecomputedSearch(plan.candidates.routed, hits, texts, plan.floors.of, unretrieved, pins)
     # The offline answerer is pure Python under the GIL: threads would only add their overhead.
     offline_answerer = isinstance(setup.answerer_cfg, schema.AnswererExtractive)
     outcome = run_agent(
@@ -217,6 +225,7 @@ def run_docchat(
         max_concurrency=1 if offline_answerer else setup.max_concurrency,
         ledger=ledger,
         progress=progress,
+        conversation_of=plan.conversations(),
     )
     missing = [e.id for e in plan.entries if e.id not in outcome.records and e.id not in errors]
     if missing:
@@ -256,6 +265,7 @@ def run_assistant(plan: RunPlan, setup: AgentSetup, options: EvalOptions) -> Sys
         max_errors=options.max_errors,
         max_abandoned=setup.max_abandoned,
         progress=options.progress,
+        conversation_of=plan.conversations(),
     )
     # An entry never asked (the run stopped first) has no reply.
     replies = {e.id: outcome.responses[e.id] for e in plan.entries if e.id in outcome.responses}
@@ -322,7 +332,7 @@ def score_answers(
     if setup.judge is not None:
         answers = {e.id: replies[e.id] for e in entries if replies[e.id].error is None}
         judging = judge_answers(
-            plan.probes(),
+            plan.labelled_probes(),
             answers,
             {e.id: e.reference_answer for e in entries},
             setup.judge,

@@ -153,15 +153,15 @@ def cached_candidates(
     change under an unchanged config."""
     index_dir = Path(cfg.paths.index)
     if options.candidates is not None:
-        check_candidates(
-            options.candidates, all_entries, golden_md5, cfg.retriever, k, corpus, index_dir, cfg.store
-        )
+        check_candidates(options.candidates, all_entries, golden_md5, cfg.retriever, k, corpus, index_dir,
+                         cfg.store, cfg.memory.rewrite)  # fmt: skip
         return options.candidates
     runs = Path(cfg.paths.runs)
     if not uses_function_retriever(cfg, options) and (runs / "candidates" / "meta.json").is_file():
         cached = load_candidates(runs)
         try:
-            check_candidates(cached, all_entries, golden_md5, cfg.retriever, k, corpus, index_dir, cfg.store)
+            check_candidates(cached, all_entries, golden_md5, cfg.retriever, k, corpus, index_dir, cfg.store,
+                             cfg.memory.rewrite)  # fmt: skip
             return cached
         except UsageError as exc:
             # Another retriever, golden set or a deeper k: retrieve live in the run, leaving the cache alone.
@@ -208,8 +208,18 @@ class RunPlan:
         return self.candidates is not None and self.candidates.meta.get("scored", True) is not False
 
     def probes(self) -> list[Probe]:
-        """The entries as the system sees them: the question and its library version, no labels."""
+        """The entries as the system sees them: the question and its library version, no labels. Every turn of
+        a conversation carries the conversation's starting pin (a version picker's), never the turn's label:
+        following "and in 1.10?" is the system's job."""
+        return [Probe(e.id, e.question, *(e.start_pin or (e.library, e.version))) for e in self.entries]
+
+    def labelled_probes(self) -> list[Probe]:
+        """The entries with their own labelled pin: what the judge grades an answer against."""
         return [Probe(e.id, e.question, e.library, e.version) for e in self.entries]
+
+    def conversations(self) -> dict[str, str]:
+        """Entry id -> conversation id, for the turns of a conversation (one session, one memory each)."""
+        return {e.id: e.conversation for e in self.entries if e.conversation is not None}
 
 
 NO_FLOORS = "none: the retriever returns ids without scores, so no floor can apply"

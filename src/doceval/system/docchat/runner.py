@@ -11,17 +11,18 @@ usually from the LLM cache at no cost.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from doceval.common.journal import Journal, load_records
 from doceval.common.progress import Progress
 from doceval.llm import BudgetExceeded, Ledger, LLMError, iter_concurrent, usage_scope
-from doceval.seam import Reply, Source, require_unique_ids
+from doceval.seam import Reply, Source, conversation_units, require_unique_ids, whole_units
 from doceval.system.docchat.answerers import Answerer
 from doceval.system.docchat.memory import Memory
 from doceval.system.docchat.types import MemoryItem, Probe, RunOutcome, SearchResult
@@ -69,23 +70,23 @@ def _remember(memory: Memory, probe: Probe, rec: Reply) -> None:
 
 def _outcomes(
     probes: Sequence[Probe],
-    todo: Sequence[Probe],
+    todo: Sequence[Sequence[Probe]],
     done: dict[str, Reply],
-    shared_memory: Memory | None,
-    process: Callable[[Probe], Outcome],
+    run: _AgentRun,
     max_concurrency: int,
 ) -> Generator[tuple[Probe, Outcome], None, None]:
+    shared_memory = run.shared_memory
     if shared_memory is not None:
         # Warm memory: strictly in probe order, replaying resumed entries into memory where they stand.
         for probe in probes:
             if probe.id in done:
                 _remember(shared_memory, probe, done[probe.id])
             else:
-                yield probe, process(probe)
+                yield probe, run.process(probe, shared_memory)
         return
-    with contextlib.closing(iter_concurrent(process, todo, max(1, max_concurrency))) as results:
-        for i, outcome in results:
-            yield todo[i], outcome
+    with contextlib.closing(iter_concurrent(run.process_unit, todo, max(1, max_concurrency))) as results:
+        for _, outcomes in results:
+            yield from outcomes
 
 
 class _AgentRun:
@@ -105,21 +106,39 @@ class _AgentRun:
         self.journal = journal
         self.shared_memory = shared_memory
         self.records = records
+        # Set once the run stops: a conversation in flight asks no more turns.
+        self.stopping = threading.Event()
         self._lock = threading.Lock()
 
-    def reply(self, probe: Probe, memory: Memory) -> Reply:
-        """The agent's reply, before its usage is known. A refused search never reaches the answerer."""
+    def process_unit(self, unit: Sequence[Probe]) -> list[tuple[Probe, Outcome]]:
+        """A conversation's turns in order with one memory, fresh for it (a single probe is a unit of one, so
+        memory is reset per entry); a turn that fails ends the conversation (a rerun replays it whole)."""
+        memory = Memory()
+        outcomes: list[tuple[Probe, Outcome]] = []
+        for probe in unit:
+            if self.stopping.is_set():
+                break
+            outcomes.append((probe, self.process(probe, memory)))
+            if outcomes[-1][1][0] != "ok":
+                break
+        return outcomes
+
+    def reply(self, probe: Probe, memory: Memory) -> tuple[Reply, Probe]:
+        """The agent's reply, before its usage is known, and the probe as answered (a follow-up's with the pin
+        its conversation moved to). A refused search never reaches the answerer."""
         start, t0 = time.time(), time.perf_counter()
         found = self.search(probe)
         t1 = time.perf_counter()
         if found.refused:
             timing = {"start": start, "duration_s": t1 - t0, "search_s": t1 - t0}
-            return Reply(probe.id, None, True, found.cause, found.reason, timing=timing)
+            return Reply(probe.id, None, True, found.cause, found.reason, timing=timing), probe
+        if found.pin is not None:  # a follow-up: the pin the conversation moved to, not the picker's
+            probe = dataclasses.replace(probe, library=found.pin[0], version=found.pin[1])
         surfaced = memory.recall(probe.question, probe.library, probe.version)
         t2 = time.perf_counter()
         answer, refused, reason = self.answerer.answer(probe, found.passages, surfaced)
         t3 = time.perf_counter()
-        return Reply(
+        reply = Reply(
             probe.id,
             answer,
             refused,
@@ -129,20 +148,19 @@ class _AgentRun:
             memory_used=[m.question for m in surfaced],
             timing={"start": start, "duration_s": t3 - t0, "search_s": t1 - t0, "answerer_s": t3 - t2},
         )
+        return reply, probe
 
-    def process(self, probe: Probe) -> Outcome:
+    def process(self, probe: Probe, memory: Memory) -> Outcome:
         """('ok'|'error'|'budget', message); journals its reply itself, so in-flight work survives a stop."""
-        memory = self.shared_memory if self.shared_memory is not None else Memory()  # fresh = reset per probe
         with usage_scope() as scope:
             try:
-                rec = self.reply(probe, memory)
+                rec, answered = self.reply(probe, memory)
             except BudgetExceeded as exc:
                 return "budget", str(exc)
             except LLMError as exc:
                 return "error", str(exc)
             rec.usage = _usage_dict(scope)
-        if self.shared_memory is not None:
-            _remember(self.shared_memory, probe, rec)
+        _remember(memory, answered, rec)
         if self.journal.active:
             self.journal.append(rec.to_json())
         with self._lock:
@@ -189,12 +207,17 @@ def run_agent(
     budget_usd: float | None = None,
     ledger: Ledger | None = None,
     progress: bool = True,
+    conversation_of: Mapping[str, str] | None = None,
 ) -> RunOutcome:
     """Answer every probe; see the module docstring for the journal.
 
     - Memory is fresh for every probe, unless ``warm_memory``: then one memory carries over and probes run
       sequentially in order (order matters); resumed entries are replayed into it so a resumed warm run sees
       the same memory as an uninterrupted one.
+    - Conversations (``conversation_of``: probe id -> conversation id; isolated memory): one memory per
+      conversation, kept across its turns (run in order) and fresh for the next; a conversation is one unit
+      of concurrency. On resume, a conversation with a turn missing is replayed from its first turn (its
+      journaled turns are dropped, never counted twice).
     - A refused search is recorded as refused (its cause "router" or "floor") without calling the answerer.
     - ``budget_usd`` covers the whole run, resumed entries' recorded cost included; the run stops cleanly
       before a call that could exceed it (``stopped_reason="budget"``), with finished entries journaled.
@@ -211,6 +234,8 @@ def run_agent(
     wanted = {p.id for p in probes}
     previous = load_journal(journal_path) if journal_path is not None else {}
     done = {i: r for i, r in previous.items() if i in wanted}
+    units = conversation_units(probes, {} if warm_memory or conversation_of is None else conversation_of)
+    done = {i: r for i, r in done.items() if i in whole_units(units, done)}
     _fill_causes(done, probes, search)
     if ledger is None:
         ledger = Ledger(budget_usd, spent_usd=sum(r.cost_usd for r in done.values()))
@@ -221,14 +246,16 @@ def run_agent(
     shared_memory = Memory() if warm_memory else None
     run = _AgentRun(search, answerer, Journal(journal_path), shared_memory, dict(done))
     errors: dict[str, str] = {}
-    todo = [p for p in probes if p.id not in done]
+    todo = [u for u in units if u[0].id not in done]
     bar = Progress(len(probes), "agent", "entry", enabled=progress, initial=len(done))
     try:
         if shared_memory is not None and max_concurrency > 1:
             log.info("warm memory: running sequentially (entry order matters)")
-        outcomes = _outcomes(probes, todo, done, shared_memory, run.process, max_concurrency)
+        outcomes = _outcomes(probes, todo, done, run, max_concurrency)
         with contextlib.closing(outcomes):
             stopped_reason = _drain(outcomes, ledger, bar, errors, warm=shared_memory is not None)
+            if stopped_reason is not None:
+                run.stopping.set()
     finally:
         bar.close()
         run.journal.close()

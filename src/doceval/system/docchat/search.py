@@ -15,7 +15,8 @@ class PrecomputedSearch:
     retained (doc id, score) pairs in rank order; ``texts``: doc id -> the passage text the answerer sees
     (the doc id itself when missing); ``floor_of``: library -> its floor, quoted in a refusal;
     ``unretrieved``: probe ids the retriever itself returned nothing for (a user's retriever function's
-    refusal, cause "retriever": no floor was involved).
+    refusal, cause "retriever": no floor was involved); ``pins``: probe id -> the pin a conversation's turn was
+    routed to (its followed pin, :mod:`doceval.system.docchat.conversation`), when it is not the probe's.
     """
 
     def __init__(
@@ -25,12 +26,14 @@ class PrecomputedSearch:
         texts: Mapping[str, str],
         floor_of: Callable[[str], float],
         unretrieved: Collection[str] = (),
+        pins: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         self.routed = routed
         self.hits = hits
         self.texts = texts
         self.floor_of = floor_of
         self.unretrieved = frozenset(unretrieved)
+        self.pins = pins or {}
 
     def __call__(self, probe: Probe) -> SearchResult:
         reason = self.routed.get(probe.id)
@@ -39,7 +42,8 @@ class PrecomputedSearch:
         hits = self.hits[probe.id]
         if not hits and probe.id in self.unretrieved:
             return SearchResult([], True, "retriever: returned no document", "retriever")
+        pin = self.pins.get(probe.id)
         if not hits:
-            floor = self.floor_of(probe.library)
-            return SearchResult([], True, f"search: no passage cleared the floor {floor}", "floor")
-        return SearchResult([Passage(d, s, self.texts.get(d, d)) for d, s in hits], False, None)
+            floor = self.floor_of(probe.library if pin is None else pin[0])
+            return SearchResult([], True, f"search: no passage cleared the floor {floor}", "floor", pin)
+        return SearchResult([Passage(d, s, self.texts.get(d, d)) for d, s in hits], False, None, pin=pin)

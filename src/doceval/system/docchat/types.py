@@ -34,6 +34,9 @@ class SearchResult:
     refused: bool
     reason: str | None  # the text the summary shows, e.g. "router: library 'flask' is not indexed"
     cause: RefusalCause | None = None  # "router", "floor" or "retriever" on a refusal
+    # A conversation's follow-up: the (library, version) the search looked in, followed from the questions
+    # (doceval.system.docchat.conversation); None: the probe's own pin.
+    pin: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.refused != (self.cause in ("router", "floor", "retriever")):
