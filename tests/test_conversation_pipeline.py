@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tiny_project import make_tiny_project
 
+from doceval.cli.main import main
 from doceval.config.compose import compose
 from doceval.config.schema import Config
 from doceval.errors import UsageError
@@ -161,12 +163,7 @@ def golden_line(conversation: str, turns: list[tuple[str, str, str, bool]]) -> d
     }  # fmt: skip
 
 
-def tiny_project(tmp_path: Path) -> Config:
-    corpus_dir = tmp_path / "docs"
-    docs = {pin: [Document(f"{pin}:{path}", *pin.split("@"), path, "function", text) for path, text in items]
-            for pin, items in DOCS.items()}  # fmt: skip
-    write_corpus(docs, corpus_dir, 1500, {})
-    golden = tmp_path / "conversations.jsonl"
+def conversation_lines() -> str:
     lines = [
         golden_line("conv-a", [("How do I convert a model to a dict?", "2.8.2", DUMP_2, False),
                                ("and in 1.10?", "1.10.17", DICT_1, True)]),
@@ -174,7 +171,16 @@ def tiny_project(tmp_path: Path) -> Config:
                                ("and what about 1.10.17?", "1.10.17", DICT_1, True),
                                ("How do I convert a model to a dict in 2.8?", "2.8.2", DUMP_2, False)]),
     ]  # fmt: skip
-    golden.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return "".join(json.dumps(line) + "\n" for line in lines)
+
+
+def tiny_project(tmp_path: Path) -> Config:
+    corpus_dir = tmp_path / "docs"
+    docs = {pin: [Document(f"{pin}:{path}", *pin.split("@"), path, "function", text) for path, text in items]
+            for pin, items in DOCS.items()}  # fmt: skip
+    write_corpus(docs, corpus_dir, 1500, {})
+    golden = tmp_path / "conversations.jsonl"
+    golden.write_text(conversation_lines(), encoding="utf-8")
     return compose(["retriever=bm25", "floors=zero", "k=1", "bootstrap=200", "tracking.enabled=false",
                     f"paths.docs={corpus_dir}", f"paths.runs={tmp_path / 'runs'}", f"golden={golden}",
                     f"golden_conversations={golden}", f"paths.index={tmp_path / 'index'}",
@@ -252,3 +258,25 @@ def test_the_stage_refuses_a_golden_set_without_conversations(tmp_path: Path) ->
         conversations.run(dataclasses.replace(cfg, golden_conversations=str(single)), progress=False)
     with pytest.raises(UsageError, match="set memory themselves"):
         conversations.replay_conversations(cfg, EvalOptions(progress=False, warm_memory=True))
+
+
+OVERRIDES = ["retriever=bm25", "floors=zero", "k=1", "bootstrap=200", "tracking.enabled=false"]
+
+
+def test_the_cli_flag_and_the_stage_command_on_a_tiny_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_tiny_project(tmp_path, {pin: list(items) for pin, items in DOCS.items()}, conversation_lines())
+    (tmp_path / "data" / "golden" / "conversations.jsonl").write_text(conversation_lines(), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    eval_args = ["eval", "--no-track", "--quiet", "--corpus", "data/golden/conversations.jsonl", *OVERRIDES]
+    assert main([*eval_args, "--output", "reset.json", "--memory-reset", "needs_memory"]) == 0
+    reset = json.loads(Path("reset.json").read_text())
+    assert reset["config"]["memory"] == {"isolate": True, "reset": "needs_memory"}
+    assert {r["id"]: r["scores"]["hit_rate"] for r in reset["entries"]}["conv-a#2"] == 0.0
+    assert main([*eval_args, "--output", "both.json", "--memory-reset", "needs_memory", "--warm-memory"]) == 2
+    # The DVC stage's command reads params.yaml, as `dvc repro` runs it.
+    assert main(["params", *OVERRIDES]) == 0
+    assert main(["conversations", "--quiet"]) == 0
+    flat = json.loads(Path("eval/conversations/metrics.json").read_text())
+    assert flat["memory_benefit_hit_rate"] == 1.0 and flat["n_conversations"] == 2 and flat["n_turns"] == 5
