@@ -147,6 +147,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_conversations(args: argparse.Namespace) -> int:
+    # lazy: start-up (a stage loads its own libraries: numpy, torch, qdrant, mlflow)
+    from doceval.stages import conversations
+
+    params = stage_params(args)
+    summary = conversations.run(params, progress=not args.quiet)
+    conversations.track(params, summary)
+    print(f"conversations: {Path(params.paths.eval) / conversations.FOLDER / 'summary.json'}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     # lazy: start-up (a stage loads its own libraries: numpy, torch, qdrant, mlflow)
     from doceval.stages import report
@@ -177,6 +188,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         floor_flags=parse_floor_flags(args.floor or []),
         no_judge=args.no_judge,
         warm_memory=args.warm_memory,
+        memory_reset=args.memory_reset == "needs_memory",
         progress=not args.quiet,
         max_errors=args.max_errors,
         resume=args.resume,
@@ -355,6 +367,12 @@ def _register_stages(sub: Any) -> None:
     add_stage(
         sub, "evaluate", cmd_evaluate, "score the held-out split with the calibrated floors (DVC stage)"
     )
+    add_stage(
+        sub,
+        "conversations",
+        cmd_conversations,
+        "replay the conversation set's split with memory, memory reset and warm memory (DVC stage)",
+    )
     add_stage(sub, "report", cmd_report, "write eval/report.md with the gate's verdict (DVC stage)")
 
 
@@ -383,6 +401,13 @@ def _register_eval(sub: Any) -> None:
         "--warm-memory",
         action="store_true",
         help="keep the agent's memory across entries (an external assistant gets one session id for the run)",
+    )
+    p.add_argument(
+        "--memory-reset",
+        choices=("none", "needs_memory"),
+        default="none",
+        help="needs_memory: ask each needs_memory turn of a conversation without its context (a fresh session, "
+        "memory and starting pin, no query rewrite): the replay memory benefit is measured against",
     )
     p.add_argument(
         "--max-errors",

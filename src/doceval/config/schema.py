@@ -445,5 +445,7 @@ class Config:
     run: Run
     judge_validation: JudgeValidation
     golden: str = spec(nonempty=True, example="data/golden/v1.jsonl")
+    # The conversation golden set the `conversations` DVC stage replays (docs/design.md, conversations).
+    golden_conversations: str = spec(nonempty=True, example="data/golden/conversations.jsonl")
     paths: Paths
     tracking: Tracking

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,15 +140,23 @@ class _ExternalRun:
 
 
 def _session_namer(
-    done: Mapping[str, Reply], warm_memory: bool, conversation_of: Mapping[str, str]
+    done: Mapping[str, Reply],
+    warm_memory: bool,
+    conversation_of: Mapping[str, str],
+    reset_ids: Collection[str] = frozenset(),
 ) -> Callable[[Probe], str]:
     """A fresh session id per probe (``doceval-<run>-<probe id>``) or per conversation
     (``doceval-<run>-<conversation id>``, new in every invocation, so a replayed conversation gets a new one),
     or with warm memory one for the whole run: a resumed warm run keeps the journaled one, where the system's
-    memory of the resumed entries lives."""
+    memory of the resumed entries lives. A turn in ``reset_ids`` gets a session of its own (its probe id's);
+    the conversation's later turns go on in the conversation's session."""
     run_tag = f"doceval-{uuid.uuid4().hex[:12]}"
     if not warm_memory:
-        return lambda probe: f"{run_tag}-{conversation_of.get(probe.id) or probe.id}"
+        return lambda probe: (
+            f"{run_tag}-{probe.id}"
+            if probe.id in reset_ids
+            else f"{run_tag}-{conversation_of.get(probe.id) or probe.id}"
+        )
     earlier = {r.session_id for r in done.values()}
     session = (earlier.pop() if len(earlier) == 1 else None) or run_tag
     return lambda probe: session
@@ -198,6 +206,7 @@ def run_external(
     max_abandoned: int | None = None,
     progress: bool = True,
     conversation_of: Mapping[str, str] | None = None,
+    reset_ids: Collection[str] = (),
 ) -> ExternalOutcome:
     """Send every probe to ``agent`` once; see the module docstring for what a reply must hold.
 
@@ -207,6 +216,8 @@ def run_external(
     - Conversations (``conversation_of``: probe id -> conversation id): one session id per conversation, its
       turns called in order, one conversation a unit of concurrency. On resume, a conversation with a turn
       not answered ok is replayed from its first turn in a new session (its journaled turns are dropped).
+      A turn in ``reset_ids`` (``--memory-reset needs_memory``) is asked in a fresh session of its own; the
+      conversation's next turn goes on in the conversation's session.
     - ``journal_path``: every finished response (ok or error) is appended before it counts; a rerun skips
       entries journaled ok and calls the errored ones again.
     - ``max_errors``: once more entries than this have errored, no new call starts; calls in flight finish
@@ -220,7 +231,7 @@ def run_external(
     conversation_of = {} if warm_memory or conversation_of is None else conversation_of
     units = conversation_units(probes, conversation_of)
     done = {i: r for i, r in done.items() if i in whole_units(units, done)}
-    namer = _session_namer(done, warm_memory, conversation_of)
+    namer = _session_namer(done, warm_memory, conversation_of, frozenset(reset_ids))
     run = _ExternalRun(agent, Journal(journal_path), dict(done), namer, (max_errors, max_abandoned))
     todo = [u for u in units if u[0].id not in done]
     concurrency = 1 if warm_memory else max(1, max_concurrency)

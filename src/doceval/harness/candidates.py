@@ -86,11 +86,14 @@ def route_pin(library: str, version: str, corpus: Corpus) -> str | None:
     return f"router: library {library!r} is not indexed"
 
 
-def turn_queries(entries: Sequence[GoldenEntry], corpus: Corpus | None, rewrite: str) -> dict[str, TurnQuery]:
+def turn_queries(
+    entries: Sequence[GoldenEntry], corpus: Corpus | None, rewrite: str, memory_reset: bool = False
+) -> dict[str, TurnQuery]:
     """What doceval's agent retrieves for each turn of a conversation (entry id -> query and followed pin),
     from the questions alone: the pin starts at the conversation's starting pin and follows the versions of
-    the corpus (without one, the golden set's pins); ``rewrite`` is ``memory.rewrite``. Single-question entries
-    are absent: they are retrieved as they always were."""
+    the corpus (without one, the golden set's pins); ``rewrite`` is ``memory.rewrite``. ``memory_reset``
+    (``--memory-reset needs_memory``): a needs_memory turn is asked without the conversation's context.
+    Single-question entries are absent: they are retrieved as they always were."""
     turns: dict[str, list[GoldenEntry]] = {}
     for entry in entries:
         if entry.conversation is not None:
@@ -102,7 +105,8 @@ def turn_queries(entries: Sequence[GoldenEntry], corpus: Corpus | None, rewrite:
     for conversation in turns.values():
         ordered = sorted(conversation, key=lambda e: e.turn)
         start = ordered[0].start_pin or (ordered[0].library, ordered[0].version)
-        followed = follow_conversation([e.question for e in ordered], start, versions, rewrite)
+        reset = [memory_reset and e.needs_memory for e in ordered]
+        followed = follow_conversation([e.question for e in ordered], start, versions, rewrite, reset)
         out.update({e.id: query for e, query in zip(ordered, followed, strict=True)})
     return out
 
@@ -217,14 +221,16 @@ def compute_candidates(
     progress: bool = True,
     retriever: Retriever | None = None,
     limits: ErrorLimits | None = None,
+    memory_reset: bool = False,
 ) -> CandidateSet:
     """Retrieve the top-K of every entry with the configured retriever (or ``retriever``, a user's object from
     the Python API) and record what they came from. A user's function's failures are per-entry errors
-    (:func:`retrieve_all`, ``limits``)."""
+    (:func:`retrieve_all`, ``limits``). ``memory_reset``: needs_memory turns retrieved without the
+    conversation's context (:func:`turn_queries`)."""
     depth = cfg.candidates_k
     if depth < cfg.k:
         raise UsageError(f"candidates_k={depth} must be >= k={cfg.k} (retrieve once, cut at any k <= K)")
-    turns = turn_queries(entries, corpus, cfg.memory.rewrite)
+    turns = turn_queries(entries, corpus, cfg.memory.rewrite, memory_reset)
     if retriever is not None:
         cands = retrieve_all(entries, retriever, corpus, depth, progress, limits, turns)
     else:
@@ -251,6 +257,8 @@ def compute_candidates(
         "system": describe() if callable(describe) else {"retriever": cfg.retriever.name},
         # How conversation turns were retrieved (memory.rewrite); absent when the golden set has none.
         **({"rewrite": cfg.memory.rewrite} if turns else {}),
+        # Needs_memory turns retrieved without their conversation's context (--memory-reset needs_memory).
+        **({"memory_reset": "needs_memory"} if turns and memory_reset else {}),
     }
     return cands
 
@@ -334,6 +342,23 @@ def _load_bm25(path: Path, command: str) -> dict[str, list[str]] | None:
     return out
 
 
+def _check_turn_queries(cands: CandidateSet, rewrite: str | None, memory_reset: bool) -> None:
+    """Conversation turns retrieved with another query rewrite, or with(out) the reset of needs_memory turns,
+    are another system's candidates."""
+    cached_reset = cands.meta.get("memory_reset") == "needs_memory"
+    if cached_reset != memory_reset:
+        raise UsageError(
+            "candidate cache retrieved needs_memory turns "
+            f"{'without' if cached_reset else 'with'} their conversation's context, and this run asks them "
+            f"{'without' if memory_reset else 'with'} it (--memory-reset); rerun {rerun('retrieve')}"
+        )
+    if rewrite is not None and cands.meta.get("rewrite") != rewrite:
+        raise UsageError(
+            f"candidate cache retrieved conversation turns with memory.rewrite={cands.meta.get('rewrite')}, "
+            f"not {rewrite}; rerun {rerun('retrieve')}"
+        )
+
+
 def check_candidates(
     cands: CandidateSet,
     entries: Sequence[GoldenEntry],
@@ -344,6 +369,7 @@ def check_candidates(
     index_dir: Path | None = None,
     store_cfg: schema.Store | None = None,
     rewrite: str | None = None,
+    memory_reset: bool = False,
 ) -> None:
     """Loud errors when the cache does not match what is being evaluated, or is not whole (fewer records than
     its ``meta.json`` counts).
@@ -352,13 +378,10 @@ def check_candidates(
     ``index_dir`` and a retriever that reads the index (dense, hybrid), from that index (its manifest's
     ``content_hash``); with ``store_cfg``, with the requested search (store.search); with ``rewrite``, a golden
     set's conversation turns with that query rewrite (memory.rewrite). A cache from another corpus, index,
-    search or rewrite holds another system's candidates."""
-    has_turns = any(e.conversation is not None for e in entries)
-    if rewrite is not None and has_turns and cands.meta.get("rewrite") != rewrite:
-        raise UsageError(
-            f"candidate cache retrieved conversation turns with memory.rewrite={cands.meta.get('rewrite')}, "
-            f"not {rewrite}; rerun {rerun('retrieve')}"
-        )
+    search or rewrite holds another system's candidates; so does one whose needs_memory turns were (or were
+    not) retrieved without their conversation's context when ``memory_reset`` says otherwise."""
+    if any(e.conversation is not None for e in entries):
+        _check_turn_queries(cands, rewrite, memory_reset)
     if cands.meta.get("golden_md5") != golden_md5:
         raise UsageError(
             f"candidate cache was built from another golden set (md5 differs); rerun {rerun('retrieve')}"

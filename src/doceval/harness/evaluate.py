@@ -127,6 +127,14 @@ class AgentSetup:
     # run.max_abandoned: calls of the user's function left running past their deadline before the run stops
     max_abandoned: int | None
     rewrite: str  # memory.rewrite: how doceval's agent retrieves for a conversation's follow-up
+    # --memory-reset needs_memory: each needs_memory turn asked without its conversation's context
+    memory_reset: bool = False
+
+    def reset_ids(self, plan: RunPlan) -> frozenset[str]:
+        """The turns asked without their conversation's context (none unless ``memory_reset``)."""
+        if not self.memory_reset:
+            return frozenset()
+        return frozenset(e.id for e in plan.entries if e.conversation is not None and e.needs_memory)
 
 
 def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetup:
@@ -138,6 +146,11 @@ def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetu
     answerer = make_answerer(answerer_cfg) if answerer_cfg is not None else None
     judge = make_judge(judge_cfg, version_strings(plan.entries))
     warm = options.warm_memory or not cfg.memory.isolate
+    if warm and options.memory_reset:
+        raise UsageError(
+            "--memory-reset needs_memory with warm memory (--warm-memory or memory.isolate=false): a turn "
+            "cannot be asked without context while one memory spans the run; drop one of them"
+        )
     # The key hashes the blocks as the summary records them (config_dict): a run key does not change with the code
     # that reads them.
     key = run_key(
@@ -155,6 +168,8 @@ def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetu
             "warm": warm,
             # Follow-ups are retrieved with the rewrite: another one is another system (golden sets with turns).
             **({"rewrite": cfg.memory.rewrite} if plan.conversations() else {}),
+            # Another replay of the same conversations (what memory benefit compares against): its own journals.
+            **({"memory_reset": "needs_memory"} if options.memory_reset else {}),
             "code": source_hash(*AGENT_CODE, "llm", "prompts"),
             # A repeat of a run is a run of its own (an assistant's replies are not cached by seed).
             **({"repeat": options.repeat} if options.repeat else {}),
@@ -167,7 +182,7 @@ def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetu
     journal, judge_journal = (None, None) if offline else (run_dir / "journal.jsonl", run_dir / "judge.jsonl")
     return AgentSetup(answerer_cfg, judge_cfg, answerer, judge, warm, None if budget is None else float(budget),
                       cfg.run.max_concurrency, key, journal, judge_journal, cfg.run.max_abandoned,
-                      cfg.memory.rewrite)  # fmt: skip
+                      cfg.memory.rewrite, options.memory_reset)  # fmt: skip
 
 
 def open_ledger(setup: AgentSetup, plan: RunPlan) -> Ledger:
@@ -211,7 +226,7 @@ def run_docchat(
     # The user's function returning nothing is its own refusal, not a floor's (no floor was involved).
     unretrieved = [e.id for e in plan.entries if plan.user_retriever and not plan.candidates.ranked.get(e.id)]
     # A follow-up is routed to the pin its conversation moved to (the same queries the candidates were made with).
-    turns = turn_queries(plan.entries, plan.corpus, setup.rewrite)
+    turns = turn_queries(plan.entries, plan.corpus, setup.rewrite, setup.memory_reset)
     pins = {i: (t.library, t.version) for i, t in turns.items()}
     search = PrecomputedSearch(plan.candidates.routed, hits, texts, plan.floors.of, unretrieved, pins)
     # The offline answerer is pure Python under the GIL: threads would only add their overhead.
@@ -226,6 +241,7 @@ def run_docchat(
         ledger=ledger,
         progress=progress,
         conversation_of=plan.conversations(),
+        reset_ids=setup.reset_ids(plan),
     )
     missing = [e.id for e in plan.entries if e.id not in outcome.records and e.id not in errors]
     if missing:
@@ -266,6 +282,7 @@ def run_assistant(plan: RunPlan, setup: AgentSetup, options: EvalOptions) -> Sys
         max_abandoned=setup.max_abandoned,
         progress=options.progress,
         conversation_of=plan.conversations(),
+        reset_ids=setup.reset_ids(plan),
     )
     # An entry never asked (the run stopped first) has no reply.
     replies = {e.id: outcome.responses[e.id] for e in plan.entries if e.id in outcome.responses}

@@ -53,6 +53,9 @@ class EvalOptions:
     floor_flags: dict[str, float] = field(default_factory=dict)
     no_judge: bool = False
     warm_memory: bool = False
+    # --memory-reset needs_memory: each needs_memory turn asked without its conversation's context (a fresh
+    # session or memory, the starting pin, no query rewrite); what memory benefit is measured against.
+    memory_reset: bool = False
     progress: bool = True
     candidates: CandidateSet | None = None  # reuse a loaded cache (sweeps)
     floors: Floors | None = None  # explicit floors (the calibrate stage scoring its own split)
@@ -154,14 +157,14 @@ def cached_candidates(
     index_dir = Path(cfg.paths.index)
     if options.candidates is not None:
         check_candidates(options.candidates, all_entries, golden_md5, cfg.retriever, k, corpus, index_dir,
-                         cfg.store, cfg.memory.rewrite)  # fmt: skip
+                         cfg.store, cfg.memory.rewrite, options.memory_reset)  # fmt: skip
         return options.candidates
     runs = Path(cfg.paths.runs)
     if not uses_function_retriever(cfg, options) and (runs / "candidates" / "meta.json").is_file():
         cached = load_candidates(runs)
         try:
             check_candidates(cached, all_entries, golden_md5, cfg.retriever, k, corpus, index_dir, cfg.store,
-                             cfg.memory.rewrite)  # fmt: skip
+                             cfg.memory.rewrite, options.memory_reset)  # fmt: skip
             return cached
         except UsageError as exc:
             # Another retriever, golden set or a deeper k: retrieve live in the run, leaving the cache alone.
@@ -375,7 +378,7 @@ def retrieve_live(cfg: Config, options: EvalOptions, plan: RunPlan) -> RunPlan:
     # A user's retriever sees every question: doceval's router (over a corpus it may know) is not its.
     cands = compute_candidates(live, None if user else plan.corpus, plan.entries if user else plan.all_entries,
                                plan.golden_path, plan.golden_md5, options.progress, retriever=options.retriever,
-                               limits=limits)  # fmt: skip
+                               limits=limits, memory_reset=options.memory_reset)  # fmt: skip
     return settle(cfg, options, dataclasses.replace(plan, awaits_retrieval=False), cands)
 
 

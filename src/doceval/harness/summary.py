@@ -194,7 +194,11 @@ def _config_block(
             "max_concurrency": setup.max_concurrency,
             "max_abandoned": setup.max_abandoned,
         },
-        "memory": {"isolate": not setup.warm},
+        "memory": {
+            "isolate": not setup.warm,
+            # The replay memory benefit compares against; absent on an ordinary run.
+            **({"reset": "needs_memory"} if setup.memory_reset else {}),
+        },
         # The pins its out-of-scope labels were checked against: another corpus makes them mean other things.
         "golden": {
             "path": str(plan.golden_path),

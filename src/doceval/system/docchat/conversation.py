@@ -91,15 +91,29 @@ class PinTracker:
 
 
 def follow_conversation(
-    questions: Sequence[str], start: tuple[str, str], versions: Mapping[str, Sequence[str]], rewrite: str
+    questions: Sequence[str],
+    start: tuple[str, str],
+    versions: Mapping[str, Sequence[str]],
+    rewrite: str,
+    reset: Sequence[bool] | None = None,
 ) -> list[TurnQuery]:
-    """One :class:`TurnQuery` per turn, in order: the tracked pin, and the query ``rewrite`` builds."""
+    """One :class:`TurnQuery` per turn, in order: the tracked pin, and the query ``rewrite`` builds.
+
+    ``reset`` (one flag per turn; ``--memory-reset needs_memory``): a flagged turn is asked with no conversation
+    context (its own question, the starting pin) and is no part of the context of later turns, as a question
+    asked in a fresh session would be: the tracker does not follow it and the next rewrite skips it."""
     if rewrite not in REWRITES:
         raise ValueError(f"memory.rewrite={rewrite!r}: one of {', '.join(REWRITES)}")
+    flags = list(reset) if reset is not None else [False] * len(questions)
     tracker = PinTracker(start, versions)
     out: list[TurnQuery] = []
+    previous: str | None = None  # the last question the conversation's session saw
     for n, question in enumerate(questions):
+        if n and flags[n]:
+            out.append(TurnQuery(question, *start))
+            continue
         library, version = tracker.follow(question) if n else start
-        query = f"{questions[n - 1]} {question}" if n and rewrite == "previous" else question
+        query = f"{previous} {question}" if previous is not None and rewrite == "previous" else question
         out.append(TurnQuery(query, library, version))
+        previous = question
     return out

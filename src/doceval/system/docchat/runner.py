@@ -15,7 +15,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +100,10 @@ class _AgentRun:
         journal: Journal,
         shared_memory: Memory | None,
         records: dict[str, Reply],
+        reset_ids: frozenset[str] = frozenset(),
     ) -> None:
         self.search = search
+        self.reset_ids = reset_ids  # turns answered with an empty memory (--memory-reset needs_memory)
         self.answerer = answerer
         self.journal = journal
         self.shared_memory = shared_memory
@@ -112,13 +114,15 @@ class _AgentRun:
 
     def process_unit(self, unit: Sequence[Probe]) -> list[tuple[Probe, Outcome]]:
         """A conversation's turns in order with one memory, fresh for it (a single probe is a unit of one, so
-        memory is reset per entry); a turn that fails ends the conversation (a rerun replays it whole)."""
+        memory is reset per entry); a turn that fails ends the conversation (a rerun replays it whole). A turn
+        in ``reset_ids`` is answered with an empty memory of its own, which the conversation's never sees:
+        the turn alone in a fresh session, the conversation going on afterwards."""
         memory = Memory()
         outcomes: list[tuple[Probe, Outcome]] = []
         for probe in unit:
             if self.stopping.is_set():
                 break
-            outcomes.append((probe, self.process(probe, memory)))
+            outcomes.append((probe, self.process(probe, Memory() if probe.id in self.reset_ids else memory)))
             if outcomes[-1][1][0] != "ok":
                 break
         return outcomes
@@ -208,6 +212,7 @@ def run_agent(
     ledger: Ledger | None = None,
     progress: bool = True,
     conversation_of: Mapping[str, str] | None = None,
+    reset_ids: Collection[str] = (),
 ) -> RunOutcome:
     """Answer every probe; see the module docstring for the journal.
 
@@ -217,7 +222,9 @@ def run_agent(
     - Conversations (``conversation_of``: probe id -> conversation id; isolated memory): one memory per
       conversation, kept across its turns (run in order) and fresh for the next; a conversation is one unit
       of concurrency. On resume, a conversation with a turn missing is replayed from its first turn (its
-      journaled turns are dropped, never counted twice).
+      journaled turns are dropped, never counted twice). A turn in ``reset_ids`` (``--memory-reset
+      needs_memory``) is answered with an empty memory of its own; its search already used the starting pin
+      and no rewrite (:func:`doceval.harness.candidates.turn_queries`).
     - A refused search is recorded as refused (its cause "router" or "floor") without calling the answerer.
     - ``budget_usd`` covers the whole run, resumed entries' recorded cost included; the run stops cleanly
       before a call that could exceed it (``stopped_reason="budget"``), with finished entries journaled.
@@ -244,7 +251,7 @@ def run_agent(
         attach(ledger)
 
     shared_memory = Memory() if warm_memory else None
-    run = _AgentRun(search, answerer, Journal(journal_path), shared_memory, dict(done))
+    run = _AgentRun(search, answerer, Journal(journal_path), shared_memory, dict(done), frozenset(reset_ids))
     errors: dict[str, str] = {}
     todo = [u for u in units if u[0].id not in done]
     bar = Progress(len(probes), "agent", "entry", enabled=progress, initial=len(done))
