@@ -1,0 +1,171 @@
+"""Conversations everywhere results go (issue 30 item 5): MLflow (one trace per turn in its conversation's
+session, read back from a real sqlite store; the conversation block as run metrics), the report's
+Conversations section, compare per turn position and all_turns_correct, the gate on conversation metrics,
+and history of the logged conversation metrics."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow import MlflowClient
+
+import doceval
+from doceval.scoring.conversation_names import conversation_figures, conversation_metric_names
+from doceval.tracking import log_run
+from doceval.tracking.traces import session_of
+
+SESSION_KEY = "mlflow.trace.session"  # mlflow.tracing.constant.TraceMetadataKey.TRACE_SESSION in 3.17
+
+DOCS = {
+    "pydantic@2.8:dump": "model_dump turns a pydantic 2.8 model into a dict",
+    "pydantic@1.10:dict": "dict turns a pydantic 1.10 model into a dict",
+    "httpx@0.27:async": "AsyncClient sends async requests with httpx",
+}
+
+
+def golden_turn(question: str, pin: str, relevant: list[str], **fields: Any) -> dict[str, Any]:
+    library, version = pin.split("@")
+    out_of_scope = not relevant
+    rec = {"question": question, "library": library, "version": version, "out_of_scope": out_of_scope,
+           "relevant_ids": relevant, "reference_answer": "" if out_of_scope else "see the docs",
+           "expected_apis": [], "forbidden_apis": [], "kind": "first_turn", "needs_memory": False}  # fmt: skip
+    rec.update(fields)
+    return rec
+
+
+GOLDEN = [
+    {"id": "conv-a", "split": "test", "kind": "conversation", "turns": [
+        golden_turn("pydantic 2.8 model dump to dict", "pydantic@2.8", ["pydantic@2.8:dump"]),
+        golden_turn("and in 1.10?", "pydantic@1.10", ["pydantic@1.10:dict"], kind="follow_up_version_switch",
+                    needs_memory=True),
+        golden_turn("what is the capital of France?", "pydantic@2.8", [], kind="out_of_scope_follow_up"),
+    ]},
+    {"id": "q-single", "split": "test", **golden_turn("httpx async requests", "httpx@0.27", ["httpx@0.27:async"],
+                                                      kind="lookup")},
+    {"id": "conv-b", "split": "test", "kind": "conversation", "turns": [
+        golden_turn("httpx async requests client", "httpx@0.27", ["httpx@0.27:async"]),
+        golden_turn("and for a pydantic 2.8 model dump?", "pydantic@2.8", ["pydantic@2.8:dump"],
+                    kind="topic_shift"),
+        golden_turn("and in 1.10?", "pydantic@1.10", ["pydantic@1.10:dict"], kind="follow_up_version_switch",
+                    needs_memory=True),
+    ]},
+]  # fmt: skip
+
+
+class MemoryAssistant:
+    """A user's assistant with memory per session: a follow-up ("and in 1.10?") is read with the session's
+    previous question, and a question sharing no word with the docs is refused."""
+
+    def __init__(self) -> None:
+        self.previous: dict[str, str] = {}
+
+    def __call__(self, *, question: str, library: str, version: str, session_id: str) -> dict[str, Any]:
+        query = f"{self.previous.get(session_id, '')} {question}"
+        self.previous[session_id] = question
+        words = set(query.lower().replace("?", "").split())
+        scored = sorted(((len(words & set(t.split())), d) for d, t in DOCS.items()), reverse=True)
+        if "1.10" in question:
+            scored = [(9, "pydantic@1.10:dict")]
+        sources = [d for s, d in scored if s >= 3][:2]
+        return {"answer": "see the docs" if sources else "", "sources": sources, "refused": not sources}
+
+
+@pytest.fixture(scope="module")
+def conversation_summary(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("conversations")
+    path = folder / "golden.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in GOLDEN), encoding="utf-8")
+    return dict(doceval.evaluate(path, agent=MemoryAssistant(), k=2))
+
+
+@pytest.fixture
+def summary(conversation_summary: dict[str, Any]) -> dict[str, Any]:
+    return copy.deepcopy(conversation_summary)
+
+
+# ------------------------------------------------------------------------------------------------ MLflow
+
+
+@pytest.fixture(scope="module")
+def logged(conversation_summary: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """The summary logged as a run with its traces in a real sqlite store: (store URI, run id)."""
+    uri = f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
+    return uri, log_run(conversation_summary, uri=uri, run_name="conversations")
+
+
+def _run_traces(uri: str, run_id: str) -> list[Any]:
+    client = MlflowClient(uri)
+    run = client.get_run(run_id)
+    return list(client.search_traces(locations=[run.info.experiment_id], run_id=run_id, max_results=100))
+
+
+def test_every_turn_trace_carries_its_conversation_session_and_position(logged: tuple[str, str]) -> None:
+    uri, run_id = logged
+    traces = {t.info.tags["doceval.entry_id"]: t for t in _run_traces(uri, run_id)}
+    assert sorted(traces) == [
+        "conv-a#1",
+        "conv-a#2",
+        "conv-a#3",
+        "conv-b#1",
+        "conv-b#2",
+        "conv-b#3",
+        "q-single",
+    ]
+    for entry_id, trace in traces.items():
+        meta, tags = trace.info.trace_metadata, trace.info.tags
+        if entry_id == "q-single":  # a single question is no session
+            assert SESSION_KEY not in meta and "doceval.turn" not in tags
+            continue
+        conversation, turn = entry_id.split("#")
+        assert meta[SESSION_KEY] == session_of(run_id, conversation) == f"{conversation} @ {run_id}"
+        assert tags["doceval.conversation"] == conversation and tags["doceval.turn"] == turn
+        assert tags["doceval.needs_memory"] == ("true" if entry_id in ("conv-a#2", "conv-b#3") else "false")
+
+
+def test_a_session_search_returns_one_conversations_turns_in_order(logged: tuple[str, str]) -> None:
+    uri, run_id = logged
+    client = MlflowClient(uri)
+    experiment = client.get_run(run_id).info.experiment_id
+    for conversation in ("conv-a", "conv-b"):
+        found = client.search_traces(
+            locations=[experiment],
+            filter_string=f"metadata.`{SESSION_KEY}` = '{session_of(run_id, conversation)}'",
+            order_by=["timestamp_ms ASC"],
+        )
+        assert [t.info.tags["doceval.entry_id"] for t in found] == [f"{conversation}#{n}" for n in (1, 2, 3)]
+
+
+def test_the_conversation_block_is_logged_as_run_metrics(
+    logged: tuple[str, str], conversation_summary: dict[str, Any]
+) -> None:
+    uri, run_id = logged
+    logged_metrics = MlflowClient(uri).get_run(run_id).data.metrics
+    block = conversation_summary["metrics"]["conversations"]
+    assert logged_metrics["conversations.hit_rate"] == pytest.approx(block["turns"]["hit_rate"])
+    assert logged_metrics["conversations.hit_rate_ci_lo"] == pytest.approx(
+        block["turns"]["ci95"]["hit_rate"][0]
+    )
+    assert logged_metrics["conversations.turn2.hit_rate"] == pytest.approx(
+        block["by_position"]["2"]["hit_rate"]
+    )
+    turn3 = block["by_position"]["3+"]["refused_correctly"]
+    assert logged_metrics["conversations.turn3_plus.refused_correctly"] == pytest.approx(turn3)
+    per = block["per_conversation"]["all_turns_correct"]
+    if per is None:  # not measured: never logged as a number
+        assert "conversations.all_turns_correct" not in logged_metrics
+    else:
+        assert logged_metrics["conversations.all_turns_correct"] == pytest.approx(per)
+    # Every logged conversation metric is a name the gate and history accept.
+    logged_names = {
+        k for k in logged_metrics if k.startswith("conversations.") and not k.endswith(("_lo", "_hi"))
+    }
+    assert logged_names and logged_names <= set(conversation_metric_names())
+
+
+def test_a_single_question_summary_logs_no_conversation_metric(conversation_summary: dict[str, Any]) -> None:
+    metrics = {k: v for k, v in conversation_summary["metrics"].items() if k != "conversations"}
+    assert conversation_figures(metrics) == {}
