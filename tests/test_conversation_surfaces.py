@@ -14,7 +14,11 @@ import pytest
 from mlflow import MlflowClient
 
 import doceval
+from doceval.cli.main import main
+from doceval.errors import UsageError
+from doceval.results.gating import check_gate_config, gate, load_gate_config
 from doceval.scoring.conversation_names import conversation_figures, conversation_metric_names
+from doceval.scoring.conversations import ClusterSettings, conversation_metrics
 from doceval.tracking import log_run
 from doceval.tracking.traces import session_of
 
@@ -169,3 +173,74 @@ def test_the_conversation_block_is_logged_as_run_metrics(
 def test_a_single_question_summary_logs_no_conversation_metric(conversation_summary: dict[str, Any]) -> None:
     metrics = {k: v for k, v in conversation_summary["metrics"].items() if k != "conversations"}
     assert conversation_figures(metrics) == {}
+
+
+# -------------------------------------------------------------------------------------------------- gate
+
+
+def _set_turn(summary: dict[str, Any], entry_id: str, stage: str, **scores: float) -> None:
+    """Make one turn fail (or pass) and recompute the conversation block, as scoring would."""
+    entry = next(e for e in summary["entries"] if e["id"] == entry_id)
+    entry["stage"] = stage
+    entry["scores"].update(scores)
+    block = conversation_metrics(summary["entries"], ClusterSettings.of_summary(summary))
+    summary["metrics"]["conversations"] = block
+
+
+def test_the_gate_thresholds_a_turn_position_metric_and_all_turns_correct(summary: dict[str, Any]) -> None:
+    _set_turn(summary, "conv-b#2", "relevant_not_in_top_k", hit_rate=0.0)
+    rules = check_gate_config({"thresholds": {"hit_rate": 0.5, "conversations.turn1.hit_rate": 0.9,
+                                              "conversations.turn2.hit_rate": 0.9,
+                                              "conversations.all_turns_correct": 0.6}})  # fmt: skip
+    verdict = gate(summary, rules)
+    assert not verdict.passed
+    assert [f.metric for f in verdict.failures] == [
+        "conversations.turn2.hit_rate",
+        "conversations.all_turns_correct",
+    ]
+    assert verdict.failures[0].reason == (
+        "conversations.turn2.hit_rate >= 0.90: conversations.turn2.hit_rate = 0.5000, short by 0.4000"
+    )
+    assert "conversations.all_turns_correct >= 0.60" in verdict.line
+
+
+def test_a_memory_leak_threshold_is_lower_is_better(summary: dict[str, Any]) -> None:
+    summary["metrics"]["conversations"]["memory_leak"] = {
+        "hit_rate": {"isolated": 1.0, "warm_memory": 0.75, "leak": 0.25, "ci95": [0.05, 0.5], "n_turns": 4}
+    }
+    verdict = gate(summary, check_gate_config({"thresholds": {"conversations.memory_leak.hit_rate": 0.1}}))
+    assert [f.reason for f in verdict.failures] == [
+        "conversations.memory_leak.hit_rate <= 0.10: conversations.memory_leak.hit_rate = 0.2500, over by 0.1500"
+    ]
+
+
+def test_a_conversation_threshold_on_a_run_without_conversations_fails_as_not_measured(
+    summary: dict[str, Any],
+) -> None:
+    del summary["metrics"]["conversations"]
+    verdict = gate(summary, check_gate_config({"thresholds": {"conversations.hit_rate": 0.5}}))
+    assert [f.reason for f in verdict.failures] == [
+        "conversations.hit_rate >= 0.50: not measured (the summary has no conversations: evaluate a golden set "
+        "with conversation entries)"
+    ]
+
+
+def test_an_unknown_conversation_metric_is_exit_2_listing_the_valid_names(
+    tmp_path: Path, summary: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "gate.yaml"
+    config.write_text("thresholds:\n  conversations.turn4.hit_rate: 0.5\n", encoding="utf-8")
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(summary), encoding="utf-8")
+    with pytest.raises(UsageError) as err:
+        load_gate_config(config)
+    message = str(err.value)
+    assert message.startswith(
+        f"{config}: thresholds.conversations.turn4.hit_rate: unknown metric; valid metrics:"
+    )
+    assert "conversations.{turn1|turn2|turn3_plus}.METRIC" in message
+    assert "conversations.all_turns_correct" in message
+    assert main(["gate", str(path), "--config", str(config)]) == 2
+    assert "thresholds.conversations.turn4.hit_rate: unknown metric" in capsys.readouterr().err
+    config.write_text("thresholds:\n  conversations.turn2.hit_rate: 0.5\n", encoding="utf-8")
+    assert main(["gate", str(path), "--config", str(config)]) == 0

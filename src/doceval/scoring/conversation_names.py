@@ -22,8 +22,10 @@ __all__ = [
     "ConversationFigure",
     "conversation_figures",
     "conversation_metric_names",
+    "figure_value",
     "is_conversation_metric",
     "lower_is_better",
+    "naming_help",
 ]
 
 PREFIX = "conversations"
@@ -109,3 +111,23 @@ def conversation_figures(metrics: Mapping[str, Any]) -> dict[str, ConversationFi
         if isinstance(block.get(figure), Mapping):
             out.update(_memory_group(block[figure], figure, key))
     return out
+
+
+def naming_help() -> str:
+    """The conversation names as patterns, for an error that lists what is valid."""
+    positions = "|".join(POSITION_GROUPS.values())
+    memory = "|".join(MEMORY_GROUPS.values())
+    figures = "|".join(MEMORY_FIGURES)
+    return (
+        f"on conversations: {PREFIX}.METRIC, {PREFIX}.{{{positions}}}.METRIC, {PREFIX}.{{{memory}}}.METRIC, "
+        f"{PREFIX}.all_turns_correct, {PREFIX}.{{{figures}}}.{{{'|'.join(names('memory'))}}}"
+    )
+
+
+def figure_value(metrics: Mapping[str, Any], name: str) -> float | None:
+    """A metric's value in a summary's ``metrics`` by any valid name (None: not measured)."""
+    if not is_conversation_metric(name):
+        value = metrics.get(name)
+        return None if value is None else float(value)
+    figure = conversation_figures(metrics).get(name)
+    return None if figure is None else figure.value
