@@ -17,6 +17,7 @@ import doceval
 from doceval.cli.main import main
 from doceval.errors import UsageError
 from doceval.results.gating import check_gate_config, gate, load_gate_config
+from doceval.results.markdown import render_report
 from doceval.scoring.conversation_names import conversation_figures, conversation_metric_names
 from doceval.scoring.conversations import ClusterSettings, conversation_metrics
 from doceval.tracking import log_run
@@ -244,3 +245,62 @@ def test_an_unknown_conversation_metric_is_exit_2_listing_the_valid_names(
     assert "thresholds.conversations.turn4.hit_rate: unknown metric" in capsys.readouterr().err
     config.write_text("thresholds:\n  conversations.turn2.hit_rate: 0.5\n", encoding="utf-8")
     assert main(["gate", str(path), "--config", str(config)]) == 0
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+
+def _section(report: str) -> list[str]:
+    lines = report.splitlines()
+    start = lines.index("## Conversations")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("## "))
+    return lines[start:end]
+
+
+def test_the_report_has_a_conversations_section_per_turn_position_and_memory(summary: dict[str, Any]) -> None:
+    _set_turn(summary, "conv-b#2", "relevant_not_in_top_k", hit_rate=0.0)
+    block = summary["metrics"]["conversations"]
+    section = _section(render_report(summary))
+    assert section[2] == "2 conversations, 6 turns, 2 of which need an earlier turn (needs_memory)."
+    assert section[4] == ("| metric | all turns | turn 1 | turn 2 | turn 3+ | needs memory: no "
+                          "| needs memory: yes |")  # fmt: skip
+    lo, hi = block["turns"]["ci95"]["hit_rate"]
+    hit = next(line for line in section if line.startswith("| hit_rate |"))
+    assert hit.startswith(
+        f"| hit_rate | 0.8000 [{lo:.4f}, {hi:.4f}] | 1.0000 (n<10) | 0.5000 (n<10) | 1.0000 (n<10) "
+    )
+    refused = next(line for line in section if line.startswith("| refused_correctly |"))
+    assert refused.split(" | ")[2:4] == ["n/a", "n/a"]  # no out-of-scope turn at positions 1 and 2
+    assert "Not measured on any turn: answer_accuracy." in section
+    per = block["per_conversation"]
+    lo, hi = per["ci95"]
+    at = next(i for i, line in enumerate(section) if line.startswith("All turns correct:"))
+    assert section[at].startswith(f"All turns correct: 0.5000 [{lo:.4f}, {hi:.4f}] over 2 conversations")
+    assert section[at + 4 : at + 6] == ["| turn 2 | 1 |", "| none (all correct) | 1 |"]
+    assert "### Memory benefit" not in section
+
+
+def test_the_report_shows_memory_benefit_and_leak_when_measured(summary: dict[str, Any]) -> None:
+    block = summary["metrics"]["conversations"]
+    block["memory_benefit"] = {
+        "hit_rate": {"with_memory": 1.0, "memory_reset": 0.5, "benefit": 0.5, "ci95": [0.1, 0.9],
+                     "ci_method": "cluster-bca", "n_turns": 2, "n_conversations": 2},
+        "answer_accuracy": {"with_memory": None, "memory_reset": None, "benefit": None, "ci95": None,
+                            "ci_method": None, "n_turns": 0, "n_conversations": 0},
+    }  # fmt: skip
+    block["memory_leak"] = {"refused_correctly": {"isolated": 1.0, "warm_memory": 0.0, "leak": 1.0,
+                                                  "ci95": [0.2, 1.0], "ci_method": "cluster-wilson-bounded",
+                                                  "n_turns": 1, "n_conversations": 1}}  # fmt: skip
+    section = _section(render_report(summary))
+    assert "| hit_rate | 1.0000 | 0.5000 | +0.5000 [+0.1000, +0.9000] | cluster-bca | 2 |" in section
+    assert "| answer_accuracy | not measured | - | - | - | 0 |" in section  # never a 0
+    leak = section.index("### Memory leak")
+    assert section[leak + 4] == "| metric | isolated | warm memory | leak [95% CI] | interval | n |"
+    assert section[leak + 6] == (
+        "| refused_correctly | 1.0000 | 0.0000 | +1.0000 [+0.2000, +1.0000] | cluster-wilson-bounded | 1 |"
+    )
+
+
+def test_a_single_question_report_has_no_conversations_section(summary: dict[str, Any]) -> None:
+    del summary["metrics"]["conversations"]
+    assert "## Conversations" not in render_report(summary)
