@@ -16,10 +16,12 @@ from mlflow import MlflowClient
 import doceval
 from doceval.cli.main import main
 from doceval.errors import UsageError
+from doceval.results.comparison import compare, format_compare
 from doceval.results.gating import check_gate_config, gate, load_gate_config
 from doceval.results.markdown import render_report
 from doceval.scoring.conversation_names import conversation_figures, conversation_metric_names
 from doceval.scoring.conversations import ClusterSettings, conversation_metrics
+from doceval.scoring.proportions import mcnemar_exact_p, newcombe_paired
 from doceval.tracking import log_run
 from doceval.tracking.traces import session_of
 
@@ -304,3 +306,42 @@ def test_the_report_shows_memory_benefit_and_leak_when_measured(summary: dict[st
 def test_a_single_question_report_has_no_conversations_section(summary: dict[str, Any]) -> None:
     del summary["metrics"]["conversations"]
     assert "## Conversations" not in render_report(summary)
+
+
+# ----------------------------------------------------------------------------------------------- compare
+
+
+def test_compare_shows_which_turn_positions_changed_and_all_turns_correct_paired_by_conversation(
+    summary: dict[str, Any],
+) -> None:
+    new = copy.deepcopy(summary)
+    _set_turn(new, "conv-b#2", "relevant_not_in_top_k", hit_rate=0.0)  # turn 2 of conv-b breaks
+    result = compare(summary, new)
+    assert [(p.position, p.n_turns, p.better, p.worse, p.other) for p in result.positions] == [
+        ("1", 2, 0, 0, 0), ("2", 2, 0, 1, 0), ("3+", 2, 0, 0, 0)
+    ]  # fmt: skip
+    overall = result.all_turns_correct
+    assert overall is not None
+    assert (overall.base, overall.new, overall.change, overall.n_paired) == (1.0, 0.5, -0.5, 2)
+    assert (overall.wins, overall.ties, overall.losses) == (0, 1, 1)
+    assert overall.ci == pytest.approx(
+        newcombe_paired(1, 1, 0, 0, 0.05)
+    )  # both, base only, new only, neither
+    assert overall.p_value == pytest.approx(mcnemar_exact_p(1, 0))
+    text = format_compare(result).splitlines()
+    at = text.index("turns by position (baseline -> new; failing -> correct is better):")
+    assert text[at + 2] == "  turn 2: 0 better, 1 worse, 0 other stage changes, of 2 turns"
+    assert text[at + 4].startswith("all_turns_correct: 1.0000 -> 0.5000, change -0.5000 [")
+    # And back: the same turn is counted better.
+    back = compare(new, summary)
+    assert [(p.better, p.worse) for p in back.positions][1] == (1, 0)
+
+
+def test_compare_of_single_question_runs_has_no_conversation_lines(summary: dict[str, Any]) -> None:
+    for e in summary["entries"]:
+        for key in ("conversation", "turn", "needs_memory"):
+            e.pop(key, None)
+    del summary["metrics"]["conversations"]
+    result = compare(summary, copy.deepcopy(summary))
+    assert result.positions == [] and result.all_turns_correct is None
+    assert "turns by position" not in format_compare(result)
