@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -345,3 +346,44 @@ def test_compare_of_single_question_runs_has_no_conversation_lines(summary: dict
     result = compare(summary, copy.deepcopy(summary))
     assert result.positions == [] and result.all_turns_correct is None
     assert "turns by position" not in format_compare(result)
+
+
+# ----------------------------------------------------------------------------------------------- history
+
+
+def _git(root: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}  # fmt: skip
+    return subprocess.run(["git", *args], cwd=root, env=env, capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+
+
+def test_history_prints_and_plots_a_logged_conversation_metric(
+    tmp_path: Path,
+    summary: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    _git(tmp_path, "init", "-q")
+    commits = []
+    for i, (entry_id, stage) in enumerate((("conv-a#1", "ok"), ("conv-b#2", "relevant_not_in_top_k"))):
+        _git(tmp_path, "commit", "-q", "--allow-empty", "-m", f"c{i}")
+        commits.append(_git(tmp_path, "rev-parse", "HEAD"))
+        run = copy.deepcopy(summary)
+        _set_turn(run, entry_id, stage, hit_rate=1.0 if stage == "ok" else 0.0)
+        run["config"]["provenance"] = {**(run["config"].get("provenance") or {}), "git_commit": commits[-1]}
+        log_run(run, uri=uri, root=tmp_path, run_name=f"run{i}")
+    capsys.readouterr()
+    name = "conversations.turn2.hit_rate"
+    assert (
+        main(["history", "--tracking-uri", uri, "--split", "all", "--metric", name, "--plot", "h.png"]) == 0
+    )
+    out = capsys.readouterr().out.splitlines()
+    rows = [line.split() for line in out if line[:8] in {c[:8] for c in commits}]
+    assert [r[0] for r in rows] == [c[:8] for c in commits]
+    assert rows[0][-1] == "1.000" and rows[1][-2:] == ["0.500", "-0.500"]  # too few turns: no interval logged
+    assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["history", "--tracking-uri", uri, "--metric", "conversations.turn9.hit_rate"]) == 2
+    assert "conversations.{turn1|turn2|turn3_plus}.METRIC" in capsys.readouterr().err

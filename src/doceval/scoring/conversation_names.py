@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES, names
 
 __all__ = [
+    "MEMORY_FIGURES",
     "PREFIX",
     "ConversationFigure",
     "conversation_figures",
