@@ -51,6 +51,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     # lazy: start-up (mlflow, ~2 s, and numpy; matplotlib only for the plot)
     from doceval import tracking
     from doceval.results.history import format_history, plot_history
+    from doceval.scoring.conversation_names import conversation_metric_names, naming_help
     from doceval.scoring.registry import METRIC_NAMES, names
     from doceval.tracking.history import load_history, uncommitted_runs
 
@@ -58,9 +59,10 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.plot:
         # Refused before the store is read; no folder is made until there is a plot to write.
         output_target(Path(args.plot), f"--plot {args.plot}", "pass a writable --plot PATH (a .png file)")
-    unknown = [m for m in metrics if m not in METRIC_NAMES]
+    unknown = [m for m in metrics if m not in METRIC_NAMES and m not in conversation_metric_names()]
     if unknown:
-        raise UsageError(f"--metric {', '.join(unknown)}: unknown; valid metrics: {', '.join(METRIC_NAMES)}")
+        raise UsageError(f"--metric {', '.join(unknown)}: unknown; valid metrics: {', '.join(METRIC_NAMES)}; "
+                         f"{naming_help()} (logged by runs over conversations)")  # fmt: skip
     if args.last is not None and args.last < 1:
         raise UsageError(f"--last {args.last}: must be at least 1")
     family: dict[str, str] = {}

@@ -12,6 +12,13 @@ from typing import Any
 from doceval.common.table import format_table
 from doceval.common.text import one_line, printable
 from doceval.errors import UsageError
+from doceval.results.conversation_compare import (
+    AllTurnsCorrectChange,
+    PositionChange,
+    all_turns_correct_change,
+    format_conversation_changes,
+    position_changes,
+)
 from doceval.results.summaries import (
     Summary,
     _doc_ids,
@@ -72,6 +79,9 @@ class CompareResult:
     notes: list[str] = field(default_factory=list)
     # entries whose failure stage changed (scoring.failures.transitions): {"from", "to", "ids"}
     transitions: list[dict[str, Any]] = field(default_factory=list)
+    # conversations (results.conversation_compare): stage changes per turn position, all_turns_correct
+    positions: list[PositionChange] = field(default_factory=list)
+    all_turns_correct: AllTurnsCorrectChange | None = None
 
     def row(self, metric: str) -> MetricChange:
         for r in self.rows:
@@ -122,10 +132,11 @@ def compare(
         for e in n_rows
         if e.get("out_of_scope")
     ]
-    moved = transitions([b_by_id[i] for i in ids], [n_by_id[i] for i in ids])
+    moved = transitions(b_rows, n_rows)
     return CompareResult(
-        base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes, moved
-    )
+        base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes, moved,
+        position_changes(b_rows, n_rows), all_turns_correct_change(b_rows, n_rows, n_boot=n_boot, seed=seed),
+    )  # fmt: skip
 
 
 def _unmeasured(base: Summary, new: Summary, labels: tuple[str, str], notes: list[str]) -> set[str]:
@@ -325,6 +336,8 @@ def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
             shown = ", ".join(tr["ids"][:8]) + (", ..." if len(tr["ids"]) > 8 else "")
             lines.append(f"  {len(tr['ids']):3d} {tr['from']} -> {tr['to']}: {shown}")
         lines.append("")
+    formatters = {"num": _num, "signed": _signed, "interval": _interval, "p": _p}
+    lines += format_conversation_changes(result.positions, result.all_turns_correct, formatters)
     if not result.unanswerable:
         lines.append(f"no out-of-scope entries in {result.new_label}: nothing to list as unanswerable")
     for u in result.unanswerable:

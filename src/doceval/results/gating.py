@@ -18,6 +18,13 @@ from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.results.comparison import compare
 from doceval.results.summaries import Summary, check_same_k, check_summary
+from doceval.scoring.conversation_names import (
+    conversation_metric_names,
+    figure_value,
+    is_conversation_metric,
+    lower_is_better,
+    naming_help,
+)
 from doceval.scoring.intervals import holm
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 
@@ -85,8 +92,8 @@ def check_gate_config(data: schema.Gate | Any, where: str = "gate config") -> sc
     if not isinstance(thresholds, Mapping):
         raise UsageError(f"{where}: thresholds must map metric names to numbers, e.g. hit_rate: 0.60")
     for m, t in thresholds.items():
-        if m not in METRIC_NAMES:
-            raise UsageError(f"{where}: thresholds.{m}: unknown metric; {valid}")
+        if m not in METRIC_NAMES and m not in conversation_metric_names():
+            raise UsageError(f"{where}: thresholds.{m}: unknown metric; {valid}; {naming_help()}")
         if isinstance(t, bool) or not isinstance(t, int | float) or math.isnan(t):
             raise UsageError(f"{where}: thresholds.{m}: {t!r} is not a number")
     nr = data.get("non_regression") or {}
@@ -293,12 +300,15 @@ def _threshold_failures(
     failures: list[GateFailure] = []
     conditions: list[str] = []
     for m, t in thresholds.items():
-        lower = m in LOWER_IS_BETTER
+        lower = lower_is_better(m)
         cond = f"{m} {'<=' if lower else '>='} {_fmt_threshold(t)}"
         conditions.append(cond)
-        v = metrics.get(m)
+        v = figure_value(metrics, m)
         if v is None:
-            failures.append(GateFailure(m, cond, None, None, f"{cond}: not measured (null in the summary)"))
+            why = "null in the summary"
+            if is_conversation_metric(m) and not metrics.get("conversations"):
+                why = "the summary has no conversations: evaluate a golden set with conversation entries"
+            failures.append(GateFailure(m, cond, None, None, f"{cond}: not measured ({why})"))
             continue
         miss = (v - t) if lower else (t - v)
         if miss > _EPS:

@@ -13,7 +13,7 @@ from typing import Any
 from doceval.common.io import write_bytes_atomic
 from doceval.common.naming import system_label
 from doceval.common.table import format_table
-from doceval.scoring.registry import LOWER_IS_BETTER
+from doceval.scoring.conversation_names import MEMORY_FIGURES, PREFIX, lower_is_better
 
 
 def family_of(summary: Mapping[str, Any]) -> dict[str, str]:
@@ -91,10 +91,11 @@ def plot_history(
         if dirty.any():
             ax.plot(x[dirty], vals[dirty], "o", mfc="none", color="tab:blue", label="run (dirty tree)")
         if m in thresholds:
-            word = "<=" if m in LOWER_IS_BETTER else ">="
+            word = "<=" if lower_is_better(m) else ">="
             ax.axhline(thresholds[m], ls="--", color="tab:red", lw=1, label=f"gate {word} {thresholds[m]:g}")
         ax.set_ylabel(m)
-        ax.set_ylim(-0.02, 1.02)
+        signed = any(m.startswith(f"{PREFIX}.{figure}.") for figure in MEMORY_FIGURES)  # a change: [-1, 1]
+        ax.set_ylim(-1.02 if signed else -0.02, 1.02)
         ax.set_xticks(x, labels, rotation=45, fontsize=7)
         ax.legend(fontsize=7, loc="lower left")
     axes[-1, 0].set_xlabel("commit (oldest first)")

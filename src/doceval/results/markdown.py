@@ -16,6 +16,7 @@ import numpy as np
 from doceval.common.naming import system_label
 from doceval.common.text import md_code, md_text
 from doceval.results.comparison import _num
+from doceval.results.conversations_md import conversations_section
 from doceval.results.summaries import Summary, _doc_ids, check_summary
 from doceval.scoring.aggregate import column
 from doceval.scoring.contrast import contrast_only
@@ -155,6 +156,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     out += ["", "## Counts", ""]
     out += _table(["count", "value"], [[_md(k), _md(v)] for k, v in counts.items()]) if counts else ["(none)"]
     out += _answer_side(summary)
+    out += conversations_section(m)
     out += _stages_section(summary["entries"])
     for title, key, label in (
         ("Per library", "by_library", "library"),

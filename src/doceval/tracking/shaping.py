@@ -16,6 +16,7 @@ from doceval import __version__
 from doceval.common.naming import system_label
 from doceval.common.redact import scrub_data
 from doceval.config.compose import flatten
+from doceval.scoring.conversation_names import conversation_figures
 from doceval.scoring.registry import names
 from doceval.tracking.secrets import leaks, redact_bytes, redact_text, secret_key, url_secret_values
 
@@ -99,6 +100,11 @@ def build_metrics(metrics: Mapping[str, Any], usage: Mapping[str, Any] | None) -
         if isinstance(block, Mapping):
             for name, value in block.items():
                 put(f"{lib}.{name}", value)
+    for name, figure in conversation_figures(metrics).items():  # the names gate and history read
+        put(name, figure.value)
+        if figure.ci95 is not None:
+            put(f"{name}_ci_lo", figure.ci95[0])
+            put(f"{name}_ci_hi", figure.ci95[1])
     if usage:
         by_role = usage.get("by_role", usage) if isinstance(usage, Mapping) else {}
         totals: dict[str, float] = {}

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 ENTRY_TAG = "doceval.entry_id"  # the golden entry id: the key two runs are compared on
 RUN_TAG = "doceval.run_id"
+CONVERSATION_TAG = "doceval.conversation"  # on a turn's trace: its conversation id
+TURN_TAG = "doceval.turn"  # on a turn's trace: its position in the conversation, from 1
 TRACES_TAG = "doceval.traces"  # on the run: how many entry traces it has (compare checks it)
 SPAN_BATCH = 500  # entries whose spans go in one log_spans call
 # Expectations (what the golden set says) and feedback (what the entry scored): names shown in the UI.
@@ -239,12 +241,38 @@ def _preview(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)[:1000]
 
 
+def session_of(run_id: str, conversation: str) -> str:
+    """The MLflow session of one conversation in one run: the UI's Sessions view groups its turns. Not the
+    session id the system received (under ``--warm-memory`` that is one for the whole run)."""
+    return f"{conversation} @ {run_id}"
+
+
+def _session_metadata(entry: Mapping[str, Any], run_id: str, key: str) -> dict[str, str]:
+    """``{key: session}`` for a turn of a conversation; nothing for a single question (its own session)."""
+    conversation = entry.get("conversation")
+    return {} if conversation is None else {key: session_of(run_id, str(conversation))}
+
+
+def _turn_tags(entry: Mapping[str, Any]) -> dict[str, str]:
+    """A turn's conversation, position and needs_memory as trace tags (searchable, shown in the UI)."""
+    if entry.get("conversation") is None:
+        return {}
+    return {
+        CONVERSATION_TAG: str(entry["conversation"]),
+        TURN_TAG: str(entry.get("turn")),
+        "doceval.needs_memory": str(bool(entry.get("needs_memory"))).lower(),
+    }
+
+
 def build_trace(entry: Mapping[str, Any], *, run_id: str, experiment_id: str, recorded: Mapping[str, Any],
                 start_ms: int, texts: Mapping[str, str] | None = None) -> tuple[TraceInfo, list[dict[str, Any]]]:  # fmt: skip
     """One entry's TraceInfo (tags, metadata, assessments) and its span dicts (``recorded``: the summary's
     ``config`` block)."""
     # lazy: start-up (mlflow, seconds; only a run that is logged loads it)
     from mlflow.entities import TraceInfo, TraceLocation, TraceState
+
+    # lazy: start-up (mlflow, seconds; only a run that is logged loads it)
+    from mlflow.tracing.constant import TraceMetadataKey
 
     trace_id, raw = _trace_id(run_id, str(entry["id"]))
     external = "session_id" in entry  # rows of an external system carry its session
@@ -282,8 +310,9 @@ def build_trace(entry: Mapping[str, Any], *, run_id: str, experiment_id: str, re
             "mlflow.trace_schema.version": "3",
             "mlflow.traceInputs": _preview(probe),
             "mlflow.traceOutputs": _preview(answer),
+            **_session_metadata(entry, run_id, TraceMetadataKey.TRACE_SESSION),
         },
-        tags=tags,
+        tags={**tags, **_turn_tags(entry)},
         assessments=assessments,
     )
     return info, spans
@@ -412,11 +441,12 @@ def log_traces(store: AbstractStore, *, run_id: str, experiment_id: str, summary
     recorded = clean.get("config") or {}
     entries = clean.get("entries") or []
     start_ms = int(time.time() * 1000)
-    for batch in _chunks(entries, SPAN_BATCH):
+    for offset in range(0, len(entries), SPAN_BATCH):
         infos, spans = [], []
-        for entry in batch:
+        for i, entry in enumerate(entries[offset : offset + SPAN_BATCH], start=offset):
+            # An untimed entry starts 1 ms after the one before: a conversation's turns sort in order.
             info, span_dicts = build_trace(entry, run_id=run_id, experiment_id=experiment_id,
-                                           recorded=recorded, start_ms=start_ms, texts=texts)  # fmt: skip
+                                           recorded=recorded, start_ms=start_ms + i, texts=texts)  # fmt: skip
             if env_secrets and leaks(json.dumps([span_dicts, info.to_dict()], default=str), env_secrets):
                 raise ValueError(f"trace of entry {entry['id']}: a secret value would be logged")
             infos.append(info)
