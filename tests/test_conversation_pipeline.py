@@ -239,11 +239,14 @@ def test_the_stage_writes_one_summary_with_memory_benefit_and_leak_and_flat_metr
     written = json.loads((Path(cfg.paths.eval) / "conversations" / "summary.json").read_text())
     assert written["metrics"]["conversations"]["memory_benefit"] == json.loads(json.dumps(benefit))
     flat = json.loads((Path(cfg.paths.eval) / "conversations" / "metrics.json").read_text())
-    assert flat["memory_benefit_hit_rate"] == 1.0 and flat["memory_leak_hit_rate"] == 0.0
-    assert flat["memory_benefit_hit_rate_lo"] == benefit["hit_rate"]["ci95"][0]
-    assert flat["all_turns_correct"] == block["per_conversation"]["all_turns_correct"]
-    assert flat["turn_hit_rate"] == 1.0 and flat["turn2_hit_rate"] == 1.0
-    assert flat["memory_benefit_answer_accuracy"] is None
+    assert (
+        flat["conversations.memory_benefit.hit_rate"] == 1.0
+        and flat["conversations.memory_leak.hit_rate"] == 0.0
+    )
+    assert flat["conversations.memory_benefit.hit_rate_ci_lo"] == benefit["hit_rate"]["ci95"][0]
+    assert flat["conversations.all_turns_correct"] == block["per_conversation"]["all_turns_correct"]
+    assert flat["conversations.hit_rate"] == 1.0 and flat["conversations.turn2.hit_rate"] == 1.0
+    assert flat["conversations.memory_benefit.answer_accuracy"] is None
     assert not (Path(cfg.paths.eval) / "metrics.json").exists()  # the single-question metrics are untouched
 
 
@@ -279,4 +282,8 @@ def test_the_cli_flag_and_the_stage_command_on_a_tiny_project(
     assert main(["params", *OVERRIDES]) == 0
     assert main(["conversations", "--quiet"]) == 0
     flat = json.loads(Path("eval/conversations/metrics.json").read_text())
-    assert flat["memory_benefit_hit_rate"] == 1.0 and flat["n_conversations"] == 2 and flat["n_turns"] == 5
+    assert (
+        flat["conversations.memory_benefit.hit_rate"] == 1.0
+        and flat["n_conversations"] == 2
+        and flat["n_turns"] == 5
+    )

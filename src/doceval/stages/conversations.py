@@ -24,15 +24,13 @@ from doceval.common.io import check_writable, write_json_atomic
 from doceval.errors import UsageError
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.harness.plan import plan_run, retrieve_live
-from doceval.scoring.conversations import ClusterSettings, memory_benefit, memory_leak, position_label
-from doceval.scoring.registry import METRIC_NAMES
+from doceval.scoring.conversation_names import conversation_figures
+from doceval.scoring.conversations import ClusterSettings, memory_benefit, memory_leak
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
 
 FOLDER = "conversations"  # under paths.eval
-# The change each memory figure reports, by block name (doceval.scoring.conversations).
-MEMORY_FIGURES = {"memory_benefit": "benefit", "memory_leak": "leak"}
 
 
 def _replay_record(summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,15 +68,10 @@ def replay_conversations(cfg: Config, options: EvalOptions) -> dict[str, Any]:
     return summary
 
 
-def _bounds(out: dict[str, Any], key: str, ci: list[float] | None) -> None:
-    out[f"{key}_lo"], out[f"{key}_hi"] = (None, None) if ci is None else (ci[0], ci[1])
-
-
 def flat_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The DVC metrics file: per-turn metrics (with _lo/_hi), by position and by needs_memory, all turns
-    correct, and memory benefit and leak per metric (with _lo/_hi); null where not measured."""
+    """The DVC metrics file, by the names MLflow, the gate and history use (doceval.scoring.conversation_names):
+    every figure of the conversation block with its interval as ``_ci_lo``/``_ci_hi``; null where not measured."""
     block = summary["metrics"]["conversations"]
-    turns = block["turns"]
     out: dict[str, Any] = {
         "split": summary["config"]["split"],
         "k": summary["config"]["k"],
@@ -86,22 +79,10 @@ def flat_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
         "n_turns": block["n_turns"],
         "n_needs_memory": block["n_needs_memory"],
     }
-    for metric in METRIC_NAMES:
-        out[f"turn_{metric}"] = turns[metric]
-        _bounds(out, f"turn_{metric}", turns["ci95"][metric])
-    for position, group in block["by_position"].items():
-        label = "turn3plus" if position == position_label(3) else f"turn{position}"
-        out.update({f"{label}_{metric}": group[metric] for metric in METRIC_NAMES})
-    for needs, group in block["by_needs_memory"].items():
-        label = "needs_memory" if needs == "true" else "no_memory_needed"
-        out.update({f"{label}_{metric}": group[metric] for metric in METRIC_NAMES})
-    per = block["per_conversation"]
-    out["all_turns_correct"] = per["all_turns_correct"]
-    _bounds(out, "all_turns_correct", per["ci95"])
-    for figure, change in MEMORY_FIGURES.items():
-        for metric, row in block.get(figure, {}).items():
-            out[f"{figure}_{metric}"] = row[change]
-            _bounds(out, f"{figure}_{metric}", row["ci95"])
+    for name, figure in conversation_figures(summary["metrics"]).items():
+        out[name] = figure.value
+        if figure.ci95 is not None:
+            out[f"{name}_ci_lo"], out[f"{name}_ci_hi"] = figure.ci95
     return out
 
 
