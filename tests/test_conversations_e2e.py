@@ -9,6 +9,7 @@ from pathlib import Path
 
 from doceval.cli.main import main
 from doceval.inputs.docs import Document, write_corpus
+from doceval.stages.report import conversation_lines
 
 DOCS = {
     "pydantic@2.8.2": [
@@ -79,3 +80,7 @@ def test_a_conversation_golden_set_is_replayed_and_scored_turn_by_turn(tmp_path:
     assert block["per_conversation"]["n_measured"] + block["per_conversation"]["n_not_measured"] == 2
     printed = capsys.readouterr().out
     assert "all_turns_correct" in printed  # the headline's conversation table
+    # The pipeline report's section for the conversations stage names the set and split it replayed.
+    lines = conversation_lines(summary)
+    assert lines[1] == "## Conversations" and "split `all`, k = 1" in lines[3]
+    assert any(line.startswith("| hit_rate | 1.0000") for line in lines)

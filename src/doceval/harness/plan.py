@@ -414,8 +414,9 @@ def settle(cfg: Config, options: EvalOptions, plan: RunPlan, cands: CandidateSet
     elif cands is not None:
         _check_golden_libraries(floors, plan.all_entries, plan.golden_path)
     calibrated_md5 = (floors.provenance or {}).get("golden_md5")
-    if calibrated_md5 is not None and calibrated_md5 != plan.golden_md5:
-        # Allowed (the ids are disjoint), but floors tuned to other labels are rarely what the user meant.
+    if calibrated_md5 is not None and calibrated_md5 != plan.golden_md5 and not plan.conversations():
+        # Allowed (the ids are disjoint), but floors tuned to other labels are rarely what the user meant. A
+        # conversation set takes the single-question set's floors by design (docs/design.md 6.4): no note.
         print_note(
             f"floors from {floors.source} were calibrated on golden md5 {calibrated_md5}, this run reads "
             f"{plan.golden_path} (md5 {plan.golden_md5}); rerun calibrate on this golden set for its own floors"

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from doceval.common.hints import stage_command
 from doceval.common.io import check_writable, read_json, write_text_atomic
 from doceval.results.ann_md import ann_lines
+from doceval.results.conversations_md import conversations_section
 from doceval.results.gating import GateResult, gate
 from doceval.results.markdown import render_report
 from doceval.results.summaries import load_summary
@@ -43,6 +44,19 @@ def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
+def conversation_lines(summary: dict[str, Any]) -> list[str]:
+    """The conversations stage's section: its split and golden set, then the conversation figures."""
+    section = conversations_section(summary["metrics"])
+    if not section:
+        return []
+    recorded = summary["config"]
+    where = (
+        f"`{recorded['golden']['path']}`, split `{recorded['split'] or 'all'}`, k = {recorded['k']}, replayed by the "
+        "conversations stage with the calibrated floors (`eval/conversations/`)."
+    )
+    return [*section[:3], where, "", *section[3:]]
+
+
 def run(cfg: Config) -> tuple[Path, GateResult]:
     out = Path(cfg.paths.eval)
     report = out / "report.md"
@@ -64,6 +78,10 @@ def run(cfg: Config) -> tuple[Path, GateResult]:
     ann = out / "ann_vs_exact.json"
     if ann.is_file():
         lines += ann_lines(read_json(ann, "ANN vs exact", rerun=stage_command("evaluate")))
+    conversations = out / "conversations" / "summary.json"
+    if conversations.is_file():
+        # The conversations stage's test split (doceval's agent with memory; memory benefit and leak).
+        lines += conversation_lines(load_summary(conversations))
     validation = out / "judge" / "reference.json"
     if validation.is_file():
         lines += judge_agreement_lines(
