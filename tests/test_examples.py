@@ -339,3 +339,43 @@ def test_http_agent_run_sh_succeeds() -> None:
     assert len(summary["entries"]) == 10
     assert summary["metrics"]["hit_rate"] == pytest.approx(0.875)
     assert summary["metrics"]["refused_correctly"] == pytest.approx(1.0)
+
+
+def _conversation_run(server: str, tmp_path: Path, *flags: str) -> dict[str, Any]:
+    # lazy: the CLI (and its config) only for the conversation tests
+    from doceval.cli.main import main
+
+    out = tmp_path / f"conversations{len(flags)}.json"
+    argv = ["eval", "--golden", str(HTTP_AGENT / "conversations.jsonl"), "--split", "all", "--no-track",
+            "--quiet", "--output", str(out), *flags, "agent=http", f"agent.url={server}/ask",
+            f"paths.runs={tmp_path / 'runs'}"]  # fmt: skip
+    assert main(argv) == 0
+    summary: dict[str, Any] = json.loads(out.read_text())
+    return summary
+
+
+def test_the_example_assistant_gets_one_session_per_conversation_and_memory_helps_its_follow_ups(
+    server: str, tmp_path: Path
+) -> None:
+    """Issue 30's done-when, over real HTTP: the example's per-session memory answers "and abroad?" inside a
+    conversation (one session id per conversation, never shared), and refuses it with memory reset."""
+    # lazy: scoring only for the conversation tests
+    from doceval.scoring.conversations import ClusterSettings, memory_benefit
+
+    summary = _conversation_run(server, tmp_path)
+    rows = {row["id"]: row for row in summary["entries"]}
+    sessions = {row["conversation"]: set() for row in rows.values()}
+    for row in rows.values():
+        sessions[row["conversation"]].add(row["session_id"])
+    assert all(len(ids) == 1 for ids in sessions.values()), sessions  # one per conversation ...
+    assert len({next(iter(ids)) for ids in sessions.values()}) == 4  # ... and a new one for each
+    for follow_up in ("c-late-fees#2", "c-delivery#2"):  # one content word: answered from the session
+        assert rows[follow_up]["extra"]["followup"] is True and rows[follow_up]["scores"]["hit_rate"] == 1.0
+    assert rows["c-password#2"]["extra"]["followup"] is False  # answerable alone: no memory used
+
+    reset = _conversation_run(server, tmp_path, "--memory-reset", "needs_memory")
+    reset_rows = {row["id"]: row for row in reset["entries"]}
+    assert reset_rows["c-late-fees#2"]["refused"] is True and reset_rows["c-delivery#2"]["refused"] is True
+    assert reset_rows["c-late-fees#2"]["session_id"] not in sessions["c-late-fees"]  # a session of its own
+    benefit = memory_benefit(summary["entries"], reset["entries"], ClusterSettings.of_summary(summary))
+    assert benefit["hit_rate"]["benefit"] == 1.0 and benefit["hit_rate"]["n_turns"] == 2
