@@ -85,12 +85,21 @@ def bca_ci(
         return None
     theta = float(x.mean())
     means = bootstrap_means(x, n_boot, np.random.default_rng(seed))
-    below = (float((means < theta).sum()) + 0.5 * float((means == theta).sum())) / n_boot
+    jack = (theta * m - x) / (m - 1) if m > 1 else None  # leave-one-out means
+    return _bca_interval(theta, means, jack, alpha)
+
+
+def _bca_interval(
+    theta: float, draws: np.ndarray, jack: np.ndarray | None, alpha: float
+) -> tuple[float, float]:
+    """The BCa interval from the bootstrap draws of an estimate ``theta`` and its jackknife values (None: one
+    unit, no acceleration): z0 from the share of draws below theta (ties count half), a from the jackknife."""
+    n_boot = draws.size
+    below = (float((draws < theta).sum()) + 0.5 * float((draws == theta).sum())) / n_boot
     normal = NormalDist()
     z0 = normal.inv_cdf(min(max(below, 0.5 / n_boot), 1.0 - 0.5 / n_boot))
     acc = 0.0
-    if m > 1:
-        jack = (theta * m - x) / (m - 1)  # leave-one-out means
+    if jack is not None:
         dev = jack.mean() - jack
         denom = float((dev**2).sum())
         if denom > 0:
@@ -98,9 +107,8 @@ def bca_ci(
     levels = []
     for q in (alpha / 2.0, 1.0 - alpha / 2.0):
         z = normal.inv_cdf(q)
-        shifted = z0 + (z0 + z) / (1.0 - acc * (z0 + z))
-        levels.append(normal.cdf(shifted))
-    lo, hi = np.quantile(means, levels)
+        levels.append(normal.cdf(z0 + (z0 + z) / (1.0 - acc * (z0 + z))))
+    lo, hi = np.quantile(draws, levels)
     return float(lo), float(hi)
 
 
@@ -137,22 +145,8 @@ def cluster_bca_ci(
         return None
     theta = float(s.sum() / n.sum())
     ratios = cluster_bootstrap_ratios(s, n, n_boot, np.random.default_rng(seed))
-    below = (float((ratios < theta).sum()) + 0.5 * float((ratios == theta).sum())) / n_boot
-    normal = NormalDist()
-    z0 = normal.inv_cdf(min(max(below, 0.5 / n_boot), 1.0 - 0.5 / n_boot))
-    acc = 0.0
-    if c > 1:
-        jack = (s.sum() - s) / (n.sum() - n)  # leave-one-cluster-out means
-        dev = jack.mean() - jack
-        denom = float((dev**2).sum())
-        if denom > 0:
-            acc = float((dev**3).sum()) / (6.0 * denom**1.5)
-    levels = []
-    for q in (alpha / 2.0, 1.0 - alpha / 2.0):
-        z = normal.inv_cdf(q)
-        levels.append(normal.cdf(z0 + (z0 + z) / (1.0 - acc * (z0 + z))))
-    lo, hi = np.quantile(ratios, levels)
-    return float(lo), float(hi)
+    jack = (s.sum() - s) / (n.sum() - n) if c > 1 else None  # leave-one-cluster-out means
+    return _bca_interval(theta, ratios, jack, alpha)
 
 
 def sign_flip_p(diffs: np.ndarray, n_perm: int = 20_000, seed: int = 0, exact_max: int = 16) -> float:
