@@ -21,7 +21,8 @@ from doceval.inputs.golden import (
     statistics,
     write_splits,
 )
-from doceval.inputs.qrels import labels_md5, qrels_path, unjudged
+from doceval.inputs.grading import check_grading, format_grading, strict_problems
+from doceval.inputs.qrels import checked_pairs, labels_md5, qrels_path, unjudged
 from doceval.inputs.scope import format_scope, raise_on_errors, record_findings, scope_of
 
 DEFAULT_CORPUS = "data/docs"
@@ -47,6 +48,10 @@ def cmd_golden_validate(args: argparse.Namespace) -> int:
         checked = " (corpus not checked)"
     else:
         return _validate_against_corpus(args)
+    if args.strict:
+        raise UsageError(
+            "--strict: the grading rules need the corpus's document ids (drop --ids / --no-corpus)"
+        )
     if args.record_findings:
         raise UsageError("--record-findings: needs the corpus (drop --ids / --no-corpus)")
     print(f"{args.path}: {len(entries)} entries, valid{checked}")
@@ -67,10 +72,17 @@ def _validate_against_corpus(args: argparse.Namespace) -> int:
             f"{written}: recorded {len(report.errors) + len(report.known)} finding(s) of {path} (md5 {md5})"
         )
         return 0
-    raise_on_errors(report, path)
+    doc_ids = {pin: part.doc_ids for pin, part in corpus.partitions.items()}
+    grading = check_grading(entries, doc_ids, checked_pairs(path))
+    # Every error at once: the scope errors, and under --strict the grading rules' findings.
+    raise_on_errors(report, path, strict_problems(grading, str(path)) if args.strict else ())
     print(f"{path}: {len(entries)} entries, valid against {corpus_dir} ({len(corpus.pins)} pins)")
     print(format_statistics(statistics(entries)))
     print("\n".join(format_scope(report, path)))
+    if any(e.qrels is not None for e in entries):
+        print("\n".join(format_grading(grading, str(path))))
+    else:
+        print(f"grading rules: not checked ({path} has no graded judgments, {qrels_path(path).name})")
     return 0
 
 
@@ -159,6 +171,12 @@ def register(sub: Any) -> None:
         help="freeze the golden set as it is: write NAME.findings.json with its current findings and md5, "
         "so they are reported as warnings while the file is unchanged (labels wrong for the corpus cannot "
         "be recorded)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="the grading rules of a graded set (grading_candidate, inconsistent_grade) are errors (exit 2), "
+        "not warnings",
     )
     p.set_defaults(func=cmd_golden_validate)
     p = golden.add_parser(

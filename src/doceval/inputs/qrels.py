@@ -21,6 +21,9 @@ from doceval.errors import UsageError
 QRELS_SUFFIX = ".qrels.jsonl"
 GRADES = (0, 1, 2)
 ANSWERS = 2  # the grade whose documents are an entry's relevant_ids
+# The grading rules (doceval.inputs.grading) a judgment's optional "checked" list may name: the assessor re-read
+# the pair under that rule and keeps its grade, for the reason the line gives.
+GRADING_RULES = ("grading_candidate", "inconsistent_grade")
 
 
 def qrels_path(golden_path: Path) -> Path:
@@ -47,6 +50,7 @@ class Judgment:
     judged_by: str
     reason: str
     line: int
+    checked: tuple[str, ...] = ()  # grading rules this judgment was re-read under (GRADING_RULES)
 
 
 def read_qrels(path: Path) -> tuple[list[Judgment], list[tuple[int, str, str]]]:
@@ -70,6 +74,16 @@ def read_qrels(path: Path) -> tuple[list[Judgment], list[tuple[int, str, str]]]:
         if isinstance(grade, bool) or grade not in GRADES:
             problems.append((lineno, "grade", f"{grade!r} is not a grade; use 0, 1 or 2"))
             bad = True
+        checked = rec.get("checked", [])
+        if not isinstance(checked, list) or not all(c in GRADING_RULES for c in checked):
+            problems.append(
+                (
+                    lineno,
+                    "checked",
+                    f"{checked!r}: must be a list of grading rules ({', '.join(GRADING_RULES)})",
+                )
+            )
+            bad = True
         if bad:
             continue
         key = (rec["id"], rec["doc_id"])
@@ -87,6 +101,7 @@ def read_qrels(path: Path) -> tuple[list[Judgment], list[tuple[int, str, str]]]:
                 rec["judged_by"],
                 str(rec.get("reason", "")),
                 lineno,
+                tuple(checked),
             )
         )
     return judgments, problems
@@ -97,6 +112,16 @@ def grades_by_entry(judgments: Sequence[Judgment]) -> dict[str, dict[str, int]]:
     for j in judgments:
         out.setdefault(j.entry_id, {})[j.doc_id] = j.grade
     return out
+
+
+def checked_pairs(golden_path: Path) -> dict[tuple[str, str], tuple[str, ...]]:
+    """``(entry id, doc id) -> the grading rules its judgment was re-read under`` (only pairs with some), from
+    the qrels beside the golden set (empty: none). Call after the golden set has loaded (it checks the file)."""
+    path = qrels_path(golden_path)
+    if not path.is_file():
+        return {}
+    judgments, _ = read_qrels(path)
+    return {(j.entry_id, j.doc_id): j.checked for j in judgments if j.checked}
 
 
 def check_against_entries(

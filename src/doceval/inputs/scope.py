@@ -341,12 +341,14 @@ def check_scope(
     return ScopeReport(errors, known, warnings, stats, fpath if recorded is not None else None, note)
 
 
-def raise_on_errors(report: ScopeReport, golden_path: Path) -> None:
-    """GoldenError listing every error (file:line: field: entry id, message, fix), if any."""
-    if report.errors:
-        problems = [f.problem(str(golden_path)) for f in report.errors]
-        if report.note:
-            problems.append(Problem(str(golden_path), 0, "(findings)", report.note))
+def raise_on_errors(report: ScopeReport, golden_path: Path, more: Sequence[Problem] = ()) -> None:
+    """GoldenError listing every error (file:line: field: entry id, message, fix), and ``more`` (the grading
+    rules under ``--strict``), if any."""
+    problems = [f.problem(str(golden_path)) for f in report.errors]
+    if problems and report.note:
+        problems.append(Problem(str(golden_path), 0, "(findings)", report.note))
+    problems += more
+    if problems:
         raise GoldenError(problems)
 
 
