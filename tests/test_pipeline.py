@@ -63,6 +63,22 @@ GOLDEN = [
 ]
 
 
+def _turn(question: str, doc: str | None, kind: str, needs_memory: bool) -> dict[str, object]:
+    return {"question": question, "library": "tinylib", "version": "1.0", "out_of_scope": doc is None,
+            "relevant_ids": [f"tinylib@1.0:{doc}"] if doc else [], "reference_answer": "see docs" if doc else "",
+            "expected_apis": [], "forbidden_apis": [], "kind": kind, "needs_memory": needs_memory}  # fmt: skip
+
+
+CONVERSATIONS = [
+    {"id": "conv-1", "split": "test", "kind": "conversation", "turns": [
+        _turn("how do I turn a model into a dictionary", "models.serialisation", "first_turn", False),
+        _turn("and how do I drop fields there", "models.serialisation", "follow_up_reference", True)]},
+    {"id": "conv-2", "split": "test", "kind": "conversation", "turns": [
+        _turn("boolean flags for my command", "cli.options", "first_turn", False),
+        _turn("what is the capital of France", None, "off_topic", False)]},
+]  # fmt: skip
+
+
 def _env(project: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
@@ -107,6 +123,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "forbidden_apis": [], "split": split, "kind": "off_topic" if oos else "lookup",
         }))  # fmt: skip
     golden.write_text("\n".join(lines) + "\n")
+    # The conversation set the conversations stage replays (its test split): a follow-up and an off-topic turn.
+    (golden.parent / "conversations.jsonl").write_text("".join(json.dumps(c) + "\n" for c in CONVERSATIONS))
     # Labelled answers for the judge stage: a right and a wrong one per in-scope entry, on both splits.
     labels = root / "data" / "judge" / "v1.jsonl"
     labels.parent.mkdir(parents=True)
@@ -155,6 +173,12 @@ def test_dvc_repro_produces_the_headline_numbers(project: Path) -> None:
     assert json.loads((project / "eval" / "judge" / "reference.json").read_text())["n_rows"] == 6
     lock = (project / "dvc.lock").read_text()
     assert "data/golden/v2.jsonl" in lock and "md5:" in lock
+    # The conversations stage: its own summary and DVC metrics, and a section of the report.
+    conversations = json.loads((project / "eval" / "conversations" / "metrics.json").read_text())
+    assert conversations["n_conversations"] == 2 and conversations["n_turns"] == 4
+    assert 0.0 <= conversations["conversations.hit_rate"] <= 1.0
+    assert "conversations.memory_benefit.hit_rate" in conversations
+    assert "## Conversations" in report and "conversations:" in lock
 
 
 @pytest.mark.slow
@@ -209,7 +233,9 @@ def test_compare_two_logged_mlflow_runs_by_id(project: Path) -> None:
     import mlflow
 
     client = mlflow.tracking.MlflowClient(f"sqlite:///{project / 'mlruns' / 'mlflow.db'}")
-    test_runs = client.search_runs([client.get_experiment_by_name("doceval-test").experiment_id])
+    # The evaluate stage's run (the conversations stage logs its own to the same experiment).
+    test_runs = client.search_runs([client.get_experiment_by_name("doceval-test").experiment_id],
+                                   filter_string="tags.stage = 'evaluate'")  # fmt: skip
     calibration = client.search_runs([client.get_experiment_by_name("doceval-calibration").experiment_id],
                                      filter_string="tags.stage = 'calibrate'")  # fmt: skip
     assert test_runs and calibration
