@@ -26,38 +26,16 @@ if TYPE_CHECKING:
 def cmd_params(args: argparse.Namespace) -> int:
     # lazy: start-up (yaml and the config schema, ~0.2 s)
     from doceval.config.compose import PARAMS, compose, dump_params
-    from doceval.config.drift import differing_keys, sources
+    from doceval.config.drift import sources
     from doceval.config.objects import config_dict
-    from doceval.config.project import recorded_overrides
 
-    cfg = compose(args.overrides)
-    composed = config_dict(cfg)  # the mapping params.yaml records
     read = " + ".join(sources()) + (f" + {' '.join(args.overrides)}" if args.overrides else "")
     if args.check:
-        # lazy: start-up (as above)
-        import yaml
-
-        text = PARAMS.read_text(encoding="utf-8") if PARAMS.is_file() else ""
-        current = yaml.safe_load(text) if text else None
-        if current is None:
-            print(f"{PARAMS} not found: run `doceval params` (sources: {read})", file=sys.stderr)
-            return EXIT_USAGE
-        # Without overrides here, the ones `doceval params` recorded in the file (what the stages recompose).
-        overrides = list(args.overrides) or recorded_overrides(text) or []
-        if overrides and not args.overrides:
-            read += f" + {' '.join(overrides)}"
-        keys = differing_keys(current, overrides)
-        if keys:
-            print(f"{PARAMS} differs from {read} at {', '.join(keys)}: run `doceval params`"
-                  f"{' ' + ' '.join(overrides) if overrides else ''} and commit it",
-                  file=sys.stderr)  # fmt: skip
-            return EXIT_USAGE
-        print(f"{PARAMS} matches {read}")
-        return 0
-    held = secret_locations(composed)
-    if (
-        held
-    ):  # params.yaml is committed with the project: a credential there is a leak, and scrubbing it breaks it
+        return _check_params(PARAMS, args.overrides, read)
+    cfg = compose(args.overrides)
+    # params.yaml is committed with the project: a credential there is a leak, and scrubbing it breaks it
+    held = secret_locations(config_dict(cfg))
+    if held:
         raise UsageError(
             f"doceval params: {', '.join(held)} would write a credential into {PARAMS}, which is committed with "
             "the project; pass credentials through environment variables instead (agent.headers_env, "
@@ -65,6 +43,34 @@ def cmd_params(args: argparse.Namespace) -> int:
         )
     PARAMS.write_text(dump_params(cfg, args.overrides), encoding="utf-8")
     print(f"wrote {PARAMS} (from {read})")
+    return 0
+
+
+def _check_params(params: Path, given: list[str], read: str) -> int:
+    """`doceval params --check`: params.yaml against its sources, composed once (drift.differing_keys)."""
+    # lazy: start-up (as in cmd_params: yaml and the config schema, ~0.2 s)
+    import yaml
+
+    # lazy: start-up (composing for the drift check loads Hydra, ~0.35 s; only --check needs it)
+    from doceval.config.drift import differing_keys
+    from doceval.config.project import recorded_overrides
+
+    text = params.read_text(encoding="utf-8") if params.is_file() else ""
+    current = yaml.safe_load(text) if text else None
+    if current is None:
+        print(f"{params} not found: run `doceval params` (sources: {read})", file=sys.stderr)
+        return EXIT_USAGE
+    # Without overrides here, the ones `doceval params` recorded in the file (what the stages recompose).
+    overrides = list(given) or recorded_overrides(text) or []
+    if overrides and not given:
+        read += f" + {' '.join(overrides)}"
+    keys = differing_keys(current, overrides)
+    if keys:
+        print(f"{params} differs from {read} at {', '.join(keys)}: run `doceval params`"
+              f"{' ' + ' '.join(overrides) if overrides else ''} and commit it",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_USAGE
+    print(f"{params} matches {read}")
     return 0
 
 
