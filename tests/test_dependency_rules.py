@@ -5,7 +5,7 @@ inside functions and under TYPE_CHECKING included), resolved to absolute module 
 - the system never imports the harness or the scorers (a system never grades itself);
 - library code never imports the CLI;
 - one module owns each heavy third-party client: mlflow (doceval/tracking), qdrant_client and qdrant_edge
-  (the doceval/index/store package), openai (doceval/llm).
+  (the doceval/index/store package), openai (doceval/llm), ray (doceval/engine).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ RULES = [
         ("qdrant_client", "qdrant_edge"),
     ),
     ("only doceval/llm imports openai", [p for p in MODULES if p not in modules_under("llm")], ("openai",)),
+    ("only doceval/engine imports ray", [p for p in MODULES if p not in modules_under("engine")], ("ray",)),
 ]
 
 
@@ -72,6 +73,7 @@ def test_the_rules_cover_the_modules_they_name() -> None:
     assert {"doceval.scoring.judge", "doceval.scoring.judging", "doceval.system.docchat.runner"} <= names
     assert {"doceval.seam", "doceval.index.store", "doceval.llm.config", "doceval.tracking.runs"} <= names
     assert {"doceval.index.store.edge", "doceval.index.store.client"} <= names  # the two Qdrant importers
+    assert "doceval.engine.cluster" in names  # the Ray importer
 
 
 @pytest.mark.parametrize(

@@ -403,6 +403,30 @@ class Run:
     max_abandoned: int | None = spec(ge=0, example="3")  # null: no limit
 
 
+@dataclass(frozen=True, kw_only=True)
+class EngineLocal:
+    """Everything in this process: threads for calls of a system, the embedder in the driver."""
+
+    name: Literal["local"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineRay:
+    """A Ray cluster for the index stage's embedding, evaluation fan-out and sweep points (doceval.engine)."""
+
+    name: Literal["ray"]
+    # null: $RAY_ADDRESS, else a Ray started for the run; "local" always starts one; "auto" or an address
+    # (HOST:PORT, ray://HOST:PORT) joins an existing cluster.
+    address: str | None = spec(example="ray://10.0.0.5:10001")
+    actors: int = spec(ge=1, example="2")
+    cpus_per_actor: float = spec(ge=0, example="1")
+    gpus_per_actor: float = spec(ge=0, example="1")
+    batch_size: int = spec(ge=1, example="64")
+    max_restarts: int = spec(ge=0, example="3")
+    max_task_retries: int = spec(ge=0, example="3")
+    num_cpus: int | None = spec(ge=1, example="2")  # a Ray started for the run: its CPUs (null: every core)
+
+
 Retriever = (
     RetrieverOverlap
     | RetrieverBM25
@@ -417,6 +441,7 @@ Answerer = AnswererExtractive | AnswererOpenAI
 Judge = JudgeNone | JudgeOpenAI | JudgeReference
 Floors = FloorsCalibrated | FloorsConfig
 Agent = AgentDocChat | AgentFunction | AgentHttp
+Engine = EngineLocal | EngineRay
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -434,6 +459,7 @@ class Config:
     split: Split
     gate: Gate
     calibration: Calibration
+    engine: Engine
     k: int = spec(ge=1, example="5")
     candidates_k: int = spec(ge=1, example="100")
     limit: int | None = spec(ge=1, example="50")
