@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Tests never reach for a model hub; the embedding model ships inside a package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Loopback test clusters run without token auth (a ~/.ray/auth_token would turn it on): tests/ray_cluster.py.
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,9 @@ def free_port() -> int:
 
 
 def _env() -> dict[str, str]:
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    # RAY_AUTH_MODE: a ~/.ray/auth_token left by any earlier Ray on the machine turns token auth on for
+    # some processes and not others; this cluster is loopback-only and runs without it.
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
     env.pop("RAY_ADDRESS", None)
     # The worker processes import doceval and the tests' helper modules (a user's retriever or assistant).
     src = str(Path(__file__).resolve().parents[1] / "src")
@@ -51,6 +53,7 @@ class RayCluster:
     head: subprocess.Popen[bytes]
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
+    last_count_error: str = ""
 
     def add_worker(self) -> subprocess.Popen[bytes]:
         log = self.temp_dir.parent / f"worker-{len(self.workers)}.log"
@@ -73,7 +76,8 @@ class RayCluster:
                     raise RuntimeError(f"ray start exited {proc.returncode}: " + self.log_tail())
             time.sleep(0.5)
         raise RuntimeError(
-            f"the Ray cluster did not reach {n} nodes in {START_TIMEOUT_S:.0f} s: " + self.log_tail()
+            f"the Ray cluster did not reach {n} nodes in {START_TIMEOUT_S:.0f} s (last count: "
+            f"{self.last_count_error or 'no error'}): " + self.log_tail()
         )
 
     def alive_nodes(self) -> int:
@@ -81,6 +85,7 @@ class RayCluster:
             [sys.executable, "-c", _COUNT_NODES, self.address], capture_output=True, text=True, env=_env(),
             timeout=60, check=False,
         )  # fmt: skip
+        self.last_count_error = "" if out.returncode == 0 else out.stderr[-800:]
         return int(out.stdout.strip() or 0) if out.returncode == 0 else 0
 
     def worker_pids(self) -> list[int]:
