@@ -23,7 +23,10 @@ from doceval.common.io import scan_jsonl
 from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry
 
-CATEGORIES = ("correct", "verbose_correct", "other_version", "partial", "invented_api", "refusal")
+# paraphrased_correct (data/judge/v2.jsonl): right for the pin, worded and coded unlike the reference.
+CATEGORIES = (
+    "correct", "verbose_correct", "paraphrased_correct", "other_version", "partial", "invented_api", "refusal",
+)  # fmt: skip
 VERDICTS = ("correct", "incorrect")
 SPLITS = ("calibration", "test")
 REQUIRED = ("id", "entry_id", "category", "candidate", "verdict", "reason", "split", "labelled_by")
