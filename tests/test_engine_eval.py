@@ -5,6 +5,7 @@ in a child process (a Ray session is per process; this one never holds one) on t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
@@ -81,7 +82,9 @@ def project(tmp_path: Path) -> Path:
 def _env() -> dict[str, str]:
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
     env.pop("RAY_ADDRESS", None)
-    env["PYTHONPATH"] = os.pathsep.join([str(SRC), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(SRC), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    )
     return env
 
 
@@ -113,7 +116,12 @@ def comparable(summary: dict[str, Any]) -> dict[str, Any]:
         if row.get("session_id"):  # doceval-<run tag>-<entry id>: the tag is new in every invocation
             row["session_id"] = row["session_id"].rsplit("-", 1)[-1]
         entries.append(row)
-    return {"metrics": summary["metrics"], "config": config, "entries": entries, "complete": summary["complete"]}
+    return {
+        "metrics": summary["metrics"],
+        "config": config,
+        "entries": entries,
+        "complete": summary["complete"],
+    }
 
 
 def journal_of(project: Path, summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -154,14 +162,18 @@ def test_local_and_ray_give_the_same_summary(
 
 
 def _pids_running_the_system(cluster: RayCluster) -> list[int]:
+    """The cluster's system actors: Ray retitles an actor's process ``ray::SystemActor`` (its command line no
+    longer names the cluster), so it is known by its parent, a raylet of this cluster."""
     pids = []
-    for pid in cluster.worker_pids():
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-        except OSError:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
             continue
-        if "SystemActor" in cmd:
-            pids.append(pid)
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if not (entry / "cmdline").read_bytes().startswith(b"ray::SystemActor"):
+                continue
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if str(cluster.temp_dir).encode() in Path(f"/proc/{ppid}/cmdline").read_bytes():
+                pids.append(int(entry.name))
     return pids
 
 
@@ -236,7 +248,9 @@ def test_the_driver_keeps_the_first_reply_per_entry(tmp_path: Path) -> None:
 
 def test_the_adapters_travel_to_actors_with_their_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCEVAL_TEST_TOKEN", "tok-123456789")
-    http = HttpAgent("http://127.0.0.1:9/ask", headers_env={"Authorization": "DOCEVAL_TEST_TOKEN"}, timeout_s=3)
+    http = HttpAgent(
+        "http://127.0.0.1:9/ask", headers_env={"Authorization": "DOCEVAL_TEST_TOKEN"}, timeout_s=3
+    )
     monkeypatch.delenv("DOCEVAL_TEST_TOKEN")  # a worker elsewhere has not got the driver's environment
     copy = pickle.loads(pickle.dumps(http))
     assert copy._headers == {"Authorization": "tok-123456789"} and copy.timeout_s == 3.0

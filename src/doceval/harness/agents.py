@@ -28,8 +28,8 @@ from doceval.common.concurrency import CallTimedOut, iter_concurrent
 from doceval.common.io import non_finite_path
 from doceval.common.journal import Journal, load_records
 from doceval.common.progress import Progress
-from doceval.seam import Probe, Reply, conversation_units, require_unique_ids, whole_units
 from doceval.config import schema
+from doceval.seam import Probe, Reply, conversation_units, require_unique_ids, whole_units
 from doceval.system.external.agents import ExternalAgent, parse_response, system_error_text
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,9 @@ class _ExternalRun:
             if response.id in self._recorded:
                 return False
             self._recorded.add(response.id)
-        self.journal.append(response.to_json())  # here, not in the loop: calls in flight at a stop still count
+        self.journal.append(
+            response.to_json()
+        )  # here, not in the loop: calls in flight at a stop still count
         with self._lock:
             self.results[response.id] = response
             self._errors += response.error is not None

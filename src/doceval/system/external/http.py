@@ -247,7 +247,9 @@ class HttpAgent:
         self.__dict__.update(state)
         for value in self._headers.values():
             register_secret(value)  # the worker's own scrubber must know them too (its error messages)
-        self._opener = urllib.request.build_opener(_NoRedirect(), _DeadlineHTTPHandler(), _DeadlineHTTPSHandler())
+        self._opener = urllib.request.build_opener(
+            _NoRedirect(), _DeadlineHTTPHandler(), _DeadlineHTTPSHandler()
+        )
         self._lock = threading.Lock()
 
     @classmethod
