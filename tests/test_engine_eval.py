@@ -235,6 +235,24 @@ def test_a_killed_driver_resumes_and_asks_only_the_missing_entries(
     assert comparable(resumed)["metrics"] == comparable(local)["metrics"]
 
 
+@pytest.mark.slow
+def test_max_errors_stops_a_ray_run_and_the_calls_in_flight_are_journaled(
+    ray_cluster: RayCluster, project: Path
+) -> None:
+    args = on_ray(ray_cluster, "agent=function", "agent.target=userret:assistant", "run.max_concurrency=1",
+                  "--max-errors", "0")  # fmt: skip
+    done = subprocess.run(_command("ray.json", *args), cwd=project, env=_env(), capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 4, done.stderr[-3000:]
+    summary = json.loads((project / "ray.json").read_text())
+    assert summary["complete"] is False and "system errors" in summary["incomplete"]["reason"]
+    assert len(summary["entries"]) < N_ENTRIES  # no new call started after the stop
+    lines = [r["id"] for r in journal_of(project, summary)]
+    assert sorted(lines) == sorted(
+        e["id"] for e in summary["entries"]
+    )  # every reply counted is journaled, once
+
+
 def test_the_driver_keeps_the_first_reply_per_entry(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
     agent = FunctionAgent(lambda **kw: {"answer": "a", "sources": [], "refused": False}, "fn")
