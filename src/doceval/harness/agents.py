@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from doceval.common.concurrency import (
-    iter_concurrent,
-)
+from doceval.common.concurrency import CallTimedOut, iter_concurrent
 from doceval.common.io import non_finite_path
 from doceval.common.journal import Journal, load_records
 from doceval.common.progress import Progress
+from doceval.config import schema
 from doceval.seam import Probe, Reply, conversation_units, require_unique_ids, whole_units
 from doceval.system.external.agents import ExternalAgent, parse_response, system_error_text
 
@@ -104,6 +103,9 @@ class _ExternalRun:
         self.limits = limits  # max errors, max abandoned calls (what stops the run)
         self._errors = 0
         self._lock = threading.Lock()
+        self._recorded: set[str] = set()
+        self.remote = False  # engine=ray: calls run on actors, abandoned calls are counted here
+        self.abandoned = 0
 
     def process_unit(self, unit: Sequence[Probe]) -> list[Reply]:
         """A conversation's turns in order, in one session (a single probe is a unit of one)."""
@@ -115,28 +117,53 @@ class _ExternalRun:
         return replies
 
     def process(self, probe: Probe) -> Reply:
-        session_id = self.session_of(probe)
-        start, t0 = time.time(), time.perf_counter()
-        try:
-            raw = self.agent.call(probe, session_id)
-            duration = time.perf_counter() - t0  # the call alone, not reading its reply
-            response = parse_response(probe.id, session_id, raw)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - any failure of the system (a SystemExit too) is that
-            # entry's error: the user's code never chooses doceval's exit code
-            duration = time.perf_counter() - t0
-            response = Reply(probe.id, None, session_id=session_id, error=system_error_text(exc))
-        response.timing = {"start": start, "duration_s": duration}
+        response, abandoned = call_system(self.agent, probe, self.session_of(probe))
+        self.record(response, abandoned)
+        return response
+
+    def record(self, response: Reply, abandoned: bool = False) -> bool:
+        """Journal and keep one reply (the first for its entry: a retried remote call is never counted
+        twice); False for a later duplicate, dropped."""
+        with self._lock:
+            if response.id in self._recorded:
+                return False
+            self._recorded.add(response.id)
         self.journal.append(
             response.to_json()
         )  # here, not in the loop: calls in flight at a stop still count
         with self._lock:
-            self.results[probe.id] = response
+            self.results[response.id] = response
             self._errors += response.error is not None
-            if errors_stop(self._errors, self.limits[0]) or abandoned_stop(self.agent, self.limits[1]):
+            self.abandoned += abandoned
+            system = self if self.remote else self.agent
+            if errors_stop(self._errors, self.limits[0]) or abandoned_stop(system, self.limits[1]):
                 self.stopping.set()  # at once: the next turn of this conversation is not asked
-        return response
+        return True
+
+
+def call_system(agent: ExternalAgent, probe: Probe, session_id: str) -> tuple[Reply, bool]:
+    """One call of the user's system as a Reply (its failure that entry's error), timed; and whether the call
+    was abandoned past its deadline. Runs where the system is: this process, or a Ray actor."""
+    start, t0 = time.time(), time.perf_counter()
+    abandoned = False
+    try:
+        raw = agent.call(probe, session_id)
+        duration = time.perf_counter() - t0  # the call alone, not reading its reply
+        response = parse_response(probe.id, session_id, raw)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - any failure of the system (a SystemExit too) is that
+        # entry's error: the user's code never chooses doceval's exit code
+        duration = time.perf_counter() - t0
+        abandoned = isinstance(exc, CallTimedOut)
+        response = Reply(probe.id, None, session_id=session_id, error=system_error_text(exc))
+    response.timing = {"start": start, "duration_s": duration}
+    return response, abandoned
+
+
+def call_unit(agent: ExternalAgent, unit: Sequence[tuple[Probe, str]]) -> list[tuple[Reply, bool]]:
+    """A conversation's turns in order in their session (a single probe is a unit of one), on a Ray actor."""
+    return [call_system(agent, probe, session_id) for probe, session_id in unit]
 
 
 def _session_namer(
@@ -171,14 +198,47 @@ def _replies(
                 yield i, reply
 
 
+def _on_ray(
+    run: _ExternalRun,
+    todo: Sequence[Sequence[Probe]],
+    concurrency: int,
+    engine: schema.Engine,
+    stack: contextlib.ExitStack,
+) -> Generator[tuple[int, list[Reply]], None, None] | None:
+    """The units' replies from Ray actors as they complete (each journaled by ``run.record`` here, on the
+    driver), or None for ``engine=local``. A conversation is one unit: its turns run in order on one actor."""
+    # lazy: ray (~1 s to import) loads only for engine=ray
+    from doceval.engine import engine_session, uses_ray
+
+    if not isinstance(engine, schema.EngineRay) or not uses_ray(engine):
+        return None
+    # lazy: as above
+    from doceval.engine.fanout import iter_on_actors
+
+    stack.enter_context(engine_session(engine))
+    if concurrency == 1:  # warm memory: one session, strictly in probe order, so one actor
+        engine = dataclasses.replace(engine, actors=1)
+    run.remote = True
+    items = [[(probe, run.session_of(probe)) for probe in unit] for unit in todo]
+
+    def record(_: int, replies: list[tuple[Reply, bool]]) -> None:
+        for reply, abandoned in replies:
+            run.record(reply, abandoned)
+
+    agent = run.agent
+    remote = iter_on_actors(lambda: agent, call_unit, items, engine, concurrency, on_done=record)
+    stack.callback(remote.close)  # before the session ends: calls in flight are journaled, actors killed
+    return ((i, [reply for reply, _ in replies]) for i, replies in remote)
+
+
 def _drain_external(
     outcomes: Iterator[tuple[int, Reply]],
-    agent: ExternalAgent,
+    agent: object,
     bar: Any,
     limits: tuple[int | None, int | None],
 ) -> str | None:
     """Consume the replies as they finish; why the run stopped early (``limits``: max errors, max abandoned
-    calls) or None."""
+    calls: ``agent.abandoned``) or None."""
     max_errors, max_abandoned = limits
     n_errors = 0
     for _, response in outcomes:
@@ -207,6 +267,7 @@ def run_external(
     progress: bool = True,
     conversation_of: Mapping[str, str] | None = None,
     reset_ids: Collection[str] = (),
+    engine: schema.Engine | None = None,
 ) -> ExternalOutcome:
     """Send every probe to ``agent`` once; see the module docstring for what a reply must hold.
 
@@ -223,6 +284,9 @@ def run_external(
     - ``max_errors``: once more entries than this have errored, no new call starts; calls in flight finish
       (and are journaled and returned) and the outcome says ``stopped``. ``max_abandoned`` likewise, once more
       calls than this were abandoned past their deadline (``agent.timeout_s`` of a function agent).
+    - ``engine``: with ``engine=ray`` the calls run on Ray actors (:mod:`doceval.engine.fanout`), each with
+      its own copy of ``agent`` and up to ``max_concurrency`` calls at once; this process alone journals,
+      keeping the first reply per entry. Warm memory runs on one actor, one call at a time.
     """
     require_unique_ids(probes)
     wanted = {p.id for p in probes}
@@ -237,8 +301,12 @@ def run_external(
     concurrency = 1 if warm_memory else max(1, max_concurrency)
     bar = Progress(len(probes), f"agent ({agent.name})", "entry", enabled=progress, initial=len(done))
     try:
-        with contextlib.closing(_replies(iter_concurrent(run.process_unit, todo, concurrency))) as outcomes:
-            reason = _drain_external(outcomes, agent, bar, (max_errors, max_abandoned))
+        with contextlib.ExitStack() as stack:
+            produced = _on_ray(run, todo, concurrency, engine, stack) if engine is not None else None
+            if produced is None:
+                produced = iter_concurrent(run.process_unit, todo, concurrency)
+            outcomes = stack.enter_context(contextlib.closing(_replies(produced)))
+            reason = _drain_external(outcomes, run if run.remote else agent, bar, (max_errors, max_abandoned))
             if reason is not None:
                 run.stopping.set()
     finally:

@@ -7,12 +7,13 @@ calibration sweeps fast and lets parallel sweep jobs run while the embedded Qdra
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from doceval.common.hints import rerun, stage_command
 from doceval.common.io import iter_jsonl, read_json
 from doceval.common.progress import iterate
+from doceval.config import schema
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.index.build import check_index
@@ -34,7 +36,6 @@ from doceval.system.retrievers.bm25 import BM25Retriever
 from doceval.system.retrievers.function import FunctionRetriever
 
 if TYPE_CHECKING:
-    from doceval.config import schema
     from doceval.config.schema import Config
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,7 @@ def retrieve_all(
     progress: bool = True,
     limits: ErrorLimits | None = None,
     turns: Mapping[str, TurnQuery] | None = None,
+    remote: tuple[schema.EngineRay, Callable[[], Retriever]] | None = None,
 ) -> CandidateSet:
     """Top-``depth`` per entry, and the router's verdict (no router without a doceval corpus: the user's
     retriever sees every question). ``meta`` is left empty for the caller. ``turns``: a conversation turn's
@@ -174,7 +176,9 @@ def retrieve_all(
 
     A user's retriever function is the system under test: whatever goes wrong in one call (an exception, a
     SystemExit, a timeout, a result of the wrong shape) is that entry's system error, and past ``limits``
-    no further entry is asked. A built-in retriever's failure is doceval's own and propagates."""
+    no further entry is asked. A built-in retriever's failure is doceval's own and propagates. ``remote``
+    (engine=ray, a user's retriever only): the calls run on Ray actors, each building its retriever with the
+    callable given (:mod:`doceval.harness.remote`)."""
     # lazy: start-up (the user-system run loop and errors, ~60 ms, load only when retrieval runs live)
     from doceval.harness.agents import abandoned_stop, errors_stop
     from doceval.system.external.agents import system_error_text
@@ -183,6 +187,12 @@ def retrieve_all(
     user = isinstance(retriever, FunctionRetriever)
     out = CandidateSet({}, {}, {})
     turns = turns or {}
+    if user and remote is not None:
+        # lazy: ray (~1 s) loads only for engine=ray
+        from doceval.harness.remote import retrieve_on_ray
+
+        asks = {e.id: turns.get(e.id) or TurnQuery(e.question, e.library, e.version) for e in entries}
+        return retrieve_on_ray(entries, retriever, remote[1], asks, depth, remote[0], limits, progress)
     for entry in iterate(entries, f"retrieve ({retriever.name})", "q", enabled=progress):
         ask = turns.get(entry.id) or TurnQuery(entry.question, entry.library, entry.version)
         reason = None if corpus is None else route_pin(ask.library, ask.version, corpus)
@@ -212,6 +222,14 @@ def retrieve_all(
     return out
 
 
+def _remote(
+    cfg: Config, make: Callable[[], Retriever]
+) -> tuple[schema.EngineRay, Callable[[], Retriever]] | None:
+    """engine=ray: the engine and how each actor builds a user's retriever (from its config block, by import
+    path; an object from the Python API travels pickled). None (engine=local): it is called here."""
+    return (cfg.engine, make) if isinstance(cfg.engine, schema.EngineRay) else None
+
+
 def compute_candidates(
     cfg: Config,
     corpus: Corpus | None,
@@ -232,10 +250,18 @@ def compute_candidates(
         raise UsageError(f"candidates_k={depth} must be >= k={cfg.k} (retrieve once, cut at any k <= K)")
     turns = turn_queries(entries, corpus, cfg.memory.rewrite, memory_reset)
     if retriever is not None:
-        cands = retrieve_all(entries, retriever, corpus, depth, progress, limits, turns)
+        given = retriever
+        cands = retrieve_all(
+            entries, given, corpus, depth, progress, limits, turns, _remote(cfg, lambda: given)
+        )
     else:
         with open_retriever(cfg, corpus) as retriever:
-            cands = retrieve_all(entries, retriever, corpus, depth, progress, limits, turns)
+            build: Callable[[], Retriever] = lambda: retriever  # noqa: E731 - a built-in one is never remote
+            if isinstance(cfg.retriever, schema.RetrieverFunction):
+                build = functools.partial(FunctionRetriever.from_config, cfg.retriever)
+            cands = retrieve_all(
+                entries, retriever, corpus, depth, progress, limits, turns, _remote(cfg, build)
+            )
     describe = getattr(retriever, "describe", None)
     index = None if corpus is None else _index_manifest(Path(cfg.paths.index))
     cands.meta = {

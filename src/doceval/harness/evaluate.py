@@ -129,6 +129,8 @@ class AgentSetup:
     rewrite: str  # memory.rewrite: how doceval's agent retrieves for a conversation's follow-up
     # --memory-reset needs_memory: each needs_memory turn asked without its conversation's context
     memory_reset: bool = False
+    # engine=ray: the user's assistant is called on Ray actors (doceval.engine.fanout); None or local: threads
+    engine: schema.Engine | None = None
 
     def reset_ids(self, plan: RunPlan) -> frozenset[str]:
         """The turns asked without their conversation's context (none unless ``memory_reset``)."""
@@ -182,7 +184,7 @@ def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetu
     journal, judge_journal = (None, None) if offline else (run_dir / "journal.jsonl", run_dir / "judge.jsonl")
     return AgentSetup(answerer_cfg, judge_cfg, answerer, judge, warm, None if budget is None else float(budget),
                       cfg.run.max_concurrency, key, journal, judge_journal, cfg.run.max_abandoned,
-                      cfg.memory.rewrite, options.memory_reset)  # fmt: skip
+                      cfg.memory.rewrite, options.memory_reset, cfg.engine)  # fmt: skip
 
 
 def open_ledger(setup: AgentSetup, plan: RunPlan) -> Ledger:
@@ -283,6 +285,7 @@ def run_assistant(plan: RunPlan, setup: AgentSetup, options: EvalOptions) -> Sys
         progress=options.progress,
         conversation_of=plan.conversations(),
         reset_ids=setup.reset_ids(plan),
+        engine=setup.engine,
     )
     # An entry never asked (the run stopped first) has no reply.
     replies = {e.id: outcome.responses[e.id] for e in plan.entries if e.id in outcome.responses}

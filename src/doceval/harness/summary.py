@@ -189,6 +189,9 @@ def _config_block(
         # Names the judge (model, endpoint, template hash, temperature, seed; or the offline rule): two
         # answer_accuracy figures with different hashes are not comparable.
         "judge_id": judge_id(setup.judge_cfg),
+        # Where the system was called (engine=local threads, or engine=ray actors): the figures do not depend
+        # on it, the timings do.
+        "engine": public_block(config_dict(cfg.engine)),
         "run": {
             "budget_usd": setup.budget_usd,
             "max_concurrency": setup.max_concurrency,

@@ -90,6 +90,17 @@ class FunctionAgent:
         self._caller = DeadlineCaller("doceval-agent")
         self._provenance = provenance_of(fn)
 
+    def __getstate__(self) -> dict[str, Any]:
+        # engine=ray ships the agent to its actors: the function goes by reference to its module (an import
+        # path) or by value (a closure); the deadline threads are each process's own.
+        state = dict(self.__dict__)
+        del state["_caller"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._caller = DeadlineCaller("doceval-agent")
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "target": self.target, **self._provenance}
 

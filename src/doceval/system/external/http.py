@@ -235,6 +235,23 @@ class HttpAgent:
         self._lock = threading.Lock()
         self._counts = {"requests": 0, "retries": 0}
 
+    def __getstate__(self) -> dict[str, Any]:
+        # engine=ray ships the agent to its actors with the header values read here (a worker on another host
+        # has not got the driver's environment); the opener and lock are each process's own.
+        state = dict(self.__dict__)
+        for own in ("_opener", "_lock"):
+            del state[own]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        for value in self._headers.values():
+            register_secret(value)  # the worker's own scrubber must know them too (its error messages)
+        self._opener = urllib.request.build_opener(
+            _NoRedirect(), _DeadlineHTTPHandler(), _DeadlineHTTPSHandler()
+        )
+        self._lock = threading.Lock()
+
     @classmethod
     def from_config(cls, cfg: schema.AgentHttp, **kwargs: Any) -> HttpAgent:
         """From the ``agent`` block (``url``, ``headers_env``, ``timeout_s``, ``max_retries``,

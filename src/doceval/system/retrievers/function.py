@@ -184,6 +184,19 @@ class FunctionRetriever:
             f".retrieve(question, k) method; return {_EXAMPLE} or an object with that method"
         )
 
+    def __getstate__(self) -> dict[str, Any]:
+        # engine=ray ships a retriever given as an object (the Python API) to its actors: the function goes
+        # by reference to its module or by value (a closure); the deadline threads and lock are per process.
+        state = dict(self.__dict__)
+        for own in ("_caller", "_lock"):
+            del state[own]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._caller = DeadlineCaller("doceval-retriever")
+        self._lock = threading.Lock()
+
     # ----------------------------------------------------------------------------------------- retrieve
 
     def _extra(self, library: str, version: str) -> dict[str, str]:

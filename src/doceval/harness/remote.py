@@ -1,0 +1,118 @@
+"""The user's retriever function on Ray actors (``engine=ray``): each actor builds the retriever once and
+answers one question at a time (as the local loop calls it: a user's function need not be thread-safe), the
+driver collects the candidates in entry order. A failed call is that entry's system error, as locally."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from doceval.common.concurrency import CallTimedOut
+from doceval.common.progress import Progress
+from doceval.system.external.agents import system_error_text
+
+if TYPE_CHECKING:
+    from doceval.config import schema
+    from doceval.harness.candidates import CandidateSet, ErrorLimits
+    from doceval.inputs.golden import GoldenEntry
+    from doceval.system.docchat.conversation import TurnQuery
+    from doceval.system.retrievers import Retriever
+
+log = logging.getLogger(__name__)
+
+# (entry id, ranked, error, (start, seconds), scored, abandoned): one call's outcome, sent back to the driver
+Outcome = tuple[str, list[tuple[str, float]], str | None, tuple[float, float], bool | None, bool]
+
+
+def retrieve_one(retriever: Retriever, item: tuple[str, TurnQuery, int]) -> Outcome:
+    """One call of the user's retriever, on an actor: its failure is the entry's error, never raised."""
+    entry_id, ask, depth = item
+    start, t0 = time.time(), time.perf_counter()
+    error, abandoned = None, False
+    try:
+        ranked = list(retriever.retrieve(ask.query, ask.library, ask.version, depth))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - only the user's code: its exit code is never doceval's
+        ranked, error, abandoned = [], system_error_text(exc), isinstance(exc, CallTimedOut)
+    return (
+        entry_id,
+        ranked,
+        error,
+        (start, time.perf_counter() - t0),
+        getattr(retriever, "scored", None),
+        abandoned,
+    )
+
+
+def retrieve_on_ray(
+    entries: Sequence[GoldenEntry],
+    retriever: Retriever,
+    make_system: Callable[[], Retriever],
+    turns: Mapping[str, TurnQuery],
+    depth: int,
+    engine: schema.EngineRay,
+    limits: ErrorLimits,
+    progress: bool,
+) -> CandidateSet:
+    """:func:`doceval.harness.candidates.retrieve_all` for a user's retriever on ``engine.actors`` actors;
+    ``retriever`` is the driver's copy (its ``scored`` is set from the actors' results)."""
+    # lazy: ray (~1 s to import) loads only for engine=ray; candidates imports this module lazily too
+    from doceval.engine import engine_session
+    from doceval.engine.fanout import iter_on_actors
+    from doceval.harness.agents import errors_stop
+    from doceval.harness.candidates import CandidateSet
+
+    out = CandidateSet({}, {}, {})
+    abandoned = [0]
+    items = [(e.id, turns[e.id], depth) for e in entries]
+
+    def record(_: int, outcome: Outcome) -> None:
+        entry_id, ranked, error, timing, scored, lost = outcome
+        out.ranked[entry_id], out.routed[entry_id], out.timings[entry_id] = ranked, None, timing
+        if error is not None:
+            out.errors[entry_id] = error
+            log.warning("%s: %s", entry_id, error)
+        abandoned[0] += lost
+        if getattr(retriever, "scored", None) is None and scored is not None:
+            retriever.scored = scored  # type: ignore[attr-defined]  # bare ids or pairs, as the actors saw
+
+    bar = Progress(len(entries), f"retrieve ({retriever.name})", "q", enabled=progress)
+    with engine_session(engine), contextlib.ExitStack() as stack:
+        stack.callback(bar.close)
+        results = iter_on_actors(make_system, retrieve_one, items, engine, 1, on_done=record)
+        for _ in stack.enter_context(contextlib.closing(results)):
+            bar.update(1)
+            out.stopped = errors_stop(len(out.errors), limits.max_errors) or _abandoned_stop(
+                abandoned[0], limits
+            )
+            if out.stopped is not None:
+                log.error("stopping: %s", out.stopped)
+                break
+    return _in_entry_order(out, entries)
+
+
+def _abandoned_stop(n: int, limits: ErrorLimits) -> str | None:
+    # lazy: the harness's run loop (agents) imports this module's callers; one rule for both paths
+    from doceval.harness.agents import abandoned_stop
+
+    class _Count:
+        abandoned = n
+
+    return abandoned_stop(_Count(), limits.max_abandoned)
+
+
+def _in_entry_order(out: CandidateSet, entries: Sequence[GoldenEntry]) -> CandidateSet:
+    """The candidates keyed in entry order, as the local loop leaves them (they arrived as they completed)."""
+    ids = [e.id for e in entries]
+
+    def order(d: dict[str, Any]) -> dict[str, Any]:
+        return {i: d[i] for i in ids if i in d}
+
+    out.ranked, out.routed, out.timings, out.errors = (
+        order(out.ranked), order(out.routed), order(out.timings), order(out.errors)
+    )  # fmt: skip
+    return out

@@ -1,0 +1,285 @@
+"""engine=ray's evaluation fan-out (doceval.engine.fanout) against engine=local: a user's retriever function,
+function assistant and HTTP assistant (real HTTP on 127.0.0.1) give the same summary either way; a Ray worker
+killed mid-run loses and doubles nothing; a killed driver resumes from its journal. Every run is `doceval eval`
+in a child process (a Ray session is per process; this one never holds one) on the real two-node cluster."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_agent import FakeAgent, running_agent
+from ray_cluster import RayCluster
+
+from doceval.common.journal import Journal
+from doceval.config.compose import compose
+from doceval.harness.agents import _ExternalRun, load_journal
+from doceval.seam import Reply
+from doceval.system.external.agents import FunctionAgent
+from doceval.system.external.http import HttpAgent
+from doceval.tracking.configured import effective_params
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+MODULE = """
+DOCS = {"D1": "late fees are five dollars per day", "D2": "returns are accepted within thirty days",
+        "D3": "shipping is free over fifty dollars", "D4": "returns of gift cards are not accepted"}
+
+def _scored(question, k, bar=2):
+    words = set(question.split())
+    hits = [(d, float(len(words & set(t.split())))) for d, t in DOCS.items()]
+    return [(d, s) for d, s in sorted(hits, key=lambda x: (-x[1], x[0])) if s >= bar][:k]
+
+def scored(question, k):
+    return _scored(question, k)
+
+def assistant(question, library, version, session_id):
+    hits = _scored(question, 3)
+    if "pizza" in question:
+        raise RuntimeError("model offline")
+    return {"answer": " ".join(DOCS[d] for d, _ in hits) or None, "refused": not hits,
+            "sources": [{"id": d, "score": s} for d, s in hits]}
+"""
+QUESTIONS = [
+    ("how much are late fees per day", ["D1"]),
+    ("are returns accepted after thirty days", ["D2", "D4"]),
+    ("do you sell pizza", []),
+    ("is shipping free", ["D3"]),
+    ("are gift cards accepted for returns", ["D4"]),
+    ("what is the weather", []),
+]
+N_ENTRIES = 24  # each question four times (distinct ids): enough calls in flight to spread over the actors
+
+
+def _rows() -> list[dict[str, Any]]:
+    rows = []
+    for i in range(N_ENTRIES):
+        question, relevant = QUESTIONS[i % len(QUESTIONS)]
+        rows.append({"id": f"q{i:02d}", "question": f"{question} {'?' * (i // len(QUESTIONS))}".strip(),
+                     "out_of_scope": not relevant, "relevant_ids": relevant,
+                     "reference_answer": "see the handbook" if relevant else "", "expected_apis": [],
+                     "forbidden_apis": [], "split": None, "kind": "lookup" if relevant else "off_topic"})  # fmt: skip
+    return rows
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "userret.py").write_text(MODULE, encoding="utf-8")
+    (tmp_path / "golden.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows()), encoding="utf-8")
+    return tmp_path
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")
+    env.pop("RAY_ADDRESS", None)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(SRC), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    )
+    return env
+
+
+def _command(out: str, *args: str) -> list[str]:
+    code = "import sys; from doceval.cli import main; sys.exit(main(sys.argv[1:]))"
+    return [sys.executable, "-c", code, "eval", "--golden", "golden.jsonl", "--split", "all", "--no-track",
+            "--quiet", "--output", out, *args]  # fmt: skip
+
+
+def run_eval(project: Path, out: str, *args: str) -> dict[str, Any]:
+    done = subprocess.run(_command(out, *args), cwd=project, env=_env(), capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary: dict[str, Any] = json.loads((project / out).read_text())
+    return summary
+
+
+def on_ray(cluster: RayCluster, *args: str) -> tuple[str, ...]:
+    return ("engine=ray", f"engine.address={cluster.address}", "engine.actors=2", *args)
+
+
+def comparable(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary less what may differ between two runs of the same system: timings, the run's session tag,
+    the engine block, provenance and this invocation's journal bookkeeping."""
+    config = {k: v for k, v in summary["config"].items() if k not in ("engine", "provenance", "usage")}
+    entries = []
+    for entry in summary["entries"]:
+        row = {k: v for k, v in entry.items() if k != "timing"}
+        if row.get("session_id"):  # doceval-<run tag>-<entry id>: the tag is new in every invocation
+            row["session_id"] = row["session_id"].rsplit("-", 1)[-1]
+        entries.append(row)
+    return {
+        "metrics": summary["metrics"],
+        "config": config,
+        "entries": entries,
+        "complete": summary["complete"],
+    }
+
+
+def journal_of(project: Path, summary: dict[str, Any]) -> list[dict[str, Any]]:
+    path = project / "data" / "runs" / "eval" / summary["config"]["run_key"] / "journal.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def agent() -> Iterator[FakeAgent]:
+    with running_agent() as srv:
+        yield srv
+
+
+SYSTEMS = {
+    "function_retriever": ("retriever=function", "retriever.target=userret:scored", "k=2"),
+    "function_assistant": ("agent=function", "agent.target=userret:assistant", "k=2"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("system", [*SYSTEMS, "http_assistant"])
+def test_local_and_ray_give_the_same_summary(
+    ray_cluster: RayCluster, project: Path, agent: FakeAgent, system: str
+) -> None:
+    args = SYSTEMS.get(system) or ("agent=http", f"agent.url={agent.url}", "k=2")
+    local = run_eval(project, "local.json", *args, "engine=local", "run.max_concurrency=4")
+    ray = run_eval(project, "ray.json", *on_ray(ray_cluster, *args, "run.max_concurrency=4"))
+    assert comparable(ray) == comparable(local)
+    assert len(ray["entries"]) == N_ENTRIES and ray["complete"] is True
+    assert local["config"]["engine"] == {"name": "local"}
+    assert ray["config"]["engine"]["name"] == "ray" and ray["config"]["engine"]["actors"] == 2
+    if system == "function_assistant":  # a system error is recorded as locally: the same text, never scored
+        errored = [e for e in ray["entries"] if e["system_error"]]
+        assert len(errored) == 4 and all("model offline" in e["system_error"] for e in errored)
+    if system == "http_assistant":
+        asked = [r["question"] for r in agent.requests]
+        assert len(asked) == 2 * (N_ENTRIES + 1)  # each run: a reachability probe, then every entry once
+
+
+def _pids_running_the_system(cluster: RayCluster) -> list[int]:
+    """The cluster's system actors: Ray retitles an actor's process ``ray::SystemActor`` (its command line no
+    longer names the cluster), so it is known by its parent, a raylet of this cluster."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if not (entry / "cmdline").read_bytes().startswith(b"ray::SystemActor"):
+                continue
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if str(cluster.temp_dir).encode() in Path(f"/proc/{ppid}/cmdline").read_bytes():
+                pids.append(int(entry.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_a_killed_ray_worker_loses_and_doubles_no_entry(
+    ray_cluster: RayCluster, project: Path, agent: FakeAgent
+) -> None:
+    args = ("agent=http", f"agent.url={agent.url}", "k=2", "run.max_concurrency=2")
+    local = run_eval(project, "local.json", *args)
+    agent.requests.clear()
+    agent.delay_s = 0.4  # slow enough that the kill lands mid-run, with calls in flight
+    proc = subprocess.Popen(_command("ray.json", *on_ray(ray_cluster, *args)), cwd=project, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while len(agent.requests) < 6 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    victims = _pids_running_the_system(ray_cluster)
+    assert victims, "no actor process of the run was found"
+    os.kill(victims[0], signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr[-3000:]
+    ray = json.loads((project / "ray.json").read_text())
+    assert comparable(ray) == comparable(local)
+    lines = journal_of(project, ray)
+    assert sorted(r["id"] for r in lines) == sorted(e["id"] for e in ray["entries"])  # one reply per entry
+    # The killed actor's calls in flight were retried on its restarted process: asked again, counted once.
+    assert len(agent.requests) > N_ENTRIES + 1
+
+
+@pytest.mark.slow
+def test_a_killed_driver_resumes_and_asks_only_the_missing_entries(
+    ray_cluster: RayCluster, project: Path, agent: FakeAgent
+) -> None:
+    args = on_ray(ray_cluster, "agent=http", f"agent.url={agent.url}", "k=2", "run.max_concurrency=2")
+    agent.delay_s = 0.3
+    proc = subprocess.Popen(_command("ray.json", *args), cwd=project, env=_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    journals = project / "data" / "runs" / "eval"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = list(journals.glob("*/journal.jsonl"))
+        if found and len(found[0].read_text().splitlines()) >= 6:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    journal = next(journals.glob("*/journal.jsonl"))
+    before = {json.loads(line)["id"] for line in journal.read_text().splitlines() if line.strip()}
+    assert 6 <= len(before) < N_ENTRIES
+    agent.requests.clear()
+    agent.delay_s = 0.0
+    resumed = run_eval(project, "ray.json", *args)
+    asked = [r["question"] for r in agent.requests[1:]]  # after the reachability probe
+    assert len(asked) == N_ENTRIES - len(before)  # only the missing entries
+    assert resumed["config"]["usage"]["resumed"] == len(before)
+    lines = journal_of(project, resumed)
+    assert sorted(r["id"] for r in lines) == sorted(e["id"] for e in resumed["entries"])
+    local = run_eval(project, "local.json", "agent=http", f"agent.url={agent.url}", "k=2", "--fresh")
+    assert comparable(resumed)["metrics"] == comparable(local)["metrics"]
+
+
+@pytest.mark.slow
+def test_max_errors_stops_a_ray_run_and_the_calls_in_flight_are_journaled(
+    ray_cluster: RayCluster, project: Path
+) -> None:
+    args = on_ray(ray_cluster, "agent=function", "agent.target=userret:assistant", "run.max_concurrency=1",
+                  "--max-errors", "0")  # fmt: skip
+    done = subprocess.run(_command("ray.json", *args), cwd=project, env=_env(), capture_output=True, text=True,
+                          timeout=300, check=False)  # fmt: skip
+    assert done.returncode == 4, done.stderr[-3000:]
+    summary = json.loads((project / "ray.json").read_text())
+    assert summary["complete"] is False and "system errors" in summary["incomplete"]["reason"]
+    assert len(summary["entries"]) < N_ENTRIES  # no new call started after the stop
+    lines = [r["id"] for r in journal_of(project, summary)]
+    assert sorted(lines) == sorted(
+        e["id"] for e in summary["entries"]
+    )  # every reply counted is journaled, once
+
+
+def test_the_driver_keeps_the_first_reply_per_entry(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    agent = FunctionAgent(lambda **kw: {"answer": "a", "sources": [], "refused": False}, "fn")
+    run = _ExternalRun(agent, Journal(path), {}, lambda probe: "s")
+    first, retried = Reply("q1", "first", session_id="s"), Reply("q1", "again", session_id="s")
+    assert run.record(first) is True and run.record(retried) is False
+    run.journal.close()
+    assert [r.answer for r in load_journal(path).values()] == ["first"]
+    assert path.read_text().count("\n") == 1 and run.results["q1"].answer == "first"
+
+
+def test_the_adapters_travel_to_actors_with_their_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCEVAL_TEST_TOKEN", "tok-123456789")
+    http = HttpAgent(
+        "http://127.0.0.1:9/ask", headers_env={"Authorization": "DOCEVAL_TEST_TOKEN"}, timeout_s=3
+    )
+    monkeypatch.delenv("DOCEVAL_TEST_TOKEN")  # a worker elsewhere has not got the driver's environment
+    copy = pickle.loads(pickle.dumps(http))
+    assert copy._headers == {"Authorization": "tok-123456789"} and copy.timeout_s == 3.0
+    assert copy._lock is not http._lock and copy.describe() == http.describe()
+    fn = FunctionAgent(json.loads, "json:loads", timeout_s=5)
+    twin = pickle.loads(pickle.dumps(fn))
+    assert twin._fn is json.loads and twin.timeout_s == 5.0 and twin.abandoned == 0
+
+
+def test_the_engine_is_recorded_in_the_mlflow_params() -> None:
+    cfg = compose(["engine=ray", "engine.actors=3"])
+    params = effective_params(cfg, {"engine": {"name": "ray", "actors": 3}})
+    assert params["engine.name"] == "ray" and params["engine.actors"] == 3
+    assert effective_params(compose([]), {})["engine.name"] == "local"
