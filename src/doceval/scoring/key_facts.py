@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 # name=value, the value a literal (kept: a wrong value is a wrong fact) or a placeholder (only the name is kept)
-_ASSIGN = re.compile(r"\b([A-Za-z_]\w*)\s*=\s*('[^']*'|\"[^\"]*\"|[\w.\[\]-]+)?")
+_ASSIGN = re.compile(r"\b([A-Za-z_]\w*)\s*=\s*('[^']*'|\"[^\"]*\"|[\w\[\]-]+(?:\.[\w\[\]-]+)*)?")
 _TOKEN = re.compile(r"(?<![\w-])--[A-Za-z][\w-]*|@?[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*(?:\(\))?")
 _PATH = re.compile(r"\S*[/~]\S*")  # file paths and URLs: their words are not API names
 _BACKTICK = re.compile(r"`([^`\n]+)`")
@@ -143,11 +143,11 @@ def extract(
 ) -> KeyFacts:
     """The key facts of ``reference``: its code facts, alternatives joined into OR-groups, the entry's
     ``expected_any`` groups, and nothing the entry forbids (a reference may name the old API it replaces)."""
-    bad = [_fact(s) for s in forbidden if _fact(s)]
+    bad = [b for s in forbidden if (b := _fact(s).rstrip("=("))]
     groups: list[list[str]] = [[_fact(s) for s in g if _fact(s)] for g in expected_any]
     groups = [g for g in groups if g]
     for sentence in _SENTENCE.split(reference):
-        facts = [(a, b, f) for a, b, f in _sentence_facts(sentence) if not any(x in f for x in bad)]
+        facts = [(a, b, f) for a, b, f in _sentence_facts(sentence) if not any(_find(f, x) for x in bad)]
         joined: dict[int, int] = {}  # index of a fact -> index of the fact it is an alternative to
         for m in _OR.finditer(sentence):
             left = [i for i, (_, b, _) in enumerate(facts) if m.start() - _NEAR <= b <= m.start()]
