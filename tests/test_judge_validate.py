@@ -310,10 +310,11 @@ def test_rescore_refuses_a_summary_without_answers_or_with_changed_labels(
 def test_the_shipped_reference_threshold_is_the_calibrated_one(capsys: pytest.CaptureFixture[str]) -> None:
     import yaml
 
-    shipped = yaml.safe_load((ROOT / "conf" / "judge" / "reference.yaml").read_text())["threshold"]
+    shipped = yaml.safe_load((ROOT / "conf" / "judge" / "reference.yaml").read_text())
     assert main(["judge", "calibrate", str(ROOT / "data" / "judge" / "v1.jsonl"), "--quiet",
                  "--golden", str(ROOT / "data" / "golden" / "v2.jsonl")]) == 0  # fmt: skip
-    assert f"threshold {shipped} " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"facts_threshold {shipped['facts_threshold']} threshold {shipped['threshold']} " in out
 
 
 def test_eval_with_the_shipped_reference_judge_runs_offline(project: Path) -> None:
@@ -325,29 +326,44 @@ def test_eval_with_the_shipped_reference_judge_runs_offline(project: Path) -> No
     )
     ident = summary["config"]["judge_id"]["identity"]
     assert ident["name"] == "reference" and ident["threshold"] == summary["config"]["judge"]["threshold"]
-    # a verdict the version strings decide says so; one the similarity decides names the threshold
+    assert ident["facts_threshold"] == summary["config"]["judge"]["facts_threshold"]
+    # a verdict the version strings decide says so; one the key facts decide names them; one that gets past
+    # both names the similarity and its threshold
     assert all(
-        "version strings" in e["verdict_reason"] or "similarity" in e["verdict_reason"] for e in judged
+        "version strings" in e["verdict_reason"]
+        or "key facts" in e["verdict_reason"]
+        or "similarity" in e["verdict_reason"]
+        for e in judged
     )
 
 
 def test_the_bar_for_printing_answer_accuracy_and_the_reports_wording() -> None:
-    from doceval.scoring.agreement import trusted
+    from doceval.scoring.agreement import reported_figure, trusted
     from doceval.stages.report import judge_agreement_lines
 
-    def report(kappa: float | None, base: float | None) -> dict[str, object]:
+    def report(kappa: float | None, base: float | None, lo: float = 0.05) -> dict[str, object]:
+        diff = None if kappa is None or base is None else kappa - base
         return {"agreement": {"kappa": kappa, "kappa_ci95": [0.1, 0.9], "accuracy": 0.8, "n": 96},
-                "version_strings_alone": {"kappa": base}, "judge": {"hash": "h"},
+                "version_strings_alone": {"kappa": base},
+                "components": {"version_strings": {"kappa": base}, "key_facts": {"kappa": 0.6},
+                               "similarity": {"kappa": 0.1}},
+                "beats_strings": {"difference": diff, "ci95": [lo, 0.4], "beats": lo > 0},
+                "judge": {"hash": "h"},
                 "labels": {"path": "data/judge/v1.jsonl", "split": "test", "md5": "m"}}  # fmt: skip
 
-    assert trusted(report(0.7, 0.5))[0] is True
+    assert trusted(report(0.7, 0.5))[0] is True and reported_figure(report(0.7, 0.5)) == "judge"
     assert trusted(report(0.55, 0.5)) == (False, "kappa 0.550 is below 0.6")
-    assert trusted(report(0.65, 0.7)) == (False, "kappa 0.650 does not beat version strings alone (0.700)")
+    # above strings by the point estimate, but the paired interval reaches 0: not evidence enough
+    ok, why = trusted(report(0.75, 0.5, lo=-0.02))
+    assert not ok and why.startswith("kappa 0.750 does not beat version strings alone (0.500)")
+    assert "[-0.020, 0.400]" in why and reported_figure(report(0.75, 0.5, lo=-0.02)) == "version strings"
     assert trusted(report(None, 0.5))[0] is False
-    below = "\n".join(judge_agreement_lines(report(0.537, 0.503)))  # type: ignore[arg-type]
+    below = "\n".join(judge_agreement_lines(report(0.537, 0.503, lo=-0.1)))  # type: ignore[arg-type]
     assert "Cohen's kappa 0.537 [0.100, 0.900]" in below and "stays **not judged**" in below
+    assert "The answer figure reported is **version strings**" in below
+    assert "key facts alone 0.600" in below and "paired bootstrap): +0.034 [-0.100, +0.400]" in below
     above = "\n".join(judge_agreement_lines(report(0.7, 0.5)))  # type: ignore[arg-type]
-    assert "It clears the bar" in above
+    assert "It clears the bar" in above and "version strings**" not in above
 
 
 def test_the_documented_agreement_is_the_pipelines() -> None:
@@ -358,3 +374,54 @@ def test_the_documented_agreement_is_the_pipelines() -> None:
     figure = f"{a['kappa']:.3f} [{lo:.3f}, {hi:.3f}]"
     assert figure in (ROOT / "README.md").read_text()
     assert f"{a['kappa']:.3f} ({lo:.3f}–{hi:.3f})" in (ROOT / "data" / "judge" / "README.md").read_text()
+
+
+def test_validate_reports_components_the_paired_bootstrap_and_each_label_file(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The offline judge over two label files: the combined figures, each file's, each component alone and the
+    paired difference against version strings, in the JSON report and on the terminal."""
+    first = _labels_file(project)
+    second = project / "more.jsonl"
+    # the same ids in another file (a v2 repeats v1's numbering): rows stay apart, prefixed by their file
+    second.write_text(first.read_text())
+    args = ["judge", "validate", str(first), str(second), "judge=reference", "--quiet", "--no-track",
+            "--output", "r.json"]  # fmt: skip
+    assert main(args) == 0
+    report = json.loads((project / "r.json").read_text())
+    assert report["labels"]["paths"] == [str(first), str(second)] and report["n_rows"] == 12
+    assert len({r["id"] for r in report["rows"]}) == 12 and report["rows"][0]["id"].startswith(f"{first}:")
+    assert set(report["components"]) == {"version_strings", "key_facts", "similarity"}
+    for block in (report, *report["by_file"].values()):
+        parts = block["components"]
+        assert parts["version_strings"] == block["version_strings_alone"]
+        assert all(len(p["kappa_ci95"]) == 2 and p["n"] == block["agreement"]["n"] for p in parts.values())
+        beats = block["beats_strings"]
+        expected = (block["agreement"]["kappa"] or 0) - (block["version_strings_alone"]["kappa"] or 0)
+        assert beats["difference"] == pytest.approx(expected) and beats["beats"] == (beats["ci95"][0] > 0)
+    assert list(report["by_file"]) == [str(first), str(second)]
+    assert all(b["n_rows"] == 6 for b in report["by_file"].values())
+    # identical files give identical figures, and each row records each component's verdict
+    one, two = report["by_file"].values()
+    assert one["agreement"]["kappa"] == two["agreement"]["kappa"]
+    assert all(isinstance(r["key_facts"], bool) and isinstance(r["similarity"], bool) for r in report["rows"])
+    out = capsys.readouterr().out
+    assert "key_facts        kappa" in out and "judge - strings" in out and "beats strings:" in out
+    assert f"{second} (6 rows):" in out
+
+
+def test_label_files_that_cannot_be_read_together_are_named(project: Path) -> None:
+    from doceval.inputs.judge_labels import read_label_files
+
+    labels = _labels_file(project)
+    golden = {e.id: e for e in parse_golden(project / "data" / "golden" / "v2.jsonl")}
+    with pytest.raises(UsageError, match="judge_validation.labels: no label file"):
+        read_label_files([], golden, "test")
+    with pytest.raises(UsageError, match="named twice"):
+        read_label_files([labels, labels], golden, "test")
+    with pytest.raises(UsageError, match="no labelled rows in split 'calibration'"):
+        read_label_files([labels], golden, "calibration")
+    one = read_label_files([labels], golden, "all")
+    # one file keeps its ids as written; its md5 is the file's own
+    assert one.files == {str(labels): list(range(6))} and one.rows[0].id == "a1-good"
+    assert one.info["md5s"] == [one.info["md5"]] and one.info["path"] == str(labels)

@@ -13,8 +13,7 @@ from doceval.cli.common import stage_params, stale_on_failure
 from doceval.common.io import check_writable, read_json, write_json_atomic
 from doceval.errors import UsageError
 from doceval.inputs.golden import parse_golden
-from doceval.inputs.judge_labels import labels_md5 as label_file_md5
-from doceval.inputs.judge_labels import read_labels, select
+from doceval.inputs.judge_labels import read_label_files
 from doceval.inputs.qrels import labels_md5
 
 if TYPE_CHECKING:
@@ -30,29 +29,48 @@ def _golden(cfg: Config, path: str | None) -> tuple[dict[str, Any], Path, str]:
 
 
 def _split_positionals(args: argparse.Namespace) -> None:
-    """``[LABELS] [OVERRIDES...]``: a first word without "=" (or naming a file) is the label file."""
+    """``[LABELS...] [OVERRIDES...]``: the leading words without "=" (or naming a file) are label files."""
     words = list(args.words)
-    first_is_labels = bool(words) and ("=" not in words[0] or Path(words[0]).exists())
-    args.labels = words.pop(0) if first_is_labels else DEFAULT_LABELS
+    labels: list[str] = []
+    while words and ("=" not in words[0] or Path(words[0]).exists()):
+        labels.append(words.pop(0))
+    args.labels = labels or [DEFAULT_LABELS]
     args.overrides = words
 
 
-def _labels(args: argparse.Namespace, cfg: Config) -> tuple[list[Any], Path, dict[str, Any]]:
+def _labels(args: argparse.Namespace, cfg: Config) -> tuple[list[Any], dict[str, list[int]], dict[str, Any]]:
     golden, golden_path, golden_md5 = _golden(cfg, args.golden)
-    path = Path(args.labels)
-    split = None if args.split == "all" else args.split
-    rows = select(read_labels(path, golden), split)
-    if not rows:
-        raise UsageError(f"{path}: no labelled rows in split {args.split!r}")
-    info = {"path": str(path), "md5": label_file_md5(path), "split": args.split, "golden": str(golden_path),
-            "golden_md5": golden_md5}  # fmt: skip
-    return rows, path, info
+    found = read_label_files([Path(p) for p in args.labels], golden, args.split)
+    return found.rows, found.files, {**found.info, "golden": str(golden_path), "golden_md5": golden_md5}
 
 
 def _repeats(value: int) -> int:
     if value < 1:
         raise UsageError(f"--repeats {value}: must be at least 1 (1 = judge each row once)")
     return value
+
+
+def _kappa(block: dict[str, Any]) -> str:
+    k, ci = block.get("kappa"), block.get("kappa_ci95")
+    return ("n/a" if k is None else f"{k:.3f}") + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
+def _paired(beats: dict[str, Any]) -> str:
+    diff, ci = beats.get("difference"), beats.get("ci95")
+    text = "n/a" if diff is None else f"{diff:+.3f}"
+    return (
+        text
+        + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
+        + f"  beats strings: {str(beats['beats']).lower()}"
+    )
+
+
+def _figure_lines(block: dict[str, Any]) -> list[str]:
+    """Kappa of the judge, of version strings alone and of each component, and the paired difference."""
+    lines = [f"  {'judge':16s} kappa {_kappa(block['agreement'])}"]
+    lines += [f"  {name:16s} kappa {_kappa(c)}  (alone)" for name, c in block["components"].items()]
+    lines.append(f"  judge - strings  {_paired(block['beats_strings'])}  (paired bootstrap, 95%)")
+    return lines
 
 
 def _format(report: dict[str, Any]) -> list[str]:
@@ -62,19 +80,18 @@ def _format(report: dict[str, Any]) -> list[str]:
     what = (
         f"{name} {ident.get('model') or ''}".strip()
         if name == "openai"
-        else f"{name} (threshold {ident.get('threshold')})"
+        else f"{name} (key facts >= {ident.get('facts_threshold')}, similarity >= {ident.get('threshold')})"
     )
-    ci = a["kappa_ci95"]
     acc = "n/a" if a["accuracy"] is None else f"{a['accuracy']:.3f}"
-    kappa = "n/a" if a["kappa"] is None else f"{a['kappa']:.3f}"
     lines = [
         f"judge {what}  hash {report['judge']['hash']}  labels {report['labels']['path']} ({report['labels']['split']})",
         f"rows {report['n_rows']}: scored {a['n']}, judge errors {a['judge_errors']} (left out of every figure)",
-        f"accuracy {acc}   Cohen's kappa {kappa}"
-        + (f" [{ci[0]:.3f}, {ci[1]:.3f}] (95%, bootstrap)" if ci else ""),
+        f"accuracy {acc}   Cohen's kappa {_kappa(a)} (95%, bootstrap)",
+        "version strings alone on the same rows: kappa " + _kappa(report["version_strings_alone"]),
+        *_figure_lines(report),
     ]
-    base = report["version_strings_alone"]["kappa"]
-    lines.append(f"version strings alone on the same rows: kappa {'n/a' if base is None else f'{base:.3f}'}")
+    for path, block in (report.get("by_file") or {}).items():
+        lines += [f"{path} ({block['n_rows']} rows):", *_figure_lines(block)]
     c = a["confusion"]
     lines += [
         "confusion (rows: human, columns: judge)   correct  incorrect",
@@ -109,9 +126,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.output:
         check_writable(Path(args.output), f"--output {args.output}", "pass a writable --output PATH")
     tracking.check_configured(cfg)
-    rows, _, info = _labels(args, cfg)
+    rows, files, info = _labels(args, cfg)
     report = validate(rows, cfg.judge, repeats=repeats, max_concurrency=cfg.run.max_concurrency,
-                      progress=not args.quiet, seed=cfg.seed)  # fmt: skip
+                      progress=not args.quiet, seed=cfg.seed, files=files)  # fmt: skip
     report = {"labels": info, **report}
     if args.output:
         write_json_atomic(Path(args.output), report)
@@ -125,17 +142,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     # lazy: start-up (the config schema, the harness and the judges load yaml, numpy and maybe openai)
     from doceval.config.compose import compose
-    from doceval.harness.judging_runs import calibrate_threshold
+    from doceval.harness.reference_calibration import calibrate_thresholds
 
     _split_positionals(args)
     cfg = compose(args.overrides)
-    rows, path, _ = _labels(args, cfg)
-    result = calibrate_threshold(rows)
-    print(f"reference judge on {path} ({args.split}, {result['n']} rows): threshold {result['threshold']} "
-          f"(kappa {result['kappa']:.3f} there)")  # fmt: skip
-    print(
-        f"set `threshold: {result['threshold']}` in conf/judge/reference.yaml, then validate on the other split"
-    )
+    rows, _, info = _labels(args, cfg)
+    result = calibrate_thresholds(rows)
+    print(f"reference judge on {info['path']} ({args.split}, {result['n']} rows): facts_threshold "
+          f"{result['facts_threshold']} threshold {result['threshold']} (kappa {result['kappa']:.3f} there)")  # fmt: skip
+    print(f"set `facts_threshold: {result['facts_threshold']}` and `threshold: {result['threshold']}` in "
+          "conf/judge/reference.yaml, then validate on the other split")  # fmt: skip
     return 0
 
 
@@ -177,14 +193,15 @@ def cmd_rescore(args: argparse.Namespace) -> int:
 
 def cmd_agreement(args: argparse.Namespace) -> int:
     # lazy: start-up (the judge stage and the agreement figures load numpy)
-    from doceval.scoring.agreement import trusted
+    from doceval.scoring.agreement import reported_figure, trusted
     from doceval.stages import judge as stage
 
     report = stage.run(stage_params(args), progress=not args.quiet)
     ok, why = trusted(report)
     a = report["agreement"]
     print(f"reference judge on {report['labels']['path']} ({report['labels']['split']}): kappa {a['kappa']:.3f}, "
-          f"accuracy {a['accuracy']:.3f}; {'clears the bar' if ok else 'below the bar'}: {why}")  # fmt: skip
+          f"accuracy {a['accuracy']:.3f}; {'clears the bar' if ok else 'below the bar'}: {why}; the answer "
+          f"figure reported: {reported_figure(report)}")  # fmt: skip
     return 0
 
 
@@ -194,8 +211,8 @@ def register(sub: Any) -> None:
     )
 
     def common(p: argparse.ArgumentParser, default_split: str) -> None:
-        p.add_argument("words", nargs="*", metavar="[LABELS] [OVERRIDES]",
-                       help=f"labelled answers (default: {DEFAULT_LABELS}), then Hydra overrides, e.g. "
+        p.add_argument("words", nargs="*", metavar="[LABELS...] [OVERRIDES]",
+                       help=f"one or more label files (default: {DEFAULT_LABELS}), then Hydra overrides, e.g. "
                        "judge=openai judge.model=m")  # fmt: skip
         p.add_argument("--split", default=default_split, choices=("calibration", "test", "all"),
                        help=f"rows of the label file to use (default: {default_split})")  # fmt: skip
@@ -212,7 +229,7 @@ def register(sub: Any) -> None:
     common(p, "test")
     p.set_defaults(func=cmd_validate)
 
-    text = "the reference judge's similarity threshold that best agrees with the labels"
+    text = "the reference judge's key-facts and similarity thresholds that best agree with the labels"
     p = judge.add_parser("calibrate", help=text, description=text)
     common(p, "calibration")
     p.set_defaults(func=cmd_calibrate)

@@ -272,10 +272,12 @@ class JudgeOpenAI:
 
 @dataclass(frozen=True, kw_only=True)
 class JudgeReference:
-    """The offline judge (doceval.scoring.reference_judge): version strings and a similarity threshold."""
+    """The offline judge (doceval.scoring.reference_judge): version strings, a key-facts share and a similarity
+    threshold."""
 
     name: Literal["reference"]
     threshold: float = spec(ge=-1, le=1, example="0.6")
+    facts_threshold: float = spec(ge=0, le=1, example="0.7")
 
 
 # Blocks that also take every field of another dataclass, at their own level in YAML, held by their `flat` field.
@@ -370,7 +372,8 @@ class Tracking:
 class JudgeValidation:
     """What the `judge` DVC stage measures the offline judge against (docs/design.md section 4.4)."""
 
-    labels: str = spec(nonempty=True, example="data/judge/v1.jsonl")
+    # Several label files (v1, then v2, ...): the stage reports each and all of them together.
+    labels: tuple[str, ...] = spec(nonempty=True, example="[data/judge/v1.jsonl]")
     split: str = spec(choices=("calibration", "test", "all"), example="test")
 
 

@@ -1,5 +1,5 @@
-"""Judging apart from answering: validate a judge against labelled answers (`doceval judge validate`),
-calibrate the offline judge's threshold (`doceval judge calibrate`), and re-judge a recorded run
+"""Judging apart from answering: validate a judge against labelled answers (`doceval judge validate`; the
+offline judge's calibration is in doceval.harness.reference_calibration), and re-judge a recorded run
 (`doceval judge rescore`) without calling the system under test again.
 """
 
@@ -19,11 +19,12 @@ from doceval.common.redact import scrub, secret_values
 from doceval.config import schema
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
+from doceval.harness.reference_calibration import component_verdicts, strings_of
 from doceval.inputs.golden import GoldenEntry
 from doceval.inputs.judge_labels import LabelledAnswer
-from doceval.scoring.agreement import agreement, cohen_kappa, repeat_stability
+from doceval.scoring.agreement import agreement, paired_kappa_difference, rater_figures, repeat_stability
 from doceval.scoring.failures import failure_stage, refusal_cause
-from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings, version_strings
+from doceval.scoring.reference_judge import version_strings
 from doceval.seam import Probe, Reply
 
 if TYPE_CHECKING:
@@ -37,11 +38,6 @@ def _repeat_cfg(judge_cfg: schema.Judge, r: int) -> schema.Judge:
         seed = int(judge_cfg.llm.seed or 0) + r
         return dataclasses.replace(judge_cfg, llm=dataclasses.replace(judge_cfg.llm, seed=seed))
     return judge_cfg
-
-
-def _strings_of(rows: Sequence[LabelledAnswer]) -> dict[str, VersionStrings]:
-    by_entry = version_strings([r.entry for r in rows])
-    return {r.id: by_entry[r.entry.id] for r in rows}
 
 
 class _RepeatJudges:
@@ -84,7 +80,7 @@ def judge_passes(
     from doceval.scoring.judge import make_judge
     from doceval.scoring.judging import judge_answers
 
-    judges = [make_judge(_repeat_cfg(judge_cfg, r), _strings_of(rows)) for r in range(repeats)]
+    judges = [make_judge(_repeat_cfg(judge_cfg, r), strings_of(rows)) for r in range(repeats)]
     if judges[0] is None:
         raise UsageError("judge=none: nothing to validate; choose a judge (judge=openai, judge=reference)")
     combined = _RepeatJudges(judges)
@@ -103,6 +99,28 @@ def judge_passes(
     return [[verdicts[f"{row.id}#r{r}"] for row in rows] for r in range(repeats)]
 
 
+def figures(
+    human: Sequence[bool],
+    verdicts: Sequence[bool | None],
+    categories: Sequence[str],
+    parts: Mapping[str, Sequence[bool]],
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The judge's agreement with ``human`` and, on the rows it scored, each component alone (``parts``, version
+    strings among them) and the paired bootstrap of kappa(judge) - kappa(version strings)."""
+    scored = [i for i, v in enumerate(verdicts) if v is not None]
+    h = [human[i] for i in scored]
+    j = [bool(verdicts[i]) for i in scored]
+    alone = {name: rater_figures(h, [v[i] for i in scored], seed=seed) for name, v in parts.items()}
+    strings = [parts["version_strings"][i] for i in scored]
+    return {
+        "agreement": agreement(human, verdicts, categories, seed=seed),
+        "version_strings_alone": alone["version_strings"],
+        "components": alone,
+        "beats_strings": paired_kappa_difference(h, j, strings, seed=seed),
+    }
+
+
 def validate(
     rows: Sequence[LabelledAnswer],
     judge_cfg: schema.Judge,
@@ -111,9 +129,12 @@ def validate(
     max_concurrency: int = 8,
     progress: bool = False,
     seed: int = 0,
+    files: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, Any]:
     """The judge's agreement with the labels over ``rows``: pass 0's figures, the stability across ``repeats``
-    passes, and version_correctness alone on the same rows as the baseline any judge must beat."""
+    passes, version_correctness alone on the same rows as the baseline any judge must beat (with the paired
+    bootstrap of the difference) and, for the reference judge, each of its components alone. ``files`` (label
+    file -> its rows' indexes), when there are several, adds the same figures per file under ``by_file``."""
     # lazy: start-up (the judge and LLM stack, ~70 ms: `judge calibrate` loads this module without it)
     from doceval.llm import Ledger
     from doceval.scoring.judge import judge_hash, judge_identity
@@ -125,50 +146,31 @@ def validate(
                           progress=progress)  # fmt: skip
     human = [r.correct for r in rows]
     categories = [r.category for r in rows]
-    strings = _strings_of(rows)
-    baseline = [strings[r.id].passes(r.candidate) for r in rows]
+    parts = component_verdicts(rows, judge_cfg)
     identity = judge_identity(judge_cfg)
     report: dict[str, Any] = {
         "judge": {"hash": judge_hash(identity), "identity": identity},
         "n_rows": len(rows),
-        "agreement": agreement(human, passes[0], categories, seed=seed),
-        "version_strings_alone": {"kappa": cohen_kappa(human, baseline),
-                                  "accuracy": float(np.mean(np.array(human) == np.array(baseline))) if rows else None},
+        **figures(human, passes[0], categories, parts, seed=seed),
         "rows": [
             {"id": r.id, "entry_id": r.entry.id, "category": r.category, "human": r.correct,
-             "judge": [p[i] for p in passes]}
+             "judge": [p[i] for p in passes], **{name: v[i] for name, v in parts.items()}}
             for i, r in enumerate(rows)
         ],
         "usage": {"by_role": ledger.snapshot(), "cache": ledger.cache_stats()},
     }  # fmt: skip
+    if files and len(files) > 1:
+        report["by_file"] = {
+            name: {"n_rows": len(idx), **figures([human[i] for i in idx], [passes[0][i] for i in idx],
+                   [categories[i] for i in idx], {k: [v[i] for i in idx] for k, v in parts.items()}, seed=seed)}
+            for name, idx in files.items()
+        }  # fmt: skip
     if repeats > 1:
         stability = repeat_stability(passes, human)
         stability["flipped_rows"] = [rows[i].id for i in stability["flipped_rows"]]
         stability["seeds"] = REPEAT_SEED_NOTE
         report["repeats"] = stability
     return report
-
-
-def calibrate_threshold(rows: Sequence[LabelledAnswer]) -> dict[str, Any]:
-    """The reference judge's threshold that maximises kappa with the labels over ``rows`` (ties: the middle of
-    the best run of candidate thresholds), among midpoints between the similarities of rows that pass their
-    version strings."""
-    strings = _strings_of(rows)
-    judge = ReferenceJudge(0.0, strings)
-    passing = [strings[r.id].passes(r.candidate) for r in rows]
-    sims = judge.similarities([(r.candidate, r.entry.reference_answer) for r in rows])
-    human = [r.correct for r in rows]
-    values = sorted({float(s) for s, ok in zip(sims, passing, strict=True) if ok})
-    candidates = [-1.0] + [(a + b) / 2 for a, b in zip(values, values[1:], strict=False)] + [1.0]
-    scored = []
-    for t in candidates:
-        verdicts = [ok and s >= t for s, ok in zip(sims, passing, strict=True)]
-        scored.append((cohen_kappa(human, verdicts) or 0.0, t))
-    best = max(k for k, _ in scored)
-    run = [t for k, t in scored if k == best]
-    threshold = round(run[len(run) // 2], 4)
-    return {"threshold": threshold, "kappa": best, "n": len(rows),
-            "similarities": {r.id: round(float(s), 4) for r, s in zip(rows, sims, strict=True)}}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ rescore

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +115,39 @@ def select(rows: Sequence[LabelledAnswer], split: str | None) -> list[LabelledAn
     if split is not None and split not in SPLITS:
         raise UsageError(f"--split {split}: use calibration, test or all")
     return [r for r in rows if split is None or r.split == split]
+
+
+@dataclass(frozen=True)
+class LabelSet:
+    """The rows of one or more label files, one split: ``files`` maps each file to its rows' indexes; with
+    several files a row id is prefixed with its file (``data/judge/v2.jsonl:j001``), as ids repeat across
+    versions."""
+
+    rows: list[LabelledAnswer]
+    files: dict[str, list[int]]
+    info: dict[str, Any]
+
+
+def read_label_files(paths: Sequence[Path], golden: Mapping[str, GoldenEntry], split: str) -> LabelSet:
+    """Every file's rows of ``split`` (``all``: both halves), checked as :func:`read_labels` does; a file with
+    no row in the split, or no file at all, is a UsageError naming it."""
+    if not paths:
+        raise UsageError(
+            "judge_validation.labels: no label file; name one or more, e.g. [data/judge/v1.jsonl]"
+        )
+    rows: list[LabelledAnswer] = []
+    files: dict[str, list[int]] = {}
+    several = len(paths) > 1
+    for path in paths:
+        own = select(read_labels(path, golden), None if split == "all" else split)
+        if not own:
+            raise UsageError(f"{path}: no labelled rows in split {split!r}")
+        if str(path) in files:
+            raise UsageError(f"{path}: named twice among the label files; name each once")
+        files[str(path)] = list(range(len(rows), len(rows) + len(own)))
+        rows += [replace(r, id=f"{path}:{r.id}") if several else r for r in own]
+    md5s = [labels_md5(p) for p in paths]
+    combined = md5s[0] if not several else hashlib.md5("".join(md5s).encode()).hexdigest()
+    info = {"path": ", ".join(str(p) for p in paths), "paths": [str(p) for p in paths], "md5": combined,
+            "md5s": md5s, "split": split}  # fmt: skip
+    return LabelSet(rows, files, info)

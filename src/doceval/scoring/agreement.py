@@ -34,6 +34,18 @@ def cohen_kappa(human: Sequence[bool], judge: Sequence[bool]) -> float | None:
     return (observed - chance) / (1 - chance)
 
 
+def _kappas(hs: np.ndarray, js: np.ndarray) -> np.ndarray:
+    """Kappa of each row of a batch of resampled (human, judge) verdicts, 0/0 resolved as in cohen_kappa."""
+    observed = np.mean(hs == js, axis=1)
+    ph, pj = hs.mean(axis=1), js.mean(axis=1)
+    chance = ph * pj + (1 - ph) * (1 - pj)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(
+            np.where(chance >= 1.0, np.where(observed == 1.0, 1.0, 0.0), (observed - chance) / (1 - chance)),
+            dtype=np.float64,
+        )
+
+
 def kappa_interval(
     human: Sequence[bool], judge: Sequence[bool], n_boot: int = 2000, seed: int = 0, alpha: float = 0.05
 ) -> tuple[float, float] | None:
@@ -42,18 +54,52 @@ def kappa_interval(
     n = h.size
     if n < 2:
         return None
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(n_boot, n))
-    hs, js = h[idx], j[idx]
-    observed = np.mean(hs == js, axis=1)
-    ph, pj = hs.mean(axis=1), js.mean(axis=1)
-    chance = ph * pj + (1 - ph) * (1 - pj)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        kappas = np.where(
-            chance >= 1.0, np.where(observed == 1.0, 1.0, 0.0), (observed - chance) / (1 - chance)
-        )
-    lo, hi = np.quantile(kappas, [alpha / 2, 1 - alpha / 2])
+    idx = np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+    lo, hi = np.quantile(_kappas(h[idx], j[idx]), [alpha / 2, 1 - alpha / 2])
     return float(lo), float(hi)
+
+
+def paired_kappa_difference(
+    human: Sequence[bool],
+    judge: Sequence[bool],
+    baseline: Sequence[bool],
+    n_boot: int = 2000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> dict[str, Any]:
+    """kappa(judge) - kappa(baseline) on the same rows, with a paired percentile bootstrap interval: each
+    resample draws one set of rows and scores both raters on it, so what the two share (the rows' difficulty)
+    cancels. ``beats`` only when the interval's lower bound is above 0: a difference the rows could produce by
+    chance is no evidence that the judge adds anything to the baseline."""
+    h = np.asarray(human, dtype=bool)
+    j, b = np.asarray(judge, dtype=bool), np.asarray(baseline, dtype=bool)
+    if not h.shape == j.shape == b.shape:
+        raise ValueError("human, judge and baseline verdicts must have the same length")
+    k_j, k_b = cohen_kappa(human, judge), cohen_kappa(human, baseline)
+    diff = None if k_j is None or k_b is None else k_j - k_b
+    out: dict[str, Any] = {"difference": diff, "ci95": None, "beats": False, "n": int(h.size),
+                           "method": "paired percentile bootstrap over rows (same resampled rows for both)"}  # fmt: skip
+    if h.size < 2:
+        return out
+    idx = np.random.default_rng(seed).integers(0, h.size, size=(n_boot, h.size))
+    diffs = _kappas(h[idx], j[idx]) - _kappas(h[idx], b[idx])
+    lo, hi = (float(x) for x in np.quantile(diffs, [alpha / 2, 1 - alpha / 2]))
+    out.update(ci95=[lo, hi], beats=lo > 0)
+    return out
+
+
+def rater_figures(
+    human: Sequence[bool], rater: Sequence[bool], n_boot: int = 2000, seed: int = 0
+) -> dict[str, Any]:
+    """Kappa with its bootstrap interval and accuracy of one always-scoring rater (a baseline, a component)."""
+    interval = kappa_interval(human, rater, n_boot=n_boot, seed=seed)
+    n = len(human)
+    return {
+        "n": n,
+        "kappa": cohen_kappa(human, rater),
+        "kappa_ci95": list(interval) if interval else None,
+        "accuracy": sum(a == b for a, b in zip(human, rater, strict=True)) / n if n else None,
+    }
 
 
 def confusion(human: Sequence[bool], judge: Sequence[bool]) -> dict[str, dict[str, int]]:
@@ -131,18 +177,31 @@ MIN_KAPPA = 0.6  # the bar a judge must clear before its answer_accuracy is prin
 
 
 def trusted(report: dict[str, Any], min_kappa: float = MIN_KAPPA) -> tuple[bool, str]:
-    """Whether a validation report clears the bar: kappa on the held-out rows at least ``min_kappa`` and above
-    version_correctness alone on the same rows (else the judge adds nothing a string match does not). The
-    reason says which figure decided."""
+    """Whether a validation report clears the bar: kappa on the held-out rows at least ``min_kappa`` and beating
+    version_correctness alone on the same rows by the paired bootstrap (the lower bound of the 95% interval of
+    kappa(judge) - kappa(strings) above 0; else the judge adds nothing a string match does not). The reason says
+    which figure decided."""
     kappa = (report.get("agreement") or {}).get("kappa")
     base = (report.get("version_strings_alone") or {}).get("kappa")
+    beats = report.get("beats_strings") or {}
     if kappa is None:
         return False, "the judge scored no labelled row"
     if kappa < min_kappa:
         return False, f"kappa {kappa:.3f} is below {min_kappa}"
-    if base is not None and kappa <= base:
-        return False, f"kappa {kappa:.3f} does not beat version strings alone ({base:.3f})"
-    return (
-        True,
-        f"kappa {kappa:.3f} >= {min_kappa} and above version strings alone ({base if base is None else f'{base:.3f}'})",
+    base_text = "n/a" if base is None else f"{base:.3f}"
+    ci = beats.get("ci95")
+    diff = beats.get("difference")
+    paired = (
+        f"kappa - strings {diff:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+        if ci and diff is not None
+        else "no paired interval"
     )
+    if not beats.get("beats"):
+        return False, f"kappa {kappa:.3f} does not beat version strings alone ({base_text}): {paired}"
+    return True, f"kappa {kappa:.3f} >= {min_kappa} and beats version strings alone ({base_text}): {paired}"
+
+
+def reported_figure(report: dict[str, Any], min_kappa: float = MIN_KAPPA) -> str:
+    """What the answer figure next to a judge should be read as: "judge" when it clears the bar, else
+    "version strings" (version_correctness), the figure the judge failed to beat."""
+    return "judge" if trusted(report, min_kappa)[0] else "version strings"

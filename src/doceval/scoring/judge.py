@@ -104,7 +104,7 @@ def make_judge(cfg: schema.Judge, labels: Mapping[str, VersionStrings] | None = 
     if isinstance(cfg, schema.JudgeOpenAI):
         return OpenAIJudge(cfg.llm, PromptTemplate.load(cfg.template))
     if isinstance(cfg, schema.JudgeReference):
-        return ReferenceJudge(float(cfg.threshold), labels or {})
+        return ReferenceJudge(float(cfg.threshold), labels or {}, float(cfg.facts_threshold))
     return None
 
 

@@ -1,11 +1,12 @@
 """``judge=reference``: an offline judge that needs no LLM.
 
 An answer is correct when it passes the entry's version strings (every ``expected_apis`` string, one string of
-each ``expected_any`` group, no ``forbidden_apis`` string: :func:`doceval.scoring.metrics.contains_apis`) and
-its cosine similarity to the reference answer, both embedded with the bundled all-MiniLM-L6-v2, reaches a
-threshold. The threshold is calibrated on the calibration half of a labelled judge set
-(``doceval judge calibrate``) and its agreement with the human labels is measured on the other half
-(``doceval judge validate``), like any judge's.
+each ``expected_any`` group, no ``forbidden_apis`` string: :func:`doceval.scoring.metrics.contains_apis`), states
+at least ``facts_threshold`` of the reference answer's key facts (:mod:`doceval.scoring.key_facts`: the
+parameters, values and API paths that a right-API-wrong-detail answer gets wrong) and its cosine similarity to
+the reference answer, both embedded with the bundled all-MiniLM-L6-v2, reaches ``threshold``. Both thresholds
+are calibrated on the calibration half of a labelled judge set (``doceval judge calibrate``) and its agreement
+with the human labels is measured on the other half (``doceval judge validate``), like any judge's.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from doceval.scoring.key_facts import KeyFacts, extract
 from doceval.scoring.metrics import contains_apis
 from doceval.seam import Probe
 
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
     from doceval.index.embed import MiniLMEmbedder
 
 EMBEDDER = "all-MiniLM-L6-v2"
+# Names the extraction rule in the judge's identity: a change to doceval.scoring.key_facts that moves verdicts
+# bumps it, so the judge hash changes with it.
+KEY_FACTS_RULE = "key_facts v1"
 
 
 @dataclass(frozen=True)
@@ -52,14 +57,22 @@ class VersionStrings:
                 return f"uses {s!r}"
         return ""
 
+    def key_facts(self, reference: str) -> KeyFacts:
+        """The reference's key facts, the entry's ``expected_any`` groups among them."""
+        return extract(reference, self.expected_any, self.forbidden)
+
 
 class ReferenceJudge:
-    """Version strings AND cosine(answer, reference) >= ``threshold``. Deterministic: repeats never flip."""
+    """Version strings AND key-facts share >= ``facts_threshold`` AND cosine(answer, reference) >= ``threshold``.
+    Deterministic: repeats never flip."""
 
     name = "reference"
 
-    def __init__(self, threshold: float, labels: Mapping[str, VersionStrings]) -> None:
+    def __init__(
+        self, threshold: float, labels: Mapping[str, VersionStrings], facts_threshold: float = 0.0
+    ) -> None:
         self.threshold = float(threshold)
+        self.facts_threshold = float(facts_threshold)
         self.labels = dict(labels)
         self._model: MiniLMEmbedder | None = None
         self._lock = threading.Lock()  # the model is loaded once, and encodes one batch at a time
@@ -89,10 +102,20 @@ class ReferenceJudge:
         failure = strings.failure(answer)
         if failure:
             return False, f"fails the entry's version strings: {failure}", None
+        facts = strings.key_facts(reference)
+        share = facts.share(answer)
+        if share < self.facts_threshold:
+            missing = ", ".join(" or ".join(g) for g in facts.missing(answer)[:3])
+            return False, (f"states {share:.2f} of the reference's key facts < {self.facts_threshold:.2f} "
+                           f"(misses {missing})"), None  # fmt: skip
         similarity = float(self.similarities([(answer, reference)])[0])
         verdict = similarity >= self.threshold
         relation = ">=" if verdict else "<"
-        return verdict, f"similarity to the reference {similarity:.3f} {relation} {self.threshold:.3f}", None
+        return (
+            verdict,
+            f"key facts {share:.2f} >= {self.facts_threshold:.2f}, similarity to the reference {similarity:.3f} {relation} {self.threshold:.3f}",
+            None,
+        )
 
     def close(self) -> None:
         self._model = None
@@ -109,5 +132,6 @@ def version_strings(entries: Sequence[Any]) -> dict[str, VersionStrings]:
 
 
 def identity(cfg: JudgeReference) -> dict[str, Any]:
-    return {"name": "reference", "threshold": float(cfg.threshold), "embedder": EMBEDDER,
-            "rule": "version strings and cosine >= threshold"}  # fmt: skip
+    return {"name": "reference", "threshold": float(cfg.threshold), "facts_threshold": float(cfg.facts_threshold),
+            "embedder": EMBEDDER, "key_facts": KEY_FACTS_RULE,
+            "rule": "version strings and key-facts share >= facts_threshold and cosine >= threshold"}  # fmt: skip

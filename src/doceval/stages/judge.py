@@ -16,7 +16,7 @@ from doceval.config.compose import check_config, find_conf_dir
 from doceval.config.objects import build_block
 from doceval.harness.judging_runs import validate
 from doceval.inputs.golden import parse_golden
-from doceval.inputs.judge_labels import labels_md5, read_labels, select
+from doceval.inputs.judge_labels import read_label_files
 from doceval.inputs.qrels import labels_md5 as golden_md5
 
 if TYPE_CHECKING:
@@ -37,16 +37,14 @@ def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
     check_writable(out, str(out), "make eval/judge writable, or set paths.eval to a writable folder")
     tracking.check_configured(cfg)
     spec = cfg.judge_validation
-    golden_path, labels_path = Path(cfg.golden), Path(spec.labels)
+    golden_path = Path(cfg.golden)
     golden = {e.id: e for e in parse_golden(golden_path)}
-    split = None if spec.split == "all" else spec.split
-    rows = select(read_labels(labels_path, golden), split)
-    report = validate(rows, reference_judge(), progress=progress, seed=cfg.seed)
+    found = read_label_files([Path(p) for p in spec.labels], golden, spec.split)
+    report = validate(found.rows, reference_judge(), progress=progress, seed=cfg.seed, files=found.files)
     report = {
-        "labels": {"path": str(labels_path), "md5": labels_md5(labels_path), "split": spec.split,
-                   "golden": str(golden_path), "golden_md5": golden_md5(golden_path)},
+        "labels": {**found.info, "golden": str(golden_path), "golden_md5": golden_md5(golden_path)},
         **report,
-    }  # fmt: skip
+    }
     write_json_atomic(out, report)
     tracking.log_configured_judge_validation(cfg, report)
     return report

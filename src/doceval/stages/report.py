@@ -24,23 +24,35 @@ if TYPE_CHECKING:
 
 
 def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
-    """The offline judge's measured agreement, and whether it clears the bar for answer_accuracy."""
+    """The offline judge's measured agreement, whether it clears the bar for answer_accuracy and, when it does
+    not, the figure that stands for answer correctness instead (version strings: version_correctness)."""
     a = report["agreement"]
     ci = a.get("kappa_ci95") or [None, None]
     ok, why = trusted(report)
     labels = report.get("labels") or {}
     base = (report.get("version_strings_alone") or {}).get("kappa")
+    parts = report.get("components") or {}
+    alone = "; ".join(f"{name.replace('_', ' ')} alone {c['kappa']:.3f}" for name, c in parts.items()
+                      if c.get("kappa") is not None)  # fmt: skip
+    beats = report.get("beats_strings") or {}
+    paired = ""
+    if beats.get("ci95") and beats.get("difference") is not None:
+        lo, hi = beats["ci95"]
+        paired = (f" Judge minus version strings (paired bootstrap): {beats['difference']:+.3f} "
+                  f"[{lo:+.3f}, {hi:+.3f}].")  # fmt: skip
     return [
         "",
         "## Judge agreement (reference judge)",
         "",
         f"On the {labels.get('split')} half of `{labels.get('path')}` ({a['n']} labelled answers, md5 "
         f"`{labels.get('md5')}`): Cohen's kappa {a['kappa']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}], accuracy "
-        f"{a['accuracy']:.3f}; version strings alone: kappa {base:.3f}. Judge hash `{report['judge']['hash']}`.",
+        f"{a['accuracy']:.3f}; version strings alone: kappa {base:.3f}"
+        + (f" ({alone})" if alone else "") + f".{paired} Judge hash `{report['judge']['hash']}`.",
         "",
         (f"It clears the bar ({why}): its answer_accuracy can be reported." if ok else
-         f"answer_accuracy stays **not judged** by it: {why} (the bar: kappa >= {MIN_KAPPA} and above version "
-         "strings alone)."),
+         f"answer_accuracy stays **not judged** by it: {why} (the bar: kappa >= {MIN_KAPPA} and the paired "
+         "interval of kappa minus version strings above 0). The answer figure reported is **version strings** "
+         "(version_correctness), not the judge."),
     ]  # fmt: skip
 
 
