@@ -33,6 +33,7 @@ from doceval.common.table import format_table
 from doceval.config.compose import check_override_syntax, compose, find_conf_dir
 from doceval.config.project import with_project
 from doceval.config.schema import Config
+from doceval.engine import uses_ray
 from doceval.errors import UsageError
 from doceval.harness.candidates import META, CandidateSet, load_candidates
 from doceval.harness.plan import (
@@ -77,6 +78,12 @@ def prepare(overrides: Sequence[str]) -> tuple[list[str], Config]:
     if not swept:
         raise UsageError("sweep: no sweep override given; e.g. `doceval sweep -m floors.global=0.1,0.2,0.3`")
     points, swept_keys = sweep_points(final)
+    engine_keys = sorted(k for k in swept_keys if k == "engine" or k.startswith("engine."))
+    if engine_keys:
+        raise UsageError(
+            f"sweep: {', '.join(engine_keys)} cannot be swept: the engine is how the whole sweep runs, not a "
+            "point's setting; give one value (e.g. engine=ray)"
+        )
     return final, validate_points(points, swept_keys)
 
 
@@ -188,6 +195,11 @@ def run_sweep(
 ) -> dict[str, Any]:
     root = (root or Path.cwd()).resolve()
     final, cfg = prepare(overrides)  # every point validated: nothing below runs for a bad value
+    if uses_ray(cfg.engine):
+        # lazy: the Ray sweep's module loads the engine (ray, ~1 s) only for engine=ray
+        from doceval.app.sweep_ray import run_sweep_ray
+
+        return run_sweep_ray(final, cfg, overrides, root, track, progress)
     _, swept_keys = sweep_points(final)
     sweep_dir = root / "eval" / "sweeps" / time.strftime("%Y%m%d-%H%M%S")
     tracked = track and cfg.tracking.enabled
@@ -224,25 +236,37 @@ def run_sweep(
             cmd, root, env, sweep_dir / "points", total=count_points(final), progress=progress
         )
     except BaseException:  # interrupted: the parent must not stay FINISHED over a sweep that did not finish
-        _abandon(sweep_dir, parent, uri, None, "the sweep was interrupted")
+        abandon(sweep_dir, parent, uri, None, "the sweep was interrupted")
         raise
     finally:
         _scrub_multirun_yaml(sweep_dir)
     elapsed = time.perf_counter() - started
     if returncode != 0:
-        raise _point_failed(sweep_dir, parent, uri, returncode, log, swept_keys)
+        raise point_failed(sweep_dir, parent, uri, returncode, log, swept_keys)
     points = [
         json.loads(p.read_text())
         for p in sorted((sweep_dir / "points").glob("*.json"), key=lambda p: int(p.stem))
     ]
+    table = write_outputs(points, sweep_dir, parent, uri, root)
+    return {"dir": sweep_dir, "points": points, "table": table, "parent": parent, "seconds": elapsed}
+
+
+def write_outputs(
+    points: Sequence[dict[str, Any]], sweep_dir: Path, parent: str | None, uri: str | None, root: Path
+) -> str:
+    """A finished sweep's points.txt, points.csv and sweep.png (the latter two on the parent run); returns
+    the table."""
     table = format_points(points)
     (sweep_dir / "points.txt").write_text(table + "\n")
     write_points_csv(points, sweep_dir / "points.csv")
     plot = sweep_dir / "sweep.png"
     plot_points(points, plot)
     if parent and uri:
+        # lazy: start-up (mlflow, ~2 s), as in run_sweep
+        from doceval import tracking
+
         tracking.log_parent_artifacts(parent, uri=uri, root=root, files=[plot, sweep_dir / "points.csv"])
-    return {"dir": sweep_dir, "points": points, "table": table, "parent": parent, "seconds": elapsed}
+    return table
 
 
 def _scrub_multirun_yaml(sweep_dir: Path) -> None:
@@ -253,7 +277,7 @@ def _scrub_multirun_yaml(sweep_dir: Path) -> None:
         write_text_atomic(saved, saved.read_text(encoding="utf-8"))
 
 
-def _abandon(sweep_dir: Path, parent: str | None, uri: str | None, point: str | None, why: str) -> str:
+def abandon(sweep_dir: Path, parent: str | None, uri: str | None, point: str | None, why: str) -> str:
     """A sweep that did not finish: its parent run is marked FAILED, and its folder is removed when no point
     finished, or keeps the finished points with a FAILED note. Returns what happened to the folder."""
     if parent and uri:
@@ -272,7 +296,7 @@ def _abandon(sweep_dir: Path, parent: str | None, uri: str | None, point: str | 
     return f"the {kept} stay{'s' if len(finished) == 1 else ''} in {sweep_dir} (its FAILED file says why)"
 
 
-def _point_failed(
+def point_failed(
     sweep_dir: Path, parent: str | None, uri: str | None, returncode: int, log: str, swept_keys: set[str]
 ) -> UsageError:
     """The first failed point's message (written by the job), the parent FAILED, the folder marked or removed."""
@@ -289,7 +313,7 @@ def _point_failed(
         label = None
         tail = "\n".join(log.strip().splitlines()[-15:])
         what = f"the sweep jobs failed (exit {returncode}):\n{tail}"
-    kept = _abandon(sweep_dir, parent, uri, label, f"sweep {what}")
+    kept = abandon(sweep_dir, parent, uri, label, f"sweep {what}")
     run = f"; MLflow parent run {parent} is marked FAILED" if parent else ""
     return UsageError(f"sweep: {what}\n{kept}{run}; fix that point and rerun the sweep")
 

@@ -33,7 +33,11 @@ ENV_ROOT = "DOCEVAL_PROJECT_ROOT"
 FAILED_SUFFIX = ".failed"  # points/<job>.failed: JSON {job, overrides, error, usage_error}
 
 
-def run_point(cfg: Config, job_id: str, overrides: list[str], root: Path, out_dir: Path) -> dict[str, Any]:
+def run_point(
+    cfg: Config, job_id: str, overrides: list[str], root: Path, out_dir: Path, tracked: tuple[str, str] | None
+) -> dict[str, Any]:
+    """Evaluate one point from the cached candidates, write its summary.json in ``out_dir`` and, when
+    ``tracked`` (parent run id, tracking URI) is given, log it as a child run of that parent."""
     runs = root / cfg.paths.runs
     cands = None
     if cfg.retriever.name != "function":  # a user's retriever runs live at every point
@@ -50,17 +54,27 @@ def run_point(cfg: Config, job_id: str, overrides: list[str], root: Path, out_di
         "metrics": {k: v for k, v in summary["metrics"].items() if not isinstance(v, dict)},
     }
     point["by_library"] = summary["metrics"]["by_library"]
-    parent = os.environ.get(ENV_PARENT)
-    if parent and cfg.tracking.enabled:
+    if tracked is not None and cfg.tracking.enabled:
         # lazy: start-up (mlflow, ~2 s): an untracked point never loads it
         from doceval import tracking
 
-        uri = tracking.tracking_uri(cfg.tracking.uri, root)
+        parent, uri = tracked
         point["run_id"] = tracking.log_run(
             summary, uri=uri, root=root, run_name=" ".join(overrides) or f"point-{job_id}", parent_run_id=parent,
             extra_tags={"sweep_overrides": " ".join(overrides)}, golden_path=Path(summary["config"]["golden"]["path"]),
         )  # fmt: skip
     return point
+
+
+def _tracked(cfg: Config, root: Path) -> tuple[str, str] | None:
+    """(parent run id, tracking URI) when `doceval sweep` opened a parent run for this multirun."""
+    parent = os.environ.get(ENV_PARENT)
+    if not parent or not cfg.tracking.enabled:
+        return None
+    # lazy: start-up (mlflow, ~2 s): an untracked point never loads it
+    from doceval import tracking
+
+    return parent, tracking.tracking_uri(cfg.tracking.uri, root)
 
 
 @hydra.main(config_path=None, config_name="config", version_base="1.3")
@@ -83,7 +97,7 @@ def main(dcfg: DictConfig) -> None:
     try:
         # `doceval sweep` checked every point before launching it: this builds the typed config (and checks again)
         cfg = validate_config(data)
-        point = run_point(cfg, job_id, overrides, root, out_dir)
+        point = run_point(cfg, job_id, overrides, root, out_dir, _tracked(cfg, root))
     except Exception as exc:
         error = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
         error += "".join(f" ({note})" for note in getattr(exc, "__notes__", []))  # e.g. which question raised

@@ -452,12 +452,18 @@ def _register_eval(sub: Any) -> None:
 
 def _register_sweep(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
-        "sweep", help="Hydra multirun over the cached candidates (e.g. -m floors.global=0.1,0.2)"
+        "sweep",
+        help="Hydra multirun over the cached candidates (e.g. -m floors.global=0.1,0.2); engine=ray: a Ray task per point",
     )
     p.add_argument(
         "-m", "--multirun", action="store_true", help="accepted for Hydra familiarity; sweeps always multirun"
     )
-    p.add_argument("--jobs", type=int, default=2, help="parallel joblib workers (default 2)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=2,
+        help="parallel joblib workers (default 2; engine=ray: the cluster's CPUs)",
+    )
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("overrides", nargs="+", help="Hydra overrides; comma lists / range() are swept")

@@ -41,6 +41,7 @@ from doceval.tracking.uris import (
     check_reachable,
     default_uri,
     experiment_name,
+    local_store,
     store_root,
     tracking_uri,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "ensure_store",
     "entries_csv",
     "experiment_name",
+    "local_store",
     "load_summary_from_run",
     "log_parent_artifacts",
     "log_run",

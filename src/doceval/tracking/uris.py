@@ -102,6 +102,12 @@ def _sqlite_db(uri: str) -> Path | None:
     return Path(path).resolve()
 
 
+def local_store(uri: str) -> Path | None:
+    """The file a sqlite store keeps its runs in (its artifacts sit beside it): a path on this machine that
+    processes on other hosts cannot open. None for a server or a database reached over the network."""
+    return _sqlite_db(uri)
+
+
 def _is_http(uri: str) -> bool:
     return urllib.parse.urlsplit(uri).scheme.lower() in ("http", "https")
 
