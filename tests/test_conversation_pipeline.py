@@ -201,9 +201,13 @@ def test_the_reset_replay_is_another_run_asked_at_the_starting_pin(tmp_path: Pat
     assert kept_rows["conv-a#2"]["answer"].startswith("According to the pydantic 1.10.17 docs")
     # Alone, "and in 1.10?" shares no word with the 2.8.2 docs: nothing clears the floor, so it is refused.
     assert reset_rows["conv-a#2"]["answer"] is None and reset_rows["conv-a#2"]["refused"] is True
-    assert reset["config"]["memory"] == {"isolate": True, "reset": "needs_memory"}
-    assert kept["config"]["memory"] == {"isolate": True}
+    assert reset["config"]["memory"] == {"isolate": True, "reset": "needs_memory", "rewrite": "previous"}
+    assert kept["config"]["memory"] == {"isolate": True, "rewrite": "previous"}
     assert reset["config"]["run_key"] != kept["config"]["run_key"]
+    plain = evaluate(
+        dataclasses.replace(cfg, memory=dataclasses.replace(cfg.memory, rewrite="none")), options
+    )
+    assert plain["config"]["memory"] == {"isolate": True, "rewrite": "none"}
     with pytest.raises(UsageError, match="--memory-reset needs_memory with warm memory"):
         evaluate(cfg, dataclasses.replace(options, memory_reset=True, warm_memory=True))
 
@@ -233,8 +237,12 @@ def test_the_stage_writes_one_summary_with_memory_benefit_and_leak_and_flat_metr
     # The three turns that need no memory name their pin or start at it: warm memory changes no hit.
     assert leak["hit_rate"]["leak"] == 0.0 and leak["hit_rate"]["n_turns"] == 3
     assert benefit["answer_accuracy"]["benefit"] is None  # not judged: not measured, never 0
-    assert block["replays"]["memory_reset"]["memory"] == {"isolate": True, "reset": "needs_memory"}
-    assert block["replays"]["warm_memory"]["memory"] == {"isolate": False}
+    assert block["replays"]["memory_reset"]["memory"] == {
+        "isolate": True,
+        "reset": "needs_memory",
+        "rewrite": "previous",
+    }
+    assert block["replays"]["warm_memory"]["memory"] == {"isolate": False, "rewrite": "previous"}
     assert summary["complete"] is True
     written = json.loads((Path(cfg.paths.eval) / "conversations" / "summary.json").read_text())
     assert written["metrics"]["conversations"]["memory_benefit"] == json.loads(json.dumps(benefit))
@@ -275,7 +283,7 @@ def test_the_cli_flag_and_the_stage_command_on_a_tiny_project(
     eval_args = ["eval", "--no-track", "--quiet", "--corpus", "data/golden/conversations.jsonl", *OVERRIDES]
     assert main([*eval_args, "--output", "reset.json", "--memory-reset", "needs_memory"]) == 0
     reset = json.loads(Path("reset.json").read_text())
-    assert reset["config"]["memory"] == {"isolate": True, "reset": "needs_memory"}
+    assert reset["config"]["memory"] == {"isolate": True, "reset": "needs_memory", "rewrite": "previous"}
     assert {r["id"]: r["scores"]["hit_rate"] for r in reset["entries"]}["conv-a#2"] == 0.0
     assert main([*eval_args, "--output", "both.json", "--memory-reset", "needs_memory", "--warm-memory"]) == 2
     # The DVC stage's command reads params.yaml, as `dvc repro` runs it.

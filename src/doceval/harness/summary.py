@@ -201,6 +201,8 @@ def _config_block(
             "isolate": not setup.warm,
             # The replay memory benefit compares against; absent on an ordinary run.
             **({"reset": "needs_memory"} if setup.memory_reset else {}),
+            # How doceval's agent retrieves a follow-up (memory.rewrite); a user's assistant keeps its own.
+            **({"rewrite": cfg.memory.rewrite} if plan.agent is None else {}),
         },
         # The pins its out-of-scope labels were checked against: another corpus makes them mean other things.
         "golden": {
