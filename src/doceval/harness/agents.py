@@ -218,7 +218,8 @@ def _on_ray(
 
     session = stack.enter_context(engine_session(engine))
     assert session is not None
-    check_user_code(session, run.agent)  # before any call: a module only this machine has is exit 2
+    # Before any call: a module only this machine has is exit 2.
+    check_user_code(session, run.agent, "agent.target")
     if concurrency == 1:  # warm memory: one session, strictly in probe order, so one actor
         engine = dataclasses.replace(engine, actors=1)
     run.remote = True

@@ -98,7 +98,7 @@ def retrieve_on_ray(
     bar = Progress(len(entries), f"retrieve ({retriever.name})", "q", enabled=progress)
     with engine_session(engine) as session, contextlib.ExitStack() as stack:
         assert session is not None
-        check_user_code(session, retriever)
+        check_user_code(session, retriever, "retriever.target")
         stack.callback(bar.close)
         results = iter_on_actors(make_system, retrieve_one, items, engine, 1, on_done=record)
         for _ in stack.enter_context(contextlib.closing(results)):
@@ -141,10 +141,11 @@ USER_CODE_FIX = (
 )
 
 
-def check_user_code(session: RaySession, system: object) -> None:
+def check_user_code(session: RaySession, system: object, key: str) -> None:
     """Exit 2 before any call when the user's code (a retriever function or assistant callable) comes from a
     module no worker on another host can import: one found only through the driver's import path that the
-    job's runtime_env hands every worker (its working directory, its $PYTHONPATH), not an installed package."""
+    job's runtime_env hands every worker (its working directory, its $PYTHONPATH), not an installed package.
+    ``key`` is the config key naming the code (``retriever.target``), quoted with its value."""
     describe = getattr(system, "describe", None)
     record: dict[str, Any] = describe() if callable(describe) else {}
     source, module = record.get("source_file"), record.get("module")
@@ -156,7 +157,7 @@ def check_user_code(session: RaySession, system: object) -> None:
     file = (Path(session.driver_cwd) / source).resolve()
     if not any(file.is_relative_to(Path(p).resolve()) for p in driver_import_paths(session.driver_cwd)):
         return
-    what = f"{record.get('target') or module} (module {module!r}, found through the driver's import path)"
+    what = f"{key}={record.get('target')} (module {module!r}, found through the driver's import path)"
     driver_local_path(session, file, what, USER_CODE_FIX)
 
 
