@@ -1,7 +1,9 @@
 """engine=ray's evaluation fan-out (doceval.engine.fanout) against engine=local: a user's retriever function,
-function assistant and HTTP assistant (real HTTP on 127.0.0.1) give the same summary either way; a Ray worker
-killed mid-run loses and doubles nothing; a killed driver resumes from its journal. Every run is `doceval eval`
-in a child process (a Ray session is per process; this one never holds one) on the real two-node cluster."""
+function assistant, HTTP assistant (real HTTP on 127.0.0.1) and doceval's own agent (single questions and
+conversations, on a tiny bm25 corpus) give the same summary either way; a Ray worker killed mid-run loses and
+doubles nothing; a killed driver resumes from its journal; the user's module found only through the driver's
+import path is refused on a cluster with nodes on other hosts. Every run is `doceval eval` in a child process
+(a Ray session is per process; this one never holds one) on the real two-node cluster."""
 
 from __future__ import annotations
 
@@ -20,13 +22,20 @@ from typing import Any
 import pytest
 from fake_agent import FakeAgent, running_agent
 from ray_cluster import RayCluster
+from test_conversation_pipeline import DOCS as CONVERSATION_DOCS
+from test_conversation_pipeline import conversation_lines
+from test_eval_cli import DOCS, GOLDEN
+from tiny_project import make_tiny_project
 
 from doceval.common.journal import Journal
 from doceval.config.compose import compose
+from doceval.errors import UsageError
 from doceval.harness.agents import _ExternalRun, load_journal
+from doceval.harness.remote import check_user_code
 from doceval.seam import Reply
-from doceval.system.external.agents import FunctionAgent
+from doceval.system.external.agents import FunctionAgent, make_agent
 from doceval.system.external.http import HttpAgent
+from doceval.system.retrievers.function import FunctionRetriever
 from doceval.tracking.configured import effective_params
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -95,11 +104,16 @@ def _command(out: str, *args: str) -> list[str]:
 
 
 def run_eval(project: Path, out: str, *args: str) -> dict[str, Any]:
+    return run_eval_logged(project, out, *args)[0]
+
+
+def run_eval_logged(project: Path, out: str, *args: str) -> tuple[dict[str, Any], str]:
+    """The summary and the run's stderr (its notes and the engine's line)."""
     done = subprocess.run(_command(out, *args), cwd=project, env=_env(), capture_output=True, text=True,
                           timeout=300, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     summary: dict[str, Any] = json.loads((project / out).read_text())
-    return summary
+    return summary, done.stderr
 
 
 def on_ray(cluster: RayCluster, *args: str) -> tuple[str, ...]:
@@ -283,3 +297,136 @@ def test_the_engine_is_recorded_in_the_mlflow_params() -> None:
     params = effective_params(cfg, {"engine": {"name": "ray", "actors": 3}})
     assert params["engine.name"] == "ray" and params["engine.actors"] == 3
     assert effective_params(compose([]), {})["engine.name"] == "local"
+
+
+# ------------------------------------------------------------------------------ doceval's agent on Ray actors
+
+DOCCHAT = ("retriever=bm25", "floors=zero", "k=2", "bootstrap=200")
+
+
+@pytest.fixture
+def docchat_project(tmp_path: Path) -> Path:
+    """The eval CLI's tiny corpus (and pydantic 1.10.17 for the conversations' version switch), its single
+    questions and two conversations in one golden set: what doceval's agent answers from the bm25 candidates."""
+    singles = [{**e, "reference_answer": "ref " + " ".join(e["expected_apis"])} for e in GOLDEN]
+    text = "".join(json.dumps(row) + "\n" for row in singles) + conversation_lines()
+    docs = {**DOCS, "pydantic@1.10.17": CONVERSATION_DOCS["pydantic@1.10.17"]}
+    make_tiny_project(tmp_path, docs, text)
+    (tmp_path / "golden.jsonl").write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["isolated", "memory_reset_judged", "warm"])
+def test_doceval_agent_gives_the_same_summary_on_ray_actors(
+    ray_cluster: RayCluster, docchat_project: Path, variant: str
+) -> None:
+    extra = {"isolated": (), "memory_reset_judged": ("judge=reference", "--memory-reset", "needs_memory"),
+             "warm": ("--warm-memory",)}[variant]  # fmt: skip
+    local = run_eval(docchat_project, "local.json", *DOCCHAT, *extra)
+    ray, log = run_eval_logged(docchat_project, "ray.json", *on_ray(ray_cluster, *DOCCHAT, *extra))
+    assert comparable(ray) == comparable(local)
+    assert len(ray["entries"]) == len(GOLDEN) + 5 and ray["complete"] is True
+    assert ray["config"]["engine"]["name"] == "ray"
+    if variant == "warm":  # one memory in probe order: answered on the driver, no Ray session opened
+        assert "doceval's agent answers here, on the driver: warm memory" in log
+        assert "engine: ray at" not in log
+        return
+    # bm25 and the floors ran here; the only Ray session is the agent's fan-out to the actors.
+    assert f"engine: ray at {ray_cluster.address}" in log
+    rows = {e["id"]: e for e in ray["entries"]}
+    # A conversation's memory crossed its turns on the actor, and no other conversation's or entry's did.
+    assert rows["conv-b#3"]["memory_used"] and not any(
+        rows[i]["memory_used"] for i in ("a1", "a2", "conv-a#1")
+    )
+    # "and in 1.10?" is followed to 1.10.17 with its conversation; reset, it is asked alone at 2.8.2, where
+    # nothing clears the floor: the shipped search results are the reset run's.
+    assert rows["conv-a#2"]["refused"] is (variant == "memory_reset_judged")
+    if variant == "memory_reset_judged":  # the driver alone journaled, one reply per entry
+        lines = journal_of(docchat_project, ray)
+        assert sorted(r["id"] for r in lines) == sorted(rows)  # one reply per entry, none twice
+        assert ray["metrics"]["answer_accuracy"] is not None
+
+
+# ------------------------------------------------------------- the user's code only the driver's machine has
+
+
+def _session_on(node_addresses: list[str], cwd: Path) -> Any:
+    """A RaySession whose live nodes are these addresses: engine.cluster's own rule, without a cluster."""
+    from doceval.engine.cluster import RaySession
+
+    class Fixed(RaySession):
+        @property
+        def nodes(self) -> list[dict[str, Any]]:
+            return [{"Alive": True, "NodeManagerAddress": a} for a in node_addresses]
+
+    return Fixed(address="10.9.0.1:6379", started_here=False, driver_cwd=str(cwd))
+
+
+USER_MODULE = "def answer(question, library, version, session_id):\n    return {}\n\ndef find(question, k):\n    return []\n"
+
+
+def test_a_module_found_through_the_driver_cwd_is_refused_on_nodes_of_other_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "engine_eval_userbot.py").write_text(USER_MODULE, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    agent = make_agent(compose(["agent=function", "agent.target=engine_eval_userbot:answer"]).agent)
+    retriever = FunctionRetriever.from_target("engine_eval_userbot:find")
+    remote = _session_on(["127.0.0.1", "10.9.0.2"], tmp_path)
+    for system, key, target in ((agent, "agent.target", "answer"), (retriever, "retriever.target", "find")):
+        with pytest.raises(UsageError) as caught:
+            check_user_code(remote, system, key)
+        message = str(caught.value)
+        assert f"would make workers on other hosts open {tmp_path / 'engine_eval_userbot.py'}" in message
+        assert f"engine=ray: {key}=engine_eval_userbot:{target} (module 'engine_eval_userbot'" in message
+        assert "pip install" in message and "engine=local" in message
+        check_user_code(_session_on(["127.0.0.1"], tmp_path), system, key)  # every node on this host: fine
+    check_user_code(remote, HttpAgent("http://127.0.0.1:9/ask"), "agent.url")  # no module to import: fine
+    # The standard library: every node has its own.
+    check_user_code(remote, FunctionAgent(json.loads, "json:loads"), "agent.target")
+
+
+def test_a_module_found_through_the_driver_pythonpath_is_refused_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "engine_eval_userlib.py").write_text(USER_MODULE, encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", str(lib))
+    monkeypatch.syspath_prepend(str(lib))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    agent = make_agent(compose(["agent=function", "agent.target=engine_eval_userlib:answer"]).agent)
+    with pytest.raises(UsageError, match="engine_eval_userlib.py, a path on this machine"):
+        check_user_code(_session_on(["10.9.0.3"], work), agent, "agent.target")
+
+
+ACCEPTED = """
+import sys
+from pathlib import Path
+from doceval.config.compose import compose
+from doceval.engine import engine_session
+from doceval.harness.remote import check_user_code
+from doceval.system.external.agents import make_agent
+
+cfg = compose(["agent=function", "agent.target=userret:assistant", "engine=ray", "engine.address=" + sys.argv[1]],
+              conf_dir=sys.argv[2])
+agent = make_agent(cfg.agent)
+with engine_session(cfg.engine) as session:
+    check_user_code(session, agent, "agent.target")
+    print("all_local", session.all_local(), "nodes", len(session.nodes), agent.describe()["source_file"])
+"""
+
+
+@pytest.mark.slow
+def test_the_all_local_cluster_accepts_a_module_of_the_driver_cwd(
+    ray_cluster: RayCluster, project: Path
+) -> None:
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    done = subprocess.run([sys.executable, "-c", ACCEPTED, ray_cluster.address, str(conf)], cwd=project,
+                          env=_env(), capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["all_local", "True", "nodes", "2", "userret.py"]

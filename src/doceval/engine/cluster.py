@@ -88,11 +88,18 @@ def check_reachable(address: str) -> None:
         ) from None
 
 
+def driver_import_paths(cwd: str) -> list[str]:
+    """The driver's folders every worker of the job gets on its import path: its working directory (where the
+    user's retriever or assistant module is found, as locally) and its $PYTHONPATH. On another host these
+    name folders of that host, which hold the driver's files only if someone put them there."""
+    paths = [cwd, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    return list(dict.fromkeys(paths))
+
+
 def _runtime_env() -> dict[str, Any]:
-    """What every worker of this job gets: the driver's import path (the user's retriever or assistant
-    module, found from the working directory as locally) and no usage reporting."""
-    paths = [os.getcwd(), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
-    return {"env_vars": {"PYTHONPATH": os.pathsep.join(dict.fromkeys(paths)), "RAY_USAGE_STATS_ENABLED": "0"}}
+    """What every worker of this job gets: the driver's import path and no usage reporting."""
+    paths = driver_import_paths(os.getcwd())
+    return {"env_vars": {"PYTHONPATH": os.pathsep.join(paths), "RAY_USAGE_STATS_ENABLED": "0"}}
 
 
 @contextlib.contextmanager

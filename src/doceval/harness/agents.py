@@ -214,8 +214,12 @@ def _on_ray(
         return None
     # lazy: as above
     from doceval.engine.fanout import iter_on_actors
+    from doceval.harness.remote import check_user_code
 
-    stack.enter_context(engine_session(engine))
+    session = stack.enter_context(engine_session(engine))
+    assert session is not None
+    # Before any call: a module only this machine has is exit 2.
+    check_user_code(session, run.agent, "agent.target")
     if concurrency == 1:  # warm memory: one session, strictly in probe order, so one actor
         engine = dataclasses.replace(engine, actors=1)
     run.remote = True

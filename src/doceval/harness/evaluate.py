@@ -41,7 +41,7 @@ from doceval.scoring.reference_judge import version_strings
 from doceval.scoring.registry import ANSWER_NAMES, RETRIEVAL_NAMES, answer_scores, names, retrieval_scores
 from doceval.seam import Reply
 from doceval.system.docchat.answerers import Answerer, make_answerer
-from doceval.system.docchat.runner import load_journal, run_agent
+from doceval.system.docchat.runner import RemoteUnits, load_journal, run_agent
 from doceval.system.docchat.search import PrecomputedSearch
 
 if TYPE_CHECKING:
@@ -215,6 +215,28 @@ class SystemRun:
     stop_reason: str | None = None
 
 
+def docchat_remote(setup: AgentSetup, plan: RunPlan) -> RemoteUnits | None:
+    """How doceval's agent answers on ``engine=ray``: the extractive answerer on Ray actors, with isolated
+    memory; None (answered here) for engine=local, warm memory (one memory, strictly in probe order) and an
+    LLM answerer, whose response cache (sqlite) and budget ledger are this machine's."""
+    engine = setup.engine
+    if not isinstance(engine, schema.EngineRay):
+        return None
+    if setup.warm:
+        print_note("engine=ray: doceval's agent answers here, on the driver: warm memory is one memory "
+                   "asked strictly in probe order")  # fmt: skip
+        return None
+    if not isinstance(setup.answerer_cfg, schema.AnswererExtractive):
+        name = setup.answerer_cfg.name if setup.answerer_cfg is not None else "none"
+        print_note(f"engine=ray: doceval's agent answers here, on the driver: answerer={name} keeps its LLM "
+                   "cache (sqlite) and the run's budget ledger on this machine")  # fmt: skip
+        return None
+    # lazy: start-up (the Ray fan-out and the external systems' modules, ~60 ms) loads only for engine=ray
+    from doceval.harness.remote import docchat_on_ray
+
+    return docchat_on_ray(engine, setup.answerer_cfg, setup.reset_ids(plan))
+
+
 def run_docchat(
     plan: RunPlan, retrieval: RetrievalScores, setup: AgentSetup, ledger: Ledger, progress: bool
 ) -> SystemRun:
@@ -244,6 +266,7 @@ def run_docchat(
         progress=progress,
         conversation_of=plan.conversations(),
         reset_ids=setup.reset_ids(plan),
+        remote=docchat_remote(setup, plan),
     )
     missing = [e.id for e in plan.entries if e.id not in outcome.records and e.id not in errors]
     if missing:

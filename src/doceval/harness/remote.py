@@ -1,13 +1,23 @@
-"""The user's retriever function on Ray actors (``engine=ray``): each actor builds the retriever once and
-answers one question at a time (as the local loop calls it: a user's function need not be thread-safe), the
-driver collects the candidates in entry order. A failed call is that entry's system error, as locally."""
+"""The harness's work on Ray actors (``engine=ray``), the driver alone writing anything.
+
+- The user's retriever function: each actor builds the retriever once and answers one question at a time (as
+  the local loop calls it: a user's function need not be thread-safe), the driver collects the candidates in
+  entry order. A failed call is that entry's system error, as locally.
+- doceval's agent with the extractive answerer (:func:`docchat_on_ray`): each actor builds the answerer once;
+  a unit (an entry, or a conversation's turns in order) goes to one actor with its search results, computed
+  on the driver from the candidate cache, so workers open no index shard, run folder or cache.
+- The user's code found only through the driver's import path is refused on a cluster with nodes on other
+  hosts (:func:`check_user_code`).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doceval.common.concurrency import CallTimedOut
@@ -16,9 +26,14 @@ from doceval.system.external.agents import system_error_text
 
 if TYPE_CHECKING:
     from doceval.config import schema
+    from doceval.engine.cluster import RaySession
     from doceval.harness.candidates import CandidateSet, ErrorLimits
     from doceval.inputs.golden import GoldenEntry
+    from doceval.seam import Reply
     from doceval.system.docchat.conversation import TurnQuery
+    from doceval.system.docchat.runner import Outcome as AgentOutcome
+    from doceval.system.docchat.runner import RemoteUnits
+    from doceval.system.docchat.types import Probe, SearchResult
     from doceval.system.retrievers import Retriever
 
 log = logging.getLogger(__name__)
@@ -81,7 +96,9 @@ def retrieve_on_ray(
             retriever.scored = scored  # type: ignore[attr-defined]  # bare ids or pairs, as the actors saw
 
     bar = Progress(len(entries), f"retrieve ({retriever.name})", "q", enabled=progress)
-    with engine_session(engine), contextlib.ExitStack() as stack:
+    with engine_session(engine) as session, contextlib.ExitStack() as stack:
+        assert session is not None
+        check_user_code(session, retriever, "retriever.target")
         stack.callback(bar.close)
         results = iter_on_actors(make_system, retrieve_one, items, engine, 1, on_done=record)
         for _ in stack.enter_context(contextlib.closing(results)):
@@ -116,3 +133,67 @@ def _in_entry_order(out: CandidateSet, entries: Sequence[GoldenEntry]) -> Candid
         order(out.ranked), order(out.routed), order(out.timings), order(out.errors)
     )  # fmt: skip
     return out
+
+
+USER_CODE_FIX = (
+    "install it as a package on every node (e.g. `pip install .` of a project holding it, the same version "
+    "everywhere), or run with engine=local, or on a cluster whose nodes are all on this machine"
+)
+
+
+def check_user_code(session: RaySession, system: object, key: str) -> None:
+    """Exit 2 before any call when the user's code (a retriever function or assistant callable) comes from a
+    module no worker on another host can import: one found only through the driver's import path that the
+    job's runtime_env hands every worker (its working directory, its $PYTHONPATH), not an installed package.
+    ``key`` is the config key naming the code (``retriever.target``), quoted with its value."""
+    describe = getattr(system, "describe", None)
+    record: dict[str, Any] = describe() if callable(describe) else {}
+    source, module = record.get("source_file"), record.get("module")
+    if not source or not module or record.get("distribution"):
+        return  # no file (a notebook's code, shipped by value), or installed: every node has its own copy
+    # lazy: ray (~1 s) loads only for engine=ray
+    from doceval.engine.cluster import driver_import_paths, driver_local_path
+
+    file = (Path(session.driver_cwd) / source).resolve()
+    if not any(file.is_relative_to(Path(p).resolve()) for p in driver_import_paths(session.driver_cwd)):
+        return
+    what = f"{key}={record.get('target')} (module {module!r}, found through the driver's import path)"
+    driver_local_path(session, file, what, USER_CODE_FIX)
+
+
+def docchat_on_ray(
+    engine: schema.EngineRay, answerer_cfg: schema.AnswererExtractive, reset_ids: frozenset[str]
+) -> RemoteUnits:
+    """How :func:`doceval.system.docchat.runner.run_agent` answers its units on ``engine.actors`` actors with
+    the extractive answerer (``answerer_cfg``), one unit at a time per actor (pure Python under the GIL, as
+    locally); ``reset_ids``: the turns answered with an empty memory (``--memory-reset needs_memory``)."""
+    # lazy: the agent's runner is the system: loaded only for doceval's agent
+    from doceval.system.docchat.answerers import make_answerer
+    from doceval.system.docchat.runner import answer_shipped
+
+    def remote(
+        todo: Sequence[Sequence[Probe]],
+        search: Callable[[Probe], SearchResult],
+        record: Callable[[Reply], bool],
+    ) -> Generator[list[tuple[Probe, AgentOutcome]], None, None]:
+        # lazy: ray (~1 s to import) loads only for engine=ray
+        from doceval.engine import engine_session
+        from doceval.engine.fanout import iter_on_actors
+
+        items = [
+            (list(unit), {p.id: search(p) for p in unit}, reset_ids & {p.id for p in unit}) for unit in todo
+        ]
+
+        def on_done(_: int, answered: list[Any]) -> None:
+            for _probe, _outcome, rec in answered:
+                if rec is not None:
+                    record(rec)
+
+        with engine_session(engine):
+            make = functools.partial(make_answerer, answerer_cfg)
+            results = iter_on_actors(make, answer_shipped, items, engine, 1, on_done=on_done)
+            with contextlib.closing(results):
+                for _, answered in results:
+                    yield [(probe, outcome) for probe, outcome, _ in answered]
+
+    return remote

@@ -74,6 +74,7 @@ def _outcomes(
     done: dict[str, Reply],
     run: _AgentRun,
     max_concurrency: int,
+    remote: RemoteUnits | None = None,
 ) -> Generator[tuple[Probe, Outcome], None, None]:
     shared_memory = run.shared_memory
     if shared_memory is not None:
@@ -84,9 +85,110 @@ def _outcomes(
             else:
                 yield probe, run.process(probe, shared_memory)
         return
+    if remote is not None:
+        with contextlib.closing(remote(todo, run.search, run.record)) as answered:
+            for outcomes in answered:
+                yield from outcomes
+        return
     with contextlib.closing(iter_concurrent(run.process_unit, todo, max(1, max_concurrency))) as results:
         for _, outcomes in results:
             yield from outcomes
+
+
+def _answer(
+    search: Callable[[Probe], SearchResult], answerer: Answerer, probe: Probe, memory: Memory
+) -> tuple[Reply, Probe]:
+    """The agent's reply, before its usage is known, and the probe as answered (a follow-up's with the pin its
+    conversation moved to). A refused search never reaches the answerer."""
+    start, t0 = time.time(), time.perf_counter()
+    found = search(probe)
+    t1 = time.perf_counter()
+    if found.refused:
+        timing = {"start": start, "duration_s": t1 - t0, "search_s": t1 - t0}
+        return Reply(probe.id, None, True, found.cause, found.reason, timing=timing), probe
+    if found.pin is not None:  # a follow-up: the pin the conversation moved to, not the picker's
+        probe = dataclasses.replace(probe, library=found.pin[0], version=found.pin[1])
+    surfaced = memory.recall(probe.question, probe.library, probe.version)
+    t2 = time.perf_counter()
+    answer, refused, reason = answerer.answer(probe, found.passages, surfaced)
+    t3 = time.perf_counter()
+    reply = Reply(
+        probe.id,
+        answer,
+        refused,
+        "answerer" if refused else None,
+        reason if refused else None,
+        sources=[Source(p.doc_id, p.score) for p in found.passages],
+        memory_used=[m.question for m in surfaced],
+        timing={"start": start, "duration_s": t3 - t0, "search_s": t1 - t0, "answerer_s": t3 - t2},
+    )
+    return reply, probe
+
+
+def answer_probe(
+    search: Callable[[Probe], SearchResult], answerer: Answerer, probe: Probe, memory: Memory
+) -> tuple[Outcome, Reply | None]:
+    """One probe answered with ``memory`` (which then holds the answer): ('ok'|'error'|'budget', message) and
+    the reply (None unless ok), its LLM usage recorded in it."""
+    with usage_scope() as scope:
+        try:
+            rec, answered = _answer(search, answerer, probe, memory)
+        except BudgetExceeded as exc:
+            return ("budget", str(exc)), None
+        except LLMError as exc:
+            return ("error", str(exc)), None
+        rec.usage = _usage_dict(scope)
+    _remember(memory, answered, rec)
+    return ("ok", None), rec
+
+
+Answered = tuple[Probe, Outcome, Reply | None]
+
+
+def answer_unit(
+    unit: Sequence[Probe],
+    reset_ids: Collection[str],
+    answer: Callable[[Probe, Memory], tuple[Outcome, Reply | None]],
+    stopping: threading.Event | None = None,
+) -> list[Answered]:
+    """A conversation's turns in order with one memory, fresh for it (a single probe is a unit of one, so
+    memory is reset per entry); a turn that fails ends the conversation (a rerun replays it whole). A turn
+    in ``reset_ids`` is answered with an empty memory of its own, which the conversation's never sees: the
+    turn alone in a fresh session, the conversation going on afterwards."""
+    memory = Memory()
+    answered: list[Answered] = []
+    for probe in unit:
+        if stopping is not None and stopping.is_set():
+            break
+        outcome, rec = answer(probe, Memory() if probe.id in reset_ids else memory)
+        answered.append((probe, outcome, rec))
+        if outcome[0] != "ok":
+            break
+    return answered
+
+
+# What a unit needs away from the driver (engine=ray): its probes in order, each one's search result (computed
+# on the driver from the candidate cache) and the turns answered with an empty memory.
+ShippedUnit = tuple[list[Probe], dict[str, SearchResult], frozenset[str]]
+
+
+def answer_shipped(answerer: Answerer, item: ShippedUnit) -> list[Answered]:
+    """:func:`answer_unit` where the agent runs on a Ray actor: its search reads the shipped results only, so
+    the worker opens none of the driver's files; the driver journals the replies that come back."""
+    probes, results, reset_ids = item
+
+    def search(probe: Probe) -> SearchResult:
+        return results[probe.id]
+
+    return answer_unit(probes, reset_ids, lambda probe, memory: answer_probe(search, answerer, probe, memory))
+
+
+# engine=ray (doceval.harness.remote): answers the units elsewhere, given the driver's search and ``record``
+# (the journal, first reply per entry) for every reply as it comes back; yields each unit's outcomes.
+RemoteUnits = Callable[
+    [Sequence[Sequence[Probe]], Callable[[Probe], SearchResult], Callable[[Reply], bool]],
+    Generator[list[tuple[Probe, Outcome]], None, None],
+]
 
 
 class _AgentRun:
@@ -111,65 +213,34 @@ class _AgentRun:
         # Set once the run stops: a conversation in flight asks no more turns.
         self.stopping = threading.Event()
         self._lock = threading.Lock()
+        self._recorded: set[str] = set()
 
     def process_unit(self, unit: Sequence[Probe]) -> list[tuple[Probe, Outcome]]:
-        """A conversation's turns in order with one memory, fresh for it (a single probe is a unit of one, so
-        memory is reset per entry); a turn that fails ends the conversation (a rerun replays it whole). A turn
-        in ``reset_ids`` is answered with an empty memory of its own, which the conversation's never sees:
-        the turn alone in a fresh session, the conversation going on afterwards."""
-        memory = Memory()
-        outcomes: list[tuple[Probe, Outcome]] = []
-        for probe in unit:
-            if self.stopping.is_set():
-                break
-            outcomes.append((probe, self.process(probe, Memory() if probe.id in self.reset_ids else memory)))
-            if outcomes[-1][1][0] != "ok":
-                break
-        return outcomes
+        """:func:`answer_unit` here, each reply journaled as it is made."""
+        return [(p, o) for p, o, _ in answer_unit(unit, self.reset_ids, self._answer, self.stopping)]
 
-    def reply(self, probe: Probe, memory: Memory) -> tuple[Reply, Probe]:
-        """The agent's reply, before its usage is known, and the probe as answered (a follow-up's with the pin
-        its conversation moved to). A refused search never reaches the answerer."""
-        start, t0 = time.time(), time.perf_counter()
-        found = self.search(probe)
-        t1 = time.perf_counter()
-        if found.refused:
-            timing = {"start": start, "duration_s": t1 - t0, "search_s": t1 - t0}
-            return Reply(probe.id, None, True, found.cause, found.reason, timing=timing), probe
-        if found.pin is not None:  # a follow-up: the pin the conversation moved to, not the picker's
-            probe = dataclasses.replace(probe, library=found.pin[0], version=found.pin[1])
-        surfaced = memory.recall(probe.question, probe.library, probe.version)
-        t2 = time.perf_counter()
-        answer, refused, reason = self.answerer.answer(probe, found.passages, surfaced)
-        t3 = time.perf_counter()
-        reply = Reply(
-            probe.id,
-            answer,
-            refused,
-            "answerer" if refused else None,
-            reason if refused else None,
-            sources=[Source(p.doc_id, p.score) for p in found.passages],
-            memory_used=[m.question for m in surfaced],
-            timing={"start": start, "duration_s": t3 - t0, "search_s": t1 - t0, "answerer_s": t3 - t2},
-        )
-        return reply, probe
+    def _answer(self, probe: Probe, memory: Memory) -> tuple[Outcome, Reply | None]:
+        outcome, rec = answer_probe(self.search, self.answerer, probe, memory)
+        if rec is not None:
+            self.record(rec)
+        return outcome, rec
 
     def process(self, probe: Probe, memory: Memory) -> Outcome:
         """('ok'|'error'|'budget', message); journals its reply itself, so in-flight work survives a stop."""
-        with usage_scope() as scope:
-            try:
-                rec, answered = self.reply(probe, memory)
-            except BudgetExceeded as exc:
-                return "budget", str(exc)
-            except LLMError as exc:
-                return "error", str(exc)
-            rec.usage = _usage_dict(scope)
-        _remember(memory, answered, rec)
+        return self._answer(probe, memory)[0]
+
+    def record(self, rec: Reply) -> bool:
+        """Journal and keep one reply, the first for its entry (a call Ray retried is never counted twice);
+        False for a later duplicate, dropped."""
+        with self._lock:
+            if rec.id in self._recorded:
+                return False
+            self._recorded.add(rec.id)
         if self.journal.active:
             self.journal.append(rec.to_json())
         with self._lock:
-            self.records[probe.id] = rec
-        return "ok", None
+            self.records[rec.id] = rec
+        return True
 
 
 def _drain(
@@ -213,6 +284,7 @@ def run_agent(
     progress: bool = True,
     conversation_of: Mapping[str, str] | None = None,
     reset_ids: Collection[str] = (),
+    remote: RemoteUnits | None = None,
 ) -> RunOutcome:
     """Answer every probe; see the module docstring for the journal.
 
@@ -234,6 +306,9 @@ def run_agent(
     - An entry whose answerer fails for good (retries exhausted, client error) is not journaled and is listed
       in ``errors``; the run goes on, and stops (``stopped_reason="errors"``) after
       MAX_CONSECUTIVE_ERRORS failures in a row, or at the first failure with warm memory.
+    - ``remote`` (engine=ray, isolated memory): the units are answered elsewhere (Ray actors,
+      :mod:`doceval.harness.remote`), each shipped with its search results; this process alone journals,
+      keeping the first reply per entry. Warm memory always runs here, in probe order.
     """
     require_unique_ids(probes)
     if ledger is not None and budget_usd is not None:
@@ -258,7 +333,7 @@ def run_agent(
     try:
         if shared_memory is not None and max_concurrency > 1:
             log.info("warm memory: running sequentially (entry order matters)")
-        outcomes = _outcomes(probes, todo, done, run, max_concurrency)
+        outcomes = _outcomes(probes, todo, done, run, max_concurrency, remote)
         with contextlib.closing(outcomes):
             stopped_reason = _drain(outcomes, ledger, bar, errors, warm=shared_memory is not None)
             if stopped_reason is not None:
