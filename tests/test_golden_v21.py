@@ -1,6 +1,7 @@
-"""Golden set v2.1 (issue 32, item 2): v2 with every grading-rule warning judged, then fixed after its seed-8 audit.
-It validates strictly against the real corpus, keeps v2's entries, and every qrels change is listed, with its
-reason, in its changes file: the grading-rule pass against v2, the seed-8 fixes against the pass."""
+"""Golden set v2.1 (issue 32, item 2): v2 with every grading-rule warning judged, then fixed after its seed-8 and
+seed-9 audits. It validates strictly against the real corpus, keeps v2's entries, and every qrels change is listed,
+with its reason, in its changes file: the grading-rule pass against v2, each audit's fixes against the file as the
+previous section left it."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ from doceval.cli.main import main
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 V2, V21 = GOLDEN / "v2.jsonl", GOLDEN / "v2.1.jsonl"
 PASS = "doceval team, v2.1 grading-rule pass 2026-12-06"
-SEED8 = "doceval team, v2.1 seed-8 audit fixes 2026-12-06"
-SEED8_SECTION = "## After the seed-8 audit"
+# each audit's section of a changes file, and the judged_by of the qrels lines it changed, in order
+AUDITS = (
+    ("## After the seed-8 audit", "doceval team, v2.1 seed-8 audit fixes 2026-12-06"),
+    ("## After the seed-9 audit", "doceval team, v2.1 seed-9 audit fixes 2026-12-06"),
+)
 # a changes-file line: "- ENTRY | DOC | OLD→NEW | checked | REASON"
 _CHANGE = re.compile(r"^- (\S+) \| (\S+) \| (unjudged|[012])→([012]) \| (\S+) \| (.+)$")
 
@@ -33,14 +37,15 @@ def _qrels(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
 Listing = dict[tuple[str, str], tuple[str, int, str, str]]
 
 
-def _changes(path: Path) -> tuple[Listing, Listing]:
+def _changes(path: Path) -> list[Listing]:
     """(entry, doc) -> (old grade or 'unjudged', new grade, checked, reason) for every listed change: those of the
-    grading-rule pass, and those of the section after the seed-8 audit (old = the grade the pass left)."""
-    passes: tuple[Listing, Listing] = ({}, {})
+    grading-rule pass, then those of each audit's section (old = the grade the sections before it left)."""
+    passes: list[Listing] = [{} for _ in range(len(AUDITS) + 1)]
     listed = passes[0]
     for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith(SEED8_SECTION):
-            listed = passes[1]
+        for n, (section, _) in enumerate(AUDITS, 1):
+            if line.startswith(section):
+                listed = passes[n]
         m = _CHANGE.match(line)
         if m:
             assert (m[1], m[2]) not in listed, f"{path.name} lists {m[1]} {m[2]} twice in one pass"
@@ -52,17 +57,22 @@ def _line_of(r: dict[str, Any]) -> tuple[int, str, str]:
     return r["grade"], ",".join(r.get("checked", [])) or "-", r["reason"]
 
 
-def _check_seed8(new: dict[tuple[str, str], dict[str, Any]], first: Listing, seed8: Listing) -> None:
-    """Every seed-8 change is the qrels line as it stands, starts from the grade the pass left, and is the only
-    kind of line judged by the seed-8 fixes."""
-    assert seed8, "the seed-8 section lists no change"
-    assert {k for k, r in new.items() if r["judged_by"] == SEED8} == set(seed8)
-    for key, (before, *now) in seed8.items():
-        assert tuple(now) == _line_of(new[key]), key
-        if key in first:
-            assert before == str(first[key][1]), (
-                f"{key}: the seed-8 change does not start from the pass's grade"
-            )
+def _check_audits(new: dict[tuple[str, str], dict[str, Any]], passes: list[Listing]) -> None:
+    """Each audit section's change starts from the grade the sections before it left, is the qrels line as it
+    stands unless a later section changed it again, and is the only kind of line judged by that audit's fixes."""
+    for n, (section, judged_by) in enumerate(AUDITS, 1):
+        fixes, earlier, later = passes[n], passes[:n], passes[n + 1 :]
+        redone = set().union(*later)
+        assert fixes, f"{section!r} lists no change"
+        assert {k for k, r in new.items() if r["judged_by"] == judged_by} == set(fixes) - redone
+        for key, (before, *now) in fixes.items():
+            if key not in redone:
+                assert tuple(now) == _line_of(new[key]), key
+            last = [p[key] for p in earlier if key in p]
+            if last:
+                assert before == str(last[-1][1]), (
+                    f"{key}: {section!r} does not start from the grade left before it"
+                )
 
 
 @pytest.mark.parametrize("name", ["v2.1.jsonl", "conversations.jsonl"])
@@ -85,27 +95,31 @@ def test_every_v21_qrels_change_is_listed_with_its_grades_and_reason() -> None:
     old, new = _qrels(GOLDEN / "v2.qrels.jsonl"), _qrels(GOLDEN / "v2.1.qrels.jsonl")
     assert set(old) <= set(new), "v2.1 drops judgments of v2"
     changed = {k: r for k, r in new.items() if old.get(k) != r}
-    first, seed8 = _changes(GOLDEN / "v2.1.changes.md")
-    assert set(first) | set(seed8) == set(changed)
-    _check_seed8(new, first, seed8)
+    passes = _changes(GOLDEN / "v2.1.changes.md")
+    first, audits = passes[0], passes[1:]
+    assert set().union(*passes) == set(changed)
+    _check_audits(new, passes)
+    redone = set().union(*audits)
     for key, listing in first.items():
         before = "unjudged" if key not in old else str(old[key]["grade"])
         assert listing[0] == before, key
-        if key not in seed8:  # a line the seed-8 fixes changed again is checked against that section
+        if key not in redone:  # a line an audit's fixes changed again is checked against that section
             assert listing[1:] == _line_of(changed[key]), key
             assert changed[key]["judged_by"] == PASS, key
-    for key in set(seed8) - set(first):
-        assert seed8[key][0] == ("unjudged" if key not in old else str(old[key]["grade"])), key
+    for n, fixes in enumerate(audits, 1):
+        for key in set(fixes) - set().union(*passes[:n]):  # first changed by this audit: starts from v2
+            assert fixes[key][0] == ("unjudged" if key not in old else str(old[key]["grade"])), key
 
 
 def test_every_conversation_judgment_of_the_pass_is_listed() -> None:
     qrels = _qrels(GOLDEN / "conversations.qrels.jsonl")
     ours = {k: r for k, r in qrels.items() if r["judged_by"] == PASS}
-    first, seed8 = _changes(GOLDEN / "conversations.changes.md")
-    assert ours and set(ours) <= set(first) and set(first) - set(ours) <= set(seed8)
+    passes = _changes(GOLDEN / "conversations.changes.md")
+    first = passes[0]
+    assert ours and set(ours) <= set(first) and set(first) - set(ours) <= set().union(*passes[1:])
     for key, r in ours.items():
         assert first[key][1:] == _line_of(r), key
-    _check_seed8(qrels, first, seed8)
+    _check_audits(qrels, passes)
 
 
 @pytest.mark.parametrize("name", ["v2.1.qrels.jsonl", "conversations.qrels.jsonl"])
