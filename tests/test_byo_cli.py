@@ -15,10 +15,10 @@ from tiny_project import run_eval as run
 
 from doceval.cli import main
 
-MODULE = """
+# A user's module: four passages scored by shared words (tests/test_engine_eval.py builds on it too).
+SCORING_MODULE = """
 DOCS = {"D1": "late fees are five dollars per day", "D2": "returns are accepted within thirty days",
         "D3": "shipping is free over fifty dollars", "D4": "returns of gift cards are not accepted"}
-CALLS = []
 
 def _scored(question, k, bar=2):
     words = set(question.split())
@@ -27,6 +27,11 @@ def _scored(question, k, bar=2):
 
 def scored(question, k):
     return _scored(question, k)
+"""
+MODULE = (
+    SCORING_MODULE
+    + """
+CALLS = []
 
 def ids(question, k):
     return [d for d, _ in _scored(question, k)]
@@ -50,6 +55,7 @@ def broken(question, library, version, session_id):
         raise RuntimeError("model offline")
     return assistant(question, library, version, session_id)
 """
+)
 ROWS = [
     ("q1", "how much are late fees per day", ["D1"]),  # D1 shares 5 words (are late fees per day), D2/D4 1
     ("q2", "are returns accepted after thirty days", ["D2", "D4"]),  # D2 shares 5 words, D4 3

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from fake_agent import FakeAgent, running_agent
 from ray_cluster import RayCluster
+from test_byo_cli import SCORING_MODULE
 from test_conversation_pipeline import DOCS as CONVERSATION_DOCS
 from test_conversation_pipeline import conversation_lines
 from test_eval_cli import DOCS, GOLDEN
@@ -40,18 +41,9 @@ from doceval.tracking.configured import effective_params
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-MODULE = """
-DOCS = {"D1": "late fees are five dollars per day", "D2": "returns are accepted within thirty days",
-        "D3": "shipping is free over fifty dollars", "D4": "returns of gift cards are not accepted"}
-
-def _scored(question, k, bar=2):
-    words = set(question.split())
-    hits = [(d, float(len(words & set(t.split())))) for d, t in DOCS.items()]
-    return [(d, s) for d, s in sorted(hits, key=lambda x: (-x[1], x[0])) if s >= bar][:k]
-
-def scored(question, k):
-    return _scored(question, k)
-
+MODULE = (
+    SCORING_MODULE
+    + """
 def assistant(question, library, version, session_id):
     hits = _scored(question, 3)
     if "pizza" in question:
@@ -59,6 +51,7 @@ def assistant(question, library, version, session_id):
     return {"answer": " ".join(DOCS[d] for d, _ in hits) or None, "refused": not hits,
             "sources": [{"id": d, "score": s} for d, s in hits]}
 """
+)
 QUESTIONS = [
     ("how much are late fees per day", ["D1"]),
     ("are returns accepted after thirty days", ["D2", "D4"]),
