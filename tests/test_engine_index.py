@@ -240,3 +240,13 @@ def _processes() -> list[tuple[int, bytes]]:
             with contextlib.suppress(OSError):
                 out.append((int(entry.name), (entry / "cmdline").read_bytes()))
     return out
+
+
+def test_the_index_stage_loads_no_ray_for_engine_local() -> None:
+    # The stage module and what it imports at the top: ray (~1 s) must wait for engine=ray.
+    code = "import sys, doceval.stages.index, doceval.index.build; print('ray' in sys.modules)"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), check=False
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"
