@@ -90,7 +90,12 @@ class RayEmbedder:
     def record(self) -> dict[str, Any]:
         """``manifest["engine"]``: how the index was embedded (never part of its hash)."""
         e = self.engine
-        return {"name": "ray", "actors": e.actors, "batch_size": e.batch_size, "gpus_per_actor": e.gpus_per_actor}
+        return {
+            "name": "ray",
+            "actors": e.actors,
+            "batch_size": e.batch_size,
+            "gpus_per_actor": e.gpus_per_actor,
+        }
 
     def encode_stream(self, texts: Sequence[str]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """``(positions into texts, vectors)`` per batch, in the order the actors finish them."""
@@ -130,7 +135,9 @@ class RayEmbedder:
             out[positions] = vectors
             seen[positions] = True
         if not seen.all():
-            raise RuntimeError(f"engine=ray: {int((~seen).sum())} of {len(texts)} texts came back without a vector")
+            raise RuntimeError(
+                f"engine=ray: {int((~seen).sum())} of {len(texts)} texts came back without a vector"
+            )
         return out
 
 
