@@ -12,7 +12,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -35,6 +35,13 @@ class Embedder(Protocol):
     dim: int
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
+
+
+class StreamingEmbedder(Embedder, Protocol):
+    """An embedder that takes many texts in one pass and hands vectors back as batches finish, in any order
+    (``engine=ray``'s :class:`doceval.engine.embedding.RayEmbedder`)."""
+
+    def encode_stream(self, texts: Sequence[str]) -> Iterator[tuple[np.ndarray, np.ndarray]]: ...
 
 
 # fp32 (the default: the same rankings on every x86-64 CPU, design.md 2.3); bf16: fp32 weights under bf16
@@ -324,6 +331,8 @@ class CachedEmbedder:
         self.hits = 0
         self.misses = 0
         self.seen_dim = 0
+        # Vectors prefetch() embedded, taken by the encode() call that asks for them (counted as misses there).
+        self.prefetched: dict[str, np.ndarray] = {}
 
     @property
     def dim(self) -> int:
@@ -352,11 +361,15 @@ class CachedEmbedder:
             tick(len(texts))
             return out
         keys = [self.key(t) for t in texts]
-        found = self.cache.get_many(list(dict.fromkeys(keys)))
+        unique = list(dict.fromkeys(keys))
+        # Prefetched vectors were counted (misses) and ticked when they arrived; the rest is looked up as usual.
+        pre = {k: self.prefetched.pop(k) for k in unique if k in self.prefetched}
+        found = self.cache.get_many([k for k in unique if k not in pre])
+        found.update(pre)
         todo = list(dict.fromkeys(k for k in keys if k not in found))
-        self.hits += len(texts) - sum(1 for k in keys if k not in found)
+        self.hits += len(texts) - sum(1 for k in keys if k not in found or k in pre)
         self.misses += len(todo)
-        tick(len(texts) - len(todo))
+        tick(len(texts) - len(todo) - len(pre))
         if todo:
             text_of = dict(zip(keys, texts, strict=True))
             # Length buckets: the embedder sorts each slice by length and pads each batch to its longest text;
@@ -378,6 +391,29 @@ class CachedEmbedder:
         out = np.stack([found[k] for k in keys]).astype(np.float32, copy=False)
         self.seen_dim = int(out.shape[1])
         return out
+
+    def prefetch(self, texts: Sequence[str], on_progress: Callable[[int], None] | None = None) -> None:
+        """Embed every cache miss among ``texts`` in one pass of a streaming embedder (``engine=ray``), storing
+        each batch in the cache as it arrives; the encode() calls that follow find them. A no-op for an
+        embedder that encodes in this process, or without a cache."""
+        stream = getattr(self.inner, "encode_stream", None)
+        if stream is None or self.cache is None:
+            return
+        tick = on_progress or (lambda n: None)
+        keys = list(dict.fromkeys(self.key(t) for t in texts))
+        cached = self.cache.get_many(keys)
+        text_of = dict(zip((self.key(t) for t in texts), texts, strict=True))
+        # Longest first, as encode() sorts its misses: each batch holds texts of near-equal length.
+        todo = sorted((k for k in keys if k not in cached), key=lambda k: (-len(text_of[k]), k))
+        for positions, vectors in stream([text_of[k] for k in todo]):
+            batch = [todo[int(i)] for i in positions]
+            self.cache.put_many(list(zip(batch, vectors, strict=True)))
+            self.prefetched.update(zip(batch, vectors, strict=True))
+            self.misses += len(batch)
+            tick(len(batch))
+        missing = [k for k in todo if k not in self.prefetched]
+        if missing:
+            raise RuntimeError(f"prefetch: {len(missing)} of {len(todo)} texts came back without a vector")
 
     def resolved(self) -> dict[str, str] | None:
         """The MiniLM precision and device after ``auto`` (None for an API embedder)."""

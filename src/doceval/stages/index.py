@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from doceval.config.schema import EngineRay
+from doceval.engine import engine_session
 from doceval.index.build import build_index
-from doceval.index.embed import make_embedder
+from doceval.index.embed import CachedEmbedder, EmbeddingCache, make_embedder
 from doceval.inputs.corpus import load_corpus
 
 if TYPE_CHECKING:
@@ -17,7 +19,19 @@ if TYPE_CHECKING:
 def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
     paths = cfg.paths
     corpus = load_corpus(Path(paths.docs))
-    embedder = make_embedder(cfg.embedder, Path(paths.cache) / "embeddings.sqlite")
-    manifest = build_index(corpus, embedder, cfg.store, Path(paths.index), progress=progress)
+    cache = Path(paths.cache) / "embeddings.sqlite"
+    engine = cfg.engine
+    with engine_session(engine):
+        if isinstance(engine, EngineRay):
+            # lazy: imports ray (about a second); engine=local never loads it
+            from doceval.engine.embedding import RayEmbedder
+
+            # The actors embed the misses; the driver alone writes the cache, the store and the manifest.
+            inner = RayEmbedder(engine, cfg.embedder)
+            embedder = CachedEmbedder(inner, EmbeddingCache(cache))
+            manifest = build_index(corpus, embedder, cfg.store, Path(paths.index), progress, inner.record())
+        else:
+            embedder = make_embedder(cfg.embedder, cache)
+            manifest = build_index(corpus, embedder, cfg.store, Path(paths.index), progress=progress)
     print(json.dumps({k: manifest[k] for k in ("model", "chunks", "content_hash", "embedding_cache")}))
     return manifest
