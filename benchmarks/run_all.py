@@ -69,6 +69,14 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
             ["bench_embed_isa.py", "--sample", "200", "--rounds", "1" if quick else "2"],
         ),
         ("Stage start-up: wall time, needed imports and the rest, per DVC stage", ["bench_stage_startup.py"]),
+        (
+            "engine=ray on one machine: index embedding (2 actors) vs engine=local, a seeded 2,000-chunk sample",
+            ["bench_ray_index.py", "--chunks", "2000"],
+        ),
+        (
+            "engine=ray on one machine: an HTTP assistant with 100 ms latency, 1,000 entries, vs engine=local",
+            ["bench_ray_eval.py"],
+        ),
     ]
     if not quick:
         runs.append(("dvc repro from a clean clone, stage by stage", ["bench_repro.py"]))
