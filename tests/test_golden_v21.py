@@ -21,6 +21,7 @@ PASS = "doceval team, v2.1 grading-rule pass 2026-12-06"
 AUDITS = (
     ("## After the seed-8 audit", "doceval team, v2.1 seed-8 audit fixes 2026-12-06"),
     ("## After the seed-9 audit", "doceval team, v2.1 seed-9 audit fixes 2026-12-06"),
+    ("## After the seed-10 audit", "doceval team, v2.1 seed-10 audit fixes 2026-12-06"),
 )
 # a changes-file line: "- ENTRY | DOC | OLD→NEW | checked | REASON"
 _CHANGE = re.compile(r"^- (\S+) \| (\S+) \| (unjudged|[012])→([012]) \| (\S+) \| (.+)$")
@@ -57,13 +58,15 @@ def _line_of(r: dict[str, Any]) -> tuple[int, str, str]:
     return r["grade"], ",".join(r.get("checked", [])) or "-", r["reason"]
 
 
-def _check_audits(new: dict[tuple[str, str], dict[str, Any]], passes: list[Listing]) -> None:
+def _check_audits(
+    new: dict[tuple[str, str], dict[str, Any]], passes: list[Listing], every: bool = True
+) -> None:
     """Each audit section's change starts from the grade the sections before it left, is the qrels line as it
     stands unless a later section changed it again, and is the only kind of line judged by that audit's fixes."""
     for n, (section, judged_by) in enumerate(AUDITS, 1):
         fixes, earlier, later = passes[n], passes[:n], passes[n + 1 :]
         redone = set().union(*later)
-        assert fixes, f"{section!r} lists no change"
+        assert fixes or not every, f"{section!r} lists no change"
         assert {k for k, r in new.items() if r["judged_by"] == judged_by} == set(fixes) - redone
         for key, (before, *now) in fixes.items():
             if key not in redone:
@@ -119,7 +122,9 @@ def test_every_conversation_judgment_of_the_pass_is_listed() -> None:
     assert ours and set(ours) <= set(first) and set(first) - set(ours) <= set().union(*passes[1:])
     for key, r in ours.items():
         assert first[key][1:] == _line_of(r), key
-    _check_audits(qrels, passes)
+    _check_audits(
+        qrels, passes, every=False
+    )  # an audit's fixes reach the turns only where a turn copies the entry
 
 
 @pytest.mark.parametrize("name", ["v2.1.qrels.jsonl", "conversations.qrels.jsonl"])
