@@ -173,9 +173,9 @@ def minilm():
 
 
 def write_fixture_golden(root: Path, rows: list[tuple[str, str, str, list[str], str]]) -> Path:
-    """``data/golden/v2.jsonl`` under ``root`` from ``(id, question, pin, relevant_ids, split)`` rows: an
+    """``data/golden/v2.1.jsonl`` under ``root`` from ``(id, question, pin, relevant_ids, split)`` rows: an
     entry without relevant ids is out of scope."""
-    golden = root / "data" / "golden" / "v2.jsonl"
+    golden = root / "data" / "golden" / "v2.1.jsonl"
     golden.parent.mkdir(parents=True)
     golden.write_text("".join(
         json.dumps({"id": gid, "question": q, "library": pin.split("@")[0], "version": pin.split("@")[1],

@@ -341,7 +341,7 @@ def test_eval_with_the_shipped_openai_answerer_and_judge(
         lib, version = pin.split("@")
         docs[pin] = [Document(f"{pin}:{p}", lib, version, p, "function", text) for p, text in items]
     write_corpus(docs, tmp_path / "data" / "docs", 1500, {})
-    golden = tmp_path / "data" / "golden" / "v2.jsonl"
+    golden = tmp_path / "data" / "golden" / "v2.1.jsonl"
     golden.parent.mkdir(parents=True)
     # The fake server's judge marks an answer correct when it names every `name()` of the reference.
     lines = [

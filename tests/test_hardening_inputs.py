@@ -188,7 +188,7 @@ OLD_SUMMARY_COMMANDS = [  # a command reading old.json, exit code, words of its 
     (["compare", "old.json", "out.json", "--no-gate"], 0, ["hit_rate"]),
     (["compare", "out.json", "old.json", "--gate", "gate.yaml", "--plot", "c.png"], 0, ["PASS"]),
     (["gate", "old.json", "--config", "gate.yaml", "--junit", "j.xml"], 0, ["PASS"]),
-    (["golden", "pool", "old.json", "--golden", "data/golden/v2.jsonl", "--out", "pool.jsonl"], 0, []),
+    (["golden", "pool", "old.json", "--golden", "data/golden/v2.1.jsonl", "--out", "pool.jsonl"], 0, []),
 ]
 
 
@@ -421,7 +421,7 @@ SPLIT_CASES = [  # golden set tagged?, --split, exit code, words of the message
 def test_an_unknown_split_exits_2_whether_or_not_the_set_has_tags(
     project: Path, capsys: pytest.CaptureFixture[str], tagged: bool, split: str, code: int, words: list[str]
 ) -> None:
-    (project / "data" / "golden" / "v2.jsonl").write_text(_golden_text(tagged))
+    (project / "data" / "golden" / "v2.1.jsonl").write_text(_golden_text(tagged))
     assert main(eval_args("--split", split, *overrides())) == code
     err = capsys.readouterr().err
     assert all(w in err for w in words), err
@@ -444,8 +444,8 @@ def _labels_text() -> str:
 
 
 BOM_CASES = [  # the file written with a UTF-8 BOM, exit code, words of the output
-    ("data/golden/v2.jsonl", 0, ["entries"]),
-    ("data/golden/v2.qrels.jsonl", 0, ["entries"]),
+    ("data/golden/v2.1.jsonl", 0, ["entries"]),
+    ("data/golden/v2.1.qrels.jsonl", 0, ["entries"]),
     ("labels.jsonl", 0, ["1 labelled rows"]),
 ]
 
@@ -454,12 +454,12 @@ BOM_CASES = [  # the file written with a UTF-8 BOM, exit code, words of the outp
 def test_a_utf8_bom_is_accepted_in_every_input_file(
     project: Path, capsys: pytest.CaptureFixture[str], name: str, code: int, words: list[str]
 ) -> None:
-    (project / "data" / "golden" / "v2.qrels.jsonl").write_text(_qrels_text())
-    texts = {"data/golden/v2.jsonl": _golden_text(True), "data/golden/v2.qrels.jsonl": _qrels_text(),
+    (project / "data" / "golden" / "v2.1.qrels.jsonl").write_text(_qrels_text())
+    texts = {"data/golden/v2.1.jsonl": _golden_text(True), "data/golden/v2.1.qrels.jsonl": _qrels_text(),
              "labels.jsonl": _labels_text()}  # fmt: skip
     (project / name).write_bytes(codecs.BOM_UTF8 + texts[name].encode("utf-8"))
     if name == "labels.jsonl":
-        golden = {e.id: e for e in parse_golden(project / "data" / "golden" / "v2.jsonl")}
+        golden = {e.id: e for e in parse_golden(project / "data" / "golden" / "v2.1.jsonl")}
         try:
             rows, got, printed = read_labels(project / name, golden), 0, ""
         except UsageError as exc:
@@ -467,7 +467,7 @@ def test_a_utf8_bom_is_accepted_in_every_input_file(
         assert got == code, printed
         printed = f"{len(rows)} labelled rows"
     else:
-        got = main(["golden", "validate", "data/golden/v2.jsonl"])
+        got = main(["golden", "validate", "data/golden/v2.1.jsonl"])
         printed = capsys.readouterr().out
         assert got == code, capsys.readouterr().err
         assert main(eval_args("--split", "test", *overrides())) == code

@@ -94,7 +94,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, server: FakeOpenAI) -> Path:
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["paths"] = {"docs": "data/docs", "index": "data/index", "runs": "data/runs", "cache": "data/cache",
                        "eval": "eval"}  # fmt: skip
-    params["golden"] = "data/golden/v2.jsonl"
+    params["golden"] = "data/golden/v2.1.jsonl"
     params["embedder"] = {"name": "openai", "base_url": server.base_url, "model": "fake-embedding",
                           "api_key_env": KEY_ENV, "batch_size": 4}  # fmt: skip
     params["retriever"] = {"name": "dense"}
@@ -376,7 +376,7 @@ def test_a_short_collection_in_a_store_opened_for_reading(built: Path, tmp_path:
 
 def test_index_checks_only_apply_to_retrievers_that_read_the_index(built: Path, tmp_path: Path) -> None:
     corpus = load_corpus(built / "data/docs")
-    entries = parse_golden(built / "data/golden/v2.jsonl", corpus_ids=corpus.doc_ids())
+    entries = parse_golden(built / "data/golden/v2.1.jsonl", corpus_ids=corpus.doc_ids())
     cands = load_candidates(built / "data/runs")
     md5 = cands.meta["golden_md5"]
     dense = schema.RetrieverDense(name="dense")

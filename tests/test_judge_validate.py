@@ -96,7 +96,7 @@ def test_repeat_stability_counts_rows_whose_verdict_changes() -> None:
 
 
 def _golden() -> dict[str, object]:
-    path = ROOT / "data" / "golden" / "v2.jsonl"
+    path = ROOT / "data" / "golden" / "v2.1.jsonl"
     return {e.id: e for e in parse_golden(path)}
 
 
@@ -314,7 +314,7 @@ def test_the_shipped_reference_threshold_is_the_calibrated_one(capsys: pytest.Ca
     # calibrated jointly on both label files' calibration halves, as conf/judge/reference.yaml says
     labels = [str(ROOT / "data" / "judge" / f) for f in ("v1.jsonl", "v2.jsonl")]
     assert main(["judge", "calibrate", *labels, "--quiet",
-                 "--golden", str(ROOT / "data" / "golden" / "v2.jsonl")]) == 0  # fmt: skip
+                 "--golden", str(ROOT / "data" / "golden" / "v2.1.jsonl")]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert f"facts_threshold {shipped['facts_threshold']} threshold {shipped['threshold']} " in out
 
@@ -416,7 +416,7 @@ def test_label_files_that_cannot_be_read_together_are_named(project: Path) -> No
     from doceval.inputs.judge_labels import read_label_files
 
     labels = _labels_file(project)
-    golden = {e.id: e for e in parse_golden(project / "data" / "golden" / "v2.jsonl")}
+    golden = {e.id: e for e in parse_golden(project / "data" / "golden" / "v2.1.jsonl")}
     with pytest.raises(UsageError, match="judge_validation.labels: no label file"):
         read_label_files([], golden, "test")
     with pytest.raises(UsageError, match="named twice"):

@@ -113,7 +113,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     docs.mkdir()
     for name, text in DOCS.items():
         (docs / name).write_text(text)
-    golden = root / "data" / "golden" / "v2.jsonl"
+    golden = root / "data" / "golden" / "v2.1.jsonl"
     golden.parent.mkdir(parents=True)
     lines = []
     for gid, question, oos, rel, split in GOLDEN:
@@ -172,7 +172,7 @@ def test_dvc_repro_produces_the_headline_numbers(project: Path) -> None:
     assert set(trade["libraries"]) == {"(pooled)", "tinylib"} and trade["per_library_vs_global"]["rows"]
     assert json.loads((project / "eval" / "judge" / "reference.json").read_text())["n_rows"] == 6
     lock = (project / "dvc.lock").read_text()
-    assert "data/golden/v2.jsonl" in lock and "md5:" in lock
+    assert "data/golden/v2.1.jsonl" in lock and "md5:" in lock
     # The conversations stage: its own summary and DVC metrics, and a section of the report.
     conversations = json.loads((project / "eval" / "conversations" / "metrics.json").read_text())
     assert conversations["n_conversations"] == 2 and conversations["n_turns"] == 4

@@ -216,9 +216,9 @@ def test_evaluate_returns_the_documented_summary(golden: Path) -> None:
 
 def test_evaluate_takes_a_built_in_retriever_name(project: Path) -> None:
     summary = doceval.evaluate(
-        "data/golden/v2.jsonl", retriever="bm25", overrides=["floors=zero"], split="test"
+        "data/golden/v2.1.jsonl", retriever="bm25", overrides=["floors=zero"], split="test"
     )
     assert summary.config["retriever"]["name"] == "bm25"
     assert summary.entries[0]["retrieved"][0][0] == "pydantic@2.8.2:pydantic.main.BaseModel.model_dump"
     with pytest.raises(UsageError, match=r"retriever='bm99'.*bm25.*dense"):
-        doceval.evaluate("data/golden/v2.jsonl", retriever="bm99")
+        doceval.evaluate("data/golden/v2.1.jsonl", retriever="bm99")

@@ -198,8 +198,8 @@ def test_a_bom_is_accepted_in_qrels_as_in_the_golden_set(project: Path) -> None:
     qrels = [{"id": e["id"], "doc_id": e["relevant_ids"][0], "grade": 2, "judged_by": "test", "reason": "answers"}
              for e in GOLDEN]  # fmt: skip
     text = "\ufeff" + "".join(json.dumps(q) + "\n" for q in qrels)
-    (project / "data" / "golden" / "v2.qrels.jsonl").write_text(text, encoding="utf-8")
-    golden = project / "data" / "golden" / "v2.jsonl"
+    (project / "data" / "golden" / "v2.1.qrels.jsonl").write_text(text, encoding="utf-8")
+    golden = project / "data" / "golden" / "v2.1.jsonl"
     golden.write_text("\ufeff" + golden.read_text(encoding="utf-8"), encoding="utf-8")
     assert (
         main(["eval", "--quiet", "--no-track", "--output", "out.json", "retriever=bm25", "floors=zero"]) == 0

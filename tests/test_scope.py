@@ -213,7 +213,7 @@ def test_summaries_record_corpus_pins_and_compare_refuses_different_corpora(proj
 
 
 def test_each_shipped_corpus_names_its_golden_set_and_golden_follows_it() -> None:
-    for option, golden in (("default", "data/golden/v2.jsonl"), ("extended", "data/golden/extended.jsonl")):
+    for option, golden in (("default", "data/golden/v2.1.jsonl"), ("extended", "data/golden/extended.jsonl")):
         cfg = compose([f"docs={option}"], conf_dir=ROOT / "conf")
         assert cfg.docs.golden_set == golden and cfg.golden == golden
         assert (ROOT / golden).is_file()

@@ -213,7 +213,7 @@ def built(tmp_path_factory: pytest.TempPathFactory, server: FakeOpenAI) -> Path:
     assert params["store"]["name"] == "qdrant_edge" and params["store"]["search"]["exact"] is True
     params["paths"] = {"docs": "data/docs", "index": "data/index", "runs": "data/runs", "cache": "data/cache",
                        "eval": "eval"}  # fmt: skip
-    params["golden"] = "data/golden/v2.jsonl"
+    params["golden"] = "data/golden/v2.1.jsonl"
     params["embedder"] = _embedder(server)
     params["tracking"] = {**params["tracking"], "enabled": False, "uri": None}
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -236,7 +236,7 @@ def project(built: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
 
 def _eval(server: FakeOpenAI, *extra: str) -> list[str]:
     return ["eval", "--split", "test", "--no-track", "--quiet", "--output", "out.json", "floors=zero",
-            "golden=data/golden/v2.jsonl", *_overrides(server), *extra]  # fmt: skip
+            "golden=data/golden/v2.1.jsonl", *_overrides(server), *extra]  # fmt: skip
 
 
 def test_the_index_manifest_records_the_edge_store(built: Path) -> None:
@@ -444,7 +444,7 @@ def test_every_minilm_embedder_option_indexes_and_retrieves_from_the_cli(project
     meta = json.loads((project / "data/runs/candidates/meta.json").read_text())
     assert meta["embedder"] == {"model": model, "precision": precision, "device": "cpu"}
     assert main(["eval", "--split", "test", "--no-track", "--quiet", "--output", "out.json", "floors=zero",
-                 "golden=data/golden/v2.jsonl", f"embedder={option}", "tracking.enabled=false"]) == 0  # fmt: skip
+                 "golden=data/golden/v2.1.jsonl", f"embedder={option}", "tracking.enabled=false"]) == 0  # fmt: skip
     summary = json.loads((project / "out.json").read_text())
     # What `auto` chose, in the summary too.
     assert summary["config"]["candidates"]["embedder"] == meta["embedder"]

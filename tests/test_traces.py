@@ -64,7 +64,7 @@ def test_every_entry_is_a_trace_with_spans_expectations_and_feedback(
     entries = {e["id"]: e for e in summary["entries"]}
     client = MlflowClient(store)
     run = _run(client, "llm")
-    assert run.info.run_name == "test · bm25 · k5 · floors 0 · v2 · llm"
+    assert run.info.run_name == "test · bm25 · k5 · floors 0 · v2.1 · llm"
     traces = _traces(client, run)
     assert run.data.tags["doceval.traces"] == str(len(entries)) == str(len(traces))
     assert sorted(t.info.tags["doceval.entry_id"] for t in traces) == sorted(entries)
@@ -114,7 +114,7 @@ def test_every_entry_is_a_trace_with_spans_expectations_and_feedback(
     records, _ = backend._load_dataset_records(dataset_id)
     golden = [
         json.loads(line)
-        for line in (project / "data" / "golden" / "v2.jsonl").read_text().splitlines()
+        for line in (project / "data" / "golden" / "v2.1.jsonl").read_text().splitlines()
         if line.strip()
     ]
     assert len(records) == len(golden)

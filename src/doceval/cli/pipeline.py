@@ -391,7 +391,7 @@ def _register_eval(sub: Any) -> None:
         "--golden",
         dest="corpus",
         metavar="PATH",
-        help="golden set JSONL (default: the `golden` key, data/golden/v2.jsonl)",
+        help="golden set JSONL (default: the `golden` key, data/golden/v2.1.jsonl)",
     )
     p.add_argument("--output", default="eval/runs/latest.json", metavar="PATH", help="summary JSON to write")
     p.add_argument("--no-judge", action="store_true", help="skip the LLM judge (answer_accuracy: not judged)")
