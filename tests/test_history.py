@@ -240,7 +240,7 @@ def test_runs_say_what_they_are(project: Path) -> None:
     client = mlflow.MlflowClient(uri)
     exp = client.get_experiment_by_name("doceval-test")
     run = client.search_runs([exp.experiment_id])[0]
-    assert run.info.run_name == "test · bm25 · k5 · floors 0 · v2 · mine"
+    assert run.info.run_name == "test · bm25 · k5 · floors 0 · v2.1 · mine"
     note = run.data.tags["mlflow.note.content"]
     hit, ci = summary["metrics"]["hit_rate"], summary["metrics"]["ci95"]["hit_rate"]
     assert (

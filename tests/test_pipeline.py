@@ -144,6 +144,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         f"chunk_chars: 1500\nfolders: [{{path: {docs}, library: tinylib, version: '1.0'}}]\nlibraries: []\n"
     )
     config = (root / "conf" / "config.yaml").read_text().replace("  - docs: default", "  - docs: tiny")
+    # the judge stage measures against the one label file written above
+    shipped = "labels: [data/judge/v1.jsonl, data/judge/v2.jsonl]"
+    assert shipped in config
+    config = config.replace(shipped, "labels: [data/judge/v1.jsonl]")
     (root / "conf" / "config.yaml").write_text(config)
     run(["doceval", "params"], root)
     run(["git", "add", "-A"], root)

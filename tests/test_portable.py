@@ -1,6 +1,7 @@
 """The same rankings and metrics on every x86-64 CPU (issue 26, design.md 2.3).
 
-A corpus of a few hundred real chunks (this repository's own Markdown docs, built by `doceval docs --folder`) is
+A corpus of a few hundred real chunks (a frozen copy of this repository's Markdown docs in tests/fixtures/handbook,
+so editing the docs cannot move a near-tie into the test; built by `doceval docs --folder`) is
 indexed and retrieved with the default embedder (fp32 MiniLM, real model) and evaluated, each time in a fresh
 interpreter with its own empty embedding cache, under torch's lowered instruction sets (`ATEN_CPU_CAPABILITY`,
 with oneDNN's and MKL's caps to match) and 1 and 2 threads. The vectors may differ in their last bits; the
@@ -40,8 +41,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("portable")
     folder = root / "md"
     folder.mkdir()
-    for name in ("README.md", "CONTRIBUTING.md", "docs/design.md", "docs/architecture.md"):
-        shutil.copy(ROOT / name, folder / Path(name).name)
+    for name in ("README.md", "CONTRIBUTING.md", "design.md", "architecture.md"):
+        shutil.copy(ROOT / "tests" / "fixtures" / "handbook" / name, folder / name)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     _doceval(ROOT, env, "docs", "--folder", str(folder), "--library", "handbook", "--version", "1",
              "--out", str(root / "data/docs"))  # fmt: skip
