@@ -387,3 +387,35 @@ def test_history_prints_and_plots_a_logged_conversation_metric(
     assert (tmp_path / "h.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["history", "--tracking-uri", uri, "--metric", "conversations.turn9.hit_rate"]) == 2
     assert "conversations.{turn1|turn2|turn3_plus}.METRIC" in capsys.readouterr().err
+
+
+def test_a_turn_answered_within_its_predecessors_millisecond_is_still_ordered_after_it() -> None:
+    """The session view orders a conversation's turns by start time (ms): equal times would leave the order to
+    the store, so each turn's trace moves to at least 1 ms after the previous turn of its conversation."""
+    from mlflow.entities import TraceInfo, TraceLocation, TraceState
+
+    from doceval.tracking.traces import _after_previous_turn
+
+    def trace(ms: int) -> tuple[TraceInfo, list[dict[str, Any]]]:
+        info = TraceInfo(trace_id=f"t{ms}", trace_location=TraceLocation.from_experiment_id("0"),
+                         request_time=ms, state=TraceState.OK)  # fmt: skip
+        return info, [{"start_time_unix_nano": ms * 1_000_000, "end_time_unix_nano": ms * 1_000_000 + 300}]
+
+    seen: dict[str, int] = {}
+    turns = [(trace(100), "c#1"), (trace(100), "c#2"), (trace(100), "c#3"), (trace(90), "d#1"),
+             (trace(250), "c#4")]  # fmt: skip
+    for (info, spans), entry_id in turns:
+        _after_previous_turn(info, spans, {"id": entry_id, "conversation": entry_id.split("#")[0]}, seen)
+    # another conversation's turn is left alone; the spans move with their trace and keep their durations
+    assert [info.request_time for (info, _), _ in turns] == [100, 101, 102, 90, 250]
+    assert [spans[0]["start_time_unix_nano"] // 1_000_000 for (_, spans), _ in turns] == [
+        100,
+        101,
+        102,
+        90,
+        250,
+    ]
+    assert all(s[0]["end_time_unix_nano"] - s[0]["start_time_unix_nano"] == 300 for (_, s), _ in turns)
+    single, single_spans = trace(100)
+    _after_previous_turn(single, single_spans, {"id": "q1"}, seen)  # a single question is no turn
+    assert single.request_time == 100 and single_spans[0]["start_time_unix_nano"] == 100_000_000

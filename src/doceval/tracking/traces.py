@@ -318,6 +318,25 @@ def build_trace(entry: Mapping[str, Any], *, run_id: str, experiment_id: str, re
     return info, spans
 
 
+def _after_previous_turn(
+    info: TraceInfo, spans: list[dict[str, Any]], entry: Mapping[str, Any], turn_times: dict[str, int]
+) -> None:
+    """A turn starts at least 1 ms after its conversation's previous turn: the session view orders turns by
+    start time (ms, taken from the root span), and a turn answered within its predecessor's millisecond would
+    otherwise share it. The whole trace moves, so its spans keep their measured durations."""
+    conversation = entry.get("conversation")
+    if conversation is None:
+        return
+    before = turn_times.get(str(conversation))
+    shift_ms = 0 if before is None else max(0, before + 1 - info.request_time)
+    if shift_ms:
+        info.request_time += shift_ms
+        for span in spans:
+            span["start_time_unix_nano"] += shift_ms * 1_000_000
+            span["end_time_unix_nano"] += shift_ms * 1_000_000
+    turn_times[str(conversation)] = info.request_time
+
+
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
@@ -441,12 +460,14 @@ def log_traces(store: AbstractStore, *, run_id: str, experiment_id: str, summary
     recorded = clean.get("config") or {}
     entries = clean.get("entries") or []
     start_ms = int(time.time() * 1000)
+    turn_times: dict[str, int] = {}  # conversation -> its last turn's request time (ms)
     for offset in range(0, len(entries), SPAN_BATCH):
         infos, spans = [], []
         for i, entry in enumerate(entries[offset : offset + SPAN_BATCH], start=offset):
             # An untimed entry starts 1 ms after the one before: a conversation's turns sort in order.
             info, span_dicts = build_trace(entry, run_id=run_id, experiment_id=experiment_id,
                                            recorded=recorded, start_ms=start_ms + i, texts=texts)  # fmt: skip
+            _after_previous_turn(info, span_dicts, entry, turn_times)
             if env_secrets and leaks(json.dumps([span_dicts, info.to_dict()], default=str), env_secrets):
                 raise ValueError(f"trace of entry {entry['id']}: a secret value would be logged")
             infos.append(info)
