@@ -38,8 +38,13 @@ __all__ = ["ExternalOutcome", "abandoned_stop", "errors_stop", "load_journal", "
 
 
 def abandoned_stop(system: object, max_abandoned: int | None) -> str | None:
-    """Why the run must stop because of calls abandoned past their deadline (threads that may run on), or None."""
-    abandoned = int(getattr(system, "abandoned", 0))
+    """Why the run must stop because of ``system``'s calls abandoned past their deadline, or None."""
+    return abandoned_calls_stop(int(getattr(system, "abandoned", 0)), max_abandoned)
+
+
+def abandoned_calls_stop(abandoned: int, max_abandoned: int | None) -> str | None:
+    """Why the run must stop after ``abandoned`` calls abandoned past their deadline (threads that may run
+    on), or None."""
     if max_abandoned is None or abandoned <= max_abandoned:
         return None
     return f"stopped after {abandoned} calls abandoned past their deadline (more than run.max_abandoned={max_abandoned})"
@@ -135,7 +140,9 @@ class _ExternalRun:
             self.results[response.id] = response
             self._errors += response.error is not None
             self.abandoned += abandoned
-            system = self if self.remote else self.agent
+            system = (
+                self if self.remote else self.agent
+            )  # on Ray the actors' abandoned calls are counted here
             if errors_stop(self._errors, self.limits[0]) or abandoned_stop(system, self.limits[1]):
                 self.stopping.set()  # at once: the next turn of this conversation is not asked
         return True
@@ -207,12 +214,10 @@ def _on_ray(
 ) -> Generator[tuple[int, list[Reply]], None, None] | None:
     """The units' replies from Ray actors as they complete (each journaled by ``run.record`` here, on the
     driver), or None for ``engine=local``. A conversation is one unit: its turns run in order on one actor."""
-    # lazy: ray (~1 s to import) loads only for engine=ray
-    from doceval.engine import engine_session, uses_ray
-
-    if not isinstance(engine, schema.EngineRay) or not uses_ray(engine):
+    if not isinstance(engine, schema.EngineRay):
         return None
-    # lazy: as above
+    # lazy: ray (~1 s to import) loads only for engine=ray
+    from doceval.engine import engine_session
     from doceval.engine.fanout import iter_on_actors
     from doceval.harness.remote import check_user_code
 

@@ -78,7 +78,7 @@ def retrieve_on_ray(
     # lazy: ray (~1 s to import) loads only for engine=ray; candidates imports this module lazily too
     from doceval.engine import engine_session
     from doceval.engine.fanout import iter_on_actors
-    from doceval.harness.agents import errors_stop
+    from doceval.harness.agents import abandoned_calls_stop, errors_stop
     from doceval.harness.candidates import CandidateSet
 
     out = CandidateSet({}, {}, {})
@@ -103,23 +103,13 @@ def retrieve_on_ray(
         results = iter_on_actors(make_system, retrieve_one, items, engine, 1, on_done=record)
         for _ in stack.enter_context(contextlib.closing(results)):
             bar.update(1)
-            out.stopped = errors_stop(len(out.errors), limits.max_errors) or _abandoned_stop(
-                abandoned[0], limits
+            out.stopped = errors_stop(len(out.errors), limits.max_errors) or abandoned_calls_stop(
+                abandoned[0], limits.max_abandoned
             )
             if out.stopped is not None:
                 log.error("stopping: %s", out.stopped)
                 break
     return _in_entry_order(out, entries)
-
-
-def _abandoned_stop(n: int, limits: ErrorLimits) -> str | None:
-    # lazy: the harness's run loop (agents) imports this module's callers; one rule for both paths
-    from doceval.harness.agents import abandoned_stop
-
-    class _Count:
-        abandoned = n
-
-    return abandoned_stop(_Count(), limits.max_abandoned)
 
 
 def _in_entry_order(out: CandidateSet, entries: Sequence[GoldenEntry]) -> CandidateSet:

@@ -331,8 +331,8 @@ class CachedEmbedder:
         self.hits = 0
         self.misses = 0
         self.seen_dim = 0
-        # Vectors prefetch() embedded, taken by the encode() call that asks for them (counted as misses there).
-        self.prefetched: dict[str, np.ndarray] = {}
+        # Keys prefetch() embedded into the cache (counted as misses there), taken by the encode() that asks.
+        self.prefetched: set[str] = set()
 
     @property
     def dim(self) -> int:
@@ -363,9 +363,9 @@ class CachedEmbedder:
         keys = [self.key(t) for t in texts]
         unique = list(dict.fromkeys(keys))
         # Prefetched vectors were counted (misses) and ticked when they arrived; the rest is looked up as usual.
-        pre = {k: self.prefetched.pop(k) for k in unique if k in self.prefetched}
-        found = self.cache.get_many([k for k in unique if k not in pre])
-        found.update(pre)
+        pre = self.prefetched.intersection(unique)
+        self.prefetched -= pre
+        found = self.cache.get_many(unique)
         todo = list(dict.fromkeys(k for k in keys if k not in found))
         self.hits += len(texts) - sum(1 for k in keys if k not in found or k in pre)
         self.misses += len(todo)
@@ -400,15 +400,15 @@ class CachedEmbedder:
         if stream is None or self.cache is None:
             return
         tick = on_progress or (lambda n: None)
-        keys = list(dict.fromkeys(self.key(t) for t in texts))
+        text_of = {self.key(t): t for t in texts}
+        keys = list(text_of)
         cached = self.cache.get_many(keys)
-        text_of = dict(zip((self.key(t) for t in texts), texts, strict=True))
         # Longest first, as encode() sorts its misses: each batch holds texts of near-equal length.
         todo = sorted((k for k in keys if k not in cached), key=lambda k: (-len(text_of[k]), k))
         for positions, vectors in stream([text_of[k] for k in todo]):
             batch = [todo[int(i)] for i in positions]
             self.cache.put_many(list(zip(batch, vectors, strict=True)))
-            self.prefetched.update(zip(batch, vectors, strict=True))
+            self.prefetched.update(batch)
             self.misses += len(batch)
             tick(len(batch))
         missing = [k for k in todo if k not in self.prefetched]

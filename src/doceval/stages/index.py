@@ -22,16 +22,17 @@ def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
     cache = Path(paths.cache) / "embeddings.sqlite"
     engine = cfg.engine
     with engine_session(engine):
+        record: dict[str, Any] | None = None  # the manifest's engine block ({"name": "local"} when None)
         if isinstance(engine, EngineRay):
             # lazy: imports ray (about a second); engine=local never loads it
             from doceval.engine.embedding import RayEmbedder
 
             # The actors embed the misses; the driver alone writes the cache, the store and the manifest.
             inner = RayEmbedder(engine, cfg.embedder)
-            embedder = CachedEmbedder(inner, EmbeddingCache(cache))
-            manifest = build_index(corpus, embedder, cfg.store, Path(paths.index), progress, inner.record())
+            embedder: CachedEmbedder = CachedEmbedder(inner, EmbeddingCache(cache))
+            record = inner.record()
         else:
             embedder = make_embedder(cfg.embedder, cache)
-            manifest = build_index(corpus, embedder, cfg.store, Path(paths.index), progress=progress)
+        manifest = build_index(corpus, embedder, cfg.store, Path(paths.index), progress, record)
     print(json.dumps({k: manifest[k] for k in ("model", "chunks", "content_hash", "embedding_cache")}))
     return manifest
