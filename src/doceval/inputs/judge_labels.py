@@ -24,8 +24,11 @@ from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry
 
 # paraphrased_correct (data/judge/v2.jsonl): right for the pin, worded and coded unlike the reference.
+# concise_correct / alternative_correct (data/judge/v3, written without reading the reference): only what is
+# needed; or an equally valid API the pin documents that the reference may not name.
 CATEGORIES = (
     "correct", "verbose_correct", "paraphrased_correct", "other_version", "partial", "invented_api", "refusal",
+    "concise_correct", "alternative_correct",
 )  # fmt: skip
 VERDICTS = ("correct", "incorrect")
 SPLITS = ("calibration", "test")
