@@ -54,7 +54,7 @@ def test_init_scaffolds_a_project_composed_from_its_own_overrides(folder: Path) 
     assert main(["params", "--check"]) == 0
     # The template is in the golden format (the parser accepts it).
     template = [yaml.safe_load(line) for line in (folder / "golden.template.jsonl").read_text().splitlines()]
-    assert [row["out_of_scope"] for row in template] == [False, True]
+    assert [row["out_of_scope"] for row in template] == [False, False, True]  # one row per pin, then one out
 
 
 def test_init_never_overwrites_and_names_what_exists(
