@@ -226,7 +226,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     output = Path(args.output)
     fix = "pass a writable --output PATH (e.g. eval/runs/NAME.json)"
     check_writable(args.output, f"--output {args.output}", fix)
-    refuse_overlap([("--output", output)], configured_inputs(cfg, options.golden), fix)
+    refuse_overlap([("--output", args.output)], configured_inputs(cfg, options.golden), fix)
     tracking.check_configured(cfg)
     with stale_on_failure(output, "eval"):
         summary = _evaluate_repeats(cfg, options, args.repeats)
