@@ -101,7 +101,10 @@ def test_h1_a_pin_that_could_escape_data_folders_is_refused_where_it_enters(
 @pytest.mark.parametrize(
     ("folder", "needle"),
     [
-        ({"path": "site/1.0", "library": "mylib", "version": "../victim"}, "docs.folders[0].version=../victim"),
+        (
+            {"path": "site/1.0", "library": "mylib", "version": "../victim"},
+            "docs.folders[0].version=../victim",
+        ),
         ({"path": "site/1.0", "library": "my/lib", "version": "1.0"}, "docs.folders[0].library=my/lib"),
         ({"path": "site", "library": "mylib", "version": None}, "version subfolder site/2.0:beta"),
     ],
@@ -118,14 +121,17 @@ def test_h1_pins_from_docs_folders_and_version_subfolders_follow_the_same_rule(
     assert needle in err and "hold no path separator" in err, err
     assert not (project / "data").exists()
     with pytest.raises(UsageError, match="holds '..'"):
-        compose(["docs.libraries=[{name: pydantic, version: '../../x'}]"])  # a wheel's pin names its cache folder
+        compose(
+            ["docs.libraries=[{name: pydantic, version: '../../x'}]"]
+        )  # a wheel's pin names its cache folder
 
 
 # -------------------------------------------------------------------- H3: never over the sources
 
 
 @pytest.mark.parametrize(
-    ("out", "how"), [("site/1.0", "is the docs folder site/1.0"), ("site", "contains the docs folder site/1.0")]
+    ("out", "how"),
+    [("site/1.0", "is the docs folder site/1.0"), ("site", "contains the docs folder site/1.0")],
 )
 @pytest.mark.parametrize("replace", [True, False])
 def test_h3_the_build_never_writes_over_the_docs_it_reads(
@@ -148,7 +154,9 @@ def test_h3_replace_replaces_only_a_doceval_corpus(project: Path, capsys: pytest
     corpus = "corpora/mylib"
     assert _docs("--folder", "site/1.0", "--library", "mylib", "--version", "1.0", "--out", corpus) == 0
     _write_site(project / "other")
-    assert _docs("--folder", "other", "--library", "other", "--version", "2", "--out", corpus, "--replace") == 0
+    assert (
+        _docs("--folder", "other", "--library", "other", "--version", "2", "--out", corpus, "--replace") == 0
+    )
     assert _ids(Path(corpus)) == ["other@2:backends.redis", "other@2:guide.submitting_jobs"]
     (project / "notes").mkdir()
     (project / "notes" / "todo.txt").write_text("mine\n", encoding="utf-8")
@@ -177,7 +185,9 @@ def test_h3_the_configured_corpus_never_lies_in_a_docs_folder(
     Path("params.yaml").write_text(yaml.safe_dump(params), encoding="utf-8")
     before = _tree(project / "site")
     assert _docs() == 2
-    assert "paths.docs site/corpus: lies inside the docs folder (docs.folders) site" in capsys.readouterr().err
+    assert (
+        "paths.docs site/corpus: lies inside the docs folder (docs.folders) site" in capsys.readouterr().err
+    )
     assert _tree(project / "site") == before and not (project / "site" / "corpus").exists()
 
 
@@ -216,7 +226,9 @@ ODD = {
 
 
 @pytest.mark.parametrize("kind", list(ODD))
-def test_h9_a_docs_folder_is_read_for_its_regular_files_only_and_never_blocks(project: Path, kind: str) -> None:
+def test_h9_a_docs_folder_is_read_for_its_regular_files_only_and_never_blocks(
+    project: Path, kind: str
+) -> None:
     """On main a FIFO named *.md blocked `doceval docs` forever, and a dangling *.md link or a directory named
     notes.md was a traceback (rglob filtered by suffix only). A subprocess with a deadline: a hang fails the test
     instead of stalling the suite."""
@@ -236,7 +248,7 @@ def test_h9_a_docs_folder_is_read_for_its_regular_files_only_and_never_blocks(pr
 
 
 def test_c5_docs_folder_runs_outside_a_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """"Your docs as a corpus" is presented as standalone; on main it exited 2 "params.yaml not found"."""
+    """ "Your docs as a corpus" is presented as standalone; on main it exited 2 "params.yaml not found"."""
     monkeypatch.chdir(tmp_path)
     _write_site(tmp_path / "site" / "1.0")
     assert not (tmp_path / "params.yaml").exists()

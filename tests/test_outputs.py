@@ -103,7 +103,9 @@ def test_every_writer_refuses_an_output_that_is_or_lies_inside_an_input(
     argv, needle, folder = WRITERS[writer]
     if folder:
         (project / folder).mkdir()
-        (project / folder / "corpus.jsonl").write_text('{"_id": "d1", "text": "a document"}\n', encoding="utf-8")
+        (project / folder / "corpus.jsonl").write_text(
+            '{"_id": "d1", "text": "a document"}\n', encoding="utf-8"
+        )
     before = _snapshot(project)
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -128,7 +130,18 @@ OUTPUTS: dict[str, Callable[[str], list[str]]] = {
     "eval --output": lambda p: _eval(p),
     "gate --junit": lambda p: ["gate", "summary.json", "--junit", p],
     "compare --plot": lambda p: ["compare", "summary.json", "summary.json", "--no-gate", "--plot", p],
-    "docs --out": lambda p: ["docs", "--quiet", "--folder", "site", "--library", "a", "--version", "1", "--out", p],
+    "docs --out": lambda p: [
+        "docs",
+        "--quiet",
+        "--folder",
+        "site",
+        "--library",
+        "a",
+        "--version",
+        "1",
+        "--out",
+        p,
+    ],
     "golden audit --out": lambda p: ["golden", "audit", "golden.jsonl", "--sample", "2", "--out", p],
 }
 

@@ -31,7 +31,10 @@ TEMPLATE = "golden.template.jsonl"
 # What caches, runs, sweeps and MLflow write: rebuilt, never committed. The pipeline's cached outputs are
 # ignored too (ignored_outputs), before the first `dvc repro` adds them: a `git add -A` after `doceval docs`
 # would otherwise commit data/docs, and DVC refuses an output git tracks.
-IGNORED = ["/data/cache/", "/data/runs/", "/eval/runs/", "/eval/sweeps/", "/mlruns/", "__pycache__/"]
+# IGNORED is in .dvcignore too: never a DVC output there (DVC refuses an output .dvcignore hides).
+IGNORED = ["/data/cache/", "/eval/runs/", "/eval/sweeps/", "/mlruns/", "__pycache__/"]
+# Journals of `doceval eval` (data/runs/eval/) beside the candidate cache: rebuilt, never committed.
+GIT_ONLY = ["/data/runs/"]
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,7 @@ def gitignore(pipeline: dict[str, Any]) -> str:
     """init's .gitignore: caches and runs, and every cached DVC output; uncached ones (metrics, the report)
     stay committable."""
     cached = [f"/{path}" for path, cache in pipeline_outputs(pipeline).items() if cache]
-    return "".join(f"{p}\n" for p in dict.fromkeys([*IGNORED, *cached]))
+    return "".join(f"{p}\n" for p in dict.fromkeys([*IGNORED, *GIT_ONLY, *cached]))
 
 
 def readme(overrides: Sequence[str], golden: str, template: bool) -> str:
