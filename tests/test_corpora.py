@@ -124,7 +124,9 @@ def test_an_out_folder_that_holds_no_corpus_is_never_wiped(
 ) -> None:
     """--out pointing at the docs sources themselves: on main the build replaced the folder, deleting them."""
     assert _docs("--folder", "site/1.0", "--library", "mylib", "--version", "1.0", "--out", "site") == 2
-    assert "--out site: contains the docs folder site/1.0, which this command reads" in capsys.readouterr().err
+    assert (
+        "--out site: contains the docs folder site/1.0, which this command reads" in capsys.readouterr().err
+    )
     assert (project / "site" / "2.0" / "guide.md").is_file()
 
 
