@@ -489,3 +489,15 @@ def test_c5_c6_the_recipe_order_works_and_experiments_run_as_documented(folder: 
     summary = json.loads((folder / "eval" / "summary.json").read_text())
     assert summary["config"]["retriever"]["name"] == "bm25"
     assert "bm25" in _sh("dvc exp show --no-pager --md", folder).stdout
+
+
+@pytest.mark.parametrize("flag", ["--docs", "--golden"])
+def test_h12_an_input_name_too_long_is_exit_2_naming_it(
+    folder: Path, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    """Item 4: every OS error on a user-named path is exit 2 naming it (on main: a traceback from is_dir)."""
+    argv = {"--docs": ["--docs", LONG], "--golden": ["--docs", "docs", "--golden", LONG]}[flag]
+    assert main(["init", "proj", *argv, "--library", "acme"]) == 2
+    err = capsys.readouterr().err
+    assert LONG in err and "File name too long" in err and "Traceback" not in err, err
+    assert not (folder / "proj").exists()

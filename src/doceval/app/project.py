@@ -17,7 +17,7 @@ import yaml
 
 from doceval.app.scaffold import Scaffold, dvc_init_argv, run_tool
 from doceval.common.io import output_folder
-from doceval.common.paths import Named, check_pin_part, refuse_overlap
+from doceval.common.paths import Named, check_pin_part, input_file, is_folder, refuse_overlap
 from doceval.common.redact import secret_locations
 from doceval.config.compose import dump_params
 from doceval.config.objects import config_dict
@@ -236,7 +236,7 @@ def read_sources(sources: Sequence[DocsSource], golden: Path | None) -> dict[str
         raise UsageError("doceval init: no docs: pass --docs PATH --library NAME [--version V]")
     found: dict[str, tuple[Path, list[str]]] = {}
     for src in sources:
-        if not src.path.is_dir():
+        if not is_folder(src.path, "--docs"):
             raise UsageError(f"--docs {src.path}: not a folder; pass the folder of your markdown/rst docs")
         check_pin_part(src.library, f"--docs {src.path} --library")
         if src.version is not None:
@@ -249,10 +249,9 @@ def read_sources(sources: Sequence[DocsSource], golden: Path | None) -> dict[str
                     "library@version one docs folder"
                 )
             found[pin] = (directory, sorted(d.doc_id for d in extract_folder(directory, library, version)))
-    if golden is not None and not golden.is_file():
-        raise UsageError(
-            f"--golden {golden}: not a file; pass your golden set (JSONL), or leave it out for a template"
-        )
+    fix = "pass your golden set (JSONL), or leave it out for a template"
+    if golden is not None and not input_file(golden, "golden set", fix).is_file():
+        raise UsageError(f"--golden {golden}: not a file; {fix}")
     return {pin: ids for pin, (_, ids) in found.items()}
 
 

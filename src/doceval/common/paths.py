@@ -143,6 +143,17 @@ def input_file(path: Path, what: str, fix: str) -> Path:
     return path
 
 
+def is_folder(path: Path, what: str) -> bool:
+    """Whether ``path`` is a folder (or a link to one); a path the system refuses (a name too long, a loop of
+    links) is a UsageError naming ``what`` and the reason, never a traceback."""
+    try:
+        return path.is_dir()
+    except OSError as exc:
+        raise UsageError(
+            f"{what} {path}: cannot be read ({os_problem(exc)}); name an existing folder"
+        ) from None
+
+
 def create_new_file(path: Path, text: str, what: str, fix: str) -> None:
     """Write ``text`` (UTF-8) to ``path``, which must not exist: created exclusively (``O_EXCL``), never through
     a link (a dangling one included: the write would land wherever it points). Anything already there, or a

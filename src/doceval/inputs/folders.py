@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from doceval.common.paths import check_pin_part, file_kind, os_problem, refuse_overlap
+from doceval.common.paths import check_pin_part, file_kind, is_folder, os_problem, refuse_overlap
 from doceval.errors import UsageError
 from doceval.inputs.docs import Document, normalise_name, refuse_other_corpus, write_corpus
 
@@ -132,7 +132,7 @@ def extract_folder(folder: Path, library: str, version: str) -> list[Document]:
 def folder_pins(folder: Path, library: str, version: str | None) -> list[tuple[Path, str, str]]:
     """(directory, library, version) for one configured folder: itself at ``version``, or with ``version`` None
     each subfolder ``DIR/<version>/`` as one version (the layout of a docs site with a version picker)."""
-    if not folder.is_dir():
+    if not is_folder(folder, "docs: folder"):
         raise UsageError(f"docs: folder {folder} is not a directory; point it at the docs sources")
     check_pin_part(library, f"docs: folder {folder}: library")
     if version is not None:
