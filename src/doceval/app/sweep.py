@@ -28,7 +28,6 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from doceval.app.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, FAILED_SUFFIX
 from doceval.common.hints import rerun
 from doceval.common.io import check_writable, write_text_atomic
-from doceval.common.paths import Named, refuse_overlap
 from doceval.common.progress import Progress
 from doceval.common.table import format_table
 from doceval.config.compose import check_override_syntax, compose, find_conf_dir
@@ -45,7 +44,6 @@ from doceval.harness.plan import (
     plan_run,
     uses_function_retriever,
 )
-from doceval.inputs.configured import configured_inputs
 from doceval.inputs.golden import select_split
 from doceval.scoring.registry import names
 from doceval.system.retrievers import make_retriever
@@ -197,8 +195,6 @@ def run_sweep(
 ) -> dict[str, Any]:
     root = (root or Path.cwd()).resolve()
     final, cfg = prepare(overrides)  # every point validated: nothing below runs for a bad value
-    sweeps: Named = ("the sweep folder", root / "eval" / "sweeps")  # local and Ray sweeps write there
-    refuse_overlap([sweeps], configured_inputs(cfg), "move the inputs out of eval/sweeps")
     if uses_ray(cfg.engine):
         # lazy: the Ray sweep's module loads the engine (ray, ~1 s) only for engine=ray
         from doceval.app.sweep_ray import run_sweep_ray
