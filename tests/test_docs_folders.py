@@ -74,7 +74,7 @@ def _docs(*args: str) -> int:
     [
         ("--version", "../../../victim", "holds '..'"),
         ("--version", "../victim", "holds '..'"),
-        ("--library", "/tmp/abs/victim", "holds a path separator /"),
+        ("--library", "ABS/victim", "holds a path separator /"),  # ABS: an absolute folder beside the project
         ("--library", "a\\b", "holds a path separator \\"),
         ("--version", "2.0:beta", "holds ':'"),
         ("--version", "2.0@x", "holds '@'"),
@@ -87,6 +87,7 @@ def test_h1_a_pin_that_could_escape_data_folders_is_refused_where_it_enters(
 ) -> None:
     """On main `--version ../../../../victim --replace` deleted an unrelated folder and wrote the corpus there;
     `--library /abs/path` wrote outside data/folders; `:`, `@` or nothing made ambiguous pins."""
+    value = value.replace("ABS", str(project.parent / "abs"))
     args = {"--library": "mylib", "--version": "1.0", flag: value}
     before = _tree(project.parent)
     assert _docs("--folder", "site/1.0", "--library", args["--library"], "--version", args["--version"],
@@ -95,7 +96,7 @@ def test_h1_a_pin_that_could_escape_data_folders_is_refused_where_it_enters(
     assert f"docs --folder site/1.0 {flag}={value!r}: {rule}" in err, err
     assert "a library and a version are non-empty and hold no path separator" in err  # the rule, in words
     assert _tree(project.parent) == before and not (project / "data").exists()
-    assert not Path("/tmp/abs").exists()
+    assert not (project.parent / "abs").exists()
 
 
 @pytest.mark.parametrize(
