@@ -16,7 +16,7 @@ from doceval.config.compose import compose
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.inputs.corpus import load_corpus
-from doceval.inputs.docs import build_folders_corpus, extract_folder
+from doceval.inputs.folders import build_folders_corpus, extract_folder
 
 # A made-up queue library in two versions: 2.0 renamed `enqueue` to `submit`.
 PAGES = {
@@ -124,7 +124,9 @@ def test_an_out_folder_that_holds_no_corpus_is_never_wiped(
 ) -> None:
     """--out pointing at the docs sources themselves: on main the build replaced the folder, deleting them."""
     assert _docs("--folder", "site/1.0", "--library", "mylib", "--version", "1.0", "--out", "site") == 2
-    assert "site is not empty and holds no doceval corpus" in capsys.readouterr().err
+    assert (
+        "--out site: contains the docs folder site/1.0, which this command reads" in capsys.readouterr().err
+    )
     assert (project / "site" / "2.0" / "guide.md").is_file()
 
 

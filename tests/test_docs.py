@@ -16,13 +16,12 @@ from doceval.errors import UsageError
 from doceval.inputs.docs import (
     Document,
     LibrarySpec,
-    build_folders_corpus,
     chunk_document,
-    extract_folder,
     extract_wheel,
     fetch_wheel,
     write_corpus,
 )
+from doceval.inputs.folders import build_folders_corpus, extract_folder
 
 WHEEL_CACHE = Path(__file__).resolve().parents[1] / "data" / "cache" / "wheels"
 

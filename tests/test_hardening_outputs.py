@@ -262,13 +262,14 @@ def test_an_output_folder_behind_a_symlink_is_replaced_and_the_link_stays(projec
     (project / "md").mkdir()
     (project / "md" / "a.md").write_text("# Fees\n\nLate fees are five dollars per day.\n", encoding="utf-8")
     (project / "real").mkdir()
-    (project / "real" / "stale.txt").write_text("from an older build\n", encoding="utf-8")
+    (project / "real" / "corpus.jsonl").write_text("from an older build\n", encoding="utf-8")
     # An older build of the same corpus (a folder holding another one is refused without --replace).
     (project / "real" / "manifest.json").write_text('{"pins": {"lib@1": {"source": "md"}}}', encoding="utf-8")
     (project / "corpus").symlink_to("real")
     assert main(_docs("corpus")) == 0
     assert (project / "corpus").is_symlink() and os.readlink(project / "corpus") == "real"
     assert sorted(p.name for p in (project / "real").iterdir()) == ["corpus.jsonl", "manifest.json"]
+    assert "from an older build" not in (project / "real" / "corpus.jsonl").read_text(encoding="utf-8")
 
 
 def test_golden_split_rewrites_the_file_a_symlink_names_and_refuses_a_fifo(

@@ -256,14 +256,14 @@ def test_docs_folder_writes_its_own_corpus_and_leaves_paths_docs_alone(tmp_path,
     _params(tmp_path)
     docs = tmp_path / "data" / "docs"
     docs.mkdir(parents=True)
-    (docs / "manifest.json").write_text('{"the": "project corpus"}\n')
+    (docs / "manifest.json").write_text('{"pins": {"other@1": {"source": "elsewhere"}}}\n')
     folder = _docs_folder(tmp_path / "src")
     assert main(["docs", "--folder", str(folder), "--library", "Shop", "--version", "2024", "--quiet"]) == 0
     out = capsys.readouterr().out
     target = Path("data/folders/shop@2024")
     assert (target / "corpus.jsonl").is_file() and (target / "manifest.json").is_file()
     assert sorted(p.name for p in docs.iterdir()) == ["manifest.json"]
-    assert (docs / "manifest.json").read_text() == '{"the": "project corpus"}\n'
+    assert (docs / "manifest.json").read_text() == '{"pins": {"other@1": {"source": "elsewhere"}}}\n'
     assert f"wrote shop@2024 (3 documents) to {target}" in out
     assert f"doceval ids --docs {target}" in out
     assert f"paths.docs={target}" in out and "doceval eval --golden" in out
@@ -276,7 +276,7 @@ def test_docs_folder_writes_its_own_corpus_and_leaves_paths_docs_alone(tmp_path,
     # paths.docs only when --out names it, and over the project's corpus only with --replace.
     assert main(["docs", "--folder", str(folder), "--library", "Shop", "--version", "2024", "--quiet",
                  "--out", "data/docs"]) == 2  # fmt: skip
-    assert "data/docs is not empty and holds no doceval corpus" in capsys.readouterr().err
+    assert "data/docs holds another corpus (other@1)" in capsys.readouterr().err
     assert main(["docs", "--folder", str(folder), "--library", "Shop", "--version", "2024", "--quiet",
                  "--out", "data/docs", "--replace"]) == 0  # fmt: skip
     assert json.loads((docs / "manifest.json").read_text())["pins"]["shop@2024"]["documents"] == 3

@@ -5,28 +5,36 @@ README. Nothing existing is overwritten."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from doceval.app.scaffold import Scaffold, dvc_init_argv, run_tool
+from doceval.common.io import output_folder
+from doceval.common.paths import Named, check_pin_part, input_file, is_folder, refuse_overlap
 from doceval.common.redact import secret_locations
 from doceval.config.compose import dump_params
 from doceval.config.objects import config_dict
 from doceval.config.project import PROJECT_FILE
 from doceval.errors import UsageError
+from doceval.inputs.folders import extract_folder, folder_pin, folder_pins
+from doceval.inputs.template import template_text
 
 GOLDEN = "golden.jsonl"
 TEMPLATE = "golden.template.jsonl"
-# What the pipeline, sweeps and MLflow write: rebuilt, never committed (DVC adds its own outs to .gitignore).
+# What caches, runs, sweeps and MLflow write: rebuilt, never committed. The pipeline's cached outputs are
+# ignored too (ignored_outputs), before the first `dvc repro` adds them: a `git add -A` after `doceval docs`
+# would otherwise commit data/docs, and DVC refuses an output git tracks.
+# IGNORED is in .dvcignore too: never a DVC output there (DVC refuses an output .dvcignore hides).
 IGNORED = ["/data/cache/", "/eval/runs/", "/eval/sweeps/", "/mlruns/", "__pycache__/"]
+# Journals of `doceval eval` (data/runs/eval/) beside the candidate cache: rebuilt, never committed.
+GIT_ONLY = ["/data/runs/"]
 
 
 @dataclass(frozen=True)
@@ -39,8 +47,10 @@ class DocsSource:
 
 
 def _quoted(text: str) -> str:
-    """A Hydra override's quoted string (single quotes, backslash-escaped)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """A Hydra override's quoted string: in single quotes, a quote escaped, and a run of backslashes doubled
+    only before a quote or at the end (Hydra reads every other backslash as itself: ``'a\\b'`` is ``a\\b``)."""
+    body = re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), text)
+    return f"'{body}'"
 
 
 def project_overrides(target: Path, sources: Sequence[DocsSource], golden: str) -> list[str]:
@@ -118,23 +128,30 @@ def dvc_pipeline(doc_paths: Sequence[str]) -> dict[str, Any]:
     }
 
 
-def golden_template(library: str, version: str) -> str:
-    """Two example rows in the golden format (docs/design.md section 3): one question the docs answer, one
-    they cannot."""
-    rows = [
-        {"id": "q001", "question": f"{library} {version}: how do I ...?", "library": library, "version": version,
-         "out_of_scope": False, "relevant_ids": [f"{library}@{version}:PAGE#SECTION"],
-         "reference_answer": "What a right answer says.", "expected_apis": ["an_api_the_answer_names"],
-         "forbidden_apis": ["an_api_of_another_version"], "split": "calibration", "kind": "version_trap"},
-        {"id": "oos001", "question": "what is the capital of France?", "library": library, "version": version,
-         "out_of_scope": True, "relevant_ids": [], "reference_answer": "", "expected_apis": [],
-         "forbidden_apis": [], "split": "test", "kind": "off_topic"},
-    ]  # fmt: skip
-    return "".join(json.dumps(row) + "\n" for row in rows)
+def pipeline_outputs(pipeline: dict[str, Any]) -> dict[str, bool]:
+    """Every output of a dvc.yaml's stages (``outs`` and ``metrics``) -> whether DVC caches it."""
+    found: dict[str, bool] = {}
+    for stage in pipeline["stages"].values():
+        for out in [*stage.get("outs", []), *stage.get("metrics", [])]:
+            path, opts = next(iter(out.items())) if isinstance(out, dict) else (out, {})
+            found[path] = bool(opts.get("cache", True))
+    return found
 
 
-def readme(overrides: Sequence[str]) -> str:
+def gitignore(pipeline: dict[str, Any]) -> str:
+    """init's .gitignore: caches and runs, and every cached DVC output; uncached ones (metrics, the report)
+    stay committable."""
+    cached = [f"/{path}" for path, cache in pipeline_outputs(pipeline).items() if cache]
+    return "".join(f"{p}\n" for p in dict.fromkeys([*IGNORED, *GIT_ONLY, *cached]))
+
+
+def readme(overrides: Sequence[str], golden: str, template: bool) -> str:
     shown = "\n".join(f"- `{o}`" for o in overrides)
+    write = (
+        f"doceval golden template --out {golden}  # one row per version, real ids: edit them\n"
+        if template
+        else ""
+    )
     return f"""# doceval project
 
 An evaluation of a documentation assistant over these docs with [doceval](https://pypi.org/project/doceval/).
@@ -143,14 +160,27 @@ An evaluation of a documentation assistant over these docs with [doceval](https:
 {shown}
 - `params.yaml`: composed from doceval's configuration and `doceval.yaml` by `doceval params` (every stage refuses
   a stale one); `dvc.yaml`: the pipeline docs -> index -> retrieve -> calibrate -> evaluate -> report.
-- `{TEMPLATE}`: the golden set's format, two example rows (docs/design.md section 3 of doceval); ids are
-  `LIBRARY@VERSION:PATH#SECTION`: list them with `doceval ids`.
+- `{TEMPLATE}`: the golden set's format (docs/design.md section 3 of doceval): one example row per version of
+  the docs, citing a real document id `LIB@VERSION:path.section_slug`, and one out-of-scope row.
+- `.gitignore`: caches, runs and every output DVC caches (data/, eval/summary.json, eval/calibration/);
+  eval/metrics.json and eval/report.md stay committable.
+
+First run, in this order (the golden set cites ids of the corpus `doceval docs` builds):
 
 ```bash
-doceval docs && doceval ids            # build the corpus, list its document ids for the golden set
-doceval golden validate {GOLDEN} --corpus data/docs
+doceval docs                           # the corpus of these docs (data/docs)
+doceval ids                            # its document ids, for relevant_ids
+{write}doceval golden validate {golden} --corpus data/docs
+git add -A && git commit -m "doceval project"
 dvc repro                              # the headline: eval/metrics.json, eval/report.md
+```
+
+Then:
+
+```bash
 doceval eval retriever=bm25            # any configuration, on the same sources plus the overrides given
+doceval params retriever=bm25 && dvc exp run   # a DVC experiment (`dvc exp run -S` cannot read doceval.yaml)
+doceval params                         # back to doceval.yaml alone
 doceval sweep -m floors.global=0.1,0.2 # a sweep over the cached candidates
 doceval history                        # a metric across commits (needs a git commit per run)
 mlflow ui --backend-store-uri sqlite:///$PWD/mlruns/mlflow.db
@@ -166,9 +196,15 @@ def project_text(overrides: Sequence[str]) -> str:
     )
 
 
-def derived_files(target: Path, sources: Sequence[DocsSource], overrides: Sequence[str]) -> dict[Path, str]:
+def derived_files(
+    target: Path,
+    sources: Sequence[DocsSource],
+    overrides: Sequence[str],
+    ids_by_pin: Mapping[str, Sequence[str]],
+) -> dict[Path, str]:
     """The files init writes beside doceval.yaml, by path, with their text: params.yaml composed from the
-    doceval.yaml already in ``target`` (one source of truth), the pipeline, the template, ignores, README."""
+    doceval.yaml already in ``target`` (one source of truth), the pipeline, the template (real ids), ignores,
+    README."""
     # lazy: start-up (Hydra, ~0.35 s), as every command that composes
     from doceval.config.compose import compose
 
@@ -176,33 +212,47 @@ def derived_files(target: Path, sources: Sequence[DocsSource], overrides: Sequen
     held = secret_locations(config_dict(cfg))
     if held:
         raise UsageError(f"doceval init: {', '.join(held)} would write a credential into params.yaml")
-    doc_deps = [Path(os.path.relpath(s.path.resolve(), target.resolve())).as_posix() for s in sources]
-    pipeline = yaml.safe_dump(dvc_pipeline(doc_deps), sort_keys=False, width=1000)
-    first = sources[0]
+    pipeline = dvc_pipeline([_relative(s.path, target) for s in sources])
     return {
         target / "params.yaml": dump_params(cfg),
-        target / "dvc.yaml": "# doceval's pipeline over this project's docs and golden set.\n" + pipeline,
-        target / TEMPLATE: golden_template(first.library, first.version or "VERSION"),
-        target / ".gitignore": "".join(f"{p}\n" for p in IGNORED),
+        target / "dvc.yaml": "# doceval's pipeline over this project's docs and golden set.\n"
+        + yaml.safe_dump(pipeline, sort_keys=False, width=1000),
+        target / TEMPLATE: template_text(ids_by_pin),
+        target / ".gitignore": gitignore(pipeline),
         target / ".dvcignore": "".join(f"{p.lstrip('/')}\n" for p in IGNORED),
-        target / "README.md": readme(overrides),
+        target / "README.md": readme(overrides, cfg.golden, template=not (target / cfg.golden).exists()),
     }
 
 
-def _check_sources(sources: Sequence[DocsSource], golden: Path | None) -> None:
+def _relative(path: Path, target: Path) -> str:
+    return Path(os.path.relpath(path.resolve(), target.resolve())).as_posix()
+
+
+def read_sources(sources: Sequence[DocsSource], golden: Path | None) -> dict[str, list[str]]:
+    """Each pin the docs folders give -> its document ids (what the template cites), once every folder,
+    library and version is checked: a folder that is none, a pin the rule refuses (a library or version with
+    a path separator, '..', ':', '@'), two folders giving one pin."""
     if not sources:
         raise UsageError("doceval init: no docs: pass --docs PATH --library NAME [--version V]")
+    found: dict[str, tuple[Path, list[str]]] = {}
     for src in sources:
-        if not src.path.is_dir():
+        if not is_folder(src.path, "--docs"):
             raise UsageError(f"--docs {src.path}: not a folder; pass the folder of your markdown/rst docs")
-        if not src.library.strip():
-            raise UsageError(
-                f"--docs {src.path}: --library is empty; pass the library's name (e.g. --library acme)"
-            )
-    if golden is not None and not golden.is_file():
-        raise UsageError(
-            f"--golden {golden}: not a file; pass your golden set (JSONL), or leave it out for a template"
-        )
+        check_pin_part(src.library, f"--docs {src.path} --library")
+        if src.version is not None:
+            check_pin_part(src.version, f"--docs {src.path} --version")
+        for directory, library, version in folder_pins(src.path, src.library, src.version):
+            pin = folder_pin(library, version)
+            if pin in found:
+                raise UsageError(
+                    f"doceval init: {pin} comes from both {found[pin][0]} and {directory}; give each "
+                    "library@version one docs folder"
+                )
+            found[pin] = (directory, sorted(d.doc_id for d in extract_folder(directory, library, version)))
+    fix = "pass your golden set (JSONL), or leave it out for a template"
+    if golden is not None and not input_file(golden, "golden set", fix).is_file():
+        raise UsageError(f"--golden {golden}: not a file; {fix}")
+    return {pin: ids for pin, (_, ids) in found.items()}
 
 
 def init_project(
@@ -212,64 +262,51 @@ def init_project(
     git: bool = False,
     dvc: bool = False,
 ) -> list[Path]:
-    """Scaffold the project in ``target`` (created if needed); returns the files written. Exit 2 (UsageError)
-    naming every file that already exists, before anything is written."""
-    _check_sources(sources, golden)
-    target.mkdir(parents=True, exist_ok=True)
-    golden_rel = Path(os.path.relpath(golden.resolve(), target.resolve())).as_posix() if golden else GOLDEN
+    """Scaffold the project in ``target`` (created if needed); returns the files written. All or nothing:
+    everything is checked first (exit 2 naming every file that already exists, a docs folder that holds or
+    lies around the project's outputs, ...), files are created exclusively, and a failure at any step (a
+    `dvc init` that fails, Ctrl-C) removes what this init made. A .git or .dvc already there is left alone."""
+    output_folder(target, f"doceval init {target}", "pass a folder (new or existing) as DIR")
+    ids_by_pin = read_sources(sources, golden)
+    golden_rel = _relative(golden, target) if golden else GOLDEN
     overrides = project_overrides(target, sources, golden_rel)
-    existing = [p for p in _targets(target) if p.exists()]
+    files = [target / name for name in _NAMES]
+    outs = [target / out for out in pipeline_outputs(dvc_pipeline([]))]
+    read: list[Named] = [("the docs folder", s.path) for s in sources] + [("--golden", golden)]
+    refuse_overlap([("init's output", p) for p in files + outs], read,
+                   "keep the docs and the golden set apart from the project's files and outputs "
+                   "(e.g. DIR/docs, or init the project in another folder)")  # fmt: skip
+    existing = [p for p in files if os.path.lexists(p)]
     if existing:
         raise UsageError(
             f"doceval init: {', '.join(str(p) for p in existing)} already exist(s); init never overwrites: move "
             "them aside or pick another DIR"
         )
-    project = target / PROJECT_FILE
-    project.write_text(project_text(overrides), encoding="utf-8")
-    try:
-        files = derived_files(target, sources, overrides)
-    except BaseException:
-        project.unlink()  # nothing half-made is left behind
-        raise
-    for path, text in files.items():
-        path.write_text(text, encoding="utf-8")
+    with Scaffold(target) as made:
+        made.folder()
+        made.file(target / PROJECT_FILE, project_text(overrides))
+        derived = derived_files(target, sources, overrides, ids_by_pin)
+        for path, text in derived.items():
+            made.file(path, text)
+        _init_tools(made, git, dvc)
+    return [target / PROJECT_FILE, *derived]
+
+
+_NAMES = [PROJECT_FILE.name, "params.yaml", "dvc.yaml", TEMPLATE, ".gitignore", ".dvcignore", "README.md"]
+
+
+def _init_tools(made: Scaffold, git: bool, dvc: bool) -> None:
+    """`git init` and `dvc init` (analytics off) where asked and not there yet; a repository already there is
+    used as it is (one line says so)."""
+    target = made.target
     if git:
-        _run_tool(["git", "init", "-q"], target)
+        if os.path.lexists(target / ".git"):
+            print(f"note: {target / '.git'} exists: git init skipped", file=sys.stderr)
+        else:
+            made.tool(["git", "init", "-q"], ".git")
     if dvc:
-        in_git = git or _inside_git(target)
-        _run_tool(["dvc", "init", "-q", *([] if in_git else ["--no-scm"])], target)
-        _run_tool(["dvc", "config", "core.analytics", "false"], target)
-    return [project, *files]
-
-
-def _targets(target: Path) -> list[Path]:
-    names = [PROJECT_FILE.name, "params.yaml", "dvc.yaml", TEMPLATE, ".gitignore", ".dvcignore", "README.md"]
-    return [target / name for name in names]
-
-
-def _tool(name: str) -> str:
-    """An executable: beside this interpreter first (the venv doceval runs in has dvc), else on PATH."""
-    beside = Path(sys.executable).parent / name
-    found = str(beside) if beside.is_file() else shutil.which(name)
-    if found is None:
-        raise UsageError(f"doceval init: `{name}` not found; install it, or leave out --{name}")
-    return found
-
-
-def _inside_git(folder: Path) -> bool:
-    try:
-        probe = subprocess.run(
-            [_tool("git"), "rev-parse", "--is-inside-work-tree"], cwd=folder, capture_output=True, text=True
-        )
-    except UsageError:
-        return False
-    return probe.returncode == 0 and probe.stdout.strip() == "true"
-
-
-def _run_tool(argv: list[str], cwd: Path) -> None:
-    done = subprocess.run([_tool(argv[0]), *argv[1:]], cwd=cwd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise UsageError(
-            f"doceval init: `{' '.join(argv)}` in {cwd} failed (exit {done.returncode}): "
-            f"{done.stderr.strip()[-500:]}"
-        )
+        if os.path.lexists(target / ".dvc"):
+            print(f"note: {target / '.dvc'} exists: dvc init skipped", file=sys.stderr)
+            return
+        made.tool(dvc_init_argv(target, git), ".dvc")
+        run_tool(["dvc", "config", "core.analytics", "false"], target)

@@ -12,6 +12,7 @@ from typing import Any
 
 from doceval.cli.common import Parser
 from doceval.common.io import output_folder, output_target
+from doceval.common.paths import refuse_overlap
 from doceval.inputs.beir import DEFAULT_CHUNK_CHARS, import_beir
 
 
@@ -22,6 +23,9 @@ def cmd_beir_import(args: argparse.Namespace) -> int:
     output_folder(out, f"--out {out}", fix)
     output_folder(docs, f"--out {out}: {docs}", fix)
     output_target(golden, f"--out {out}: {golden}", fix)
+    refuse_overlap(
+        [("--out", docs), ("--out", golden)], [("the BEIR folder", args.folder)], "name another --out DIR"
+    )
     result = import_beir(
         Path(args.folder),
         args.split,

@@ -29,10 +29,13 @@ class Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
+PARAMS_DEFAULT = "params.yaml"
+
+
 def add_stage(sub: Any, name: str, func: Command, help_text: str) -> argparse.ArgumentParser:
     """A DVC stage command: reads params.yaml (--params) and shows progress bars unless --quiet."""
     p: argparse.ArgumentParser = sub.add_parser(name, help=help_text, description=help_text)
-    p.add_argument("--params", default="params.yaml", help="composed configuration (default: params.yaml)")
+    p.add_argument("--params", default=PARAMS_DEFAULT, help="composed configuration (default: params.yaml)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=func)
     return p

@@ -1,15 +1,19 @@
-"""`doceval golden validate|split`: check a golden set against the design's rules and its scope labels against
-the corpus, (re)assign split tags."""
+"""`doceval golden validate|template|split|audit|pool`: check a golden set against the design's rules and its
+scope labels against the corpus, write a template from a built corpus's ids, (re)assign split tags, audit labels,
+pool unjudged documents."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from doceval.cli.common import Parser
+from doceval.cli.ids import FALLBACK_DOCS, default_docs_dir, document_ids
 from doceval.common.io import check_writable, jsonl_line, output_target, write_jsonl_atomic, write_text_atomic
+from doceval.common.paths import Named, create_new_file, refuse_overlap
 from doceval.errors import UsageError
 from doceval.inputs.audit import audit_sample, read_verdicts, worksheet_rows
 from doceval.inputs.corpus import load_corpus
@@ -24,6 +28,7 @@ from doceval.inputs.golden import (
 from doceval.inputs.grading import check_grading, format_grading, strict_problems
 from doceval.inputs.qrels import checked_pairs, labels_md5, qrels_path, unjudged
 from doceval.inputs.scope import format_scope, raise_on_errors, record_findings, scope_of
+from doceval.inputs.template import template_text
 
 DEFAULT_CORPUS = "data/docs"
 
@@ -91,7 +96,11 @@ def cmd_golden_audit(args: argparse.Namespace) -> int:
     from doceval.results.audit import format_summary, summarise
 
     if args.out is not None:
-        check_writable(Path(args.out), f"--out {args.out}", "pass a writable --out FILE")
+        check_writable(args.out, f"--out {args.out}", "pass a writable --out FILE")
+        read: list[Named] = [("the golden set", args.path), ("its qrels", qrels_path(Path(args.path)))]
+        refuse_overlap(
+            [("--out", args.out)], [*read, ("--verdicts", args.verdicts)], "name another --out FILE"
+        )
     entries = parse_golden(Path(args.path))
     if args.verdicts:
         summary = summarise(read_verdicts(Path(args.verdicts), [e.id for e in entries]))
@@ -116,9 +125,10 @@ def cmd_golden_pool(args: argparse.Namespace) -> int:
     if args.k is not None and args.k < 1:
         raise UsageError(f"--k {args.k}: must be at least 1")
     if args.out:
-        check_writable(
-            Path(args.out), f"--out {args.out}", "pass a writable --out FILE, or omit it for stdout"
-        )
+        fix = "pass a writable --out FILE, or omit it for stdout"
+        check_writable(args.out, f"--out {args.out}", fix)
+        read: list[Named] = [("the golden set", args.golden), ("its qrels", qrels_path(Path(args.golden)))]
+        refuse_overlap([("--out", args.out)], [*read, *(("a run", run) for run in args.runs)], fix)
     entries = parse_golden(Path(args.golden))
     rows = unjudged(entries, [load_summary(run) for run in args.runs], args.k)
     text = "".join(jsonl_line(r) for r in rows)
@@ -132,6 +142,22 @@ def cmd_golden_pool(args: argparse.Namespace) -> int:
         f"run(s); grade them (0, 1, 2) and append them to {qrels_path(Path(args.golden))}",
         file=sys.stderr,
     )
+    return 0
+
+
+def cmd_golden_template(args: argparse.Namespace) -> int:
+    """A golden template from a built corpus: one example row per pin citing a real id, one out of scope."""
+    docs_dir = Path(args.docs) if args.docs else default_docs_dir()
+    fix = "name a new --out FILE (a template never overwrites a file)"
+    check_writable(args.out, f"--out {args.out}", fix)
+    refuse_overlap([("--out", args.out)], [("the corpus", docs_dir)], fix)
+    if os.path.lexists(args.out):
+        raise UsageError(f"--out {args.out}: already exists; {fix}")
+    by_pin = document_ids(docs_dir, args.pin or ())
+    create_new_file(Path(args.out), template_text(by_pin), "--out", fix)
+    print(f"{args.out}: {len(by_pin) + 1} example rows citing ids of {docs_dir} ({', '.join(by_pin)}); replace each "
+          f"TODO, add your entries (`doceval ids --docs {docs_dir}` lists every id), then `doceval golden validate "
+          f"{args.out} --corpus {docs_dir}`")  # fmt: skip
     return 0
 
 
@@ -179,6 +205,16 @@ def register(sub: Any) -> None:
         "not warnings",
     )
     p.set_defaults(func=cmd_golden_validate)
+    p = golden.add_parser(
+        "template",
+        help="write a golden template from a built corpus: one example row per pin citing a real document id",
+    )
+    p.add_argument(
+        "--docs", metavar="DIR", help=f"the built corpus (default: paths.docs, else {FALLBACK_DOCS})"
+    )
+    p.add_argument("--pin", action="append", metavar="LIB@VERSION", help="only these pins (repeatable)")
+    p.add_argument("--out", required=True, metavar="FILE", help="the template to write (never over a file)")
+    p.set_defaults(func=cmd_golden_template)
     p = golden.add_parser(
         "audit",
         help="a seeded stratified sample to audit by hand (--sample N --out FILE), or the label error rate of the "

@@ -58,7 +58,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     metrics = args.metric or list(names("history"))
     if args.plot:
         # Refused before the store is read; no folder is made until there is a plot to write.
-        output_target(Path(args.plot), f"--plot {args.plot}", "pass a writable --plot PATH (a .png file)")
+        output_target(args.plot, f"--plot {args.plot}", "pass a writable --plot PATH (a .png file)")
     unknown = [m for m in metrics if m not in METRIC_NAMES and m not in conversation_metric_names()]
     if unknown:
         raise UsageError(f"--metric {', '.join(unknown)}: unknown; valid metrics: {', '.join(METRIC_NAMES)}; "

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from doceval.cli.common import stage_params, stale_on_failure
 from doceval.common.io import check_writable, read_json, write_json_atomic
+from doceval.common.paths import Named, refuse_overlap
 from doceval.errors import UsageError
 from doceval.inputs.golden import parse_golden
 from doceval.inputs.judge_labels import read_label_files
@@ -124,7 +125,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.no_track:
         cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
     if args.output:
-        check_writable(Path(args.output), f"--output {args.output}", "pass a writable --output PATH")
+        check_writable(args.output, f"--output {args.output}", "pass a writable --output PATH")
+        read: list[Named] = [("the labels", p) for p in args.labels]
+        golden = ("the golden set", args.golden or cfg.golden)
+        refuse_overlap([("--output", args.output)], [*read, golden], "name another --output")
     tracking.check_configured(cfg)
     rows, files, info = _labels(args, cfg)
     report = validate(rows, cfg.judge, repeats=repeats, max_concurrency=cfg.run.max_concurrency,
@@ -168,7 +172,11 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     if args.no_track:
         cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
     output = Path(args.output)
-    check_writable(output, f"--output {output}", "pass a writable --output PATH")
+    check_writable(args.output, f"--output {output}", "pass a writable --output PATH")
+    golden_named: Named = ("the golden set (--golden)", args.golden)
+    refuse_overlap(
+        [("--output", output)], [("the summary", summary_arg), golden_named], "name another --output"
+    )
     tracking.check_configured(cfg)
     with stale_on_failure(output, "judge rescore"):
         summary_path = Path(summary_arg)

@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doceval.cli.common import add_stage, print_headline, stage_params, stale_on_failure
+from doceval.cli.common import PARAMS_DEFAULT, add_stage, print_headline, stage_params, stale_on_failure
 from doceval.common.io import check_writable, output_folder, write_json_atomic
+from doceval.common.paths import refuse_overlap
 from doceval.common.redact import secret_locations
 from doceval.errors import EXIT_USAGE, RunIncomplete, UsageError
+from doceval.inputs.configured import configured_inputs
 from doceval.inputs.golden import select_split
 
 if TYPE_CHECKING:
@@ -81,7 +83,7 @@ def cmd_docs(args: argparse.Namespace) -> int:
     if args.out:
         output_folder(Path(args.out), f"--out {args.out}", "pass --out DIR naming a folder (new or existing)")
     docs.run(
-        stage_params(args),
+        _docs_config(args),
         progress=not args.quiet,
         folders=args.folders or (),
         only=args.only,
@@ -89,6 +91,18 @@ def cmd_docs(args: argparse.Namespace) -> int:
         replace=args.replace,
     )
     return 0
+
+
+def _docs_config(args: argparse.Namespace) -> Config:
+    """params.yaml, as every stage reads it; for `docs --folder` outside a project (no params.yaml, no
+    --params), the shipped configuration composed (with ./doceval.yaml's overrides when there is one): a docs
+    folder becomes a corpus anywhere, as the README presents it."""
+    if args.folders and args.params == PARAMS_DEFAULT and not Path(args.params).exists():
+        # lazy: start-up (Hydra, ~0.35 s), only for --folder outside a project
+        from doceval.config.compose import compose
+
+        return compose()
+    return stage_params(args)
 
 
 class FolderGroupAction(argparse.Action):
@@ -210,7 +224,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
     # Every output is checked before any work: a bad path or tracking store must not cost a run.
     output = Path(args.output)
-    check_writable(output, f"--output {output}", "pass a writable --output PATH (e.g. eval/runs/NAME.json)")
+    fix = "pass a writable --output PATH (e.g. eval/runs/NAME.json)"
+    check_writable(args.output, f"--output {args.output}", fix)
+    refuse_overlap([("--output", args.output)], configured_inputs(cfg, options.golden), fix)
     tracking.check_configured(cfg)
     with stale_on_failure(output, "eval"):
         summary = _evaluate_repeats(cfg, options, args.repeats)

@@ -42,7 +42,8 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
     where = "" if Path(args.dir) == Path() else f"cd {args.dir} && "
     print(
-        f"next: {where}dvc repro (after `dvc init`; or the stage commands, see {Path(args.dir) / 'README.md'})"
+        f"next: {where}doceval docs, write the golden set from its ids, commit, then dvc repro (the commands: "
+        f"{Path(args.dir) / 'README.md'})"
     )
     return 0
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doceval.common.io import check_writable, write_text_atomic
+from doceval.common.paths import Named, refuse_overlap
 from doceval.errors import GateFailed, UsageError
 
 if TYPE_CHECKING:
@@ -56,7 +57,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise UsageError(f"--bootstrap {args.bootstrap}: must be at least 1")
     gate_cfg = None if args.no_gate else _gate_config(args.gate, "--gate", args.gate != DEFAULT_GATE)
     if args.plot:
-        check_writable(Path(args.plot), f"--plot {args.plot}", "pass a writable --plot PATH (a .png file)")
+        fix = "pass a writable --plot PATH (a .png file)"
+        check_writable(args.plot, f"--plot {args.plot}", fix)
+        read: list[Named] = [("OLD", args.base), ("NEW", args.new), ("the --gate file", args.gate)]
+        refuse_overlap([("--plot", args.plot)], read, fix)
     loader = _mlflow_loader(args.tracking_uri)
     base = load_summary(args.base, loader)
     new = load_summary(args.new, loader)
@@ -95,7 +99,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
     gate_cfg = _gate_config(args.config, "--config", args.config != DEFAULT_GATE)
     if args.junit:
-        check_writable(Path(args.junit), f"--junit {args.junit}", "pass a writable --junit PATH")
+        fix = "pass a writable --junit PATH"
+        check_writable(args.junit, f"--junit {args.junit}", fix)
+        read: list[Named] = [("the summary", args.summary), ("--baseline", args.baseline)]
+        refuse_overlap([("--junit", args.junit)], [*read, ("the --config file", args.config)], fix)
     loader = _mlflow_loader(args.tracking_uri)
     summary = load_summary(args.summary, loader)
     baseline = None if args.baseline is None else load_summary(args.baseline, loader)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from doceval.common.paths import file_kind, os_problem
 from doceval.common.redact import scrub_data
 from doceval.errors import UsageError
 
@@ -83,24 +84,37 @@ def atomic_dir(target: Path) -> Iterator[Path]:
 
 
 def output_folder(
-    target: Path, what: str | None = None, fix: str = "remove it or name another output folder"
+    target: Path | str, what: str | None = None, fix: str = "remove it or name another output folder"
 ) -> Path:
     """The folder :func:`atomic_dir` replaces: ``target``, or the folder a symlink there points at (the link
     stays a link). Anything else already there (a file, a device, a FIFO, a dangling link) is a UsageError
-    naming ``what`` (default: the path) and the fix: renaming it aside would put a folder where /dev/null was."""
+    naming ``what`` (default: the path) and the fix: renaming it aside would put a folder where /dev/null was.
+    A path the system refuses (a name too long, a file where a folder should be) is a UsageError saying why."""
     what = what or str(target)
-    if target.is_symlink():
+    target = Path(target)
+    link, mode = _lstat(target, what, fix)
+    if link:
         real = Path(os.path.realpath(target))
         if not real.is_dir():
             raise UsageError(f"{what}: is a symlink to {real}, which is not a folder; {fix}")
         return real
-    try:
-        mode = target.stat().st_mode
-    except OSError:
-        return target  # nothing there yet (or unreachable: creating it says why)
+    if mode is None:
+        return target  # nothing there yet
     if not stat.S_ISDIR(mode):
-        raise UsageError(f"{what}: is {_kind(mode)}, not a folder; {fix}")
+        raise UsageError(f"{what}: is {file_kind(mode)}, not a folder; {fix}")
     return target
+
+
+def _lstat(path: Path, what: str, fix: str) -> tuple[bool, int | None]:
+    """(is a symlink, the mode of what is there or None when nothing is); an OSError other than "not there"
+    (ENAMETOOLONG, ELOOP, EACCES) is a UsageError naming ``what``, the reason and the fix."""
+    try:
+        mode = path.lstat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return False, None
+    except OSError as exc:
+        raise UsageError(f"{what}: cannot use this path ({os_problem(exc)}); {fix}") from None
+    return stat.S_ISLNK(mode), mode
 
 
 def _make_temp_dir(target: Path) -> Path:
@@ -421,26 +435,21 @@ def probe_folder(folder: Path) -> None:
         pass
 
 
-_KINDS = (
-    (stat.S_ISREG, "a regular file"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISDIR, "a directory"),
-)
-
-
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
-def output_target(path: Path, what: str, fix: str) -> Path:
+def output_target(path: Path | str, what: str, fix: str) -> Path:
     """The regular file that writing the output ``path`` replaces: ``path`` itself (existing or not), or, for a
     symlink, the file it resolves to (the link stays a link). Anything else already at ``path`` is a UsageError
     naming ``what`` and the fix: outputs are replaced whole (temporary sibling + rename), which would turn a
-    device (/dev/null, /dev/full), a FIFO or a socket into a regular file, and cannot replace a directory."""
-    if path.is_symlink():
+    device (/dev/null, /dev/full), a FIFO or a socket into a regular file, and cannot replace a directory. A
+    name given with a trailing slash (``newdir/``) names a folder, never a file; a path the system refuses (a
+    name too long) is a UsageError saying why."""
+    if isinstance(path, str) and path.endswith(("/", os.sep)):
+        raise UsageError(
+            f"{what}: ends in '/', so it names a folder, not a file; name a file in it (e.g. "
+            f"{Path(path) / 'summary.json'}), or {fix}"
+        )
+    path = Path(path)
+    link, mode = _lstat(path, what, fix)
+    if link:
         real = Path(os.path.realpath(path))
         try:
             mode = real.stat().st_mode
@@ -450,33 +459,30 @@ def output_target(path: Path, what: str, fix: str) -> Path:
                 f"existing file or remove it, or {fix}"
             ) from None
         except OSError as exc:
-            raise UsageError(f"{what}: cannot follow the symlink ({exc.strerror or exc}); {fix}") from None
+            raise UsageError(f"{what}: cannot follow the symlink ({os_problem(exc)}); {fix}") from None
         if not stat.S_ISREG(mode):
-            raise UsageError(f"{what}: is a symlink to {real}, {_kind(mode)}, not a regular file; {fix}")
+            raise UsageError(f"{what}: is a symlink to {real}, {file_kind(mode)}, not a regular file; {fix}")
         return real
-    try:
-        mode = path.stat().st_mode
-    except (FileNotFoundError, NotADirectoryError):
+    if mode is None:
         return path  # a new file (a parent that is a file is check_writable's to report)
-    except OSError as exc:
-        raise UsageError(f"{what}: cannot inspect it ({exc.strerror or exc}); {fix}") from None
     if stat.S_ISDIR(mode):
         raise UsageError(
             f"{what}: is a directory; name a file in it (e.g. {path / 'summary.json'}), or {fix}"
         )
     if not stat.S_ISREG(mode):
         raise UsageError(
-            f"{what}: is {_kind(mode)}, not a regular file; doceval replaces an output file whole and "
+            f"{what}: is {file_kind(mode)}, not a regular file; doceval replaces an output file whole and "
             f"never writes into a device, pipe or socket; {fix}"
         )
     return path
 
 
-def check_writable(path: Path, what: str, fix: str) -> None:
+def check_writable(path: Path | str, what: str, fix: str) -> None:
     """Refuse (UsageError naming ``what`` and the fix) an output path that cannot be written: anything but a
     regular file or a symlink to one (:func:`output_target`), a folder that cannot be created, or one where no
     file can be made (read-only, /proc). Creates the folder when needed and tries a temporary file in it;
-    called before any work, so a bad path never costs a run."""
+    called before any work, so a bad path never costs a run. Pass the path as the user typed it (a str): a
+    trailing slash is then refused (it names a folder)."""
     path = output_target(path, what, fix)
     folder = path.parent
     if folder.exists() and not folder.is_dir():

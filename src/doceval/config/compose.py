@@ -21,7 +21,7 @@ from doceval.common.hints import params_command
 from doceval.common.redact import register_config, register_overrides, scrub_message, secret_key
 from doceval.config import schema
 from doceval.config.objects import build_config, config_dict, yaml_key
-from doceval.config.project import OVERRIDES_MARK, with_project
+from doceval.config.project import OVERRIDES_MARK, merge_overrides, project_overrides
 from doceval.errors import UsageError
 
 CONF_DIR = Path("conf")
@@ -35,12 +35,14 @@ SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"
 def find_conf_dir() -> Path:
     """Where the Hydra configuration is: ./conf (this repository), else $DOCEVAL_CONF, else the conf/ shipped in
     the installed package, so a user's own project needs no copy of conf/ (its differences live in doceval.yaml;
-    paths in the config stay relative to the working directory: the user's golden set, eval/ and mlruns/)."""
-    for candidate in (
-        CONF_DIR,
-        Path(os.environ.get(CONF_ENV, "")) if os.environ.get(CONF_ENV) else None,
-        SOURCE_CONF,
-    ):
+    paths in the config stay relative to the working directory: the user's golden set, eval/ and mlruns/). A
+    $DOCEVAL_CONF without a config.yaml is an error, never skipped: the user asked for that folder."""
+    named = os.environ.get(CONF_ENV)
+    if named and not (Path(named) / "config.yaml").is_file():
+        what = "is not a folder" if not Path(named).is_dir() else "has no config.yaml"
+        raise UsageError(f"{CONF_ENV}={named}: {what}; point it at a conf/ folder (one with config.yaml), or "
+                         "unset it to use ./conf or the conf/ shipped with doceval")  # fmt: skip
+    for candidate in (CONF_DIR, Path(named) if named else None, SOURCE_CONF):
         if candidate is not None and (candidate / "config.yaml").is_file():
             return candidate
     raise UsageError(
@@ -70,8 +72,10 @@ def compose(
     conf_dir = find_conf_dir() if conf_dir is None else _path_arg(conf_dir, "compose", "conf_dir", "conf")
     if not (conf_dir / "config.yaml").is_file():
         raise UsageError(f"{conf_dir}/config.yaml not found: run doceval from the project root")
-    overrides = check_override_syntax(with_project(check_override_syntax(overrides), project))
-    register_overrides(overrides)  # the project file's too
+    command = check_override_syntax(overrides)
+    found, from_project = project_overrides(project)
+    register_overrides(from_project)  # before its syntax is checked: a message may quote one
+    overrides = merge_overrides(check_override_syntax(from_project, where=found), command)
     try:
         with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base="1.3"):
             cfg = hydra_compose(config_name="config", overrides=list(overrides))
@@ -93,10 +97,10 @@ GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
 _KEY = re.compile(r"(?:\+\+|\+|~)?[\w./@-]+(?:\[[^\]]*\])?")
 
 
-def check_override_syntax(overrides: Sequence[str] | str) -> list[str]:
+def check_override_syntax(overrides: Sequence[str] | str, where: Path | None = None) -> list[str]:
     """Every override parsed on its own before composing, so a syntax error names the override that has it
-    (Hydra's own message shows a fragment of the input) and how to write it; values of secret-looking keys
-    and URL credentials are never shown."""
+    (Hydra's own message shows a fragment of the input) and how to write it, and ``where`` it is written (the
+    project file and the item); values of secret-looking keys and URL credentials are never shown."""
     if isinstance(overrides, str) or not all(isinstance(o, str) for o in overrides):
         # The type only: the value could be an override holding a secret.
         what = "a str" if isinstance(overrides, str) else "a list with an item that is not a str"
@@ -106,11 +110,12 @@ def check_override_syntax(overrides: Sequence[str] | str) -> list[str]:
     from hydra.errors import HydraException
 
     parser = OverridesParser.create()
-    for override in overrides:
+    for i, override in enumerate(overrides):
         try:
             parser.parse_override(override)
         except HydraException as exc:
-            raise UsageError(_syntax_error(override, exc)) from None
+            message = _syntax_error(override, exc)
+            raise UsageError(f"{where}: overrides[{i}]: {message}" if where else message) from None
     return list(overrides)
 
 
@@ -429,6 +434,9 @@ def _check(value: Any, hint: Any, meta: Mapping[str, Any], path: str, complete: 
             or (pattern and not re.fullmatch(pattern, value))
         ):
             raise _bad(path, value, hint, meta)
+        broken = meta["rule"](value) if "rule" in meta else None
+        if broken:
+            raise UsageError(f"{path}={_fmt(value)}: {broken}")
 
 
 def _check_variant(value: Any, variants: list[Any], path: str, complete: bool) -> None:

@@ -55,5 +55,17 @@ def check_fresh(path: Path) -> None:
         composed_with = f" with {' '.join(overrides)}" if overrides else ""
         raise UsageError(
             f"{path} is stale: {', '.join(keys[:SHOWN_KEYS])}{more} {'differs' if len(keys) == 1 else 'differ'} from {' + '.join(sources())}"
-            f"{composed_with}; run {params_command()} (every command composes the same sources)"
+            f"{composed_with}; run {params_command()} (every command composes the same sources){_experiment_hint()}"
         )
+
+
+def _experiment_hint() -> str:
+    """In a project with a doceval.yaml: how to run a DVC experiment there. `dvc exp run -S KEY=VALUE` writes
+    params.yaml itself (DVC's Hydra integration composes conf/ alone, never doceval.yaml), which is what makes
+    such a params.yaml stale."""
+    if project_file() is None:
+        return ""
+    return (
+        "; for a DVC experiment here, record the override in params.yaml with `doceval params KEY=VALUE`, then "
+        "`dvc exp run` (`dvc exp run -S` cannot apply doceval.yaml); `doceval params` alone restores it"
+    )

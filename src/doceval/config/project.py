@@ -10,11 +10,13 @@ project's ``retriever=bm25`` and ``retriever.k1=1.5``), so the two never fight i
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import yaml
 
+from doceval.common.paths import input_file
 from doceval.errors import UsageError
 
 PROJECT_FILE = Path("doceval.yaml")
@@ -25,10 +27,32 @@ OVERRIDES_MARK = "# doceval params overrides: "
 
 
 def project_file(path: str | Path | None = None) -> Path | None:
-    """``path``, or ./doceval.yaml when the working directory has one; None: no project file."""
+    """``path``, or ./doceval.yaml when the working directory has one; None: no project file. A ./doceval.yaml
+    that is not a regular file (a directory, a FIFO, a dangling link) is a UsageError, never ignored."""
     if path is not None:
         return Path(path)
-    return PROJECT_FILE if PROJECT_FILE.is_file() else None
+    if not os.path.lexists(PROJECT_FILE):
+        return None
+    fix = (
+        "it is the project's file of overrides (YAML, `overrides:` a list): make it a file, or move it aside"
+    )
+    found = input_file(PROJECT_FILE, "project", fix)
+    if not found.is_file():
+        raise UsageError(
+            f"{PROJECT_FILE}: is a link to {os.path.realpath(PROJECT_FILE)}, which does not exist; {fix}"
+        )
+    return found
+
+
+def project_overrides(path: str | Path | None = None) -> tuple[Path | None, list[str]]:
+    """The project file (``path``, or ./doceval.yaml when there is one) and its overrides; (None, []) without
+    one."""
+    found = project_file(path)
+    if found is None:
+        return None, []
+    if not found.is_file():
+        raise UsageError(f"{found}: project file not found (it holds the project's overrides: {EXAMPLE!r})")
+    return found, read_project_overrides(found)
 
 
 def read_project_overrides(path: Path) -> list[str]:
@@ -79,12 +103,7 @@ def merge_overrides(project: Sequence[str], command: Sequence[str]) -> list[str]
 
 def with_project(command: Sequence[str], path: str | Path | None = None) -> list[str]:
     """``command`` after the project file's overrides (none when there is no project file)."""
-    found = project_file(path)
-    if found is None:
-        return list(command)
-    if not found.is_file():
-        raise UsageError(f"{found}: project file not found (it holds the project's overrides: {EXAMPLE!r})")
-    return merge_overrides(read_project_overrides(found), command)
+    return merge_overrides(project_overrides(path)[1], command)
 
 
 def recorded_overrides(params_text: str) -> list[str] | None:

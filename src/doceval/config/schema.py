@@ -14,7 +14,8 @@ Conventions read by the validator:
   conf/ leaves out, None meaning "unset" (the component's own behaviour applies, documented where it is read);
 - lists are tuples and mappings read-only once built (the config is frozen);
 - ``spec(...)`` metadata: ``ge``/``gt``/``le`` bounds, ``choices`` (a tuple, or a function for lists owned by
-  other modules), ``keys`` (allowed mapping keys), ``nonempty``, ``pattern``, ``what`` (a custom description),
+  other modules), ``keys`` (allowed mapping keys), ``nonempty``, ``pattern``, ``rule`` (a function of a string
+  value returning why it is refused, or None), ``what`` (a custom description),
   ``example`` (shown in the error as the fix), ``key`` (the YAML name when it is a Python keyword) and ``flat``
   (the field holds the EXTENDED_BY keys of its own block; it is no YAML key itself);
 - a union of dataclasses is one block chosen by its first, ``Literal``-typed field (``retriever.name``);
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field
 from typing import Any, Literal
 
+from doceval.common.paths import pin_part_error
 from doceval.llm.config import LLMConfig
 
 # Dotted paths whose values are free-form mappings handed to user code (an API's own options, extra keyword
@@ -66,9 +68,12 @@ OBJECTIVE_NAMES = (
 
 @dataclass(frozen=True, kw_only=True)
 class Library:
-    name: str = spec(nonempty=True, example="pydantic")
+    name: str = spec(nonempty=True, rule=pin_part_error, example="pydantic")
     version: str = spec(
-        nonempty=True, what="a string (quote it: YAML reads 3.0 as a number)", example="'2.8.2'"
+        nonempty=True,
+        rule=pin_part_error,
+        what="a string (quote it: YAML reads 3.0 as a number)",
+        example="'2.8.2'",
     )
     sha256: str | None = spec(
         None, pattern=r"[0-9a-f]{64}", what="64 lowercase hex digits (the wheel's sha256)"
@@ -81,9 +86,10 @@ class DocsFolder:
     """A folder of markdown/rst docs of one library: one version, or (version null) one subfolder per version."""
 
     path: str = spec(nonempty=True, example="docs/1.0")
-    library: str = spec(nonempty=True, example="mylib")
+    library: str = spec(nonempty=True, rule=pin_part_error, example="mylib")
     version: str | None = spec(
         None,
+        rule=pin_part_error,
         what="a string (quote it: YAML reads 3.0 as a number); null: DIR/<version>/ subfolders",
         example="'1.0'",
     )

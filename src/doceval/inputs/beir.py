@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from doceval.common.io import scan_jsonl, sha256_file, write_jsonl_atomic
+from doceval.common.paths import check_pin_part
 from doceval.errors import UsageError
-from doceval.inputs.docs import Document, normalise_name, write_corpus
+from doceval.inputs.docs import Document, normalise_name, refuse_other_corpus, write_corpus
 from doceval.inputs.golden import parse_golden
 
 DEFAULT_CHUNK_CHARS = 100_000
@@ -241,9 +242,9 @@ def import_beir(
         )
         for doc_id, (title, text) in corpus.items()
     ]
-    manifest = write_corpus(
-        {pin: documents}, Path(out_docs), chunk_chars, {pin: _source(folder, split, files)}
-    )
+    sources = {pin: _source(folder, split, files)}
+    refuse_other_corpus(Path(out_docs), sources, replace=True)  # a re-import replaces a corpus, nothing else
+    manifest = write_corpus({pin: documents}, Path(out_docs), chunk_chars, sources)
     write_jsonl_atomic(Path(out_golden), entries)
     # The output must pass the same validator every golden set passes (against the corpus just written).
     parse_golden(Path(out_golden), corpus_ids={d.doc_id for d in documents})
@@ -276,11 +277,10 @@ def _check_options(folder: Path, split: str, library: str | None, version: str, 
         raise UsageError(f"beir: --split {split!r} is not a split name (e.g. test, dev, train)")
     if chunk_chars < 1:
         raise UsageError(f"beir: chunk_chars={chunk_chars} must be positive")
-    lib = normalise_name(library if library else f"beir-{folder.resolve().name}")
-    if not lib or "@" in lib or ":" in lib:
-        raise UsageError(f"beir: --library {library!r} is not a usable library name")
-    if not version or "@" in version or ":" in version or version != version.strip():
-        raise UsageError(f"beir: --version {version!r} is not a usable version (no '@', ':' or spaces)")
+    lib = normalise_name(
+        check_pin_part(library if library else f"beir-{folder.resolve().name}", "beir: --library")
+    )
+    check_pin_part(version, "beir: --version")
     return lib
 
 

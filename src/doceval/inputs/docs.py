@@ -252,59 +252,6 @@ def extract_wheel(wheel: Path, spec: LibrarySpec) -> list[Document]:
     return list(docs.values())
 
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*$|^(.+)\n([=\-~^\"'`#*+]{3,})$", re.MULTILINE)
-# Markdown: ATX headings and setext (=== / ---) underlines only; ``` / ~~~ fenced code is never a heading
-# (a "# comment" in a code block, or the line before a closing fence, would otherwise start a section).
-_MD_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*$|^(.+)\n(=+|-+)[ \t]*$", re.MULTILINE)
-_MD_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,}).*?(?:^[ \t]{0,3}\1[^\n]*$|\Z)", re.MULTILINE | re.DOTALL)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_") or "section"
-
-
-def extract_folder(folder: Path, library: str, version: str) -> list[Document]:
-    """Documents from a folder of markdown/rst files: one document per top-level section of each file.
-
-    Ids are ``LIB@VERSION:relative.path.section_slug`` so they read like the dotted ids of API docs.
-    """
-    pin = f"{normalise_name(library)}@{version}"
-    files = sorted(p for p in folder.rglob("*") if p.suffix.lower() in {".md", ".rst", ".txt", ".markdown"})
-    docs: dict[str, Document] = {}
-    for file in files:
-        text = file.read_text(encoding="utf-8", errors="replace")
-        stem = ".".join(file.relative_to(folder).with_suffix("").parts)
-        if file.suffix.lower() in {".md", ".markdown"}:
-            fences = [(f.start(), f.end()) for f in _MD_FENCE.finditer(text)]
-            matches = [
-                m for m in _MD_HEADING.finditer(text) if not any(a <= m.start() < b for a, b in fences)
-            ]
-        else:
-            matches = list(_HEADING.finditer(text))
-        starts = [(m.start(), m.end(), (m.group(2) or m.group(3) or "").strip()) for m in matches]
-        if not starts or starts[0][0] > 0:
-            starts.insert(0, (0, 0, ""))
-        for i, (start, heading_end, title) in enumerate(starts):
-            end = starts[i + 1][0] if i + 1 < len(starts) else len(text)
-            body = text[start:end].strip()
-            # A heading with nothing under it ("# Backends" straight before "## Redis") is no document: its
-            # one line would match queries on the heading's words and take a top-k slot from real sections.
-            if not body or not text[heading_end:end].strip():
-                continue
-            path = f"{stem}.{_slug(title)}" if title else stem
-            doc_id = f"{pin}:{path}"
-            if doc_id in docs:
-                docs[doc_id].text += "\n\n" + body
-            else:
-                docs[doc_id] = Document(doc_id, normalise_name(library), version, path, "section", body)
-    if not docs:
-        raise UsageError(
-            f"docs: no documents found in {folder} (looked for .md, .rst, .txt files with text). "
-            "Point --folder at the directory that holds the documentation sources."
-        )
-    return list(docs.values())
-
-
 # ------------------------------------------------------------------------------------------- chunking
 
 
@@ -390,22 +337,35 @@ def _same_source(recorded: Any, new: Any) -> bool:
     )
 
 
+CORPUS_FILES = frozenset({"corpus.jsonl", "manifest.json"})
+
+
 def refuse_other_corpus(out_dir: Path, sources: dict[str, dict[str, Any]], replace: bool) -> None:
     """UsageError when ``out_dir`` holds something other than this corpus (other pins, or the same pins from
     other sources, or files that are no corpus at all): building replaces the whole folder, so writing 2.0 over
     1.0 would silently keep only 2.0. Rebuilding the same pins from the same sources is fine; ``replace`` allows
-    the rest."""
-    if replace or not out_dir.is_dir() or not any(out_dir.iterdir()):
+    writing over another doceval corpus, never over a folder that holds anything else (a corpus folder holds
+    only corpus.jsonl and manifest.json)."""
+    if not out_dir.is_dir() or not any(out_dir.iterdir()):
         return
     manifest = _read_manifest(out_dir)
     fix = (
         "pass --replace to write over it, build every version together in one command (repeat --folder DIR "
         "--version V, or one DIR/<version>/ folder), or write elsewhere (--out DIR)"
     )
-    if manifest is None:
-        raise UsageError(
-            f"docs: {out_dir} is not empty and holds no doceval corpus (no manifest.json listing its pins); {fix}"
+    others = sorted(p.name for p in out_dir.iterdir() if p.name not in CORPUS_FILES)
+    if manifest is None or others:
+        held = (
+            f"holds {', '.join(others[:3])}{' ...' if len(others) > 3 else ''}, which no doceval corpus holds"
+            if others
+            else "holds no doceval corpus (no manifest.json listing its pins)"
         )
+        raise UsageError(
+            f"docs: {out_dir} is not empty and {held}; --replace replaces only a doceval corpus (a folder of "
+            "corpus.jsonl and manifest.json): write elsewhere (--out DIR), or empty the folder yourself"
+        )
+    if replace:
+        return
     old = {
         pin: meta.get("source") if isinstance(meta, dict) else None for pin, meta in manifest["pins"].items()
     }
@@ -443,43 +403,5 @@ def build_corpus(
             raise UsageError(
                 f"docs: {spec.pin} ({wheel.name}) has no public docstrings; check its exclude list"
             )
-    refuse_other_corpus(out_dir, sources, replace)
-    return write_corpus(by_pin, out_dir, max_chars, sources)
-
-
-def folder_pins(folder: Path, library: str, version: str | None) -> list[tuple[Path, str, str]]:
-    """(directory, library, version) for one configured folder: itself at ``version``, or with ``version`` None
-    each subfolder ``DIR/<version>/`` as one version (the layout of a docs site with a version picker)."""
-    if not folder.is_dir():
-        raise UsageError(f"docs: folder {folder} is not a directory; point it at the docs sources")
-    if version is not None:
-        return [(folder, library, version)]
-    subdirs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not subdirs:
-        raise UsageError(
-            f"docs: folder {folder} has no version subfolders (DIR/<version>/); give its version "
-            "(--version V, or `version:` in docs.folders)"
-        )
-    return [(sub, library, sub.name) for sub in subdirs]
-
-
-def build_folders_corpus(
-    folders: Sequence[tuple[Path, str, str | None]], out_dir: Path, max_chars: int, replace: bool = False
-) -> dict[str, Any]:
-    """One corpus from several docs folders and versions, built together (every pin in one corpus.jsonl)."""
-    by_pin: dict[str, list[Document]] = {}
-    sources: dict[str, dict[str, Any]] = {}
-    for folder, library, version in folders:
-        for directory, lib, ver in folder_pins(folder, library, version):
-            pin = f"{normalise_name(lib)}@{ver}"
-            if pin in by_pin:
-                raise UsageError(
-                    f"docs: {pin} comes from both {sources[pin]['source']} and {directory}; "
-                    "give each library@version one folder"
-                )
-            by_pin[pin] = extract_folder(directory, lib, ver)
-            sources[pin] = {"source": str(directory)}
-    if not by_pin:
-        raise UsageError("docs: no folders given")
     refuse_other_corpus(out_dir, sources, replace)
     return write_corpus(by_pin, out_dir, max_chars, sources)

@@ -17,6 +17,7 @@ from typing import Any
 
 from doceval.common.hints import rerun
 from doceval.common.io import json_text, jsonl_line, write_text_atomic
+from doceval.common.paths import input_file
 from doceval.errors import UsageError
 from doceval.inputs.conversation import (
     conversation_extra,
@@ -267,16 +268,12 @@ def _conversation_entries(record: Record, checks: _Checks, report: Report) -> li
 
 
 def _check_golden_path(path: Path) -> None:
-    """A UsageError unless ``path`` is a file: a folder or a missing file, with where the path comes from."""
-    if path.is_dir():
-        raise UsageError(
-            f"{path}: is a directory, not a golden set; name the JSONL (or JSON array) file in it, e.g. "
-            "data/golden/v1.jsonl (the `golden` key in params.yaml or --golden names it)"
-        )
+    """A UsageError unless ``path`` is a regular file: a folder, a device or FIFO (never "not found") or a missing
+    file, with where the path comes from."""
+    where = "(the `golden` key in params.yaml or --golden names it)"
+    input_file(path, "golden set", f"name the JSONL (or JSON array) file, e.g. data/golden/v1.jsonl {where}")
     if not path.is_file():
-        raise UsageError(
-            f"{path}: golden set not found (the `golden` key in params.yaml or --golden names it)"
-        )
+        raise UsageError(f"{path}: golden set not found {where}")
 
 
 def _entry_of(

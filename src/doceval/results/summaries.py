@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from doceval.common.io import finite_or_null
+from doceval.common.paths import input_file
 from doceval.errors import UsageError
 from doceval.scoring.registry import METRIC_NAMES
 
@@ -31,9 +32,7 @@ def load_summary(path_or_run_id: str | Path, mlflow_loader: MlflowLoader | None 
             "MLflow run id (e.g. load_summary('eval/runs/latest.json'))"
         )
     text = str(path_or_run_id)
-    path = Path(text)
-    if path.is_dir():
-        raise UsageError(f"{path}: is a directory, not a run summary; {_FIX}")
+    path = input_file(Path(text), "run summary", _FIX)  # a folder, device or FIFO is named as such
     if not path.is_file():
         if _RUN_ID.match(text.lower()):
             if mlflow_loader is None:

@@ -16,6 +16,7 @@ from doceval.harness.candidates import CANDIDATES, check_candidates, load_candid
 from doceval.harness.evaluate import evaluate
 from doceval.harness.floors import Floors
 from doceval.harness.plan import EvalOptions, load_inputs, needs_corpus
+from doceval.inputs.configured import refuse_stage_overlap
 from doceval.inputs.golden import select_split
 from doceval.scoring.registry import names
 
@@ -25,8 +26,9 @@ if TYPE_CHECKING:
 
 def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
     """floors.json + curves + plot into eval/calibration; the calibration split scored with them."""
-    tracking.check_configured(cfg)
     out = Path(cfg.paths.eval) / "calibration"
+    refuse_stage_overlap(cfg, [("the calibration folder (paths.eval)", out)], without=("floors",))
+    tracking.check_configured(cfg)
     opts = EvalOptions(progress=progress)
     corpus, all_entries, golden_path, golden_md5 = load_inputs(cfg, opts, needs_corpus(cfg, opts))
     split = cfg.calibration.split

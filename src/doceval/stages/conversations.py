@@ -24,6 +24,7 @@ from doceval.common.io import check_writable, write_json_atomic
 from doceval.errors import UsageError
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.harness.plan import plan_run, retrieve_live
+from doceval.inputs.configured import refuse_stage_overlap
 from doceval.scoring.conversation_names import conversation_figures
 from doceval.scoring.conversations import ClusterSettings, memory_benefit, memory_leak
 
@@ -94,6 +95,7 @@ def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
     fix = f"make {out} writable, or set paths.eval to a writable folder (conf/, then `doceval params`)"
     for name in ("summary.json", "metrics.json"):
         check_writable(out / name, str(out / name), fix)
+    refuse_stage_overlap(cfg, [("the conversations folder (paths.eval)", out)])
     tracking.check_configured(cfg)
     summary = replay_conversations(cfg, EvalOptions(golden=Path(cfg.golden_conversations), progress=progress))
     write_json_atomic(out / "summary.json", summary)

@@ -14,14 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doceval.common.hints import rerun
+from doceval.common.paths import Named, check_pin_part, refuse_overlap
 from doceval.errors import UsageError
-from doceval.inputs.docs import (
-    build_corpus,
-    build_folders_corpus,
-    folder_pins,
-    normalise_name,
-    parse_specs,
-)
+from doceval.inputs.configured import refuse_stage_overlap
+from doceval.inputs.docs import build_corpus, parse_specs
+from doceval.inputs.folders import build_folders_corpus, folder_pin, folder_pins
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -33,7 +30,9 @@ FolderArg = tuple[str, str | None, str | None]
 
 def folder_out(pins: Sequence[str], out: str | None = None) -> Path:
     """Where `docs --folder` writes: ``out``, or under ``data/folders/`` the corpus's name: ``LIB@VERSION`` for
-    one pin, ``LIB`` for several versions of one library, ``LIB1+LIB2`` (sorted) for several libraries."""
+    one pin, ``LIB`` for several versions of one library, ``LIB1+LIB2`` (sorted) for several libraries. The
+    pins were checked where they entered (:func:`doceval.common.paths.check_pin_part`), so the name is one
+    folder inside ``data/folders/``."""
     if out:
         return Path(out)
     libraries = sorted({pin.split("@", 1)[0] for pin in pins})
@@ -52,6 +51,9 @@ def command_line_folders(folders: Sequence[FolderArg]) -> list[tuple[Path, str, 
                 f"docs --folder {path}: needs --library NAME after it (later --folder groups without "
                 "--library take the library of the one before)"
             )
+        check_pin_part(library, f"docs --folder {path} --library")
+        if version is not None:
+            check_pin_part(version, f"docs --folder {path} --version")
         resolved.append((Path(path), library, version))
     return resolved
 
@@ -72,18 +74,22 @@ def run(
     if folders:
         # Folders named on the command line get their own corpus directory, outside DVC's outputs.
         groups = command_line_folders(folders)
-        pins = [f"{normalise_name(lib)}@{ver}" for group in groups for _, lib, ver in folder_pins(*group)]
+        pins = [folder_pin(lib, ver) for group in groups for _, lib, ver in folder_pins(*group)]
         target = folder_out(pins, out)
-        manifest = build_folders_corpus(groups, target, docs.chunk_chars, replace)
-    elif docs.folders:
-        # docs.folders in params.yaml: the DVC stage builds paths.docs from them, all versions together.
-        target = docs_dir
-        manifest = build_folders_corpus(
-            [(Path(f.path), f.library, f.version) for f in docs.folders], target, docs.chunk_chars, replace
-        )
+        what = "--out" if out else "the corpus folder"
+        manifest = build_folders_corpus(groups, target, docs.chunk_chars, replace, what)
     else:
         target = docs_dir
-        manifest = _build_wheels(cfg, target, only, progress, replace)
+        # The DVC output: never one of the configured inputs (docs folders, golden set, ...) nor the wheel cache.
+        refuse_stage_overlap(cfg, [("paths.docs", target)], without=("docs",))
+        cache: Named = ("the wheel cache (paths.cache)", Path(cfg.paths.cache) / "wheels")
+        refuse_overlap([("paths.docs", target)], [cache], "set paths.docs apart from it")
+        if docs.folders:
+            # docs.folders in params.yaml: the DVC stage builds paths.docs from them, all versions together.
+            configured = [(Path(f.path), f.library, f.version) for f in docs.folders]
+            manifest = build_folders_corpus(configured, target, docs.chunk_chars, replace, "paths.docs")
+        else:
+            manifest = _build_wheels(cfg, target, only, progress, replace)
     print(
         json.dumps(
             {

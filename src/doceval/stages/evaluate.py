@@ -20,6 +20,7 @@ from doceval.harness.plan import (
     uses_function_retriever,
     variant,
 )
+from doceval.inputs.configured import refuse_stage_overlap
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry, select_split
 from doceval.results.comparison import compare
@@ -51,6 +52,8 @@ def run(cfg: Config, progress: bool = True) -> tuple[dict[str, Any], RunPlan]:
     fix = f"make {out} writable, or set paths.eval to a writable folder (conf/, then `doceval params`)"
     for name in ("summary.json", "metrics.json", ANN_VS_EXACT):
         check_writable(out / name, str(out / name), fix)
+    names = ("summary.json", "metrics.json", ANN_VS_EXACT, "tradeoff")
+    refuse_stage_overlap(cfg, [("the evaluate stage's output (paths.eval)", out / n) for n in names])
     tracking.check_configured(cfg)
     options = EvalOptions(progress=progress)
     # A user's retriever runs here, once: the comparisons below reuse its candidates.

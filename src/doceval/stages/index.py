@@ -10,6 +10,7 @@ from doceval.config.schema import EngineRay
 from doceval.engine import engine_session
 from doceval.index.build import build_index
 from doceval.index.embed import CachedEmbedder, EmbeddingCache, make_embedder
+from doceval.inputs.configured import refuse_stage_overlap
 from doceval.inputs.corpus import load_corpus
 
 if TYPE_CHECKING:
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
     paths = cfg.paths
+    refuse_stage_overlap(cfg, [("paths.index", paths.index)], without=("index",))
     corpus = load_corpus(Path(paths.docs))
     cache = Path(paths.cache) / "embeddings.sqlite"
     engine = cfg.engine

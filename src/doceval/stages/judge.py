@@ -11,6 +11,7 @@ import yaml
 
 from doceval import tracking
 from doceval.common.io import check_writable, write_json_atomic
+from doceval.common.paths import Named, refuse_overlap
 from doceval.config import schema
 from doceval.config.compose import check_config, find_conf_dir
 from doceval.config.objects import build_block
@@ -35,8 +36,12 @@ def reference_judge() -> schema.JudgeReference:
 def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
     out = Path(cfg.paths.eval) / "judge" / "reference.json"
     check_writable(out, str(out), "make eval/judge writable, or set paths.eval to a writable folder")
-    tracking.check_configured(cfg)
     spec = cfg.judge_validation
+    labels: list[Named] = [("the judge labels (judge_validation.labels)", p) for p in spec.labels]
+    refuse_overlap(
+        [("the judge stage's report (paths.eval)", out)], [("the golden set", cfg.golden), *labels]
+    )
+    tracking.check_configured(cfg)
     golden_path = Path(cfg.golden)
     golden = {e.id: e for e in parse_golden(golden_path)}
     found = read_label_files([Path(p) for p in spec.labels], golden, spec.split)

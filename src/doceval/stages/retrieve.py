@@ -22,6 +22,7 @@ from doceval.harness.candidates import (
     bm25_rankings,
     compute_candidates,
 )
+from doceval.inputs.configured import refuse_stage_overlap
 from doceval.inputs.corpus import load_corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.inputs.scope import load_checked_golden
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 
 def run(cfg: Config, progress: bool = True) -> CandidateSet:
     """Write ``<runs>/candidates/{candidates.jsonl,meta.json}`` for every golden entry (all splits)."""
+    out = Path(cfg.paths.runs) / "candidates"
+    refuse_stage_overlap(cfg, [("the candidate cache (paths.runs)", out)], without=("candidates",))
     corpus = load_corpus(Path(cfg.paths.docs))
     golden_path = Path(cfg.golden)
     entries, golden_md5, _ = load_checked_golden(golden_path, corpus)
@@ -55,7 +58,6 @@ def run(cfg: Config, progress: bool = True) -> CandidateSet:
         exact = compute_candidates(twin, corpus, entries, golden_path, golden_md5, progress)
         cands.meta["exact_candidates"] = EXACT
     bm25 = bm25_rankings(entries, corpus, cands.depth)  # the evaluate stage's trade-off, read from here
-    out = Path(cfg.paths.runs) / "candidates"
     with atomic_dir(out) as tmp:
         _write(tmp / CANDIDATES, entries, cands)
         if exact is not None:
