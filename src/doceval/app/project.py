@@ -20,8 +20,9 @@ import yaml
 from doceval.common.redact import secret_locations
 from doceval.config.compose import dump_params
 from doceval.config.objects import config_dict
-from doceval.config.project import PROJECT_FILE
+from doceval.config.project import PROJECT_FILE, override_key, read_project_overrides
 from doceval.errors import UsageError
+from doceval.inputs.qrels import qrels_path
 
 GOLDEN = "golden.jsonl"
 TEMPLATE = "golden.template.jsonl"
@@ -43,9 +44,11 @@ def _quoted(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def project_overrides(target: Path, sources: Sequence[DocsSource], golden: str) -> list[str]:
+def project_overrides(
+    target: Path, sources: Sequence[DocsSource], golden: str, conversations: str | None = None
+) -> list[str]:
     """doceval.yaml's overrides: the docs folders (paths relative to the project), no pinned wheels, the golden
-    set."""
+    set, and the conversation set (null without one: no path to a set the project does not have)."""
     items = []
     for src in sources:
         rel = Path(os.path.relpath(src.path.resolve(), target.resolve())).as_posix()
@@ -53,17 +56,28 @@ def project_overrides(target: Path, sources: Sequence[DocsSource], golden: str) 
         items.append(f"{{path: {_quoted(rel)}, library: {_quoted(src.library)}, version: {version}}}")
     folders = f"docs.folders=[{', '.join(items)}]"
     # No pinned wheels and no shipped golden set: this project's docs and labels only.
-    return [folders, "docs.libraries=[]", "docs.golden_set=null", f"golden={_quoted(golden)}"]
+    return [folders, "docs.libraries=[]", "docs.golden_set=null", f"golden={_quoted(golden)}",
+            conversations_override(conversations)]  # fmt: skip
+
+
+def conversations_override(conversations: str | None) -> str:
+    """``golden_conversations=PATH`` (relative to the project), or ``golden_conversations=null``."""
+    return f"{CONVERSATIONS_KEY}={'null' if conversations is None else _quoted(conversations)}"
+
+
+CONVERSATIONS_KEY = "golden_conversations"
+CONVERSATIONS_SUMMARY = "eval/conversations/summary.json"  # what the report reads of the conversations stage
 
 
 def _stage(cmd: str, deps: list[str], params: list[str], outs: list[Any], **extra: Any) -> dict[str, Any]:
     return {"cmd": cmd, "deps": deps, "params": params, "outs": outs, **extra}
 
 
-def dvc_pipeline(doc_paths: Sequence[str]) -> dict[str, Any]:
+def dvc_pipeline(doc_paths: Sequence[str], conversation_labels: Sequence[str] = ()) -> dict[str, Any]:
     """The repository's stages (docs -> index -> retrieve -> calibrate -> evaluate -> report) over the user's
     files; doceval itself is an installed package, so its source is no dependency. No judge stage: it needs
-    labelled answers a new project has not written."""
+    labelled answers a new project has not written. ``conversation_labels`` (the conversation set and its qrels,
+    when the project has one): the conversations stage too, and the report depends on what it writes."""
     labels = ["${golden}"]
     answer = [
         "run",
@@ -103,6 +117,7 @@ def dvc_pipeline(doc_paths: Sequence[str]) -> dict[str, Any]:
                 ["eval/summary.json", {"eval/ann_vs_exact.json": uncached}, {"eval/tradeoff": uncached}],
                 metrics=[{"eval/metrics.json": uncached}],
             ),  # fmt: skip
+            **({"conversations": conversations_stage(conversation_labels)} if conversation_labels else {}),
             "report": _stage(
                 "doceval report",
                 [
@@ -110,12 +125,37 @@ def dvc_pipeline(doc_paths: Sequence[str]) -> dict[str, Any]:
                     "eval/calibration/floors.json",
                     "eval/tradeoff",
                     "eval/ann_vs_exact.json",
+                    *([CONVERSATIONS_SUMMARY] if conversation_labels else []),
                 ],
                 ["gate"],
                 [{"eval/report.md": uncached}],
             ),  # fmt: skip
         }
     }
+
+
+def conversations_stage(labels: Sequence[str]) -> dict[str, Any]:
+    """The conversations stage over the project's conversation set (``labels``: ``${golden_conversations}`` and
+    its qrels when beside it), with the repository's params and outputs (replays included)."""
+    params = ["golden_conversations", "run", "k", "split", "floors", "retriever", "answerer", "judge", "memory",
+              "seed", "bootstrap", "intervals", "relevance", "calibration", "candidates_k", "embedder", "store",
+              "paths.docs", "paths.index", "paths.eval"]  # fmt: skip
+    return _stage(
+        "doceval conversations --quiet",
+        ["data/docs", "data/index", *labels, "eval/calibration/floors.json"],
+        params,
+        [CONVERSATIONS_SUMMARY, "eval/conversations/replays"],
+        metrics=[{"eval/conversations/metrics.json": {"cache": False}}],
+    )
+
+
+def conversation_labels(target: Path, conversations: Path | None) -> list[str]:
+    """The conversations stage's label deps: the set (through its key) and its qrels when beside it."""
+    if conversations is None:
+        return []
+    qrels = qrels_path(conversations)
+    rel = Path(os.path.relpath(qrels.resolve(), target.resolve())).as_posix()
+    return ["${golden_conversations}", *([rel] if qrels.is_file() else [])]
 
 
 def golden_template(library: str, version: str) -> str:
@@ -155,6 +195,11 @@ doceval sweep -m floors.global=0.1,0.2 # a sweep over the cached candidates
 doceval history                        # a metric across commits (needs a git commit per run)
 mlflow ui --backend-store-uri sqlite:///$PWD/mlruns/mlflow.db
 ```
+
+Conversations: `golden_conversations` in `doceval.yaml` names a conversation set (null: none; `doceval init .
+--conversations FILE` adds one to this project). With one, `dvc repro` replays it (`eval/conversations/`) and
+`doceval conversations agent=http agent.url=...` replays it for any configuration: memory benefit, standalone
+ceiling, memory recovery and leak.
 """
 
 
@@ -166,7 +211,9 @@ def project_text(overrides: Sequence[str]) -> str:
     )
 
 
-def derived_files(target: Path, sources: Sequence[DocsSource], overrides: Sequence[str]) -> dict[Path, str]:
+def derived_files(
+    target: Path, sources: Sequence[DocsSource], overrides: Sequence[str], conversations: Path | None = None
+) -> dict[Path, str]:
     """The files init writes beside doceval.yaml, by path, with their text: params.yaml composed from the
     doceval.yaml already in ``target`` (one source of truth), the pipeline, the template, ignores, README."""
     # lazy: start-up (Hydra, ~0.35 s), as every command that composes
@@ -177,16 +224,29 @@ def derived_files(target: Path, sources: Sequence[DocsSource], overrides: Sequen
     if held:
         raise UsageError(f"doceval init: {', '.join(held)} would write a credential into params.yaml")
     doc_deps = [Path(os.path.relpath(s.path.resolve(), target.resolve())).as_posix() for s in sources]
-    pipeline = yaml.safe_dump(dvc_pipeline(doc_deps), sort_keys=False, width=1000)
+    pipeline = yaml.safe_dump(
+        dvc_pipeline(doc_deps, conversation_labels(target, conversations)), sort_keys=False, width=1000
+    )
     first = sources[0]
     return {
         target / "params.yaml": dump_params(cfg),
-        target / "dvc.yaml": "# doceval's pipeline over this project's docs and golden set.\n" + pipeline,
+        target / "dvc.yaml": DVC_HEADER + pipeline,
         target / TEMPLATE: golden_template(first.library, first.version or "VERSION"),
         target / ".gitignore": "".join(f"{p}\n" for p in IGNORED),
         target / ".dvcignore": "".join(f"{p.lstrip('/')}\n" for p in IGNORED),
         target / "README.md": readme(overrides),
     }
+
+
+DVC_HEADER = "# doceval's pipeline over this project's docs and golden set.\n"
+
+
+def _check_conversations(conversations: Path | None) -> None:
+    if conversations is not None and not conversations.is_file():
+        raise UsageError(
+            f"--conversations {conversations}: not a file; pass your conversation set (JSONL, docs/design.md "
+            "section 3 of doceval), or leave it out (golden_conversations stays null)"
+        )
 
 
 def _check_sources(sources: Sequence[DocsSource], golden: Path | None) -> None:
@@ -211,13 +271,16 @@ def init_project(
     golden: Path | None = None,
     git: bool = False,
     dvc: bool = False,
+    conversations: Path | None = None,
 ) -> list[Path]:
     """Scaffold the project in ``target`` (created if needed); returns the files written. Exit 2 (UsageError)
-    naming every file that already exists, before anything is written."""
+    naming every file that already exists, before anything is written. ``conversations``: the project's
+    conversation set (``golden_conversations`` and the conversations stage)."""
     _check_sources(sources, golden)
+    _check_conversations(conversations)
     target.mkdir(parents=True, exist_ok=True)
     golden_rel = Path(os.path.relpath(golden.resolve(), target.resolve())).as_posix() if golden else GOLDEN
-    overrides = project_overrides(target, sources, golden_rel)
+    overrides = project_overrides(target, sources, golden_rel, _relative(conversations, target))
     existing = [p for p in _targets(target) if p.exists()]
     if existing:
         raise UsageError(
@@ -227,7 +290,7 @@ def init_project(
     project = target / PROJECT_FILE
     project.write_text(project_text(overrides), encoding="utf-8")
     try:
-        files = derived_files(target, sources, overrides)
+        files = derived_files(target, sources, overrides, conversations)
     except BaseException:
         project.unlink()  # nothing half-made is left behind
         raise
@@ -240,6 +303,49 @@ def init_project(
         _run_tool(["dvc", "init", "-q", *([] if in_git else ["--no-scm"])], target)
         _run_tool(["dvc", "config", "core.analytics", "false"], target)
     return [project, *files]
+
+
+def _relative(path: Path | None, target: Path) -> str | None:
+    return None if path is None else Path(os.path.relpath(path.resolve(), target.resolve())).as_posix()
+
+
+def add_conversations(target: Path, conversations: Path) -> list[Path]:
+    """Give an existing project (``doceval init`` wrote it) its conversation set: ``golden_conversations`` in
+    doceval.yaml, the conversations stage in dvc.yaml and the report's dependency on it. Exit 2 when the
+    project has one already; returns the files rewritten (params.yaml is the user's `doceval params`)."""
+    _check_conversations(conversations)
+    project, pipeline_file = target / PROJECT_FILE.name, target / "dvc.yaml"
+    missing = [str(p) for p in (project, pipeline_file) if not p.is_file()]
+    if missing:
+        raise UsageError(
+            f"doceval init {target} --conversations: {', '.join(missing)} not found; it adds a conversation set "
+            "to a project `doceval init DIR --docs ...` made (or pass --docs to make one with it)"
+        )
+    overrides = read_project_overrides(project)
+    pipeline = yaml.safe_load(pipeline_file.read_text(encoding="utf-8")) or {}
+    stages = pipeline.get("stages") or {}
+    kept = [o for o in overrides if override_key(o) != CONVERSATIONS_KEY]
+    if "conversations" in stages or any(
+        o != conversations_override(None) for o in overrides if o not in kept
+    ):
+        raise UsageError(
+            f"doceval init {target} --conversations: the project has a conversation set already "
+            f"({CONVERSATIONS_KEY} in {project}, or a conversations stage in {pipeline_file}); edit "
+            f"{CONVERSATIONS_KEY} in {project} to point at another one"
+        )
+    if "report" not in stages:
+        raise UsageError(f"{pipeline_file}: no report stage; it is not the pipeline `doceval init` writes")
+    labels = conversation_labels(target, conversations)
+    report = stages.pop("report")
+    report["deps"] = [*report.get("deps", []), CONVERSATIONS_SUMMARY]
+    pipeline["stages"] = {**stages, "conversations": conversations_stage(labels), "report": report}
+    project.write_text(
+        project_text([*kept, conversations_override(_relative(conversations, target))]), encoding="utf-8"
+    )
+    pipeline_file.write_text(
+        DVC_HEADER + yaml.safe_dump(pipeline, sort_keys=False, width=1000), encoding="utf-8"
+    )
+    return [project, pipeline_file]
 
 
 def _targets(target: Path) -> list[Path]:
