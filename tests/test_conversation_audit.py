@@ -35,7 +35,7 @@ def wilson_by_hand(wrong: int, n: int) -> tuple[float, float]:
     """The Wilson score interval at 95% (z = 1.959964), written out."""
     z, p = 1.959964, wrong / n
     centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return (centre - half) / (1 + z * z / n), (centre + half) / (1 + z * z / n)
+    return max(0.0, (centre - half) / (1 + z * z / n)), min(1.0, (centre + half) / (1 + z * z / n))
 
 
 def final_verdicts(

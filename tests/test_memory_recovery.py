@@ -305,3 +305,20 @@ def test_a_set_without_rewrites_measures_no_recovery_and_says_why(
     flat = json.loads((out / "metrics.json").read_text())
     assert flat["conversations.memory_recovery.hit_rate"] is None  # null: not measured, never 0
     assert "conversations.memory_recovery.hit_rate_ci_lo" not in flat
+
+
+def test_the_replays_are_logged_with_the_run(tmp_path: Path) -> None:
+    from mlflow import MlflowClient
+
+    cfg = project_with(tmp_path, standalone_lines())
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    cfg = dataclasses.replace(
+        cfg, tracking=dataclasses.replace(cfg.tracking, enabled=True, uri=uri, traces=False)
+    )
+    summary = conversations.run(cfg, progress=False)
+    run_id = conversations.track(cfg, summary)
+    assert run_id is not None
+    logged = {a.path for a in MlflowClient(uri).list_artifacts(run_id, "replays")}
+    assert logged == {f"replays/{name}.json" for name in conversations.REPLAYS}
+    metrics = MlflowClient(uri).get_run(run_id).data.metrics
+    assert metrics["conversations.memory_recovery.hit_rate"] == 1.0

@@ -222,6 +222,25 @@ def register(sub: Any) -> None:
         "not warnings",
     )
     p.set_defaults(func=cmd_golden_validate)
+    _register_audit(golden)
+    p = golden.add_parser(
+        "pool", help="the documents runs retrieved that the golden set has not judged (rows to grade)"
+    )
+    p.add_argument("runs", nargs="+", metavar="RUN", help="summary JSON files (doceval eval --output)")
+    p.add_argument("--golden", required=True, metavar="PATH", help="the golden set (its qrels beside it)")
+    p.add_argument("--k", type=int, metavar="K", help="only each run's top K (default: all of R)")
+    p.add_argument("--out", metavar="FILE", help="write the rows here (JSONL; default: stdout)")
+    p.set_defaults(func=cmd_golden_pool)
+    p = golden.add_parser(
+        "split", help="(re)assign calibration/test tags, stratified by library@version and kind"
+    )
+    p.add_argument("path")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_golden_split)
+
+
+def _register_audit(golden: Any) -> None:
+    """`golden audit`: a worksheet (sampled, or every entry for two assessors) or the verdicts' summary."""
     p = golden.add_parser(
         "audit",
         help="a seeded stratified sample to audit by hand (--sample N --out FILE), or the label error rate of the "
@@ -260,17 +279,3 @@ def register(sub: Any) -> None:
         help="two assessors: the target for the Wilson upper bound (default 0.05)",
     )
     p.set_defaults(func=cmd_golden_audit)
-    p = golden.add_parser(
-        "pool", help="the documents runs retrieved that the golden set has not judged (rows to grade)"
-    )
-    p.add_argument("runs", nargs="+", metavar="RUN", help="summary JSON files (doceval eval --output)")
-    p.add_argument("--golden", required=True, metavar="PATH", help="the golden set (its qrels beside it)")
-    p.add_argument("--k", type=int, metavar="K", help="only each run's top K (default: all of R)")
-    p.add_argument("--out", metavar="FILE", help="write the rows here (JSONL; default: stdout)")
-    p.set_defaults(func=cmd_golden_pool)
-    p = golden.add_parser(
-        "split", help="(re)assign calibration/test tags, stratified by library@version and kind"
-    )
-    p.add_argument("path")
-    p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(func=cmd_golden_split)
