@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_conversation_pipeline import DOCS, DUMP_2, tiny_project
+from test_conversation_pipeline import DOCS, SINGLE_QUESTION, tiny_project
 from test_memory_recovery import standalone_lines
 from tiny_project import make_tiny_project
 
@@ -177,10 +177,7 @@ def test_each_report_section_names_the_system_floors_and_golden_set_that_produce
 ) -> None:
     cfg = tiny_project(tmp_path)
     single = tmp_path / "single.jsonl"
-    single.write_text(json.dumps({"id": "q1", "question": "How do I convert a model to a dict?",
-                                  "library": "pydantic", "version": "2.8.2", "out_of_scope": False,
-                                  "relevant_ids": [DUMP_2], "reference_answer": "Call it.", "expected_apis": [],
-                                  "forbidden_apis": [], "split": "test", "kind": "how_to"}) + "\n")  # fmt: skip
+    single.write_text(json.dumps(SINGLE_QUESTION) + "\n")
     eval_dir = Path(cfg.paths.eval)
     eval_dir.mkdir(parents=True)
     headline = evaluate(cfg, EvalOptions(progress=False, golden=single))

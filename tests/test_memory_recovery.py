@@ -7,6 +7,7 @@ the summary so that every conversation figure can be recomputed from the files."
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_conversation_pipeline import DICT_1, DUMP_2, golden_line, tiny_project
+from test_conversation_pipeline import DICT_1, conversation_lines, tiny_project
 
 from doceval.cli.main import main
 from doceval.errors import UsageError
@@ -35,6 +36,7 @@ from doceval.scoring.conversations import (
 from doceval.scoring.registry import names
 from doceval.stages import conversations
 
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_recovery.py"
 STANDALONES = {
     ("conv-a", 2): "How do I convert a pydantic 1.10 model to a dict?",
     ("conv-b", 2): "pydantic 1.10.17: how do I convert a model to a dict?",
@@ -43,13 +45,7 @@ STANDALONES = {
 
 def standalone_lines(rewrites: dict[tuple[str, int], str] = STANDALONES) -> str:
     """The tiny pipeline's conversations (test_conversation_pipeline), each needs_memory turn with its rewrite."""
-    lines = [
-        golden_line("conv-a", [("How do I convert a model to a dict?", "2.8.2", DUMP_2, False),
-                               ("and in 1.10?", "1.10.17", DICT_1, True)]),
-        golden_line("conv-b", [("How do I convert a model to a dict?", "2.8.2", DUMP_2, False),
-                               ("and what about 1.10.17?", "1.10.17", DICT_1, True),
-                               ("How do I convert a model to a dict in 2.8?", "2.8.2", DUMP_2, False)]),
-    ]  # fmt: skip
+    lines = [json.loads(line) for line in conversation_lines().splitlines()]
     for line in lines:
         for n, turn in enumerate(line["turns"], 1):
             if (line["id"], n) in rewrites:
@@ -179,16 +175,14 @@ def test_eval_memory_reset_standalone_names_the_turns_without_a_rewrite(
 def _clusters(
     rng: np.random.Generator, m: int, recovered: float
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per conversation, the benefit and ceiling differences of 1-3 needs_memory turns (0/1 replays)."""
-    benefit, ceiling = [], []
-    for _ in range(m):
-        k = int(rng.integers(1, 4))
-        reset = rng.binomial(1, 0.1, k).astype(float)
-        alone = np.maximum(reset, rng.binomial(1, 0.8, k))
-        memory = np.where(rng.random(k) < recovered, alone, reset)
-        benefit.append(memory - reset)
-        ceiling.append(alone - reset)
-    return benefit, ceiling
+    """Per conversation, the benefit and ceiling differences of 1-3 needs_memory turns (0/1 replays), as the
+    coverage benchmark simulates them."""
+    spec = importlib.util.spec_from_file_location("bench_recovery", BENCH)
+    assert spec is not None and spec.loader is not None
+    bench: Any = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    clusters: tuple[list[np.ndarray], list[np.ndarray]] = bench.replicate(rng, m, recovered)
+    return clusters
 
 
 def test_the_recovery_interval_is_where_the_inverted_paired_interval_turns() -> None:
