@@ -316,3 +316,40 @@ def test_the_replays_are_logged_with_the_run(tmp_path: Path) -> None:
     assert logged == {f"replays/{name}.json" for name in conversations.REPLAYS}
     metrics = MlflowClient(uri).get_run(run_id).data.metrics
     assert metrics["conversations.memory_recovery.hit_rate"] == 1.0
+
+
+def test_no_recovery_interval_where_the_paired_interval_gives_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A paired method that declines an interval (too few differing conversations) leaves recovery without one,
+    saying why, never with bounds found by treating "cannot test" as a rejection."""
+    import doceval.scoring.conversations as scoring
+
+    benefit, ceiling = _clusters(np.random.default_rng(3), 30, 0.6)
+    real = scoring.cluster_interval
+    calls: list[int] = []
+
+    def declines_after_the_ceiling(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs) if len(calls) == 1 else (None, "too few differing entries (n=1)")
+
+    monkeypatch.setattr(scoring, "cluster_interval", declines_after_the_ceiling)
+    ci, why = ratio_interval(benefit, ceiling, 0.6, ClusterSettings(1000, 0))
+    assert ci is None and why.startswith("no interval: the paired interval of benefit - recovery x ceiling")
+    monkeypatch.setattr(
+        scoring, "cluster_interval", lambda *a, **k: (None, "too few differing entries (n=1)")
+    )
+    ci, why = ratio_interval(benefit, ceiling, 0.6, ClusterSettings(1000, 0))
+    assert (
+        ci is None and why == "no interval: the standalone ceiling has none (too few differing entries (n=1))"
+    )
+
+
+def test_eval_takes_memory_reset_standalone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = project_with(tmp_path, standalone_lines())
+    monkeypatch.chdir(tmp_path)
+    argv = ["eval", "--no-track", "--quiet", "--golden", str(cfg.golden_conversations), "--output", "s.json",
+            "--memory-reset", "standalone", "retriever=bm25", "floors=zero", "k=1", f"paths.docs={cfg.paths.docs}",
+            f"paths.runs={cfg.paths.runs}", f"paths.index={cfg.paths.index}", f"paths.cache={cfg.paths.cache}"]  # fmt: skip
+    assert main(argv) == 0
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["config"]["memory"]["reset"] == "standalone"
+    assert {r["id"]: r["scores"]["hit_rate"] for r in summary["entries"]}["conv-a#2"] == 1.0

@@ -300,15 +300,22 @@ def _rows_by_id(rows: Sequence[Row]) -> dict[str, Row]:
     return {r["id"]: r for r in turn_rows(rows)}
 
 
+class _Untestable(Exception):
+    """The paired interval gives no interval for some ratio (its method says why): nothing to invert."""
+
+
 def _accepts(
     benefit: Sequence[np.ndarray], ceiling: Sequence[np.ndarray], ratio: float, settings: ClusterSettings
-) -> bool | None:
+) -> bool:
     """Whether the paired interval of benefit - ratio x ceiling (per turn, by conversation; scaled into [-1, 1])
-    holds 0: ratio is a value of benefit / ceiling the data do not reject. None: no interval to test with."""
+    holds 0: ratio is a value of benefit / ceiling the data do not reject. :class:`_Untestable` when the paired
+    interval has none."""
     scale = 1.0 + abs(ratio)
     diffs = [(b - ratio * c) / scale for b, c in zip(benefit, ceiling, strict=True)]
-    ci, _ = cluster_interval(diffs, settings, signed=True)
-    return None if ci is None else ci[0] <= 0.0 <= ci[1]
+    ci, method = cluster_interval(diffs, settings, signed=True)
+    if ci is None:
+        raise _Untestable(str(method))
+    return ci[0] <= 0.0 <= ci[1]
 
 
 def _bound(
@@ -343,13 +350,18 @@ def ratio_interval(
     interval in place of the normal one). At the true ratio that difference has mean 0, so the ratio interval
     covers exactly when the difference's interval covers its true mean: it keeps the coverage of the paired
     interval it inverts. Unbounded when the ceiling's own interval holds 0: (None, why)."""
-    ceiling_ci, _ = cluster_interval(ceiling, settings, signed=True)
-    if ceiling_ci is None or ceiling_ci[0] <= 0.0 <= ceiling_ci[1]:
+    ceiling_ci, method = cluster_interval(ceiling, settings, signed=True)
+    if ceiling_ci is None:
+        return None, f"no interval: the standalone ceiling has none ({method})"
+    if ceiling_ci[0] <= 0.0 <= ceiling_ci[1]:
         return None, "unbounded: the standalone ceiling's interval includes 0"
-    if not _accepts(benefit, ceiling, estimate, settings):
-        return None, "not bounded: the interval of benefit - recovery x ceiling excludes its own estimate"
-    lo = _bound(benefit, ceiling, estimate, -1.0, settings)
-    hi = _bound(benefit, ceiling, estimate, 1.0, settings)
+    try:
+        if not _accepts(benefit, ceiling, estimate, settings):
+            return None, "not bounded: the interval of benefit - recovery x ceiling excludes its own estimate"
+        lo = _bound(benefit, ceiling, estimate, -1.0, settings)
+        hi = _bound(benefit, ceiling, estimate, 1.0, settings)
+    except _Untestable as exc:
+        return None, f"no interval: the paired interval of benefit - recovery x ceiling has none ({exc})"
     if lo is None or hi is None:
         return None, "unbounded: no ratio far from the estimate is rejected"
     return [float(lo), float(hi)], RECOVERY_METHOD
