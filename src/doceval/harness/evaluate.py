@@ -137,13 +137,18 @@ class AgentSetup:
     @property
     def reset_mode(self) -> str | None:
         """What the summary records as ``config.memory.reset``: None, "needs_memory" or "standalone"."""
-        return ("standalone" if self.standalone else "needs_memory") if self.memory_reset else None
+        return reset_mode(self) if self.memory_reset else None
 
     def reset_ids(self, plan: RunPlan) -> frozenset[str]:
         """The turns asked without their conversation's context (none unless ``memory_reset``)."""
         if not self.memory_reset:
             return frozenset()
         return frozenset(e.id for e in plan.entries if e.conversation is not None and e.needs_memory)
+
+
+def reset_mode(how: EvalOptions | AgentSetup) -> str:
+    """Which reset a replay asks (``--memory-reset``): "standalone" (the rewrites) or "needs_memory"."""
+    return "standalone" if how.standalone else "needs_memory"
 
 
 def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetup:
@@ -178,11 +183,7 @@ def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetu
             # Follow-ups are retrieved with the rewrite: another one is another system (golden sets with turns).
             **({"rewrite": cfg.memory.rewrite} if plan.conversations() else {}),
             # Another replay of the same conversations (what memory benefit compares against): its own journals.
-            **(
-                {"memory_reset": "standalone" if options.standalone else "needs_memory"}
-                if options.memory_reset
-                else {}
-            ),  # fmt: skip
+            **({"memory_reset": reset_mode(options)} if options.memory_reset else {}),
             "code": source_hash(*AGENT_CODE, "llm", "prompts"),
             # A repeat of a run is a run of its own (an assistant's replies are not cached by seed).
             **({"repeat": options.repeat} if options.repeat else {}),
