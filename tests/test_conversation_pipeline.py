@@ -258,13 +258,16 @@ def test_the_stage_writes_one_summary_with_memory_benefit_and_leak_and_flat_metr
     assert not (Path(cfg.paths.eval) / "metrics.json").exists()  # the single-question metrics are untouched
 
 
+# One single question over the tiny corpus (a golden set without conversations).
+SINGLE_QUESTION = {"id": "q1", "question": "How do I convert a model to a dict?", "library": "pydantic",
+                   "version": "2.8.2", "out_of_scope": False, "relevant_ids": [DUMP_2], "reference_answer": "Call it.",
+                   "expected_apis": [], "forbidden_apis": [], "split": "test", "kind": "how_to"}  # fmt: skip
+
+
 def test_the_stage_refuses_a_golden_set_without_conversations(tmp_path: Path) -> None:
     cfg = tiny_project(tmp_path)
     single = tmp_path / "single.jsonl"
-    single.write_text(json.dumps({"id": "q1", "question": "How do I convert a model to a dict?",
-                                  "library": "pydantic", "version": "2.8.2", "out_of_scope": False,
-                                  "relevant_ids": [DUMP_2], "reference_answer": "Call it.", "expected_apis": [],
-                                  "forbidden_apis": [], "split": "test", "kind": "how_to"}) + "\n")  # fmt: skip
+    single.write_text(json.dumps(SINGLE_QUESTION) + "\n")
     with pytest.raises(UsageError, match="holds no conversation"):
         conversations.run(dataclasses.replace(cfg, golden_conversations=str(single)), progress=False)
     with pytest.raises(UsageError, match="set memory themselves"):

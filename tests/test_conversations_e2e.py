@@ -81,6 +81,7 @@ def test_a_conversation_golden_set_is_replayed_and_scored_turn_by_turn(tmp_path:
     printed = capsys.readouterr().out
     assert "all_turns_correct" in printed  # the headline's conversation table
     # The pipeline report's section for the conversations stage names the set and split it replayed.
-    lines = conversation_lines(summary)
+    lines = conversation_lines(summary, Path("eval/conversations/summary.json"))
     assert lines[1] == "## Conversations" and "split `all`, k = 1" in lines[3]
+    assert "system under test `bm25`, floors `zero`" in lines[3]
     assert any(line.startswith("| hit_rate | 1.0000") for line in lines)

@@ -23,6 +23,11 @@ AUDITS = (
     ("## After the seed-9 audit", "doceval team, v2.1 seed-9 audit fixes 2026-12-06"),
     ("## After the seed-10 audit", "doceval team, v2.1 seed-10 audit fixes 2026-12-06"),
 )
+# conversations.changes.md goes on with the turns' own sweep (issue 41 item 4), after the audits it shares with v2.1
+CONVERSATION_PASSES = (
+    *AUDITS,
+    ("## Issue 41 label sweep", "doceval team, conversation label sweep (issue 41) 2026-12-06"),
+)
 # a changes-file line: "- ENTRY | DOC | OLD→NEW | checked | REASON"
 _CHANGE = re.compile(r"^- (\S+) \| (\S+) \| (unjudged|[012])→([012]) \| (\S+) \| (.+)$")
 
@@ -38,13 +43,13 @@ def _qrels(path: Path) -> dict[tuple[str, str], dict[str, Any]]:
 Listing = dict[tuple[str, str], tuple[str, int, str, str]]
 
 
-def _changes(path: Path) -> list[Listing]:
+def _changes(path: Path, audits: tuple[tuple[str, str], ...] = AUDITS) -> list[Listing]:
     """(entry, doc) -> (old grade or 'unjudged', new grade, checked, reason) for every listed change: those of the
     grading-rule pass, then those of each audit's section (old = the grade the sections before it left)."""
-    passes: list[Listing] = [{} for _ in range(len(AUDITS) + 1)]
+    passes: list[Listing] = [{} for _ in range(len(audits) + 1)]
     listed = passes[0]
     for line in path.read_text(encoding="utf-8").splitlines():
-        for n, (section, _) in enumerate(AUDITS, 1):
+        for n, (section, _) in enumerate(audits, 1):
             if line.startswith(section):
                 listed = passes[n]
         m = _CHANGE.match(line)
@@ -59,11 +64,14 @@ def _line_of(r: dict[str, Any]) -> tuple[int, str, str]:
 
 
 def _check_audits(
-    new: dict[tuple[str, str], dict[str, Any]], passes: list[Listing], every: bool = True
+    new: dict[tuple[str, str], dict[str, Any]],
+    passes: list[Listing],
+    every: bool = True,
+    audits: tuple[tuple[str, str], ...] = AUDITS,
 ) -> None:
     """Each audit section's change starts from the grade the sections before it left, is the qrels line as it
     stands unless a later section changed it again, and is the only kind of line judged by that audit's fixes."""
-    for n, (section, judged_by) in enumerate(AUDITS, 1):
+    for n, (section, judged_by) in enumerate(audits, 1):
         fixes, earlier, later = passes[n], passes[:n], passes[n + 1 :]
         redone = set().union(*later)
         assert fixes or not every, f"{section!r} lists no change"
@@ -117,14 +125,13 @@ def test_every_v21_qrels_change_is_listed_with_its_grades_and_reason() -> None:
 def test_every_conversation_judgment_of_the_pass_is_listed() -> None:
     qrels = _qrels(GOLDEN / "conversations.qrels.jsonl")
     ours = {k: r for k, r in qrels.items() if r["judged_by"] == PASS}
-    passes = _changes(GOLDEN / "conversations.changes.md")
+    passes = _changes(GOLDEN / "conversations.changes.md", CONVERSATION_PASSES)
     first = passes[0]
     assert ours and set(ours) <= set(first) and set(first) - set(ours) <= set().union(*passes[1:])
     for key, r in ours.items():
         assert first[key][1:] == _line_of(r), key
-    _check_audits(
-        qrels, passes, every=False
-    )  # an audit's fixes reach the turns only where a turn copies the entry
+    # an audit's fixes reach the turns only where a turn copies the entry
+    _check_audits(qrels, passes, every=False, audits=CONVERSATION_PASSES)
 
 
 @pytest.mark.parametrize("name", ["v2.1.qrels.jsonl", "conversations.qrels.jsonl"])

@@ -183,6 +183,12 @@ def test_dvc_repro_produces_the_headline_numbers(project: Path) -> None:
     assert 0.0 <= conversations["conversations.hit_rate"] <= 1.0
     assert "conversations.memory_benefit.hit_rate" in conversations
     assert "## Conversations" in report and "conversations:" in lock
+    # Every replay is kept, a DVC output of the stage (the fixture's set has no standalone rewrites).
+    replays = project / "eval" / "conversations" / "replays"
+    assert {p.name for p in replays.iterdir()} == {"memory_reset.json", "warm_memory.json", "standalone.json"}
+    assert "not_measured" in json.loads((replays / "standalone.json").read_text())
+    assert conversations["conversations.memory_recovery.hit_rate"] is None
+    assert "eval/conversations/replays" in lock
 
 
 @pytest.mark.slow

@@ -16,14 +16,15 @@ from typing import Any
 import yaml
 
 from doceval.app.scaffold import Scaffold, dvc_init_argv, run_tool
-from doceval.common.io import output_folder
+from doceval.common.io import output_folder, write_text_atomic
 from doceval.common.paths import Named, check_pin_part, input_file, is_folder, refuse_overlap
 from doceval.common.redact import secret_locations
 from doceval.config.compose import dump_params
 from doceval.config.objects import config_dict
-from doceval.config.project import PROJECT_FILE
+from doceval.config.project import PROJECT_FILE, override_key, read_project_overrides
 from doceval.errors import UsageError
 from doceval.inputs.folders import extract_folder, folder_pin, folder_pins
+from doceval.inputs.qrels import qrels_path
 from doceval.inputs.template import template_text
 
 GOLDEN = "golden.jsonl"
@@ -53,9 +54,11 @@ def _quoted(text: str) -> str:
     return f"'{body}'"
 
 
-def project_overrides(target: Path, sources: Sequence[DocsSource], golden: str) -> list[str]:
+def project_overrides(
+    target: Path, sources: Sequence[DocsSource], golden: str, conversations: str | None = None
+) -> list[str]:
     """doceval.yaml's overrides: the docs folders (paths relative to the project), no pinned wheels, the golden
-    set."""
+    set, and the conversation set (null without one: no path to a set the project does not have)."""
     items = []
     for src in sources:
         rel = Path(os.path.relpath(src.path.resolve(), target.resolve())).as_posix()
@@ -63,17 +66,28 @@ def project_overrides(target: Path, sources: Sequence[DocsSource], golden: str) 
         items.append(f"{{path: {_quoted(rel)}, library: {_quoted(src.library)}, version: {version}}}")
     folders = f"docs.folders=[{', '.join(items)}]"
     # No pinned wheels and no shipped golden set: this project's docs and labels only.
-    return [folders, "docs.libraries=[]", "docs.golden_set=null", f"golden={_quoted(golden)}"]
+    return [folders, "docs.libraries=[]", "docs.golden_set=null", f"golden={_quoted(golden)}",
+            conversations_override(conversations)]  # fmt: skip
+
+
+def conversations_override(conversations: str | None) -> str:
+    """``golden_conversations=PATH`` (relative to the project), or ``golden_conversations=null``."""
+    return f"{CONVERSATIONS_KEY}={'null' if conversations is None else _quoted(conversations)}"
+
+
+CONVERSATIONS_KEY = "golden_conversations"
+CONVERSATIONS_SUMMARY = "eval/conversations/summary.json"  # what the report reads of the conversations stage
 
 
 def _stage(cmd: str, deps: list[str], params: list[str], outs: list[Any], **extra: Any) -> dict[str, Any]:
     return {"cmd": cmd, "deps": deps, "params": params, "outs": outs, **extra}
 
 
-def dvc_pipeline(doc_paths: Sequence[str]) -> dict[str, Any]:
+def dvc_pipeline(doc_paths: Sequence[str], conversation_labels: Sequence[str] = ()) -> dict[str, Any]:
     """The repository's stages (docs -> index -> retrieve -> calibrate -> evaluate -> report) over the user's
     files; doceval itself is an installed package, so its source is no dependency. No judge stage: it needs
-    labelled answers a new project has not written."""
+    labelled answers a new project has not written. ``conversation_labels`` (the conversation set and its qrels,
+    when the project has one): the conversations stage too, and the report depends on what it writes."""
     labels = ["${golden}"]
     answer = [
         "run",
@@ -113,6 +127,7 @@ def dvc_pipeline(doc_paths: Sequence[str]) -> dict[str, Any]:
                 ["eval/summary.json", {"eval/ann_vs_exact.json": uncached}, {"eval/tradeoff": uncached}],
                 metrics=[{"eval/metrics.json": uncached}],
             ),  # fmt: skip
+            **({"conversations": conversations_stage(conversation_labels)} if conversation_labels else {}),
             "report": _stage(
                 "doceval report",
                 [
@@ -120,6 +135,7 @@ def dvc_pipeline(doc_paths: Sequence[str]) -> dict[str, Any]:
                     "eval/calibration/floors.json",
                     "eval/tradeoff",
                     "eval/ann_vs_exact.json",
+                    *([CONVERSATIONS_SUMMARY] if conversation_labels else []),
                 ],
                 ["gate"],
                 [{"eval/report.md": uncached}],
@@ -136,6 +152,30 @@ def pipeline_outputs(pipeline: dict[str, Any]) -> dict[str, bool]:
             path, opts = next(iter(out.items())) if isinstance(out, dict) else (out, {})
             found[path] = bool(opts.get("cache", True))
     return found
+
+
+def conversations_stage(labels: Sequence[str]) -> dict[str, Any]:
+    """The conversations stage over the project's conversation set (``labels``: ``${golden_conversations}`` and
+    its qrels when beside it), with the repository's params and outputs (replays included)."""
+    params = ["golden_conversations", "run", "k", "split", "floors", "retriever", "answerer", "judge", "memory",
+              "seed", "bootstrap", "intervals", "relevance", "calibration", "candidates_k", "embedder", "store",
+              "paths.docs", "paths.index", "paths.eval"]  # fmt: skip
+    return _stage(
+        "doceval conversations --quiet",
+        ["data/docs", "data/index", *labels, "eval/calibration/floors.json"],
+        params,
+        [CONVERSATIONS_SUMMARY, "eval/conversations/replays"],
+        metrics=[{"eval/conversations/metrics.json": {"cache": False}}],
+    )
+
+
+def conversation_labels(target: Path, conversations: Path | None) -> list[str]:
+    """The conversations stage's label deps: the set (through its key) and its qrels when beside it."""
+    if conversations is None:
+        return []
+    qrels = qrels_path(conversations)
+    rel = Path(os.path.relpath(qrels.resolve(), target.resolve())).as_posix()
+    return ["${golden_conversations}", *([rel] if qrels.is_file() else [])]
 
 
 def gitignore(pipeline: dict[str, Any]) -> str:
@@ -185,6 +225,11 @@ doceval sweep -m floors.global=0.1,0.2 # a sweep over the cached candidates
 doceval history                        # a metric across commits (needs a git commit per run)
 mlflow ui --backend-store-uri sqlite:///$PWD/mlruns/mlflow.db
 ```
+
+Conversations: `golden_conversations` in `doceval.yaml` names a conversation set (null: none; `doceval init .
+--conversations FILE` adds one to this project). With one, `dvc repro` replays it (`eval/conversations/`) and
+`doceval conversations agent=http agent.url=...` replays it for any configuration: memory benefit, standalone
+ceiling, memory recovery and leak.
 """
 
 
@@ -201,6 +246,7 @@ def derived_files(
     sources: Sequence[DocsSource],
     overrides: Sequence[str],
     ids_by_pin: Mapping[str, Sequence[str]],
+    conversations: Path | None = None,
 ) -> dict[Path, str]:
     """The files init writes beside doceval.yaml, by path, with their text: params.yaml composed from the
     doceval.yaml already in ``target`` (one source of truth), the pipeline, the template (real ids), ignores,
@@ -212,11 +258,12 @@ def derived_files(
     held = secret_locations(config_dict(cfg))
     if held:
         raise UsageError(f"doceval init: {', '.join(held)} would write a credential into params.yaml")
-    pipeline = dvc_pipeline([_relative(s.path, target) for s in sources])
+    pipeline = dvc_pipeline(
+        [_relative(s.path, target) for s in sources], conversation_labels(target, conversations)
+    )
     return {
         target / "params.yaml": dump_params(cfg),
-        target / "dvc.yaml": "# doceval's pipeline over this project's docs and golden set.\n"
-        + yaml.safe_dump(pipeline, sort_keys=False, width=1000),
+        target / "dvc.yaml": DVC_HEADER + yaml.safe_dump(pipeline, sort_keys=False, width=1000),
         target / TEMPLATE: template_text(ids_by_pin),
         target / ".gitignore": gitignore(pipeline),
         target / ".dvcignore": "".join(f"{p.lstrip('/')}\n" for p in IGNORED),
@@ -224,8 +271,19 @@ def derived_files(
     }
 
 
+DVC_HEADER = "# doceval's pipeline over this project's docs and golden set.\n"
+
+
 def _relative(path: Path, target: Path) -> str:
     return Path(os.path.relpath(path.resolve(), target.resolve())).as_posix()
+
+
+def _check_conversations(conversations: Path | None) -> None:
+    if conversations is not None and not conversations.is_file():
+        raise UsageError(
+            f"--conversations {conversations}: not a file; pass your conversation set (JSONL, docs/design.md "
+            "section 3 of doceval), or leave it out (golden_conversations stays null)"
+        )
 
 
 def read_sources(sources: Sequence[DocsSource], golden: Path | None) -> dict[str, list[str]]:
@@ -261,18 +319,24 @@ def init_project(
     golden: Path | None = None,
     git: bool = False,
     dvc: bool = False,
+    conversations: Path | None = None,
 ) -> list[Path]:
     """Scaffold the project in ``target`` (created if needed); returns the files written. All or nothing:
     everything is checked first (exit 2 naming every file that already exists, a docs folder that holds or
     lies around the project's outputs, ...), files are created exclusively, and a failure at any step (a
-    `dvc init` that fails, Ctrl-C) removes what this init made. A .git or .dvc already there is left alone."""
+    `dvc init` that fails, Ctrl-C) removes what this init made. A .git or .dvc already there is left alone.
+    ``conversations``: the project's conversation set (``golden_conversations`` and the conversations stage)."""
     output_folder(target, f"doceval init {target}", "pass a folder (new or existing) as DIR")
     ids_by_pin = read_sources(sources, golden)
+    _check_conversations(conversations)
     golden_rel = _relative(golden, target) if golden else GOLDEN
-    overrides = project_overrides(target, sources, golden_rel)
+    conversations_rel = _relative(conversations, target) if conversations else None
+    overrides = project_overrides(target, sources, golden_rel, conversations_rel)
     files = [target / name for name in _NAMES]
-    outs = [target / out for out in pipeline_outputs(dvc_pipeline([]))]
-    read: list[Named] = [("the docs folder", s.path) for s in sources] + [("--golden", golden)]
+    # every output init's pipeline can have (the conversations stage's too)
+    outs = [target / out for out in pipeline_outputs(dvc_pipeline([], ["${golden_conversations}"]))]
+    read: list[Named] = [("the docs folder", s.path) for s in sources]
+    read += [("--golden", golden), ("--conversations", conversations)]
     refuse_overlap([("init's output", p) for p in files + outs], read,
                    "keep the docs and the golden set apart from the project's files and outputs "
                    "(e.g. DIR/docs, or init the project in another folder)")  # fmt: skip
@@ -285,11 +349,48 @@ def init_project(
     with Scaffold(target) as made:
         made.folder()
         made.file(target / PROJECT_FILE, project_text(overrides))
-        derived = derived_files(target, sources, overrides, ids_by_pin)
+        derived = derived_files(target, sources, overrides, ids_by_pin, conversations)
         for path, text in derived.items():
             made.file(path, text)
         _init_tools(made, git, dvc)
     return [target / PROJECT_FILE, *derived]
+
+
+def add_conversations(target: Path, conversations: Path) -> list[Path]:
+    """Give an existing project (``doceval init`` wrote it) its conversation set: ``golden_conversations`` in
+    doceval.yaml, the conversations stage in dvc.yaml and the report's dependency on it. Exit 2 when the
+    project has one already; returns the files rewritten (params.yaml is the user's `doceval params`)."""
+    _check_conversations(conversations)
+    project, pipeline_file = target / PROJECT_FILE.name, target / "dvc.yaml"
+    missing = [str(p) for p in (project, pipeline_file) if not p.is_file()]
+    if missing:
+        raise UsageError(
+            f"doceval init {target} --conversations: {', '.join(missing)} not found; it adds a conversation set "
+            "to a project `doceval init DIR --docs ...` made (or pass --docs to make one with it)"
+        )
+    overrides = read_project_overrides(project)
+    pipeline = yaml.safe_load(pipeline_file.read_text(encoding="utf-8")) or {}
+    stages = pipeline.get("stages") or {}
+    kept = [o for o in overrides if override_key(o) != CONVERSATIONS_KEY]
+    if "conversations" in stages or any(
+        o != conversations_override(None) for o in overrides if o not in kept
+    ):
+        raise UsageError(
+            f"doceval init {target} --conversations: the project has a conversation set already "
+            f"({CONVERSATIONS_KEY} in {project}, or a conversations stage in {pipeline_file}); edit "
+            f"{CONVERSATIONS_KEY} in {project} to point at another one"
+        )
+    if "report" not in stages:
+        raise UsageError(f"{pipeline_file}: no report stage; it is not the pipeline `doceval init` writes")
+    labels = conversation_labels(target, conversations)
+    report = stages.pop("report")
+    report["deps"] = [*report.get("deps", []), CONVERSATIONS_SUMMARY]
+    pipeline["stages"] = {**stages, "conversations": conversations_stage(labels), "report": report}
+    write_text_atomic(
+        project, project_text([*kept, conversations_override(_relative(conversations, target))])
+    )
+    write_text_atomic(pipeline_file, DVC_HEADER + yaml.safe_dump(pipeline, sort_keys=False, width=1000))
+    return [project, pipeline_file]
 
 
 _NAMES = [PROJECT_FILE.name, "params.yaml", "dvc.yaml", TEMPLATE, ".gitignore", ".dvcignore", "README.md"]

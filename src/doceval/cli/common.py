@@ -137,6 +137,46 @@ def _print_conversations(m: Mapping[str, Any], k: Any) -> None:
     unscored = f", not measured={per['n_not_measured']}" if per["n_not_measured"] else ""
     firsts = " ".join(f"{turn}:{n}" for turn, n in per["first_failing_turn"].items())
     print(f"all_turns_correct={shown} (n={per['n_measured']}{unscored}) first_failing_turn {firsts}")
+    if "memory_benefit" in conv:
+        _print_memory(conv)
+
+
+# The conversations stage's memory figures (docs/design.md 4.6): block key, column title, value key.
+_MEMORY_COLUMNS = (
+    ("memory_benefit", "benefit", "benefit"),
+    ("standalone_ceiling", "ceiling", "ceiling"),
+    ("memory_recovery", "recovery", "recovery"),
+    ("memory_leak", "leak*", "leak"),
+)
+
+
+def _memory_cell(row: Mapping[str, Any] | None, key: str) -> str:
+    if not isinstance(row, Mapping):
+        return "-"
+    value = row.get(key)
+    if value is None:
+        return "not measured"
+    ci = row.get("ci95")
+    return f"{value:+.4f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else " (no interval)")
+
+
+def _print_memory(conv: Mapping[str, Any]) -> None:
+    """Memory benefit, standalone ceiling, recovery (benefit / ceiling) and leak per metric, and why a figure
+    was not measured."""
+    # lazy: start-up (the metric registry imports numpy; `doceval --help` must not pay for it)
+    from doceval.scoring.registry import names
+
+    columns = [c for c in _MEMORY_COLUMNS if isinstance(conv.get(c[0]), Mapping)]
+    rows = [[metric, *(_memory_cell(conv[key].get(metric), value) for key, _, value in columns)]
+            for metric in names("memory")]  # fmt: skip
+    print(
+        "memory (needs_memory turns; leak: the other turns, * lower is better; intervals resample conversations)"
+    )
+    print("\n".join(format_table(("metric", *(title for _, title, _ in columns)), rows, left=(0,))))
+    reasons = {row["not_measured"] for key, _, _ in columns for row in conv[key].values()
+               if isinstance(row, Mapping) and row.get("not_measured")}  # fmt: skip
+    for why in sorted(reasons):
+        print(f"not measured: {one_line(why)}")
 
 
 def _format_value(value: float | None) -> str:

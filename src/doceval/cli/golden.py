@@ -15,7 +15,13 @@ from doceval.cli.ids import FALLBACK_DOCS, default_docs_dir, document_ids
 from doceval.common.io import check_writable, jsonl_line, output_target, write_jsonl_atomic, write_text_atomic
 from doceval.common.paths import Named, create_new_file, refuse_overlap
 from doceval.errors import UsageError
-from doceval.inputs.audit import audit_sample, read_verdicts, worksheet_rows
+from doceval.inputs.audit import (
+    audit_sample,
+    read_adjudication,
+    read_assessor_verdicts,
+    read_verdicts,
+    worksheet_rows,
+)
 from doceval.inputs.corpus import load_corpus
 from doceval.inputs.golden import (
     DEFAULT_PIN,
@@ -28,6 +34,7 @@ from doceval.inputs.golden import (
 from doceval.inputs.grading import check_grading, format_grading, strict_problems
 from doceval.inputs.qrels import checked_pairs, labels_md5, qrels_path, unjudged
 from doceval.inputs.scope import format_scope, raise_on_errors, record_findings, scope_of
+from doceval.inputs.standalone import format_standalone
 from doceval.inputs.template import template_text
 
 DEFAULT_CORPUS = "data/docs"
@@ -61,7 +68,13 @@ def cmd_golden_validate(args: argparse.Namespace) -> int:
         raise UsageError("--record-findings: needs the corpus (drop --ids / --no-corpus)")
     print(f"{args.path}: {len(entries)} entries, valid{checked}")
     print(format_statistics(statistics(entries)))
+    _print_lines(format_standalone(entries, str(args.path)))
     return 0
+
+
+def _print_lines(lines: list[str]) -> None:
+    if lines:
+        print("\n".join(lines))
 
 
 def _validate_against_corpus(args: argparse.Namespace) -> int:
@@ -83,6 +96,7 @@ def _validate_against_corpus(args: argparse.Namespace) -> int:
     raise_on_errors(report, path, strict_problems(grading, str(path)) if args.strict else ())
     print(f"{path}: {len(entries)} entries, valid against {corpus_dir} ({len(corpus.pins)} pins)")
     print(format_statistics(statistics(entries)))
+    _print_lines(format_standalone(entries, str(path)))
     print("\n".join(format_scope(report, path)))
     if any(e.qrels is not None for e in entries):
         print("\n".join(format_grading(grading, str(path))))
@@ -99,22 +113,53 @@ def cmd_golden_audit(args: argparse.Namespace) -> int:
         check_writable(args.out, f"--out {args.out}", "pass a writable --out FILE")
         read: list[Named] = [("the golden set", args.path), ("its qrels", qrels_path(Path(args.path)))]
         refuse_overlap(
-            [("--out", args.out)], [*read, ("--verdicts", args.verdicts)], "name another --out FILE"
+            [("--out", args.out)],
+            [*read, *(("--verdicts", v) for v in args.verdicts or [])],
+            "name another --out FILE",
         )
     entries = parse_golden(Path(args.path))
-    if args.verdicts:
-        summary = summarise(read_verdicts(Path(args.verdicts), [e.id for e in entries]))
+    verdicts = args.verdicts or []
+    if len(verdicts) == 1:
+        summary = summarise(read_verdicts(Path(verdicts[0]), [e.id for e in entries]))
         print("\n".join(format_summary(summary)))
         return 0
-    if args.sample is None or args.out is None:
+    if len(verdicts) == 2:
+        return _two_assessors(args, entries, [Path(v) for v in verdicts])
+    if verdicts:
+        raise UsageError(f"golden audit: {len(verdicts)} --verdicts files; give one, or two (two assessors)")
+    if args.out is None or (args.sample is None) == (not args.all):
         raise UsageError(
-            "golden audit: pass --sample N --out FILE (a worksheet), or --verdicts FILE (the summary)"
+            "golden audit: pass --sample N --out FILE (a sampled worksheet), --all --out FILE (every entry, "
+            "one sheet per assessor), or --verdicts FILE (the summary; twice with --adjudication for two assessors)"
         )
-    rows = worksheet_rows(audit_sample(entries, args.sample, args.seed))
+    chosen = entries if args.all else audit_sample(entries, args.sample, args.seed)
+    rows = worksheet_rows(chosen, entries, assessor=args.all)
     write_jsonl_atomic(Path(args.out), rows)
-    print(
-        f"{args.out}: {len(rows)} entries to audit (seed {args.seed}); fill in verdict (OK, MINOR, WRONG) and reason"
-    )
+    what = "every entry" if args.all else f"seed {args.seed}"
+    fill = "verdict (OK, MINOR, WRONG), reason" + (" and assessor" if args.all else "")
+    print(f"{args.out}: {len(rows)} entries to audit ({what}); fill in {fill}")
+    return 0
+
+
+def _two_assessors(args: argparse.Namespace, entries: list[Any], paths: list[Path]) -> int:
+    """`golden audit PATH --verdicts A --verdicts B [--adjudication FILE]`: the adjudicated WRONG rate."""
+    # lazy: start-up (as above: numpy)
+    from doceval.results.audit import adjudicated, disagreements, format_adjudicated
+
+    ids = [e.id for e in entries]
+    first, second = (read_assessor_verdicts(p, ids) for p in paths)
+    if first[0] == second[0]:
+        raise UsageError(f"{paths[0]} and {paths[1]}: both name assessor {first[0]!r}; two assessors audit")
+    split = disagreements(first[1], second[1])
+    if split and not args.adjudication:
+        raise UsageError(
+            f"golden audit: the assessors disagree on {len(split)} entries ({', '.join(split[:5])}); pass "
+            "--adjudication FILE (one row per disagreement: id, verdict, reason, adjudicator)"
+        )
+    ruling = read_adjudication(Path(args.adjudication), split) if args.adjudication else {}
+    result = adjudicated(first, second, ruling)
+    print(f"{args.path}: {result['final']['n']} of {len(ids)} entries audited by two assessors")
+    print("\n".join(format_adjudicated(result, args.target_wrong, args.target_upper)))
     return 0
 
 
@@ -215,19 +260,7 @@ def register(sub: Any) -> None:
     p.add_argument("--pin", action="append", metavar="LIB@VERSION", help="only these pins (repeatable)")
     p.add_argument("--out", required=True, metavar="FILE", help="the template to write (never over a file)")
     p.set_defaults(func=cmd_golden_template)
-    p = golden.add_parser(
-        "audit",
-        help="a seeded stratified sample to audit by hand (--sample N --out FILE), or the label error rate of the "
-        "filled worksheet (--verdicts FILE)",
-    )
-    p.add_argument("path")
-    p.add_argument("--sample", type=int, metavar="N", help="entries to sample, stratified by scope and kind")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", metavar="FILE", help="the worksheet to write (JSONL)")
-    p.add_argument(
-        "--verdicts", metavar="FILE", help="the filled worksheet: prints the WRONG rate and its interval"
-    )
-    p.set_defaults(func=cmd_golden_audit)
+    _register_audit(golden)
     p = golden.add_parser(
         "pool", help="the documents runs retrieved that the golden set has not judged (rows to grade)"
     )
@@ -242,3 +275,45 @@ def register(sub: Any) -> None:
     p.add_argument("path")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_golden_split)
+
+
+def _register_audit(golden: Any) -> None:
+    """`golden audit`: a worksheet (sampled, or every entry for two assessors) or the verdicts' summary."""
+    p = golden.add_parser(
+        "audit",
+        help="a seeded stratified sample to audit by hand (--sample N --out FILE), or the label error rate of the "
+        "filled worksheet (--verdicts FILE)",
+    )
+    p.add_argument("path")
+    p.add_argument("--sample", type=int, metavar="N", help="entries to sample, stratified by scope and kind")
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="a worksheet of every entry (a conversation's turns with their context) and a blank assessor "
+        "column: one sheet per assessor of a two-assessor audit",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", metavar="FILE", help="the worksheet to write (JSONL)")
+    p.add_argument(
+        "--verdicts",
+        metavar="FILE",
+        action="append",
+        help="the filled worksheet: prints the WRONG rate and its interval; twice (one per assessor) for a "
+        "two-assessor audit",
+    )
+    p.add_argument(
+        "--adjudication",
+        metavar="FILE",
+        help="with two --verdicts: the adjudicator's rows for the entries the assessors disagree on "
+        "(id, verdict, reason, adjudicator)",
+    )
+    p.add_argument(
+        "--target-wrong", type=float, default=0.02, help="two assessors: the WRONG rate target (default 0.02)"
+    )
+    p.add_argument(
+        "--target-upper",
+        type=float,
+        default=0.05,
+        help="two assessors: the target for the Wilson upper bound (default 0.05)",
+    )
+    p.set_defaults(func=cmd_golden_audit)

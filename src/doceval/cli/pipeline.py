@@ -1,4 +1,5 @@
-"""Pipeline commands: `params`, the DVC stages (docs, index, retrieve, calibrate, evaluate, report), `eval`, `sweep`.
+"""Pipeline commands: `params`, the DVC stages (docs, index, retrieve, calibrate, evaluate, report; conversations is
+doceval.cli.conversations'), `eval`, `sweep`.
 
 Stage commands read params.yaml, as DVC runs them; `eval` and `sweep` compose conf/ with Hydra overrides given
 after their flags. Each command is a thin wrapper over :mod:`doceval.stages` or the harness.
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doceval.cli.common import PARAMS_DEFAULT, add_stage, print_headline, stage_params, stale_on_failure
+from doceval.cli.conversations import register_conversations
 from doceval.common.io import check_writable, output_folder, write_json_atomic
 from doceval.common.paths import refuse_overlap
 from doceval.common.redact import secret_locations
@@ -167,17 +169,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_conversations(args: argparse.Namespace) -> int:
-    # lazy: start-up (a stage loads its own libraries: numpy, torch, qdrant, mlflow)
-    from doceval.stages import conversations
-
-    params = stage_params(args)
-    summary = conversations.run(params, progress=not args.quiet)
-    conversations.track(params, summary)
-    print(f"conversations: {Path(params.paths.eval) / conversations.FOLDER / 'summary.json'}")
-    return 0
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     # lazy: start-up (a stage loads its own libraries: numpy, torch, qdrant, mlflow)
     from doceval.stages import report
@@ -208,7 +199,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
         floor_flags=parse_floor_flags(args.floor or []),
         no_judge=args.no_judge,
         warm_memory=args.warm_memory,
-        memory_reset=args.memory_reset == "needs_memory",
+        memory_reset=args.memory_reset in ("needs_memory", "standalone"),
+        standalone=args.memory_reset == "standalone",
         progress=not args.quiet,
         max_errors=args.max_errors,
         resume=args.resume,
@@ -389,12 +381,7 @@ def _register_stages(sub: Any) -> None:
     add_stage(
         sub, "evaluate", cmd_evaluate, "score the held-out split with the calibrated floors (DVC stage)"
     )
-    add_stage(
-        sub,
-        "conversations",
-        cmd_conversations,
-        "replay the conversation set's split with memory, memory reset and warm memory (DVC stage)",
-    )
+    register_conversations(sub)
     add_stage(sub, "report", cmd_report, "write eval/report.md with the gate's verdict (DVC stage)")
 
 
@@ -426,10 +413,11 @@ def _register_eval(sub: Any) -> None:
     )
     p.add_argument(
         "--memory-reset",
-        choices=("none", "needs_memory"),
+        choices=("none", "needs_memory", "standalone"),
         default="none",
         help="needs_memory: ask each needs_memory turn of a conversation without its context (a fresh session, "
-        "memory and starting pin, no query rewrite): the replay memory benefit is measured against",
+        "memory and starting pin, no query rewrite): the replay memory benefit is measured against; standalone: "
+        "ask its standalone rewrite instead, at its own pin (the ceiling memory recovery is measured against)",
     )
     p.add_argument(
         "--max-errors",

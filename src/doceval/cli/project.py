@@ -11,9 +11,15 @@ from doceval.errors import UsageError
 
 def cmd_init(args: argparse.Namespace) -> int:
     # lazy: start-up (the scaffolding composes the configuration with Hydra)
-    from doceval.app.project import DocsSource, init_project
+    from doceval.app.project import DocsSource, add_conversations, init_project
 
     docs: list[str] = args.docs or []
+    if not docs and args.conversations and (Path(args.dir) / "doceval.yaml").is_file():
+        # An existing project gains its conversation set (the documented way to add one later).
+        for path in add_conversations(Path(args.dir), Path(args.conversations)):
+            print(f"rewrote {path}")
+        print("next: doceval params (then dvc repro runs the conversations stage)")
+        return 0
     libraries: list[str] = args.library or []
     versions: list[str] = args.version or []
     if not docs:
@@ -36,7 +42,12 @@ def cmd_init(args: argparse.Namespace) -> int:
         for i, path in enumerate(docs)
     ]
     written = init_project(
-        Path(args.dir), sources, Path(args.golden) if args.golden else None, git=args.git, dvc=args.dvc
+        Path(args.dir),
+        sources,
+        Path(args.golden) if args.golden else None,
+        git=args.git,
+        dvc=args.dvc,
+        conversations=Path(args.conversations) if args.conversations else None,
     )
     for path in written:
         print(f"wrote {path}")
@@ -70,6 +81,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--golden", metavar="FILE", help="your golden set (JSONL); default: golden.jsonl, to write"
+    )
+    p.add_argument(
+        "--conversations",
+        metavar="FILE",
+        help="your conversation set (JSONL): golden_conversations in doceval.yaml and a conversations stage in "
+        "dvc.yaml (its qrels beside it, NAME.qrels.jsonl, too); without --docs, on a project init made, adds it",
     )
     p.add_argument("--git", action="store_true", help="run `git init` in DIR")
     p.add_argument("--dvc", action="store_true", help="run `dvc init` in DIR (analytics off)")

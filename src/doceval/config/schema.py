@@ -480,7 +480,8 @@ class Config:
     run: Run
     judge_validation: JudgeValidation
     golden: str = spec(nonempty=True, example="data/golden/v1.jsonl")
-    # The conversation golden set the `conversations` DVC stage replays (docs/design.md, conversations).
-    golden_conversations: str = spec(nonempty=True, example="data/golden/conversations.jsonl")
+    # The conversation golden set the `conversations` DVC stage replays (docs/design.md, conversations); null: the
+    # project has none (`doceval init` without --conversations), and `doceval conversations` says how to add one.
+    golden_conversations: str | None = spec(nonempty=True, example="data/golden/conversations.jsonl")
     paths: Paths
     tracking: Tracking

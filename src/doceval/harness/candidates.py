@@ -108,7 +108,11 @@ def turn_queries(
         start = ordered[0].start_pin or (ordered[0].library, ordered[0].version)
         reset = [memory_reset and e.needs_memory for e in ordered]
         followed = follow_conversation([e.question for e in ordered], start, versions, rewrite, reset)
-        out.update({e.id: query for e, query in zip(ordered, followed, strict=True)})
+        for e, query, was_reset in zip(ordered, followed, reset, strict=True):
+            # A reset turn is asked at the pin its probe carries: the starting pin, or for a standalone
+            # rewrite (doceval.inputs.standalone) the turn's own.
+            own = e.start_pin if was_reset and e.start_pin is not None else None
+            out[e.id] = query if own is None else TurnQuery(query.query, *own)
     return out
 
 
@@ -240,11 +244,13 @@ def compute_candidates(
     retriever: Retriever | None = None,
     limits: ErrorLimits | None = None,
     memory_reset: bool = False,
+    standalone: bool = False,
 ) -> CandidateSet:
     """Retrieve the top-K of every entry with the configured retriever (or ``retriever``, a user's object from
     the Python API) and record what they came from. A user's function's failures are per-entry errors
     (:func:`retrieve_all`, ``limits``). ``memory_reset``: needs_memory turns retrieved without the
-    conversation's context (:func:`turn_queries`)."""
+    conversation's context (:func:`turn_queries`); ``standalone``: the entries carry their standalone rewrites
+    (doceval.inputs.standalone), recorded so no other run takes these candidates for its own."""
     depth = cfg.candidates_k
     if depth < cfg.k:
         raise UsageError(f"candidates_k={depth} must be >= k={cfg.k} (retrieve once, cut at any k <= K)")
@@ -285,6 +291,7 @@ def compute_candidates(
         **({"rewrite": cfg.memory.rewrite} if turns else {}),
         # Needs_memory turns retrieved without their conversation's context (--memory-reset needs_memory).
         **({"memory_reset": "needs_memory"} if turns and memory_reset else {}),
+        **({"standalone": True} if turns and standalone else {}),
     }
     return cands
 
@@ -368,9 +375,17 @@ def _load_bm25(path: Path, command: str) -> dict[str, list[str]] | None:
     return out
 
 
-def _check_turn_queries(cands: CandidateSet, rewrite: str | None, memory_reset: bool) -> None:
-    """Conversation turns retrieved with another query rewrite, or with(out) the reset of needs_memory turns,
-    are another system's candidates."""
+def _check_turn_queries(
+    cands: CandidateSet, rewrite: str | None, memory_reset: bool, standalone: bool = False
+) -> None:
+    """Conversation turns retrieved with another query rewrite, with(out) the reset of needs_memory turns, or
+    with(out) their standalone rewrites, are another system's candidates."""
+    if bool(cands.meta.get("standalone")) != standalone:
+        raise UsageError(
+            "candidate cache retrieved needs_memory turns "
+            f"{'by' if cands.meta.get('standalone') else 'without'} their standalone rewrites, and this run asks "
+            f"them {'so' if standalone else 'otherwise'} (--memory-reset standalone); rerun {rerun('retrieve')}"
+        )
     cached_reset = cands.meta.get("memory_reset") == "needs_memory"
     if cached_reset != memory_reset:
         raise UsageError(
@@ -396,6 +411,7 @@ def check_candidates(
     store_cfg: schema.Store | None = None,
     rewrite: str | None = None,
     memory_reset: bool = False,
+    standalone: bool = False,
 ) -> None:
     """Loud errors when the cache does not match what is being evaluated, or is not whole (fewer records than
     its ``meta.json`` counts).
@@ -407,7 +423,7 @@ def check_candidates(
     search or rewrite holds another system's candidates; so does one whose needs_memory turns were (or were
     not) retrieved without their conversation's context when ``memory_reset`` says otherwise."""
     if any(e.conversation is not None for e in entries):
-        _check_turn_queries(cands, rewrite, memory_reset)
+        _check_turn_queries(cands, rewrite, memory_reset, standalone)
     if cands.meta.get("golden_md5") != golden_md5:
         raise UsageError(
             f"candidate cache was built from another golden set (md5 differs); rerun {rerun('retrieve')}"

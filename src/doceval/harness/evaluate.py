@@ -131,12 +131,24 @@ class AgentSetup:
     memory_reset: bool = False
     # engine=ray: the user's assistant is called on Ray actors (doceval.engine.fanout); None or local: threads
     engine: schema.Engine | None = None
+    # --memory-reset standalone: the reset turns ask their standalone rewrites (EvalOptions.standalone)
+    standalone: bool = False
+
+    @property
+    def reset_mode(self) -> str | None:
+        """What the summary records as ``config.memory.reset``: None, "needs_memory" or "standalone"."""
+        return reset_mode(self) if self.memory_reset else None
 
     def reset_ids(self, plan: RunPlan) -> frozenset[str]:
         """The turns asked without their conversation's context (none unless ``memory_reset``)."""
         if not self.memory_reset:
             return frozenset()
         return frozenset(e.id for e in plan.entries if e.conversation is not None and e.needs_memory)
+
+
+def reset_mode(how: EvalOptions | AgentSetup) -> str:
+    """Which reset a replay asks (``--memory-reset``): "standalone" (the rewrites) or "needs_memory"."""
+    return "standalone" if how.standalone else "needs_memory"
 
 
 def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetup:
@@ -171,7 +183,7 @@ def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetu
             # Follow-ups are retrieved with the rewrite: another one is another system (golden sets with turns).
             **({"rewrite": cfg.memory.rewrite} if plan.conversations() else {}),
             # Another replay of the same conversations (what memory benefit compares against): its own journals.
-            **({"memory_reset": "needs_memory"} if options.memory_reset else {}),
+            **({"memory_reset": reset_mode(options)} if options.memory_reset else {}),
             "code": source_hash(*AGENT_CODE, "llm", "prompts"),
             # A repeat of a run is a run of its own (an assistant's replies are not cached by seed).
             **({"repeat": options.repeat} if options.repeat else {}),
@@ -184,7 +196,7 @@ def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetu
     journal, judge_journal = (None, None) if offline else (run_dir / "journal.jsonl", run_dir / "judge.jsonl")
     return AgentSetup(answerer_cfg, judge_cfg, answerer, judge, warm, None if budget is None else float(budget),
                       cfg.run.max_concurrency, key, journal, judge_journal, cfg.run.max_abandoned,
-                      cfg.memory.rewrite, options.memory_reset, cfg.engine)  # fmt: skip
+                      cfg.memory.rewrite, options.memory_reset, cfg.engine, options.standalone)  # fmt: skip
 
 
 def open_ledger(setup: AgentSetup, plan: RunPlan) -> Ledger:

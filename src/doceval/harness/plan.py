@@ -34,6 +34,7 @@ from doceval.inputs.corpus import Corpus, load_corpus
 from doceval.inputs.golden import DEFAULT_PIN, GoldenEntry, parse_golden, select_split
 from doceval.inputs.qrels import labels_md5
 from doceval.inputs.scope import load_checked_golden
+from doceval.inputs.standalone import missing_standalone, standalone_entries
 from doceval.seam import Probe
 
 if TYPE_CHECKING:
@@ -56,6 +57,9 @@ class EvalOptions:
     # --memory-reset needs_memory: each needs_memory turn asked without its conversation's context (a fresh
     # session or memory, the starting pin, no query rewrite); what memory benefit is measured against.
     memory_reset: bool = False
+    # --memory-reset standalone (with memory_reset): each needs_memory turn asks its standalone rewrite instead,
+    # at its own labelled pin: the ceiling memory recovery is measured against (docs/design.md section 4.6).
+    standalone: bool = False
     progress: bool = True
     candidates: CandidateSet | None = None  # reuse a loaded cache (sweeps)
     floors: Floors | None = None  # explicit floors (the calibrate stage scoring its own split)
@@ -157,8 +161,10 @@ def cached_candidates(
     index_dir = Path(cfg.paths.index)
     if options.candidates is not None:
         check_candidates(options.candidates, all_entries, golden_md5, cfg.retriever, k, corpus, index_dir,
-                         cfg.store, cfg.memory.rewrite, options.memory_reset)  # fmt: skip
+                         cfg.store, cfg.memory.rewrite, options.memory_reset, options.standalone)  # fmt: skip
         return options.candidates
+    if options.standalone:  # the cache holds the golden set's own questions: the rewrites are retrieved live
+        return None
     runs = Path(cfg.paths.runs)
     if not uses_function_retriever(cfg, options) and (runs / "candidates" / "meta.json").is_file():
         cached = load_candidates(runs)
@@ -344,6 +350,8 @@ def plan_run(cfg: Config, options: EvalOptions) -> RunPlan:
     agent = _external_agent(cfg, options)
     corpus, all_entries, golden_path, golden_md5 = load_inputs(cfg, options, needs_corpus(cfg, options))
     entries = _limited(select_split(all_entries, split, golden_path), limit, split, options.limit is not None)
+    if options.standalone:
+        entries, all_entries = _standalone(options, entries, golden_path), standalone_entries(all_entries)
     builtin = agent is None and not uses_function_retriever(cfg, options)
     # Floors first where they do not depend on what the retriever returns: a bad floor (or floors calibrated on
     # the entries being reported) costs no retrieval.
@@ -366,6 +374,23 @@ def plan_run(cfg: Config, options: EvalOptions) -> RunPlan:
     return settle(cfg, options, plan, cands)
 
 
+def _standalone(options: EvalOptions, entries: list[GoldenEntry], golden_path: Path) -> list[GoldenEntry]:
+    """The evaluated entries as the standalone replay asks them; every needs_memory turn needs its rewrite."""
+    if not options.memory_reset:
+        raise UsageError(
+            "the standalone replay asks needs_memory turns without their context: set memory_reset"
+        )
+    missing = missing_standalone(entries)
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        raise UsageError(
+            f"{golden_path}: --memory-reset standalone: {len(missing)} needs_memory turn(s) have no standalone "
+            f"rewrite ({shown}); add `standalone` to each (the question a user would ask with no history, "
+            "docs/design.md section 3), or use --memory-reset needs_memory"
+        )
+    return standalone_entries(entries)
+
+
 def retrieve_live(cfg: Config, options: EvalOptions, plan: RunPlan) -> RunPlan:
     """The run's retrieval when the plan awaits it: the user's retriever over the evaluated entries (its
     failures count towards --max-errors), or a built-in one over every entry (no matching cache); then the
@@ -378,7 +403,8 @@ def retrieve_live(cfg: Config, options: EvalOptions, plan: RunPlan) -> RunPlan:
     # A user's retriever sees every question: doceval's router (over a corpus it may know) is not its.
     cands = compute_candidates(live, None if user else plan.corpus, plan.entries if user else plan.all_entries,
                                plan.golden_path, plan.golden_md5, options.progress, retriever=options.retriever,
-                               limits=limits, memory_reset=options.memory_reset)  # fmt: skip
+                               limits=limits, memory_reset=options.memory_reset,
+                               standalone=options.standalone)  # fmt: skip
     return settle(cfg, options, dataclasses.replace(plan, awaits_retrieval=False), cands)
 
 

@@ -200,7 +200,7 @@ def _config_block(
         "memory": {
             "isolate": not setup.warm,
             # The replay memory benefit compares against; absent on an ordinary run.
-            **({"reset": "needs_memory"} if setup.memory_reset else {}),
+            **({"reset": setup.reset_mode} if setup.reset_mode else {}),
             # How doceval's agent retrieves a follow-up (memory.rewrite); a user's assistant keeps its own.
             **({"rewrite": cfg.memory.rewrite} if plan.agent is None else {}),
         },

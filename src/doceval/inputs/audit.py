@@ -55,16 +55,42 @@ def audit_sample(entries: Sequence[GoldenEntry], n: int, seed: int = 0) -> list[
     return sorted(picked, key=lambda e: e.line)
 
 
-def worksheet_rows(sample: Sequence[GoldenEntry]) -> list[dict[str, Any]]:
-    """The rows an auditor fills in: the labels to check, and ``verdict`` / ``reason`` left empty."""
+def worksheet_rows(
+    sample: Sequence[GoldenEntry], everything: Sequence[GoldenEntry] = (), assessor: bool = False
+) -> list[dict[str, Any]]:
+    """The rows an auditor fills in: the labels to check, and ``verdict`` / ``reason`` left empty. A turn of a
+    conversation also shows its conversation as the system saw it (:func:`turn_context`, from ``everything``,
+    the whole golden set); ``assessor``: a blank ``assessor`` column too (a two-assessor audit's sheets)."""
+    by_conversation: dict[str, list[GoldenEntry]] = {}
+    for e in everything:
+        if e.conversation is not None:
+            by_conversation.setdefault(e.conversation, []).append(e)
     return [
         {"id": e.id, "stratum": stratum(e), "pin": e.pin, "question": e.question,
+         **(turn_context(e, by_conversation.get(e.conversation, [])) if e.conversation is not None else {}),
          "out_of_scope": e.out_of_scope, "relevant_ids": list(e.relevant_ids),
          "grades": e.grades if not e.out_of_scope else {}, "reference_answer": e.reference_answer,
          "expected_apis": list(e.expected_apis), "expected_any": [list(g) for g in e.expected_any],
-         "forbidden_apis": list(e.forbidden_apis), "verdict": None, "reason": None}
+         "forbidden_apis": list(e.forbidden_apis), "allow_forbidden": list(e.allow_forbidden),
+         "verdict": None, "reason": None, **({"assessor": None} if assessor else {})}
         for e in sample
     ]  # fmt: skip
+
+
+def turn_context(turn: GoldenEntry, conversation: Sequence[GoldenEntry]) -> dict[str, Any]:
+    """What an auditor of a turn needs of its conversation: the starting pin every probe carried, whether the
+    turn needs an earlier one, its standalone rewrite, and the earlier turns' questions with their labelled pins
+    and reference answers (what "that field" or "and in 2.8?" refers to)."""
+    earlier = sorted((e for e in conversation if e.turn < turn.turn), key=lambda e: e.turn)
+    return {
+        "conversation": turn.conversation,
+        "turn": turn.turn,
+        "start_pin": "@".join(turn.start_pin or (turn.library, turn.version)),
+        "needs_memory": turn.needs_memory,
+        **({"standalone": turn.extra["standalone"]} if "standalone" in turn.extra else {}),
+        "earlier_turns": [{"turn": e.turn, "question": e.question, "pin": e.pin,
+                           "reference_answer": e.reference_answer} for e in earlier],
+    }  # fmt: skip
 
 
 def read_verdicts(path: Path, ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -78,15 +104,66 @@ def read_verdicts(path: Path, ids: Sequence[str]) -> list[dict[str, Any]]:
             continue
         if rec.get("id") not in known:
             problems.append(f"{path}:{lineno}: id: {rec.get('id')!r} is not an entry of the golden set")
-        if rec.get("verdict") not in VERDICTS:
-            problems.append(
-                f"{path}:{lineno}: verdict: {rec.get('verdict')!r}; use one of {', '.join(VERDICTS)}"
-            )
-        elif rec["verdict"] != "OK" and not str(rec.get("reason") or "").strip():
-            problems.append(f"{path}:{lineno}: reason: a {rec['verdict']} verdict needs its reason")
+        _check_verdict(rec, f"{path}:{lineno}", problems)
         rows.append(rec)
     if problems:
         raise UsageError("\n".join([f"audit verdicts have {len(problems)} problem(s):", *problems]))
     if not rows:
         raise UsageError(f"{path}: no verdicts")
     return rows
+
+
+def _check_verdict(rec: dict[str, Any], where: str, problems: list[str]) -> None:
+    if rec.get("verdict") not in VERDICTS:
+        problems.append(f"{where}: verdict: {rec.get('verdict')!r}; use one of {', '.join(VERDICTS)}")
+    elif rec["verdict"] != "OK" and not str(rec.get("reason") or "").strip():
+        problems.append(f"{where}: reason: a {rec['verdict']} verdict needs its reason")
+
+
+def read_assessor_verdicts(path: Path, ids: Sequence[str]) -> tuple[str, list[dict[str, Any]]]:
+    """One assessor's filled sheet of a two-assessor audit: every row has a verdict (a reason unless OK) and
+    the same non-empty ``assessor``, every id is an entry of the golden set, none twice. (assessor, rows)."""
+    rows = read_verdicts(path, ids)
+    problems: list[str] = []
+    names = {str(r.get("assessor") or "").strip() for r in rows}
+    if "" in names or len(names) != 1:
+        problems.append(f"{path}: assessor: every row names the same assessor (got {sorted(names)}); fill in "
+                        "`assessor` on each row with who audited it")  # fmt: skip
+    seen: set[str] = set()
+    for r in rows:
+        if r["id"] in seen:
+            problems.append(f"{path}: id: {r['id']!r} twice; one verdict per entry")
+        seen.add(r["id"])
+    if problems:
+        raise UsageError("\n".join([f"audit verdicts have {len(problems)} problem(s):", *problems]))
+    return names.pop(), rows
+
+
+ADJUDICATION_FIELDS = ("id", "verdict", "reason", "adjudicator")
+
+
+def read_adjudication(path: Path, disagreements: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The adjudicator's verdicts on the entries the two assessors disagreed on: one row per disagreement
+    (``id``, ``verdict``, ``reason``, ``adjudicator``), none for an entry they agreed on. id -> row."""
+    problems: list[str] = []
+    out: dict[str, dict[str, Any]] = {}
+    wanted = set(disagreements)
+    for lineno, rec, problem in scan_jsonl(path):
+        where = f"{path}:{lineno}"
+        if problem is not None:
+            problems.append(f"{where}: (json): {problem}")
+            continue
+        if rec.get("id") not in wanted:
+            problems.append(f"{where}: id: {rec.get('id')!r} is not an entry the assessors disagreed on")
+        _check_verdict(rec, where, problems)
+        if not str(rec.get("reason") or "").strip():
+            problems.append(f"{where}: reason: an adjudication gives its reason, OK included")
+        if not str(rec.get("adjudicator") or "").strip():
+            problems.append(f"{where}: adjudicator: name who adjudicated")
+        out[str(rec.get("id"))] = rec
+    unresolved = sorted(wanted - set(out))
+    if unresolved:
+        problems.append(f"{path}: not adjudicated: {', '.join(unresolved)}")
+    if problems:
+        raise UsageError("\n".join([f"audit adjudication has {len(problems)} problem(s):", *problems]))
+    return out

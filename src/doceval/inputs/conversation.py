@@ -20,6 +20,9 @@ MIN_TURNS = 2
 CONVERSATION_FIELDS = ("id", "split", "kind", "turns")
 # Fields a turn takes from its conversation: problems with them are reported once, on the conversation.
 FROM_CONVERSATION = ("id", "split")
+# A needs_memory turn's optional rewrite as a question of its own (docs/design.md section 3): what the standalone
+# replay asks in its place. Kept in the turn entry's ``extra``; read through doceval.inputs.standalone.
+STANDALONE = "standalone"
 
 Report = Callable[[str, str], None]
 
@@ -128,6 +131,7 @@ def _turn_of(conversation: dict[str, Any], number: int, turn: Any, report: Repor
     elif number == 1 and needs_memory:
         report(f"{where}.needs_memory", "the first turn has no earlier turn to need: set it to false")
         ok = False
+    ok = _check_standalone(turn, where, needs_memory is True, report) and ok
     if not ok:
         return None
     record = {name: value for name, value in turn.items() if name != "needs_memory"}
@@ -137,6 +141,25 @@ def _turn_of(conversation: dict[str, Any], number: int, turn: Any, report: Repor
     if "split" in conversation:
         record["split"] = conversation["split"]
     return Turn(number, record, needs_memory is True)
+
+
+def _check_standalone(turn: dict[str, Any], where: str, needs_memory: bool, report: Report) -> bool:
+    """``standalone`` (optional): the question a user would ask with no history, on a needs_memory turn only."""
+    if STANDALONE not in turn:
+        return True
+    text = turn[STANDALONE]
+    if not isinstance(text, str) or not text.strip():
+        report(f"{where}.{STANDALONE}", f"must be a non-empty string (the question asked with no history), got "
+                                        f"{text!r}")  # fmt: skip
+        return False
+    if not needs_memory:
+        report(
+            f"{where}.{STANDALONE}",
+            "a turn that needs no memory is already its own standalone question: remove it (a standalone "
+            "rewrite belongs to needs_memory turns)",
+        )
+        return False
+    return True
 
 
 def conversation_extra(rec: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,14 @@ _MEMORY = (
     ("memory_benefit", "Memory benefit", ("with_memory", "memory_reset", "benefit"),
      "on turns that need memory: the metric with the conversation's memory minus the metric with memory reset "
      "before the turn (two replays, paired by turn)"),
+    ("standalone_ceiling", "Standalone ceiling", ("standalone", "memory_reset", "ceiling"),
+     "on turns that need memory: the metric when the turn is asked as its standalone rewrite (the question a "
+     "user would ask with no history, at its own pin) minus the metric with memory reset: what a perfect memory "
+     "could recover"),
+    ("memory_recovery", "Memory recovery", ("benefit", "ceiling", "recovery"),
+     "memory benefit / standalone ceiling over the turns all three replays scored: 1, memory does as well as a "
+     "self-contained question; 0, no better than the bare follow-up. Interval: the ratios not rejected by the "
+     "paired conversation-resampling interval of benefit - ratio x ceiling (Fieller's construction)"),
     ("memory_leak", "Memory leak", ("isolated", "warm_memory", "leak"),
      "on turns that need no memory: the metric isolated minus the metric under `--warm-memory` (memory from "
      "other conversations, golden-set order); positive: memory from elsewhere made turns worse"),
@@ -90,6 +98,7 @@ def _per_conversation(per: Mapping[str, Any]) -> list[str]:
 def _memory_table(block: Mapping[str, Any], labels: tuple[str, str, str]) -> list[str]:
     first, second, change = labels
     rows = []
+    reasons: dict[str, list[str]] = {}  # why a figure has no value, or no interval -> the metrics
     for m, row in block.items():
         if not isinstance(row, Mapping):
             continue
@@ -97,7 +106,11 @@ def _memory_table(block: Mapping[str, Any], labels: tuple[str, str, str]) -> lis
         n_turns = row.get("n_turns", row.get("n"))
         if value is None:
             rows.append([md_text(m), "not measured", "-", "-", "-", md_text(n_turns or 0)])
+            if row.get("not_measured"):
+                reasons.setdefault(f"not measured: {row['not_measured']}", []).append(m)
             continue
+        if row.get("interval_note"):
+            reasons.setdefault(f"no interval: {row['interval_note']}", []).append(m)
         rows.append([md_text(m), _num(row.get(first)), _num(row.get(second)),
                      _signed(value) + _ci(row.get("ci95"), signed=True), md_text(row.get("ci_method") or "-"),
                      md_text(n_turns)])  # fmt: skip
@@ -109,7 +122,8 @@ def _memory_table(block: Mapping[str, Any], labels: tuple[str, str, str]) -> lis
         "interval",
         "n",
     ]
-    return _table(header, rows)
+    notes = [f"{', '.join(ms)}: {md_text(why)}." for why, ms in reasons.items()]
+    return [*_table(header, rows), *(["", *notes] if notes else [])]
 
 
 def conversations_section(metrics: Mapping[str, Any]) -> list[str]:

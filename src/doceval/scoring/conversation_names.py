@@ -6,8 +6,10 @@ as flat metrics: one naming for the MLflow run metrics, the gate's thresholds an
   by turn position (1, 2, 3+);
 - ``conversations.needs_memory.<metric>``, ``conversations.no_memory_needed.<metric>``: by ``needs_memory``;
 - ``conversations.all_turns_correct``: the share of conversations with every turn correct;
-- ``conversations.memory_benefit.<metric>``, ``conversations.memory_leak.<metric>``: the memory figures
-  (positive leak: memory from other conversations made the turn worse, so lower is better).
+- ``conversations.memory_benefit.<metric>``, ``conversations.standalone_ceiling.<metric>``,
+  ``conversations.memory_recovery.<metric>``, ``conversations.memory_leak.<metric>``: the memory figures
+  (recovery: benefit / ceiling; positive leak: memory from other conversations made the turn worse, so lower is
+  better).
 """
 
 from __future__ import annotations
@@ -32,9 +34,14 @@ __all__ = [
 PREFIX = "conversations"
 POSITION_GROUPS = {"1": "turn1", "2": "turn2", "3+": "turn3_plus"}  # by_position keys -> name part
 MEMORY_GROUPS = {"true": "needs_memory", "false": "no_memory_needed"}  # by_needs_memory keys -> name part
-# memory_benefit / memory_leak rows: the change is under "benefit" / "leak" (scoring.conversations), or
+# memory figure rows: the value is under "benefit" / "ceiling" / "recovery" / "leak" (scoring.conversations), or
 # "value" in a block written as {metric: {"value", "ci95", "n"}}.
-MEMORY_FIGURES = {"memory_benefit": "benefit", "memory_leak": "leak"}
+MEMORY_FIGURES = {
+    "memory_benefit": "benefit",
+    "standalone_ceiling": "ceiling",
+    "memory_recovery": "recovery",
+    "memory_leak": "leak",
+}
 
 
 class ConversationFigure(NamedTuple):

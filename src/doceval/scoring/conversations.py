@@ -6,7 +6,9 @@ single-question entries (``conversation`` null) are ignored here.
 - per conversation: all turns correct (every turn's failure stage ``ok`` or ``correct_refusal``) and the
   distribution of the first failing turn;
 - the memory benefit (two replays of the same conversations: with the conversation's memory and with memory
-  reset before each turn) and the memory leak (isolated against ``--warm-memory``), paired by turn id.
+  reset before each turn), the standalone ceiling (each needs_memory turn asked as its standalone rewrite,
+  against the reset), memory recovery (benefit / ceiling) and the memory leak (isolated against
+  ``--warm-memory``), paired by turn id.
 
 Turns of one conversation are not independent, so every interval over turns is a cluster bootstrap over whole
 conversations (:func:`doceval.scoring.stats.cluster_bca_ci`; paired: the differences per turn, resampled by
@@ -37,7 +39,11 @@ __all__ = [
     "first_failing_turn",
     "memory_benefit",
     "memory_leak",
+    "memory_recovery",
+    "not_measured_block",
     "position_label",
+    "ratio_interval",
+    "standalone_ceiling",
     "turn_rows",
 ]
 
@@ -274,3 +280,152 @@ def memory_leak(isolated: Sequence[Row], warm: Sequence[Row], settings: ClusterS
     """On turns that do not need memory: the metric isolated minus the metric under ``--warm-memory`` (memory
     from other conversations), paired by turn id; positive = memory from elsewhere made it worse."""
     return _paired_change(isolated, warm, False, ("isolated", "warm_memory", "leak"), settings)
+
+
+def standalone_ceiling(
+    standalone: Sequence[Row], memory_reset: Sequence[Row], settings: ClusterSettings
+) -> dict[str, Any]:
+    """On needs_memory turns: the metric when the turn is asked as its standalone rewrite (a question of its own,
+    at its own pin) minus the metric with memory reset (the bare follow-up alone), paired by turn id: how much a
+    perfect memory could recover. Null where no turn scored in both replays."""
+    return _paired_change(standalone, memory_reset, True, ("standalone", "memory_reset", "ceiling"), settings)
+
+
+RECOVERY_METHOD = "cluster-ratio-inversion"
+# Bounds further out than this are taken as unbounded (the ceiling's interval already excludes 0 by then).
+_RATIO_LIMIT = 1e6
+
+
+def _rows_by_id(rows: Sequence[Row]) -> dict[str, Row]:
+    return {r["id"]: r for r in turn_rows(rows)}
+
+
+class _Untestable(Exception):
+    """The paired interval gives no interval for some ratio (its method says why): nothing to invert."""
+
+
+def _accepts(
+    benefit: Sequence[np.ndarray], ceiling: Sequence[np.ndarray], ratio: float, settings: ClusterSettings
+) -> bool:
+    """Whether the paired interval of benefit - ratio x ceiling (per turn, by conversation; scaled into [-1, 1])
+    holds 0: ratio is a value of benefit / ceiling the data do not reject. :class:`_Untestable` when the paired
+    interval has none."""
+    scale = 1.0 + abs(ratio)
+    diffs = [(b - ratio * c) / scale for b, c in zip(benefit, ceiling, strict=True)]
+    ci, method = cluster_interval(diffs, settings, signed=True)
+    if ci is None:
+        raise _Untestable(str(method))
+    return ci[0] <= 0.0 <= ci[1]
+
+
+def _bound(
+    benefit: Sequence[np.ndarray], ceiling: Sequence[np.ndarray], start: float, sign: float,
+    settings: ClusterSettings,
+) -> float | None:  # fmt: skip
+    """The last ratio on one side of ``start`` (an accepted ratio) that the test accepts: doubling steps out to a
+    rejected one, then bisection to 1e-4. None when none is rejected before :data:`_RATIO_LIMIT`."""
+    inside, step = start, max(1.0, abs(start))
+    while True:
+        outside = start + sign * step
+        if abs(outside) > _RATIO_LIMIT:
+            return None
+        if not _accepts(benefit, ceiling, outside, settings):
+            break
+        inside, step = outside, step * 2
+    while abs(outside - inside) > 1e-4:
+        middle = (inside + outside) / 2
+        if _accepts(benefit, ceiling, middle, settings):
+            inside = middle
+        else:
+            outside = middle
+    return inside
+
+
+def ratio_interval(
+    benefit: Sequence[np.ndarray], ceiling: Sequence[np.ndarray], estimate: float, settings: ClusterSettings
+) -> tuple[list[float] | None, str]:
+    """The 95% interval of mean(benefit) / mean(ceiling) over the same turns (one array per conversation, paired
+    by position), by inverting the paired cluster interval (:func:`cluster_interval`, signed): the ratios R for
+    which the interval of benefit - R x ceiling holds 0 (Fieller's construction with the conversation-resampling
+    interval in place of the normal one). At the true ratio that difference has mean 0, so the ratio interval
+    covers exactly when the difference's interval covers its true mean: it keeps the coverage of the paired
+    interval it inverts. Unbounded when the ceiling's own interval holds 0: (None, why)."""
+    ceiling_ci, method = cluster_interval(ceiling, settings, signed=True)
+    if ceiling_ci is None:
+        return None, f"no interval: the standalone ceiling has none ({method})"
+    if ceiling_ci[0] <= 0.0 <= ceiling_ci[1]:
+        return None, "unbounded: the standalone ceiling's interval includes 0"
+    try:
+        if not _accepts(benefit, ceiling, estimate, settings):
+            return None, "not bounded: the interval of benefit - recovery x ceiling excludes its own estimate"
+        lo = _bound(benefit, ceiling, estimate, -1.0, settings)
+        hi = _bound(benefit, ceiling, estimate, 1.0, settings)
+    except _Untestable as exc:
+        return None, f"no interval: the paired interval of benefit - recovery x ceiling has none ({exc})"
+    if lo is None or hi is None:
+        return None, "unbounded: no ratio far from the estimate is rejected"
+    return [float(lo), float(hi)], RECOVERY_METHOD
+
+
+def _recovery_row(
+    triples: Sequence[tuple[Row, Row, Row]], metric: str, settings: ClusterSettings
+) -> dict[str, Any]:
+    """One metric's recovery over the turns all three replays scored: benefit / ceiling, with its interval."""
+    benefit = _by_conversation(
+        [m for m, _, _ in triples], _difference({m["id"]: r for m, r, _ in triples}, metric)
+    )
+    ceiling = _by_conversation(
+        [s for _, _, s in triples], _difference({s["id"]: r for _, r, s in triples}, metric)
+    )
+    row: dict[str, Any] = {
+        "recovery": None,
+        "benefit": _mean(benefit),
+        "ceiling": _mean(ceiling),
+        "ci95": None,
+        "ci_method": None,
+        "n_turns": len(triples),
+        "n_conversations": len({m["conversation"] for m, _, _ in triples}),
+    }
+    if not triples:
+        return {**row, "not_measured": "no needs_memory turn was scored in all three replays"}
+    if row["ceiling"] == 0.0:
+        return {
+            **row,
+            "not_measured": "the standalone ceiling is 0 on these turns: nothing for memory to recover",
+        }
+    row["recovery"] = row["benefit"] / row["ceiling"]
+    ci, method = ratio_interval(benefit, ceiling, row["recovery"], settings)
+    return {**row, "ci95": ci, "ci_method": method if ci is not None else None,
+            **({"interval_note": method} if ci is None else {})}  # fmt: skip
+
+
+def memory_recovery(
+    with_memory: Sequence[Row],
+    memory_reset: Sequence[Row],
+    standalone: Sequence[Row],
+    settings: ClusterSettings,
+) -> dict[str, Any]:
+    """On needs_memory turns: memory benefit / standalone ceiling, (with memory - reset) / (standalone - reset)
+    over the turns all three replays scored: the share of what a self-contained question gains over the bare
+    follow-up that the system's memory recovers (1: as good as the standalone question; 0: no better than
+    asking without context). Per metric of the ``memory`` tag, with :func:`ratio_interval`."""
+    reset, alone = _rows_by_id(memory_reset), _rows_by_id(standalone)
+    out: dict[str, Any] = {}
+    for metric in names("memory"):
+        triples = [
+            (r, reset[r["id"]], alone[r["id"]])
+            for r in turn_rows(with_memory)
+            if r["needs_memory"] and r["id"] in reset and r["id"] in alone
+        ]
+        triples = [t for t in triples if not any(math.isnan(_score(x, metric)) for x in t)]
+        out[metric] = _recovery_row(triples, metric, settings)
+    return out
+
+
+def not_measured_block(change: str, reason: str) -> dict[str, Any]:
+    """A memory figure's block where its replay did not run (``change``: "ceiling", "recovery"): every metric
+    null, saying why."""
+    return {
+        metric: {change: None, "ci95": None, "ci_method": None, "n_turns": 0, "not_measured": reason}
+        for metric in names("memory")
+    }

@@ -1,15 +1,19 @@
-"""DVC stage `conversations`: the conversation golden set's split (``golden_conversations``), replayed three
-ways with the same system and floors, -> eval/conversations/summary.json + a flat metrics.json.
+"""DVC stage `conversations` (and `doceval conversations OVERRIDES`): the conversation golden set's split
+(``golden_conversations``), replayed four ways with the same system and floors, -> eval/conversations/.
 
 1. with memory (the run reported): one memory or session per conversation, reset between conversations;
 2. ``--memory-reset needs_memory``: each needs_memory turn asked without its conversation's context;
-3. ``--warm-memory``: one memory for the whole run, conversations in golden-set order.
+3. ``--memory-reset standalone``: each needs_memory turn asked as its standalone rewrite, at its own pin (only
+   when every needs_memory turn of the split has one; otherwise recovery is "not measured", saying why);
+4. ``--warm-memory``: one memory for the whole run, conversations in golden-set order.
 
 The summary is the first replay's, with ``metrics.conversations.memory_benefit`` (1 against 2, on needs_memory
-turns) and ``memory_leak`` (1 against 3, on the other turns), each with its paired cluster interval, and
-``replays`` naming the other two runs. The retrieve stage caches the single-question set's candidates only:
-doceval's agent retrieves the conversations live (dense over 2 x the turns of the split, seconds), since a
-reset turn is searched with another query and pin than the same turn with memory.
+turns), ``standalone_ceiling`` (3 against 2), ``memory_recovery`` (benefit / ceiling) and ``memory_leak`` (1
+against 4, on the other turns), each with its paired cluster interval, and ``replays`` naming the other runs.
+Every replay is kept beside it (``replays/{memory_reset,warm_memory,standalone}.json``: the replay's summary,
+its per-turn rows in ``entries``), so each figure can be recomputed from the files. The retrieve stage caches the
+single-question set's candidates only: doceval's agent retrieves the conversations live (dense over the turns
+of the split per replay, seconds), since a reset or standalone turn is searched with another query and pin.
 """
 
 from __future__ import annotations
@@ -20,18 +24,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doceval import tracking
-from doceval.common.io import check_writable, write_json_atomic
+from doceval.common.io import atomic_dir, check_writable, output_folder, write_json_atomic
 from doceval.errors import UsageError
 from doceval.harness.evaluate import EvalOptions, evaluate
-from doceval.harness.plan import plan_run, retrieve_live
+from doceval.harness.plan import RunPlan, plan_run, retrieve_live
 from doceval.inputs.configured import refuse_stage_overlap
+from doceval.inputs.standalone import missing_standalone, standalone_entries
 from doceval.scoring.conversation_names import conversation_figures
-from doceval.scoring.conversations import ClusterSettings, memory_benefit, memory_leak
+from doceval.scoring.conversations import (
+    ClusterSettings,
+    memory_benefit,
+    memory_leak,
+    memory_recovery,
+    not_measured_block,
+    standalone_ceiling,
+)
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
 
 FOLDER = "conversations"  # under paths.eval
+REPLAYS = ("memory_reset", "warm_memory", "standalone")  # replays/<name>.json beside summary.json
+KEY = "golden_conversations"  # the config key naming the conversation set
 
 
 def _replay_record(summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -39,9 +53,55 @@ def _replay_record(summary: Mapping[str, Any]) -> dict[str, Any]:
     return {"run_key": recorded["run_key"], "memory": recorded["memory"], "complete": summary["complete"]}
 
 
-def replay_conversations(cfg: Config, options: EvalOptions) -> dict[str, Any]:
-    """The with-memory summary of ``options``' golden set and split, its conversations block holding the
-    memory benefit and leak measured from the reset and warm replays (same plan, floors and system)."""
+def conversation_golden(cfg: Config) -> Path:
+    """The conversation set ``golden_conversations`` names, or a UsageError naming that key and the fix."""
+    fix = (
+        f"set {KEY} to your conversation set: `doceval init DIR --conversations FILE` for a new project, the same "
+        f"on an existing one to add it, or `{KEY}=PATH` in doceval.yaml's overrides then `doceval params` "
+        "(format: docs/design.md section 3)"
+    )
+    if cfg.golden_conversations is None:
+        raise UsageError(f"{KEY} is not set (null): this project has no conversation set; {fix}")
+    path = Path(cfg.golden_conversations)
+    if path.is_dir():
+        raise UsageError(f"{KEY}={path}: is a directory, not a conversation set; name its JSONL file ({fix})")
+    if not path.is_file():
+        raise UsageError(f"{KEY}={path}: no such file; {fix}")
+    return path
+
+
+def _standalone_plan(plan: RunPlan) -> RunPlan:
+    """The plan of the standalone replay: the needs_memory turns ask their rewrites (retrieved again by doceval's
+    agent, whose candidates were searched with the follow-ups)."""
+    return dataclasses.replace(
+        plan,
+        entries=standalone_entries(plan.entries),
+        all_entries=standalone_entries(plan.all_entries),
+        awaits_retrieval=plan.agent is None,
+    )
+
+
+def _standalone_gap(plan: RunPlan) -> str | None:
+    """Why the standalone replay cannot run (needs_memory turns of the split without a rewrite), or None."""
+    needing = [e for e in plan.entries if e.conversation is not None and e.needs_memory]
+    missing = missing_standalone(needing)
+    if not needing:
+        return "the split has no needs_memory turn"
+    if missing:
+        return (
+            f"{len(missing)} of {len(needing)} needs_memory turns of {plan.golden_path} have no standalone rewrite "
+            f"(e.g. {missing[0]}); add `standalone` to each (docs/design.md section 3)"
+        )
+    return None
+
+
+def replay_conversations(
+    cfg: Config, options: EvalOptions
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The with-memory summary of ``options``' golden set and split, its conversations block holding memory
+    benefit, standalone ceiling, memory recovery and leak from the other replays (same plan, floors and system),
+    and the other replays' summaries by name (:data:`REPLAYS`; a standalone replay that could not run is
+    ``{"not_measured": why, "entries": []}``)."""
     if options.warm_memory or options.memory_reset or not cfg.memory.isolate:
         raise UsageError(
             "the conversation replays set memory themselves (with memory, --memory-reset, --warm-memory): "
@@ -51,8 +111,8 @@ def replay_conversations(cfg: Config, options: EvalOptions) -> dict[str, Any]:
     if not plan.conversations():
         split = "every split" if plan.split is None else f"split {plan.split!r}"
         raise UsageError(
-            f"{plan.golden_path}: {split} holds no conversation (an entry with turns); point "
-            "golden_conversations (conf/config.yaml) at a conversation golden set (data/golden/README.md)"
+            f"{plan.golden_path}: {split} holds no conversation (an entry with turns); point {KEY} at a "
+            "conversation golden set (docs/design.md section 3, data/golden/README.md)"
         )
     summary = evaluate(cfg, options, plan)
     reset_options = dataclasses.replace(options, memory_reset=True)
@@ -60,13 +120,30 @@ def replay_conversations(cfg: Config, options: EvalOptions) -> dict[str, Any]:
     reset_plan = plan if plan.agent is not None else dataclasses.replace(plan, awaits_retrieval=True)
     reset = evaluate(cfg, reset_options, retrieve_live(cfg, reset_options, reset_plan))
     warm = evaluate(cfg, dataclasses.replace(options, warm_memory=True), plan)
+    gap = _standalone_gap(plan)
+    alone: dict[str, Any] = {"not_measured": gap, "entries": []}
+    if gap is None:
+        alone_options = dataclasses.replace(options, memory_reset=True, standalone=True)
+        alone = evaluate(cfg, alone_options, retrieve_live(cfg, alone_options, _standalone_plan(plan)))
     settings = ClusterSettings.of_summary(summary)
     block = summary["metrics"]["conversations"]
     block["memory_benefit"] = memory_benefit(summary["entries"], reset["entries"], settings)
+    if gap is None:
+        block["standalone_ceiling"] = standalone_ceiling(alone["entries"], reset["entries"], settings)
+        block["memory_recovery"] = memory_recovery(
+            summary["entries"], reset["entries"], alone["entries"], settings
+        )
+    else:
+        block["standalone_ceiling"] = not_measured_block("ceiling", gap)
+        block["memory_recovery"] = not_measured_block("recovery", gap)
     block["memory_leak"] = memory_leak(summary["entries"], warm["entries"], settings)
-    block["replays"] = {"memory_reset": _replay_record(reset), "warm_memory": _replay_record(warm)}
-    summary["complete"] = all(s["complete"] for s in (summary, reset, warm))
-    return summary
+    block["replays"] = {
+        "memory_reset": _replay_record(reset),
+        "warm_memory": _replay_record(warm),
+        "standalone": _replay_record(alone) if gap is None else {"not_measured": gap},
+    }
+    summary["complete"] = all(s["complete"] for s in (summary, reset, warm)) and alone.get("complete", True)
+    return summary, {"memory_reset": reset, "warm_memory": warm, "standalone": alone}
 
 
 def flat_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
@@ -87,22 +164,35 @@ def flat_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
-    """Write ``<paths.eval>/conversations/{summary,metrics}.json`` for the configured split of
-    ``golden_conversations`` (floors as configured: the calibrate stage's, fit on the single-question
+def output_dir(cfg: Config, out: Path | None = None) -> Path:
+    """Where the stage writes: ``out``, or ``<paths.eval>/conversations``."""
+    return out if out is not None else Path(cfg.paths.eval) / FOLDER
+
+
+def run(cfg: Config, progress: bool = True, out: Path | None = None) -> dict[str, Any]:
+    """Write ``summary.json``, ``metrics.json`` and ``replays/`` into :func:`output_dir` for the configured split
+    of ``golden_conversations`` (floors as configured: the calibrate stage's, fit on the single-question
     calibration split)."""
-    out = Path(cfg.paths.eval) / FOLDER
-    fix = f"make {out} writable, or set paths.eval to a writable folder (conf/, then `doceval params`)"
+    folder = output_dir(cfg, out)
+    fix = f"make {folder} writable, or set paths.eval to a writable folder (conf/, then `doceval params`)"
     for name in ("summary.json", "metrics.json"):
-        check_writable(out / name, str(out / name), fix)
-    refuse_stage_overlap(cfg, [("the conversations folder (paths.eval)", out)])
+        check_writable(folder / name, str(folder / name), fix)
+    refuse_stage_overlap(cfg, [("the conversations folder (paths.eval)", folder)])
+    output_folder(folder / "replays", str(folder / "replays"), fix)
+    golden = conversation_golden(cfg)
     tracking.check_configured(cfg)
-    summary = replay_conversations(cfg, EvalOptions(golden=Path(cfg.golden_conversations), progress=progress))
-    write_json_atomic(out / "summary.json", summary)
-    write_json_atomic(out / "metrics.json", flat_metrics(summary))
+    summary, replays = replay_conversations(cfg, EvalOptions(golden=golden, progress=progress))
+    with atomic_dir(folder / "replays") as tmp:
+        for name in REPLAYS:
+            write_json_atomic(tmp / f"{name}.json", replays[name])
+    write_json_atomic(folder / "summary.json", summary)
+    write_json_atomic(folder / "metrics.json", flat_metrics(summary))
     return summary
 
 
-def track(cfg: Config, summary: Mapping[str, Any]) -> str | None:
-    """Log the with-memory run (its conversations block holds the memory figures)."""
-    return tracking.log_configured_run(cfg, summary, {}, run_name=None, tags={"stage": FOLDER})
+def track(cfg: Config, summary: Mapping[str, Any], out: Path | None = None) -> str | None:
+    """Log the with-memory run (its conversations block holds the memory figures), with the replays' files as
+    its ``replays/`` artifacts."""
+    replays = output_dir(cfg, out) / "replays"
+    artifacts = {"replays": replays} if replays.is_dir() else {}
+    return tracking.log_configured_run(cfg, summary, artifacts, run_name=None, tags={"stage": FOLDER})

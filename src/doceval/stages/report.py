@@ -6,11 +6,14 @@ anything is read and written atomically (a temporary sibling renamed over it): r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doceval.common.hints import stage_command
 from doceval.common.io import check_writable, read_json, write_text_atomic
+from doceval.common.naming import floors_label, system_label
+from doceval.common.text import md_text
 from doceval.results.ann_md import ann_lines
 from doceval.results.conversations_md import conversations_section
 from doceval.results.gating import GateResult, gate
@@ -56,17 +59,41 @@ def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
-def conversation_lines(summary: dict[str, Any]) -> list[str]:
-    """The conversations stage's section: its split and golden set, then the conversation figures."""
-    section = conversations_section(summary["metrics"])
-    if not section:
-        return []
-    recorded = summary["config"]
-    where = (
-        f"`{recorded['golden']['path']}`, split `{recorded['split'] or 'all'}`, k = {recorded['k']}, replayed by the "
-        "conversations stage with the calibrated floors (`eval/conversations/`)."
+def produced_by(recorded: Mapping[str, Any], source: str) -> str:
+    """One line saying which run a section's figures come from, read from that run's recorded ``config``: the
+    system under test, the floors, the golden set (path and md5), split and k, and the file read."""
+    golden = recorded.get("golden") or {}
+    split = recorded.get("split")
+    return (
+        f"From `{md_text(source)}`: system under test `{md_text(system_label(recorded))}`, floors "
+        f"`{md_text(floors_label(recorded.get('floors') or {}))}`, golden set `{md_text(golden.get('path'))}` "
+        f"(md5 `{md_text(golden.get('md5'))}`), split `{md_text(split or 'all')}`, k = {md_text(recorded.get('k'))}."
     )
-    return [*section[:3], where, "", *section[3:]]
+
+
+def _with_source(section: list[str], line: str) -> list[str]:
+    """A section (["", "## Title", "", ...]) with ``line`` right under its title."""
+    return [*section[:3], line, "", *section[3:]] if section else []
+
+
+def conversation_lines(summary: dict[str, Any], source: Path) -> list[str]:
+    """The conversations stage's section, saying which run produced it (its own system, floors, golden set and
+    split: another system than the headline's when the conversations were replayed with other overrides)."""
+    section = conversations_section(summary["metrics"])
+    return _with_source(section, produced_by(summary["config"], str(source)))
+
+
+def report_inputs(out: Path) -> dict[str, Path]:
+    """Every file the report reads, by what it is (paths under ``paths.eval``): the report stage depends on each
+    (dvc.yaml, and the stage ``doceval init`` writes, where the project produces it)."""
+    return {
+        "summary": out / "summary.json",
+        "floors": out / "calibration" / "floors.json",
+        "tradeoff": out / "tradeoff" / "tradeoff.json",
+        "ann": out / "ann_vs_exact.json",
+        "conversations": out / "conversations" / "summary.json",
+        "judge": out / "judge" / "reference.json",
+    }
 
 
 def run(cfg: Config) -> tuple[Path, GateResult]:
@@ -77,24 +104,28 @@ def run(cfg: Config) -> tuple[Path, GateResult]:
         str(report),
         f"make {report.parent} writable, or set paths.eval to a writable folder (conf/, then `doceval params`)",
     )
-    summary = load_summary(out / "summary.json")
-    floors_file = out / "calibration" / "floors.json"
+    files = report_inputs(out)
+    summary = load_summary(files["summary"])
+    floors_file = files["floors"]
     calibration = read_json(floors_file, "calibrated floors") if floors_file.is_file() else None
     verdict = gate(summary, cfg.gate)
     lines = [render_report(summary, calibration).rstrip()]
-    trade = out / "tradeoff" / "tradeoff.json"
+    # The evaluate stage writes the trade-off and "ANN vs exact" from the headline's own run.
+    headline = produced_by(summary["config"], f"{files['summary']} (the evaluate stage's run)")
+    trade = files["tradeoff"]
     if trade.is_file():
-        lines += tradeoff_lines(
+        lines += _with_source(tradeoff_lines(
             read_json(trade, "refusal trade-off", rerun=stage_command("evaluate")), calibration, summary
-        )
-    ann = out / "ann_vs_exact.json"
+        ), headline)  # fmt: skip
+    ann = files["ann"]
     if ann.is_file():
-        lines += ann_lines(read_json(ann, "ANN vs exact", rerun=stage_command("evaluate")))
-    conversations = out / "conversations" / "summary.json"
+        lines += _with_source(
+            ann_lines(read_json(ann, "ANN vs exact", rerun=stage_command("evaluate"))), headline
+        )
+    conversations = files["conversations"]
     if conversations.is_file():
-        # The conversations stage's test split (doceval's agent with memory; memory benefit and leak).
-        lines += conversation_lines(load_summary(conversations))
-    validation = out / "judge" / "reference.json"
+        lines += conversation_lines(load_summary(conversations), conversations)
+    validation = files["judge"]
     if validation.is_file():
         lines += judge_agreement_lines(
             read_json(validation, "judge validation", rerun=stage_command("judge"))

@@ -1,0 +1,146 @@
+"""The conversation set's second audit (issue 41, item 4), prepared for two assessors: `doceval golden audit --all`
+writes a sheet of every turn with its conversation's context and a blank assessor column, and `--verdicts A
+--verdicts B --adjudication FILE` reads both filled sheets and the adjudication of their disagreements into the
+audit table's WRONG rate and Wilson bound. Checked on a small fixture here; over the real verdict files once the
+assessors have filled them (data/golden/README.md, "The second conversation audit")."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_memory_recovery import standalone_lines
+
+from doceval.cli.main import main
+from doceval.inputs.golden import parse_golden
+
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
+SHEETS = [GOLDEN / "audit" / f"conversations-2.{name}.jsonl" for name in ("A", "B")]
+ADJUDICATION = GOLDEN / "audit" / "conversations-2.adjudication.jsonl"
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def wilson_by_hand(wrong: int, n: int) -> tuple[float, float]:
+    """The Wilson score interval at 95% (z = 1.959964), written out."""
+    z, p = 1.959964, wrong / n
+    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, (centre - half) / (1 + z * z / n)), min(1.0, (centre + half) / (1 + z * z / n))
+
+
+def final_verdicts(
+    a: list[dict[str, Any]], b: list[dict[str, Any]], ruling: list[dict[str, Any]]
+) -> dict[str, str]:
+    """Each entry's verdict: the assessors' when they agree, the adjudicator's when not."""
+    other, adjudicated = {r["id"]: r["verdict"] for r in b}, {r["id"]: r["verdict"] for r in ruling}
+    return {r["id"]: r["verdict"] if r["verdict"] == other[r["id"]] else adjudicated[r["id"]] for r in a}
+
+
+@pytest.fixture
+def sheets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    (tmp_path / "conv.jsonl").write_text(standalone_lines(), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    for name in ("A", "B"):
+        assert main(["golden", "audit", "conv.jsonl", "--all", "--out", f"{name}.jsonl"]) == 0
+    return tmp_path
+
+
+def test_the_sheet_holds_every_turn_with_its_conversation_and_blank_verdicts(sheets: Path) -> None:
+    rows = _read(sheets / "A.jsonl")
+    assert [r["id"] for r in rows] == ["conv-a#1", "conv-a#2", "conv-b#1", "conv-b#2", "conv-b#3"]
+    assert all(r["verdict"] is None and r["reason"] is None and r["assessor"] is None for r in rows)
+    turn = rows[1]
+    assert (turn["start_pin"], turn["pin"], turn["needs_memory"]) == (
+        "pydantic@2.8.2",
+        "pydantic@1.10.17",
+        True,
+    )
+    assert turn["standalone"] == "How do I convert a pydantic 1.10 model to a dict?"
+    assert turn["earlier_turns"] == [{"turn": 1, "question": "How do I convert a model to a dict?",
+                                      "pin": "pydantic@2.8.2", "reference_answer": "Call it."}]  # fmt: skip
+    for key in (
+        "relevant_ids",
+        "grades",
+        "reference_answer",
+        "expected_apis",
+        "expected_any",
+        "forbidden_apis",
+    ):
+        assert key in turn
+
+
+def _fill(path: Path, assessor: str, verdicts: dict[str, str]) -> None:
+    rows = _read(path)
+    for r in rows:
+        r["verdict"], r["assessor"] = verdicts.get(r["id"], "OK"), assessor
+        r["reason"] = None if r["verdict"] == "OK" else f"{assessor}: why"
+    _write(path, rows)
+
+
+def test_two_assessors_and_an_adjudication_give_the_audit_table_s_figures(
+    sheets: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fill(sheets / "A.jsonl", "assessor A", {"conv-a#2": "WRONG", "conv-b#3": "MINOR"})
+    _fill(sheets / "B.jsonl", "assessor B", {"conv-a#2": "WRONG", "conv-b#2": "WRONG"})
+    args = ["golden", "audit", "conv.jsonl", "--verdicts", "A.jsonl", "--verdicts", "B.jsonl"]
+    capsys.readouterr()
+    assert main(args) == 2  # two disagreements, no adjudication
+    assert "disagree on 2 entries (conv-b#2, conv-b#3)" in capsys.readouterr().err
+    ruling = [{"id": "conv-b#2", "verdict": "OK", "reason": "the rewrite names 1.10.17", "adjudicator": "lead"},
+              {"id": "conv-b#3", "verdict": "MINOR", "reason": "clumsy reference", "adjudicator": "lead"}]  # fmt: skip
+    _write(sheets / "adj.jsonl", ruling)
+    assert main([*args, "--adjudication", "adj.jsonl"]) == 0
+    out = capsys.readouterr().out
+    final = final_verdicts(_read(sheets / "A.jsonl"), _read(sheets / "B.jsonl"), ruling)
+    wrong, n = sum(v == "WRONG" for v in final.values()), len(final)
+    lo, hi = wilson_by_hand(wrong, n)
+    assert (wrong, n) == (1, 5)
+    assert f"label error rate (WRONG): {wrong / n:.1%} (95% Wilson interval {lo:.1%} to {hi:.1%})" in out
+    assert "same verdict on 3 of 5" in out and "adjudicated: 2 (conv-b#2, conv-b#3)" in out
+    assert "target (WRONG at most 2%, upper bound at most 5%): not met" in out
+    # A ruling on a row the assessors agreed on, an assessor named twice: exit 2 naming the problem.
+    _write(
+        sheets / "adj.jsonl",
+        [*ruling, {"id": "conv-a#2", "verdict": "OK", "reason": "x", "adjudicator": "l"}],
+    )
+    assert main([*args, "--adjudication", "adj.jsonl"]) == 2
+    assert "'conv-a#2' is not an entry the assessors disagreed on" in capsys.readouterr().err
+    _fill(sheets / "B.jsonl", "assessor A", {})
+    assert main([*args, "--adjudication", "adj.jsonl"]) == 2
+    assert "both name assessor 'assessor A'" in capsys.readouterr().err
+
+
+def test_the_real_second_audit_meets_its_target_and_matches_the_readme(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    a, b = (_read(p) for p in SHEETS)
+    blank = sum(r["verdict"] is None for r in (*a, *b))
+    if blank:
+        pytest.skip(
+            f"the second conversation audit is prepared, not done: {blank} of {len(a) + len(b)} verdicts in "
+            f"{SHEETS[0].name} and {SHEETS[1].name} are blank (the assessors fill them: data/golden/README.md)"
+        )
+    turns = [e.id for e in parse_golden(GOLDEN / "conversations.jsonl")]
+    assert sorted(r["id"] for r in a) == sorted(r["id"] for r in b) == sorted(turns) and len(turns) >= 144
+    ruling = _read(ADJUDICATION)
+    final = final_verdicts(a, b, ruling)
+    wrong, n = sum(v == "WRONG" for v in final.values()), len(final)
+    lo, hi = wilson_by_hand(wrong, n)
+    assert wrong / n <= 0.02 and hi <= 0.05, (wrong, n, hi)
+    argv = ["golden", "audit", str(GOLDEN / "conversations.jsonl"), "--verdicts", str(SHEETS[0]),
+            "--verdicts", str(SHEETS[1]), "--adjudication", str(ADJUDICATION)]  # fmt: skip
+    assert main(argv) == 0
+    assert f"{wrong / n:.1%} (95% Wilson interval {lo:.1%} to {hi:.1%})" in capsys.readouterr().out
+    readme = (GOLDEN / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.splitlines() if line.startswith("| **second audit**"))
+    assert re.search(rf"\b{wrong} of {n}\b", row) and f"{wrong / n:.1%} ({lo:.1%}–{hi:.1%})" in row, row
