@@ -503,7 +503,7 @@ def test_cli_compare_pass_no_gate_and_plot(files: tuple[Path, Path], tmp_path: P
     base, new = files
     easy = _yaml(tmp_path / "easy.yaml", "thresholds: {hit_rate: 0.7}\n")
     assert cli_main(["compare", str(base), str(new), "--gate", str(easy)]) == 0
-    assert capsys.readouterr().out.rstrip().endswith("CI gate (hit_rate >= 0.70): PASS")
+    assert capsys.readouterr().out.rstrip().endswith(f"CI gate (hit_rate >= 0.70): PASS\n  rules from: {easy}")
     plot = tmp_path / "cmp.png"
     assert cli_main(["compare", str(base), str(new), "--no-gate", "--plot", str(plot)]) == 0
     assert "CI gate" not in capsys.readouterr().out and plot.stat().st_size > 0
@@ -538,7 +538,9 @@ def test_cli_gate_exit_codes(files: tuple[Path, Path], tmp_path: Path, capsys: A
     assert "short by 0.5000" in out
     ok = _yaml(tmp_path / "ok.yaml", "thresholds: {hit_rate: 0.5, refused_correctly: 1.0}\n")
     assert cli_main(["gate", str(base), "--config", str(ok)]) == 0
-    assert capsys.readouterr().out.strip() == "CI gate (hit_rate >= 0.50 and refused_correctly >= 1.00): PASS"
+    assert capsys.readouterr().out.strip() == (
+        f"CI gate (hit_rate >= 0.50 and refused_correctly >= 1.00): PASS\n  rules from: {ok}"
+    )
     nonreg = _yaml(tmp_path / "nr.yaml", "thresholds: {hit_rate: 0.0}\n"
                    "non_regression: {enabled: true, tolerance: 0.02, metrics: [hit_rate, mrr]}\n")  # fmt: skip
     assert cli_main(["gate", str(base), "--config", str(nonreg), "--baseline", str(new)]) == 3

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from doceval.config.compose import compose, find_conf_dir, load_params
+from doceval.config.compose import compose, load_params
 from doceval.config.schema import Config, Gate, RetrieverFunction
 from doceval.errors import UsageError
 from doceval.harness.evaluate import evaluate as evaluate_config
@@ -275,7 +275,7 @@ def gate(
     off), or a gate ``config``: a :class:`~doceval.config.schema.Gate` (``cfg.gate`` of a composed config), a
     whole :class:`~doceval.config.schema.Config` (its gate), a mapping written like conf/gate/default.yaml
     (checked as a gate file is), or the path of a conf/gate YAML file or of a params.yaml (its ``gate`` block);
-    default: conf/gate/default.yaml."""
+    default: the gate composed from conf/ + doceval.yaml, as ``doceval gate`` applies it."""
     if thresholds is not None and not isinstance(thresholds, Mapping):
         raise _bad(
             "gate", "thresholds", thresholds, "a mapping of metric name to number", "{'hit_rate': 0.6}"
@@ -294,7 +294,7 @@ def _gate_config(
     if thresholds is not None:
         return check_gate_config({"thresholds": dict(thresholds), "non_regression": {"enabled": False}})
     if config is None:
-        return load_gate_config(find_conf_dir() / "gate" / "default.yaml")
+        return compose([]).gate
     if isinstance(config, Gate):
         return config
     if isinstance(config, Config):

@@ -49,6 +49,13 @@ def _metric_names() -> tuple[str, ...]:
     return METRIC_NAMES
 
 
+def _threshold_names() -> tuple[str, ...]:
+    # lazy: start-up, as above. A threshold may name a conversation figure too (docs/design.md 8.3).
+    from doceval.scoring.conversation_names import conversation_metric_names
+
+    return _metric_names() + conversation_metric_names()
+
+
 # The calibration objectives by name (docs/design.md 5.3). Declared here, at the edge, so validation needs no
 # harness import; doceval.harness.floor_search defines one objective per name and checks the two agree at import.
 OBJECTIVE_NAMES = (
@@ -329,7 +336,7 @@ class Drift:
 
 @dataclass(frozen=True, kw_only=True)
 class Gate:
-    thresholds: Mapping[str, float] = spec(keys=_metric_names, ge=0, le=1)
+    thresholds: Mapping[str, float] = spec(keys=_threshold_names, ge=0, le=1)
     max_system_errors: int = spec(ge=0, example="0")  # more entries with a system error: the gate fails
     non_regression: NonRegression = spec()
     drift: Drift = spec()

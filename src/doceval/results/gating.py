@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from doceval.config import schema
+from doceval.config.compose import check_config
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.results.comparison import compare
@@ -51,6 +52,7 @@ class GateResult:
     failures: list[GateFailure]
     conditions: list[str]
     notes: list[str] = field(default_factory=list)
+    source: str = "the gate passed in"  # where the rules came from (a file, or conf/gate + doceval.yaml)
 
 
 def _fmt_threshold(v: float) -> str:
@@ -59,7 +61,9 @@ def _fmt_threshold(v: float) -> str:
 
 
 def load_gate_config(path: str | Path) -> schema.Gate:
-    """A gate config YAML (``conf/gate/*.yaml``, or a params.yaml with a ``gate`` block), checked."""
+    """A gate config YAML (``conf/gate/*.yaml``, or a params.yaml with a ``gate`` block), checked by the schema
+    and range rules of the composed ``gate`` block (thresholds in [0, 1], known keys and types; keys left out
+    take :func:`check_gate_config`'s defaults), then as every gate is."""
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"{p}: gate config not found; pass an existing conf/gate/*.yaml")
@@ -69,7 +73,9 @@ def load_gate_config(path: str | Path) -> schema.Gate:
         raise UsageError(f"{p}: not valid YAML ({exc}); fix the file or pass another gate config") from exc
     if isinstance(data, dict) and "thresholds" not in data and isinstance(data.get("gate"), dict):
         data = data["gate"]
-    return check_gate_config(data, str(p))
+    rules = check_gate_config(data, str(p))  # names first: its messages list the metrics and the patterns
+    check_config({"gate": data}, str(p), complete=False)
+    return rules
 
 
 def check_gate_config(data: schema.Gate | Any, where: str = "gate config") -> schema.Gate:
@@ -232,6 +238,7 @@ def gate(
     *,
     allow_different_k: bool = False,
     history: Sequence[Mapping[str, Any]] | None = None,
+    source: str | None = None,
 ) -> GateResult:
     """Apply thresholds (``>=``; ``<=`` for lower-is-better metrics) and, with a baseline, non-regression.
 
@@ -239,7 +246,8 @@ def gate(
     A summary with no entries fails ("nothing was measured"), and so do one marked ``complete: false`` ("the
     run is incomplete") and one with more system errors than ``max_system_errors``, whatever its metrics say.
     A threshold on a metric the summary does not measure (null) fails as "not measured". A baseline cut at
-    another k is refused (UsageError) unless ``allow_different_k``.
+    another k is refused (UsageError) unless ``allow_different_k``. ``source`` says where the rules came from
+    (printed with the verdict, recorded in JUnit).
     """
     rules = check_gate_config(gate_cfg)
     summary = check_summary(summary, "summary")
@@ -270,7 +278,7 @@ def gate(
             notes += drift_notes
     passed = not failures
     line = f"CI gate ({' and '.join(conditions)}): {'PASS' if passed else 'FAIL'}"
-    return GateResult(passed, line, failures, conditions, notes)
+    return GateResult(passed, line, failures, conditions, notes, source or GateResult.source)
 
 
 def _refuse_unmeasured(rules: schema.Gate, summary: Summary, baseline: Summary | None) -> None:

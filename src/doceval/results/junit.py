@@ -43,6 +43,8 @@ def _system_error_cases(suite: ET.Element, entries: Sequence[Mapping[str, Any]])
 
 def junit_xml(verdict: GateResult, summary: Mapping[str, Any], name: str = "doceval gate") -> str:
     suite = ET.Element("testsuite", name=name)
+    properties = ET.SubElement(suite, "properties")
+    ET.SubElement(properties, "property", name="gate_source", value=verdict.source)
     cases = 0
     failures = 0
     failed_by_condition = {f.condition: f for f in verdict.failures}

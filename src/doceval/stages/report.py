@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from doceval.common.hints import stage_command
 from doceval.common.io import check_writable, read_json, write_text_atomic
+from doceval.common.text import md_code
 from doceval.results.ann_md import ann_lines
 from doceval.results.conversations_md import conversations_section
 from doceval.results.gating import GateResult, gate
@@ -69,7 +70,9 @@ def conversation_lines(summary: dict[str, Any]) -> list[str]:
     return [*section[:3], where, "", *section[3:]]
 
 
-def run(cfg: Config) -> tuple[Path, GateResult]:
+def run(cfg: Config, gate_source: str = "params.yaml") -> tuple[Path, GateResult]:
+    """report.md from the stage outputs under ``paths.eval``, with the verdict of ``cfg.gate`` (its rules from
+    ``gate_source``, as the report prints it)."""
     out = Path(cfg.paths.eval)
     report = out / "report.md"
     check_writable(
@@ -80,7 +83,7 @@ def run(cfg: Config) -> tuple[Path, GateResult]:
     summary = load_summary(out / "summary.json")
     floors_file = out / "calibration" / "floors.json"
     calibration = read_json(floors_file, "calibrated floors") if floors_file.is_file() else None
-    verdict = gate(summary, cfg.gate)
+    verdict = gate(summary, cfg.gate, source=gate_source)
     lines = [render_report(summary, calibration).rstrip()]
     trade = out / "tradeoff" / "tradeoff.json"
     if trade.is_file():
@@ -99,7 +102,7 @@ def run(cfg: Config) -> tuple[Path, GateResult]:
         lines += judge_agreement_lines(
             read_json(validation, "judge validation", rerun=stage_command("judge"))
         )
-    lines += ["", "## Gate", "", f"`{verdict.line}`", ""]
+    lines += ["", "## Gate", "", f"`{verdict.line}`", "", f"Rules from {md_code(verdict.source)}.", ""]
     lines += [f"- {f}" for f in verdict.failures]
     write_text_atomic(report, "\n".join(lines) + "\n")
     return report, verdict
