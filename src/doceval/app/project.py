@@ -66,6 +66,7 @@ def dvc_pipeline(doc_paths: Sequence[str]) -> dict[str, Any]:
     labelled answers a new project has not written."""
     labels = ["${golden}"]
     answer = [
+        "name",  # what the summaries and MLflow call the system under test
         "run",
         "k",
         "retriever",

@@ -42,7 +42,8 @@ def _no_family(args: argparse.Namespace) -> str:
                                                              ("--run-name", args.run_name)) if value)  # fmt: skip
     return (
         f"{picked}: no tracked run with a git commit matches in the {args.split} experiment; the system is the "
-        "name the headline prints after system= (e.g. bm25, function:my_module:retrieve, http:URL); a run's "
+        "name the headline prints after system= (the configured name=, else e.g. bm25, function:my_module:retrieve, "
+        "http:URL, without the port of a loopback URL); a run's "
         "name is shown in the MLflow UI (`doceval eval` names it after its --output file)"
     )
 

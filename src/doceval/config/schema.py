@@ -470,6 +470,10 @@ class Config:
     gate: Gate
     calibration: Calibration
     engine: Engine
+    # What runs call the system under test (docs/design.md 8.7): the `system` tag `doceval history --system`
+    # filters on, the MLflow run name, compare's and report.md's headers, JUnit's suite. null: derived from it.
+    name: str | None = spec(pattern=r"[^\s|`]+(?: [^\s|`]+)*", what="a one-line name (no | or `)",
+                            example="ravel-assistant")  # fmt: skip
     k: int = spec(ge=1, example="5")
     candidates_k: int = spec(ge=1, example="100")
     limit: int | None = spec(ge=1, example="50")

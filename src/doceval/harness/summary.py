@@ -178,6 +178,7 @@ def _config_block(
     }
     meta = plan.candidates.meta if plan.candidates is not None else {}
     return {
+        "name": cfg.name,  # what the user calls the system (null: derived from it, doceval.common.naming)
         "split": plan.split,
         "k": plan.k,
         "limit": plan.limit,

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from doceval.common.naming import system_label
 from doceval.common.table import format_table
 from doceval.common.text import one_line, printable
 from doceval.errors import UsageError
@@ -82,6 +83,8 @@ class CompareResult:
     # conversations (results.conversation_compare): stage changes per turn position, all_turns_correct
     positions: list[PositionChange] = field(default_factory=list)
     all_turns_correct: AllTurnsCorrectChange | None = None
+    # what each run evaluated (doceval.common.naming.system_label: the configured name, else derived)
+    systems: tuple[str, str] = ("?", "?")
 
     def row(self, metric: str) -> MetricChange:
         for r in self.rows:
@@ -136,6 +139,7 @@ def compare(
     return CompareResult(
         base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes, moved,
         position_changes(b_rows, n_rows), all_turns_correct_change(b_rows, n_rows, n_boot=n_boot, seed=seed),
+        (system_label(base["config"]), system_label(new["config"])),
     )  # fmt: skip
 
 
@@ -314,7 +318,8 @@ _HEADER = ("metric", "baseline", "new", "change", "95% CI of change", "p", "p_ho
 def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
     """The side-by-side table, the ``unanswerable:`` lines for NEW, then the gate line. Every line is
     printable (doceval.common.text): a question or id holding an escape sequence is shown, not replayed."""
-    lines = [f"baseline: {result.base_label}", f"new:      {result.new_label}"]
+    b_sys, n_sys = result.systems
+    lines = [f"baseline: {result.base_label} (system {b_sys})", f"new:      {result.new_label} (system {n_sys})"]
     lines += [f"note: {n}" for n in result.notes]
     rows = []
     for r in result.rows:

@@ -41,8 +41,11 @@ def _system_error_cases(suite: ET.Element, entries: Sequence[Mapping[str, Any]])
     return min(len(failed), MAX_ENTRY_CASES)
 
 
-def junit_xml(verdict: GateResult, summary: Mapping[str, Any], name: str = "doceval gate") -> str:
-    suite = ET.Element("testsuite", name=name)
+def junit_xml(verdict: GateResult, summary: Mapping[str, Any], name: str | None = None) -> str:
+    """The verdict as JUnit XML; the suite is named ``name``, else the system's configured ``name`` (what CI
+    lists it as), else "doceval gate"."""
+    named = (summary.get("config") or {}).get("name")
+    suite = ET.Element("testsuite", name=name or (str(named) if named else "doceval gate"))
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(properties, "property", name="gate_source", value=verdict.source)
     cases = 0
