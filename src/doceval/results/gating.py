@@ -18,6 +18,7 @@ from doceval.config.compose import check_config
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.results.comparison import compare
+from doceval.results.power import Detectable, detectable
 from doceval.results.summaries import Summary, check_same_k, check_summary
 from doceval.scoring.conversation_names import (
     conversation_metric_names,
@@ -26,6 +27,7 @@ from doceval.scoring.conversation_names import (
     lower_is_better,
     naming_help,
 )
+from doceval.scoring.aggregate import column
 from doceval.scoring.intervals import holm
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 
@@ -53,6 +55,8 @@ class GateResult:
     conditions: list[str]
     notes: list[str] = field(default_factory=list)
     source: str = "the gate passed in"  # where the rules came from (a file, or conf/gate + doceval.yaml)
+    # significant non-regression: the smallest drop of each metric its test can detect at this n (results.power)
+    detectable: list[Detectable] = field(default_factory=list)
 
 
 def _fmt_threshold(v: float) -> str:
@@ -255,6 +259,7 @@ def gate(
     failures: list[GateFailure] = []
     conditions: list[str] = []
     notes: list[str] = []
+    limits: list[Detectable] = []
     failures += _run_failures(summary, rules.max_system_errors)
     found, conditions = _threshold_failures(rules.thresholds, summary["metrics"])
     failures += found
@@ -263,7 +268,7 @@ def gate(
         if baseline is None:
             notes.append("non_regression is enabled but no baseline summary was given: not checked")
         else:
-            found, cond, nr_notes = _regression_failures(summary, baseline, nr, allow_different_k)
+            found, cond, nr_notes = _regression_failures(summary, baseline, nr, allow_different_k, limits)
             failures += found
             conditions.append(cond)
             notes += nr_notes
@@ -278,7 +283,7 @@ def gate(
             notes += drift_notes
     passed = not failures
     line = f"CI gate ({' and '.join(conditions)}): {'PASS' if passed else 'FAIL'}"
-    return GateResult(passed, line, failures, conditions, notes, source or GateResult.source)
+    return GateResult(passed, line, failures, conditions, notes, source or GateResult.source, limits)
 
 
 def _refuse_unmeasured(rules: schema.Gate, summary: Summary, baseline: Summary | None) -> None:
@@ -327,11 +332,22 @@ def _threshold_failures(
     return failures, conditions
 
 
+def _aligned(baseline: Summary, summary: Summary) -> list[Mapping[str, Any]]:
+    """The baseline's entries in the summary's order (significant mode pairs the same entries: compare checks)."""
+    by_id = {e["id"]: e for e in baseline["entries"]}
+    return [by_id.get(e["id"], {"scores": {}}) for e in summary["entries"]]
+
+
 def _regression_failures(
-    summary: Summary, baseline: Summary, nr: schema.NonRegression, allow_different_k: bool
+    summary: Summary,
+    baseline: Summary,
+    nr: schema.NonRegression,
+    allow_different_k: bool,
+    limits: list[Detectable],
 ) -> tuple[list[GateFailure], str, list[str]]:
     """Non-regression against the baseline: the failures, the condition, and the notes (a different k allowed,
-    a drop the paired test cannot tell from noise in ``significant`` mode)."""
+    a drop the paired test cannot tell from noise in ``significant`` mode, the smallest drop that test can
+    detect at this n, appended to ``limits`` too)."""
     baseline = check_summary(baseline, "baseline")
     notes: list[str] = []
     k_note = check_same_k(baseline, summary, "baseline", "summary", allow_different_k=allow_different_k)
@@ -342,6 +358,11 @@ def _regression_failures(
     if nr.mode == "significant":
         cond += f" (significant at {_fmt_threshold(nr.alpha)}, Holm)"
         p_holm = _paired_p_values(baseline, summary, list(nr.metrics), allow_different_k)
+        power = [detectable(m, column(_aligned(baseline, summary), m), column(summary["entries"], m),
+                            lower_is_better=m in LOWER_IS_BETTER, family=len(nr.metrics), alpha=nr.alpha,
+                            tolerance=nr.tolerance) for m in nr.metrics]  # fmt: skip
+        notes += [d.text() for d in power]
+        limits.extend(power)
     failures: list[GateFailure] = []
     for m in nr.metrics:
         v, b = summary["metrics"].get(m), baseline["metrics"].get(m)
