@@ -5,6 +5,8 @@ Metrics are checked against hand-computed values."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,6 +198,10 @@ def test_a_kwargs_sweep_tunes_the_users_own_evidence_bar(project: Path) -> None:
     (points,) = list((project / "eval" / "sweeps").glob("*/points.csv"))
     text = points.read_text()
     assert "min_score=1" in text and "min_score=4" in text
+    # Each point's n and every metric's 95% interval (issue 40, C9: on main the table and CSV had neither).
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert all(r["n_in_scope"] and r["hit_rate_ci_lo"] and r["hit_rate_ci_hi"] and r["hit_rate_n"] for r in rows)
+    assert float(rows[0]["hit_rate_ci_lo"]) <= float(rows[0]["hit_rate"]) <= float(rows[0]["hit_rate_ci_hi"])
 
 
 def test_an_untagged_golden_set_runs_whole_under_the_default_split(project: Path) -> None:

@@ -247,10 +247,13 @@ def test_format_compare_lines() -> None:
     res = compare(base_summary(), new_summary(), n_boot=500)
     text = format_compare(res, "CI gate (hit_rate >= 0.60): PASS")
     assert _row(text, "hit_rate")[:4] == ["hit_rate", "0.5000", "0.7500", "+0.2500"]
-    assert _row(text, "hit_rate")[-2:] == ["1/3/0", "4"]
+    assert _row(text, "hit_rate")[-3:] == ["1/3/0", "4", "newcombe+mcnemar"]  # each row's own method
     assert _row(text, "mrr")[:4] == ["mrr", "0.3750", "0.5000", "+0.1250"]
     assert _row(text, "refused_correctly")[:4] == ["refused_correctly", "1.0000", "0.5000", "-0.5000"]
-    assert _row(text, "refused_correctly")[-2:] == ["0/1/1", "2"]
+    assert _row(text, "refused_correctly")[-3:] == ["0/1/1", "2", "newcombe+mcnemar"]
+    assert _row(text, "mrr")[-1] == "wilson-bounded+sign-flip"  # too few pairs for BCa: not "paired BCa"
+    assert not [line for line in text.splitlines() if line.startswith("hit_rate_rel1 ")]
+    assert "hit_rate_rel1, recall_rel1, mrr_rel1 not shown: binary judgments" in text
     assert _row(text, "overrefusal_rate")[:4] == ["overrefusal_rate*", "0.2500", "0.0000", "-0.2500"]
     assert _row(text, "answer_accuracy") == [
         "answer_accuracy",
@@ -262,12 +265,13 @@ def test_format_compare_lines() -> None:
         "n/a",
         "-",
         "0",
+        "-",
     ]
     assert _row(text, "hit_rate")[6:8] == ["1.000", "1.000"]  # p and its Holm adjustment next to the interval
     assert "p_holm: Holm-adjusted for the 8 metrics compared." in text
     lines = text.splitlines()
     table = [line for line in lines if not line.startswith("unanswerable:")]  # those hold full doc ids
-    assert all(len(line) <= 100 for line in table)
+    assert all(len(line) <= 120 for line in table)
     # Aligned columns: every value column ends where its header ends.
     header = next(line for line in lines if line.startswith("metric"))
     hit = next(line for line in lines if line.startswith("hit_rate"))

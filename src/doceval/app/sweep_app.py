@@ -52,6 +52,9 @@ def run_point(
         "job": job_id,
         "overrides": overrides,
         "metrics": {k: v for k, v in summary["metrics"].items() if not isinstance(v, dict)},
+        # each metric's 95% interval and n, for the sweep table, points.csv and the plot
+        "ci95": summary["metrics"].get("ci95") or {},
+        "counts": summary["metrics"].get("counts") or {},
     }
     point["by_library"] = summary["metrics"]["by_library"]
     if tracked is not None and cfg.tracking.enabled:

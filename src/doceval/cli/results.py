@@ -1,4 +1,4 @@
-"""`doceval compare` and `doceval gate`: thin wrappers over :mod:`doceval.results`.
+"""`doceval compare`, `doceval gate` and `doceval show`: thin wrappers over :mod:`doceval.results`.
 
 Registered by :mod:`doceval.cli.main`. An MLflow run id is resolved through :mod:`doceval.tracking`, imported
 only when an argument is a run id.
@@ -18,6 +18,8 @@ from doceval.errors import GateFailed, UsageError
 if TYPE_CHECKING:
     from doceval.config.schema import Gate
 
+DEFAULT_SUMMARY = "eval/summary.json"  # the evaluate stage's, and the conversations stage's below
+DEFAULT_CONVERSATIONS = "eval/conversations/summary.json"
 GATE_HELP = "without it: the gate composed from conf/gate + doceval.yaml + gate overrides, as every command"
 
 
@@ -134,6 +136,22 @@ def cmd_gate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    """The headline table of a summary (as `doceval eval` prints it), then a conversation replay's line."""
+    # lazy: start-up (doceval.results loads numpy)
+    from doceval.cli.common import conversation_line, print_headline
+    from doceval.results import load_summary
+
+    loader = _mlflow_loader(args.tracking_uri)
+    print_headline(load_summary(args.summary, loader), conversations=False)
+    conversations = args.conversations
+    if conversations is None and Path(DEFAULT_CONVERSATIONS).is_file() and args.summary == DEFAULT_SUMMARY:
+        conversations = DEFAULT_CONVERSATIONS
+    if conversations is not None:
+        print(conversation_line(load_summary(conversations, loader)))
+    return 0
+
+
 def _drift_history(gate_cfg: Gate, summary: Mapping[str, Any], uri_flag: str | None) -> list[dict[str, Any]]:
     """The tracked runs of the summary's family for the drift rule, without reruns of this very state (same
     commit and run key)."""
@@ -178,7 +196,7 @@ def _tracking_flag(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Any) -> None:
-    """Add `compare` and `gate` to the `doceval` subparsers (neither reads params.yaml)."""
+    """Add `compare`, `gate` and `show` to the `doceval` subparsers (none reads params.yaml)."""
     text = (
         "compare two runs (summary JSON files or MLflow run ids) metric by metric, then apply the gate to NEW"
     )
@@ -231,3 +249,12 @@ def register(sub: Any) -> None:
     _allow_k_flag(p)
     _tracking_flag(p)
     p.set_defaults(func=cmd_gate)
+
+    text = "print a run's headline table (and a conversation replay's line): what `make repro` ends with"
+    p = sub.add_parser("show", help=text, description=text)
+    p.add_argument("summary", metavar="SUMMARY", nargs="?", default=DEFAULT_SUMMARY,
+                   help=f"summary JSON or MLflow run id (default: {DEFAULT_SUMMARY})")  # fmt: skip
+    p.add_argument("--conversations", metavar="SUMMARY", help="a conversation replay's summary to add as one line "
+                   f"(default: {DEFAULT_CONVERSATIONS} with the default SUMMARY, when it exists)")  # fmt: skip
+    _tracking_flag(p)
+    p.set_defaults(func=cmd_show)

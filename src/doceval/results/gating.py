@@ -479,6 +479,7 @@ def _paired_p_values(
             allow_different_k=allow_different_k,
             base_label="baseline",
             new_label="summary",
+            metrics=metrics,
         )
     except UsageError as exc:
         raise UsageError(

@@ -15,6 +15,7 @@ from doceval.harness.calibrate import calibrate, overlap_notes, plot_calibration
 from doceval.harness.candidates import CANDIDATES, check_candidates, load_candidates
 from doceval.harness.evaluate import evaluate
 from doceval.harness.floors import Floors
+from doceval.harness.summary import pipeline_record
 from doceval.harness.plan import EvalOptions, load_inputs, needs_corpus
 from doceval.inputs.golden import select_split
 from doceval.scoring.registry import names
@@ -73,7 +74,7 @@ def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
         write_json_atomic(tmp / "floors.json", artifact)
         write_curves(artifact, tmp / "curves")
         plot_calibration(artifact, tmp / "floors.png")
-        write_json_atomic(tmp / "summary.json", summary)
+        write_json_atomic(tmp / "summary.json", pipeline_record(summary))  # MLflow gets the whole summary
     for note in overlap_notes(artifact):
         print("note:", note)
     print(

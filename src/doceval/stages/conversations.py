@@ -24,6 +24,7 @@ from doceval.common.io import check_writable, write_json_atomic
 from doceval.errors import UsageError
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.harness.plan import plan_run, retrieve_live
+from doceval.harness.summary import pipeline_record
 from doceval.scoring.conversation_names import conversation_figures
 from doceval.scoring.conversations import ClusterSettings, memory_benefit, memory_leak
 
@@ -96,7 +97,7 @@ def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
         check_writable(out / name, str(out / name), fix)
     tracking.check_configured(cfg)
     summary = replay_conversations(cfg, EvalOptions(golden=Path(cfg.golden_conversations), progress=progress))
-    write_json_atomic(out / "summary.json", summary)
+    write_json_atomic(out / "summary.json", pipeline_record(summary))  # MLflow gets the whole summary
     write_json_atomic(out / "metrics.json", flat_metrics(summary))
     return summary
 

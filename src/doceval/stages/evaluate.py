@@ -12,6 +12,7 @@ from doceval.harness import tradeoff
 from doceval.harness.candidates import CandidateSet, bm25_rankings, load_candidates
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.harness.floors import Floors
+from doceval.harness.summary import pipeline_record
 from doceval.harness.plan import (
     RunPlan,
     load_inputs,
@@ -56,7 +57,7 @@ def run(cfg: Config, progress: bool = True) -> tuple[dict[str, Any], RunPlan]:
     # A user's retriever runs here, once: the comparisons below reuse its candidates.
     plan = retrieve_live(cfg, options, plan_run(cfg, options))
     summary = evaluate(cfg, options, plan)
-    write_json_atomic(out / "summary.json", summary)
+    write_json_atomic(out / "summary.json", pipeline_record(summary))  # MLflow gets the whole summary
     write_json_atomic(out / "metrics.json", headline_metrics(summary))
     if cfg.agent.name == "docchat":
         write_json_atomic(out / ANN_VS_EXACT, ann_vs_exact(cfg, summary, plan))

@@ -16,7 +16,7 @@ from doceval.results.ann_md import ann_lines
 from doceval.results.conversations_md import conversations_section
 from doceval.results.gating import GateResult, gate
 from doceval.results.markdown import render_report
-from doceval.results.summaries import load_summary
+from doceval.results.summaries import load_summary, shown_metrics
 from doceval.results.tradeoff_md import tradeoff_lines
 from doceval.scoring.agreement import MIN_KAPPA, trusted
 
@@ -59,7 +59,7 @@ def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
 
 def conversation_lines(summary: dict[str, Any]) -> list[str]:
     """The conversations stage's section: its split and golden set, then the conversation figures."""
-    section = conversations_section(summary["metrics"])
+    section = conversations_section(summary["metrics"], shown_metrics(summary))
     if not section:
         return []
     recorded = summary["config"]
