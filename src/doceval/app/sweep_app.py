@@ -40,7 +40,8 @@ def run_point(
     ``tracked`` (parent run id, tracking URI) is given, log it as a child run of that parent."""
     runs = root / cfg.paths.runs
     cands = None
-    if cfg.retriever.name != "function":  # a user's retriever runs live at every point
+    # A user's retriever, or a user's assistant (it brings its own retrieval), runs live at every point.
+    if cfg.retriever.name != "function" and cfg.agent.name == "docchat":
         if not (runs / "candidates" / META).is_file():
             raise UsageError(
                 f"sweep: no cached candidates; run {rerun('retrieve')} (sweeps never open the index)"

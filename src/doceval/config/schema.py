@@ -33,7 +33,8 @@ from doceval.llm.config import LLMConfig
 # arguments). Keys below them are not checked; elsewhere every key must be declared. A path listed here is
 # accepted even if no dataclass declares it, so a new hook (say "retriever.kwargs") is one line.
 OPEN_MAPPINGS: frozenset[str] = frozenset(
-    {"answerer.response_format", "judge.response_format", "retriever.kwargs", "agent.headers_env"}
+    {"answerer.response_format", "judge.response_format", "retriever.kwargs", "agent.headers_env", "agent.kwargs",
+     "agent.params"}
 )
 
 
@@ -121,6 +122,7 @@ class AgentFunction:
         what="MODULE:ATTR (a function on the Python path, the current directory first)",
         example="my_agent:answer",
     )
+    kwargs: Mapping[str, Any] = spec(example="{}")  # free-form: the factory's keyword arguments (sweepable)
     timeout_s: float | None = spec(gt=0, example="120")  # null: no deadline
     max_reply_bytes: int = spec(ge=1, example="4194304")
 
@@ -133,6 +135,8 @@ class AgentHttp:
     )
     # Header name -> name of the environment variable whose value is sent (an OPEN_MAPPINGS entry).
     headers_env: Mapping[str, str] = spec(nonempty=True, example="{Authorization: MY_AGENT_TOKEN}")
+    # Free-form request parameters sent as the body's "params" object when non-empty (sweepable).
+    params: Mapping[str, Any] = spec(example="{}")
     timeout_s: float = spec(gt=0, example="30")  # total per request: connect to last byte
     max_retries: int = spec(ge=0, example="3")
     max_reply_bytes: int = spec(ge=1, example="4194304")
