@@ -131,7 +131,9 @@ def test_the_api_scores_the_configured_split_and_all_on_request(
     assert [e["id"] for e in default["entries"]] == ["q1", "q3"] and default["config"]["split"] == "test"
     every = doceval.evaluate(golden, retriever=overlap, k=2, split="all")
     assert [e["id"] for e in every["entries"]] == ["q1", "q2", "q3"] and every["config"]["split"] is None
-    assert [e["id"] for e in doceval.evaluate(golden, retriever=overlap, split="calibration")["entries"]] == ["q2"]
+    assert [e["id"] for e in doceval.evaluate(golden, retriever=overlap, split="calibration")["entries"]] == [
+        "q2"
+    ]
     # The configured split, as `doceval eval split=calibration` would read it.
     chosen = doceval.evaluate(golden, retriever=overlap, overrides=["split=calibration"])
     assert [e["id"] for e in chosen["entries"]] == ["q2"]

@@ -507,7 +507,9 @@ def test_cli_compare_pass_no_gate_and_plot(files: tuple[Path, Path], tmp_path: P
     base, new = files
     easy = _yaml(tmp_path / "easy.yaml", "thresholds: {hit_rate: 0.7}\n")
     assert cli_main(["compare", str(base), str(new), "--gate", str(easy)]) == 0
-    assert capsys.readouterr().out.rstrip().endswith(f"CI gate (hit_rate >= 0.70): PASS\n  rules from: {easy}")
+    assert (
+        capsys.readouterr().out.rstrip().endswith(f"CI gate (hit_rate >= 0.70): PASS\n  rules from: {easy}")
+    )
     plot = tmp_path / "cmp.png"
     assert cli_main(["compare", str(base), str(new), "--no-gate", "--plot", str(plot)]) == 0
     assert "CI gate" not in capsys.readouterr().out and plot.stat().st_size > 0
@@ -715,3 +717,17 @@ def test_cli_compare_and_gate_allow_different_k(
         )
         == 0
     )
+
+
+def test_rel1_rows_only_for_graded_judgments() -> None:
+    """Issue 40, C9: with binary judgments the *_rel1 rows repeat hit_rate, recall and mrr; on main every table
+    printed them anyway. A run whose judgments have a grade 1 shows them."""
+    binary, graded = new_summary(), new_summary()
+    binary["config"]["golden"]["graded"] = False
+    graded["config"]["golden"]["graded"] = True
+    for summary, shown in ((binary, False), (graded, True)):
+        report_md = report.render_report(summary)
+        assert ("| hit_rate_rel1 |" in report_md) is shown
+        assert ("hit_rate_rel1, recall_rel1, mrr_rel1 not shown" in report_md) is not shown
+        table = format_compare(compare(base_summary(), summary))
+        assert any(line.startswith("hit_rate_rel1 ") for line in table.splitlines()) is shown

@@ -25,7 +25,8 @@ OUTPUTS = ("eval/summary.json", "eval/metrics.json", "eval/calibration/floors.js
 
 def _golden() -> str:
     rows = [dict(e, split=e["split"] or "test") for e in GOLDEN]
-    rows.append({**rows[4], "id": "u3", "split": "calibration"})  # an off-topic question to calibrate refusal on
+    # an off-topic question to calibrate refusal on
+    rows.append({**rows[4], "id": "u3", "split": "calibration"})
     return "".join(
         json.dumps({**e, "reference_answer": "ref " + " ".join(e["expected_apis"])}) + "\n" for e in rows
     )

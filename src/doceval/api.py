@@ -113,14 +113,12 @@ def evaluate(
     - ``agent``: the user's whole assistant, ``agent(question=, library=, version=, session_id=)`` returning
       ``{"answer", "sources", "refused"}``; a fresh session id per entry unless ``warm_memory``.
     - Neither: the configured system (conf/ + ``overrides``, e.g. ``["retriever=bm25"]``).
-    - ``k`` (default: the config's); ``split``: ``"calibration"``, ``"test"`` or ``"all"`` (every entry),
-      default the configured split (conf/ + doceval.yaml + ``overrides``: ``split=test`` as shipped), as
-      ``doceval eval`` scores it; untagged entries belong to every split, so a set without split tags runs whole.
-    - ``judge``: the configured judge; off by default (answer_accuracy is then "not judged").
-    - ``track``: log the run to MLflow. **Off by default**, whatever the configuration says: a test or a notebook
+    - ``k`` (default: the config's); ``split``: ``"calibration"``, ``"test"`` or ``"all"`` (every entry), by
+      default the configured one (``split=test`` as shipped), as ``doceval eval``; untagged entries belong to
+      every split. ``judge``: the configured judge, off by default (answer_accuracy "not judged").
+    - ``track``: log to MLflow. **Off by default**, whatever the configuration says: a test or a notebook
       writes no tracking store unless it asks (``track=True``, the store of ``tracking.uri``).
-    - Journals (docs/design.md 7.3): an interrupted run resumes; a finished one is asked again unless
-      ``resume``; ``fresh`` always starts over.
+    - Journals (7.3): an interrupted run resumes; a finished one is redone unless ``resume``; ``fresh`` restarts.
     A user's callable runs without floors unless ``overrides`` name some: calibrated floors belong to the
     retriever they were calibrated for.
     """
@@ -138,8 +136,7 @@ def evaluate(
     cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=track))
     options = EvalOptions(
         golden=Path(golden),
-        # The CLI's rule (`doceval eval --split`): None is the configured split, "all" every entry.
-        split="__config__" if split is None else (None if split == "all" else split),
+        split="__config__" if split is None else (None if split == "all" else split),  # `eval --split`'s rule
         no_judge=not judge,
         warm_memory=warm_memory,
         progress=progress,
@@ -207,7 +204,9 @@ def _check_evaluate_args(golden: Any, retriever: Any, agent: Any, k: Any, split:
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise _bad("evaluate", "k", k, "an integer >= 1 or None (the config's k)", "k=5")
     if split is not None and not isinstance(split, str):
-        raise _bad("evaluate", "split", split, "a split name, 'all' or None (the configured split)", "split='all'")
+        raise _bad(
+            "evaluate", "split", split, "a split name, 'all' or None (the configured split)", "split='all'"
+        )
     if (
         isinstance(overrides, str)
         or not isinstance(overrides, list | tuple)

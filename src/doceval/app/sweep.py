@@ -344,9 +344,14 @@ def _n(point: dict[str, Any]) -> str:
 def format_points(points: Sequence[dict[str, Any]]) -> str:
     """One row per point (what it overrides beyond the shared ones): its n (in scope / out of scope) and the
     sweep metrics with their 95% intervals, sized to content; then a line saying so."""
-    rows = [[label, _n(p), *(_cell(p, c) for c in _COLS)] for label, p in zip(_varying(points), points, strict=True)]
+    rows = [
+        [label, _n(p), *(_cell(p, c) for c in _COLS)]
+        for label, p in zip(_varying(points), points, strict=True)
+    ]
     table = format_table(("point", "n", *_COLS), rows, gap=2)
-    return "\n".join([*table, "n: in-scope/out-of-scope entries; each cell: the mean [95% interval], as in the headline"])
+    return "\n".join(
+        [*table, "n: in-scope/out-of-scope entries; each cell: the mean [95% interval], as in the headline"]
+    )
 
 
 def write_points_csv(points: Sequence[dict[str, Any]], path: Path) -> None:
@@ -413,7 +418,9 @@ def plot_points(points: Sequence[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def _plot_line(ax: Any, metric: str, lib: str, pts: Sequence[tuple[float, dict[str, Any]]], label: str) -> None:
+def _plot_line(
+    ax: Any, metric: str, lib: str, pts: Sequence[tuple[float, dict[str, Any]]], label: str
+) -> None:
     """One library's metric across the swept value, its 95% interval shaded and its n in the legend."""
     population = "n_out_of_scope" if metric in names(population="out_of_scope") else "n_in_scope"
     xs, ys, los, his, ns = [], [], [], [], set()
@@ -429,5 +436,7 @@ def _plot_line(ax: Any, metric: str, lib: str, pts: Sequence[tuple[float, dict[s
         ns.add(group.get(population))
     if not xs:
         return
-    line = ax.plot(xs, ys, marker=".", label=f"{label} (n={'/'.join(str(n) for n in sorted(ns, key=str))})")[0]
+    line = ax.plot(xs, ys, marker=".", label=f"{label} (n={'/'.join(str(n) for n in sorted(ns, key=str))})")[
+        0
+    ]
     ax.fill_between(xs, los, his, color=line.get_color(), alpha=0.15, linewidth=0)

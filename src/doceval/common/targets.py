@@ -218,7 +218,9 @@ def build_from_factory(
         raise
     except BaseException as exc:  # noqa: BLE001 - a ValueError on a bad value, say; a SystemExit never chooses
         # doceval's exit code
-        raise UsageError(f"{where}: the factory called with kwargs {names} raised {type(exc).__name__}: {exc}") from exc
+        raise UsageError(
+            f"{where}: the factory called with kwargs {names} raised {type(exc).__name__}: {exc}"
+        ) from exc
     bound = getattr(made, method, None)
     if callable(bound):
         return bound  # type: ignore[no-any-return]

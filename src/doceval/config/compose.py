@@ -27,7 +27,8 @@ from doceval.errors import UsageError
 CONF_DIR = Path("conf")
 PARAMS = Path("params.yaml")
 CONF_ENV = "DOCEVAL_CONF"
-MAX_LISTED = 24  # valid keys named in an error (a gate's thresholds take ~130 names, conversation figures too)
+# Valid keys named in an error (a gate's thresholds take ~130 names, the conversation figures included).
+MAX_LISTED = 24
 # The conf/ shipped inside the package (src/doceval/conf, a link to the repository's conf/ in a checkout; its
 # files in a wheel), so an installed doceval composes without a clone.
 SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"

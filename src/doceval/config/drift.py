@@ -44,7 +44,11 @@ def group_source(group: str, command: Sequence[str] = (), command_name: str = "t
         if override_key(o) == group and "=" in o:
             option = o.split("=", 1)[1].strip()
     packaged = conf_dir == SOURCE_CONF  # the fallback itself, not ./conf (a link to it in a checkout)
-    parts = [f"the packaged conf/{group}/{option}.yaml" if packaged else (conf_dir / group / f"{option}.yaml").as_posix()]
+    parts = [
+        f"the packaged conf/{group}/{option}.yaml"
+        if packaged
+        else (conf_dir / group / f"{option}.yaml").as_posix()
+    ]
     for where, found in ((str(project), touching(mine)), (command_name, touching(command))):
         if found:
             parts.append(f"{where} ({' '.join(found)})")

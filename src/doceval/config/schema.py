@@ -35,7 +35,7 @@ from doceval.llm.config import LLMConfig
 OPEN_MAPPINGS: frozenset[str] = frozenset(
     {"answerer.response_format", "judge.response_format", "retriever.kwargs", "agent.headers_env", "agent.kwargs",
      "agent.params"}
-)
+)  # fmt: skip
 
 
 def spec(default: Any = MISSING, **rules: Any) -> Any:

@@ -327,7 +327,10 @@ def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
     """The side-by-side table, the ``unanswerable:`` lines for NEW, then the gate line. Every line is
     printable (doceval.common.text): a question or id holding an escape sequence is shown, not replayed."""
     b_sys, n_sys = result.systems
-    lines = [f"baseline: {result.base_label} (system {b_sys})", f"new:      {result.new_label} (system {n_sys})"]
+    lines = [
+        f"baseline: {result.base_label} (system {b_sys})",
+        f"new:      {result.new_label} (system {n_sys})",
+    ]
     lines += [f"note: {n}" for n in result.notes]
     rows = []
     for r in result.rows:

@@ -20,6 +20,7 @@ from doceval.errors import UsageError
 from doceval.results.comparison import compare
 from doceval.results.power import Detectable, detectable
 from doceval.results.summaries import Summary, check_same_k, check_summary
+from doceval.scoring.aggregate import column
 from doceval.scoring.conversation_names import (
     conversation_metric_names,
     figure_value,
@@ -27,7 +28,6 @@ from doceval.scoring.conversation_names import (
     lower_is_better,
     naming_help,
 )
-from doceval.scoring.aggregate import column
 from doceval.scoring.intervals import holm
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 

@@ -61,9 +61,7 @@ def _group_table(
     if not groups:
         return ["(none)"]
     shown = [
-        m
-        for m in metrics
-        if any(isinstance(g, Mapping) and g.get(m) is not None for g in groups.values())
+        m for m in metrics if any(isinstance(g, Mapping) and g.get(m) is not None for g in groups.values())
     ]
     header = [label, "n", "in scope", "out of scope", *shown]
     rows = []

@@ -192,7 +192,9 @@ def graded(summary: Summary) -> bool:
         return bool(recorded["graded"])
     pairs = [(m, m.removesuffix("_rel1")) for m in names("graded")]
     scored = [(e.get("scores") or {}) for e in summary.get("entries") or []]
-    return any(s.get(a) is not None and s.get(b) is not None and s[a] != s[b] for s in scored for a, b in pairs)
+    return any(
+        s.get(a) is not None and s.get(b) is not None and s[a] != s[b] for s in scored for a, b in pairs
+    )
 
 
 def shown_metrics(*summaries: Summary) -> tuple[str, ...]:

@@ -15,8 +15,8 @@ from doceval.harness.calibrate import calibrate, overlap_notes, plot_calibration
 from doceval.harness.candidates import CANDIDATES, check_candidates, load_candidates
 from doceval.harness.evaluate import evaluate
 from doceval.harness.floors import Floors
-from doceval.harness.summary import pipeline_record
 from doceval.harness.plan import EvalOptions, load_inputs, needs_corpus
+from doceval.harness.summary import pipeline_record
 from doceval.inputs.golden import select_split
 from doceval.scoring.registry import names
 

@@ -12,7 +12,6 @@ from doceval.harness import tradeoff
 from doceval.harness.candidates import CandidateSet, bm25_rankings, load_candidates
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.harness.floors import Floors
-from doceval.harness.summary import pipeline_record
 from doceval.harness.plan import (
     RunPlan,
     load_inputs,
@@ -21,6 +20,7 @@ from doceval.harness.plan import (
     uses_function_retriever,
     variant,
 )
+from doceval.harness.summary import pipeline_record
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry, select_split
 from doceval.results.comparison import compare

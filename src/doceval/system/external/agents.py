@@ -173,7 +173,9 @@ def resolve_target(
         obj, dict(kwargs or {}), where=where, how="+agent.kwargs.NAME=VALUE", method="answer",
         example=f"def answer{_CALL}",
     )  # fmt: skip
-    _check_signature(fn, where, f"give {getattr(fn, '__name__', attr)} these keyword parameters (or **kwargs)")
+    _check_signature(
+        fn, where, f"give {getattr(fn, '__name__', attr)} these keyword parameters (or **kwargs)"
+    )
     return fn, obj
 
 
