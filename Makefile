@@ -14,7 +14,7 @@ setup:  ## create .venv with the pinned dependencies (idempotent)
 
 repro: setup  ## reproduce the headline numbers (dvc repro) and show them
 	$(VENV)/dvc repro
-	$(VENV)/dvc metrics show
+	$(VENV)/doceval show  # the headline table of eval/summary.json and the conversations line
 
 test: setup  ## ruff, mypy and the fast tests (no tests marked slow): the inner loop
 	$(VENV)/ruff check src tests benchmarks

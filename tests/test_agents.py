@@ -396,8 +396,8 @@ def test_the_generic_retry_loop() -> None:
 def test_the_agent_block_composes_and_validates() -> None:
     assert config_dict(compose([], conf_dir=CONF).agent) == {"name": "docchat"}
     cfg = compose(["agent=http", "agent.url=http://127.0.0.1:9"], conf_dir=CONF)
-    assert config_dict(cfg.agent) == {"name": "http", "url": "http://127.0.0.1:9", "headers_env": {}, "timeout_s": 30,
-                            "max_retries": 3, "max_reply_bytes": 4194304}  # fmt: skip
+    assert config_dict(cfg.agent) == {"name": "http", "url": "http://127.0.0.1:9", "headers_env": {}, "params": {},
+                                      "timeout_s": 30, "max_retries": 3, "max_reply_bytes": 4194304}  # fmt: skip
     cfg = compose(["agent=http", "agent.url=http://127.0.0.1:9", "+agent.headers_env.Authorization=TOKEN"],
                   conf_dir=CONF)  # fmt: skip
     assert isinstance(cfg.agent, schema.AgentHttp)

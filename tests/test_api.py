@@ -117,3 +117,29 @@ def test_compare_and_gate_take_mlflow_run_ids(golden: Path, monkeypatch: pytest.
     assert result.passed is (summary["metrics"]["hit_rate"] >= 0.5)
     rows = doceval.compare(run_id, summary).rows  # the run against itself: nothing changed
     assert rows and all(r.change in (0.0, None) and r.wins == r.losses == 0 for r in rows)
+
+
+def test_the_api_scores_the_configured_split_and_all_on_request(
+    golden: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40, C7: on main `split="all"` failed telling the user to pass split=all, and the default split was
+    every entry while `doceval eval` scored the configured one (32 entries against 16)."""
+    rows = json.loads(golden.read_text(encoding="utf-8"))
+    rows[0]["split"], rows[1]["split"], rows[2]["split"] = "test", "calibration", "test"
+    golden.write_text(json.dumps(rows), encoding="utf-8")
+    default = doceval.evaluate(golden, retriever=overlap, k=2)
+    assert [e["id"] for e in default["entries"]] == ["q1", "q3"] and default["config"]["split"] == "test"
+    every = doceval.evaluate(golden, retriever=overlap, k=2, split="all")
+    assert [e["id"] for e in every["entries"]] == ["q1", "q2", "q3"] and every["config"]["split"] is None
+    assert [e["id"] for e in doceval.evaluate(golden, retriever=overlap, split="calibration")["entries"]] == [
+        "q2"
+    ]
+    # The configured split, as `doceval eval split=calibration` would read it.
+    chosen = doceval.evaluate(golden, retriever=overlap, overrides=["split=calibration"])
+    assert [e["id"] for e in chosen["entries"]] == ["q2"]
+
+
+def test_the_api_writes_no_tracking_store_unasked(golden: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    doceval.evaluate(golden, retriever=overlap, k=2, split="all")
+    assert not (golden.parent / "mlruns").exists()

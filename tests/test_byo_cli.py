@@ -5,6 +5,8 @@ Metrics are checked against hand-computed values."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +51,13 @@ def assistant(question, library, version, session_id):
     hits = _scored(question, 3)
     return {"answer": " ".join(DOCS[d] for d, _ in hits) or None, "refused": not hits,
             "sources": [{"id": d, "score": s} for d, s in hits], "trace": "t-" + question[:3]}
+
+def make_assistant(bar=2, auth_token=None):
+    def answer(question, library, version, session_id):
+        hits = _scored(question, 3, int(bar))
+        return {"answer": " ".join(DOCS[d] for d, _ in hits) or None, "refused": not hits,
+                "sources": [{"id": d, "score": s} for d, s in hits]}
+    return answer
 
 def broken(question, library, version, session_id):
     if "pizza" in question:
@@ -196,6 +205,12 @@ def test_a_kwargs_sweep_tunes_the_users_own_evidence_bar(project: Path) -> None:
     (points,) = list((project / "eval" / "sweeps").glob("*/points.csv"))
     text = points.read_text()
     assert "min_score=1" in text and "min_score=4" in text
+    # Each point's n and every metric's 95% interval (issue 40, C9: on main the table and CSV had neither).
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert all(
+        r["n_in_scope"] and r["hit_rate_ci_lo"] and r["hit_rate_ci_hi"] and r["hit_rate_n"] for r in rows
+    )
+    assert float(rows[0]["hit_rate_ci_lo"]) <= float(rows[0]["hit_rate"]) <= float(rows[0]["hit_rate_ci_hi"])
 
 
 def test_an_untagged_golden_set_runs_whole_under_the_default_split(project: Path) -> None:
@@ -204,3 +219,43 @@ def test_an_untagged_golden_set_runs_whole_under_the_default_split(project: Path
             "retriever=function", "retriever.target=userret:ids"]  # fmt: skip
     assert main(argv) == 0  # split=test by default; every entry is untagged, so all four run
     assert len(json.loads(out.read_text())["entries"]) == 4
+
+
+def test_an_assistant_factory_takes_agent_kwargs_and_records_them_redacted(project: Path) -> None:
+    """Issue 40, C10: on main `agent=function` had no kwargs (`+agent.kwargs.bar=4` was an unknown key)."""
+    _, strict = run("agent=function", "agent.target=userret:make_assistant", "+agent.kwargs.bar=4",
+                    "+agent.kwargs.auth_token=tok-Secret-123456", "k=2")  # fmt: skip
+    _, loose = run("agent=function", "agent.target=userret:make_assistant", "+agent.kwargs.bar=1", "k=2")
+    assert strict is not None and loose is not None
+    # bar=4: q4 (3 shared words) is refused; bar=1 answers every in-scope entry.
+    assert strict["metrics"]["hit_rate"] == pytest.approx(2 / 3) and loose["metrics"]["hit_rate"] == 1.0
+    agent = strict["config"]["system"]["agent"]
+    assert agent["kwargs"] == {"bar": 4, "auth_token": "<redacted>"} and len(agent["source_sha256"]) == 64
+    assert "tok-Secret-123456" not in Path("out.json").read_text()
+    assert strict["config"]["run_key"] != loose["config"]["run_key"]  # each point its own journals
+
+
+def test_http_params_are_sent_only_when_set_and_recorded_redacted(project: Path) -> None:
+    """Issue 40, C10: on main an HTTP assistant had no request parameters (`+agent.params.x` unknown)."""
+    with running_agent() as srv:
+        assert run("agent=http", f"agent.url={srv.url}")[0] == 0
+        assert all("params" not in body for body in srv.requests)  # the body as before when none are set
+        srv.requests.clear()
+        rc, s = run("agent=http", f"agent.url={srv.url}", "+agent.params.temperature=0.2",
+                    "+agent.params.api_key=key-Secret-987654")  # fmt: skip
+    assert rc == 0 and s is not None
+    assert all(
+        body["params"] == {"temperature": 0.2, "api_key": "key-Secret-987654"} for body in srv.requests
+    )
+    assert s["config"]["system"]["agent"]["params"] == {"temperature": 0.2, "api_key": "<redacted>"}
+    assert "key-Secret-987654" not in Path("out.json").read_text()
+
+
+def test_a_sweep_over_the_assistants_kwargs(project: Path) -> None:
+    argv = ["sweep", "-m", "+agent.kwargs.bar=1,4", "agent=function", "agent.target=userret:make_assistant",
+            "golden=golden.jsonl", "split=all", "k=2", "--no-track", "--quiet", "--jobs", "1"]  # fmt: skip
+    assert main(argv) == 0
+    (points,) = list((project / "eval" / "sweeps").glob("*/points.csv"))
+    rows = {r["overrides"]: r for r in csv.DictReader(io.StringIO(points.read_text()))}
+    hit = {key.split("bar=")[1].split()[0]: float(r["hit_rate"]) for key, r in rows.items()}
+    assert hit == {"1": 1.0, "4": pytest.approx(2 / 3)}

@@ -87,7 +87,7 @@ def conversation_summary(tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     folder = tmp_path_factory.mktemp("conversations")
     path = folder / "golden.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in GOLDEN), encoding="utf-8")
-    return dict(doceval.evaluate(path, agent=MemoryAssistant(), k=2))
+    return dict(doceval.evaluate(path, agent=MemoryAssistant(), k=2, split="all"))
 
 
 @pytest.fixture
@@ -419,3 +419,17 @@ def test_a_turn_answered_within_its_predecessors_millisecond_is_still_ordered_af
     single, single_spans = trace(100)
     _after_previous_turn(single, single_spans, {"id": "q1"}, seen)  # a single question is no turn
     assert single.request_time == 100 and single_spans[0]["start_time_unix_nano"] == 100_000_000
+
+
+def test_show_prints_the_conversations_line(
+    tmp_path: Path, summary: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`doceval show` (the end of `make repro`): the headline table, then one line for a conversation replay."""
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(summary), encoding="utf-8")
+    assert main(["show", str(path), "--conversations", str(path)]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    per = summary["metrics"]["conversations"]["per_conversation"]
+    assert last.startswith(f"conversations={per['n_conversations']} turns=")
+    assert f"all_turns_correct {per['all_turns_correct']:.3f}" in last
+    assert "memory benefit not measured" in last  # one replay: the conversations stage measures memory

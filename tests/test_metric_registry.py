@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from import_graph import SRC, imports_of
+from import_graph import SRC, imports_of, within
 
 from doceval.scoring import registry
 from doceval.scoring.registry import METRIC_NAMES, TAGS, names
@@ -56,7 +56,9 @@ def test_no_metric_list_outside_the_registry() -> None:
 
 
 def test_metrics_module_is_a_leaf_within_limits() -> None:
-    assert not [name for name in imports_of(METRICS_MODULE) if name.split(".")[0] == "doceval"]
+    # The one exception: the string matcher the golden set's checks share (it imports nothing of doceval).
+    doceval_imports = [name for name in imports_of(METRICS_MODULE) if name.split(".")[0] == "doceval"]
+    assert doceval_imports and all(within(name, "doceval.common.apimatch") for name in doceval_imports)
     for path in (METRICS_MODULE, REGISTRY):
         text = path.read_text(encoding="utf-8")
         assert len(text.splitlines()) < 500, path

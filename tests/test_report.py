@@ -247,10 +247,13 @@ def test_format_compare_lines() -> None:
     res = compare(base_summary(), new_summary(), n_boot=500)
     text = format_compare(res, "CI gate (hit_rate >= 0.60): PASS")
     assert _row(text, "hit_rate")[:4] == ["hit_rate", "0.5000", "0.7500", "+0.2500"]
-    assert _row(text, "hit_rate")[-2:] == ["1/3/0", "4"]
+    assert _row(text, "hit_rate")[-3:] == ["1/3/0", "4", "newcombe+mcnemar"]  # each row's own method
     assert _row(text, "mrr")[:4] == ["mrr", "0.3750", "0.5000", "+0.1250"]
     assert _row(text, "refused_correctly")[:4] == ["refused_correctly", "1.0000", "0.5000", "-0.5000"]
-    assert _row(text, "refused_correctly")[-2:] == ["0/1/1", "2"]
+    assert _row(text, "refused_correctly")[-3:] == ["0/1/1", "2", "newcombe+mcnemar"]
+    assert _row(text, "mrr")[-1] == "wilson-bounded+sign-flip"  # too few pairs for BCa: not "paired BCa"
+    assert not [line for line in text.splitlines() if line.startswith("hit_rate_rel1 ")]
+    assert "hit_rate_rel1, recall_rel1, mrr_rel1 not shown: binary judgments" in text
     assert _row(text, "overrefusal_rate")[:4] == ["overrefusal_rate*", "0.2500", "0.0000", "-0.2500"]
     assert _row(text, "answer_accuracy") == [
         "answer_accuracy",
@@ -262,12 +265,13 @@ def test_format_compare_lines() -> None:
         "n/a",
         "-",
         "0",
+        "-",
     ]
     assert _row(text, "hit_rate")[6:8] == ["1.000", "1.000"]  # p and its Holm adjustment next to the interval
     assert "p_holm: Holm-adjusted for the 8 metrics compared." in text
     lines = text.splitlines()
     table = [line for line in lines if not line.startswith("unanswerable:")]  # those hold full doc ids
-    assert all(len(line) <= 100 for line in table)
+    assert all(len(line) <= 120 for line in table)
     # Aligned columns: every value column ends where its header ends.
     header = next(line for line in lines if line.startswith("metric"))
     hit = next(line for line in lines if line.startswith("hit_rate"))
@@ -503,7 +507,9 @@ def test_cli_compare_pass_no_gate_and_plot(files: tuple[Path, Path], tmp_path: P
     base, new = files
     easy = _yaml(tmp_path / "easy.yaml", "thresholds: {hit_rate: 0.7}\n")
     assert cli_main(["compare", str(base), str(new), "--gate", str(easy)]) == 0
-    assert capsys.readouterr().out.rstrip().endswith("CI gate (hit_rate >= 0.70): PASS")
+    assert (
+        capsys.readouterr().out.rstrip().endswith(f"CI gate (hit_rate >= 0.70): PASS\n  rules from: {easy}")
+    )
     plot = tmp_path / "cmp.png"
     assert cli_main(["compare", str(base), str(new), "--no-gate", "--plot", str(plot)]) == 0
     assert "CI gate" not in capsys.readouterr().out and plot.stat().st_size > 0
@@ -538,7 +544,9 @@ def test_cli_gate_exit_codes(files: tuple[Path, Path], tmp_path: Path, capsys: A
     assert "short by 0.5000" in out
     ok = _yaml(tmp_path / "ok.yaml", "thresholds: {hit_rate: 0.5, refused_correctly: 1.0}\n")
     assert cli_main(["gate", str(base), "--config", str(ok)]) == 0
-    assert capsys.readouterr().out.strip() == "CI gate (hit_rate >= 0.50 and refused_correctly >= 1.00): PASS"
+    assert capsys.readouterr().out.strip() == (
+        f"CI gate (hit_rate >= 0.50 and refused_correctly >= 1.00): PASS\n  rules from: {ok}"
+    )
     nonreg = _yaml(tmp_path / "nr.yaml", "thresholds: {hit_rate: 0.0}\n"
                    "non_regression: {enabled: true, tolerance: 0.02, metrics: [hit_rate, mrr]}\n")  # fmt: skip
     assert cli_main(["gate", str(base), "--config", str(nonreg), "--baseline", str(new)]) == 3
@@ -709,3 +717,17 @@ def test_cli_compare_and_gate_allow_different_k(
         )
         == 0
     )
+
+
+def test_rel1_rows_only_for_graded_judgments() -> None:
+    """Issue 40, C9: with binary judgments the *_rel1 rows repeat hit_rate, recall and mrr; on main every table
+    printed them anyway. A run whose judgments have a grade 1 shows them."""
+    binary, graded = new_summary(), new_summary()
+    binary["config"]["golden"]["graded"] = False
+    graded["config"]["golden"]["graded"] = True
+    for summary, shown in ((binary, False), (graded, True)):
+        report_md = report.render_report(summary)
+        assert ("| hit_rate_rel1 |" in report_md) is shown
+        assert ("hit_rate_rel1, recall_rel1, mrr_rel1 not shown" in report_md) is not shown
+        table = format_compare(compare(base_summary(), summary))
+        assert any(line.startswith("hit_rate_rel1 ") for line in table.splitlines()) is shown

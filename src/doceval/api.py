@@ -29,7 +29,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from doceval.config.compose import compose, find_conf_dir, load_params
+from doceval.config.compose import compose, load_params
 from doceval.config.schema import Config, Gate, RetrieverFunction
 from doceval.errors import UsageError
 from doceval.harness.evaluate import evaluate as evaluate_config
@@ -113,10 +113,12 @@ def evaluate(
     - ``agent``: the user's whole assistant, ``agent(question=, library=, version=, session_id=)`` returning
       ``{"answer", "sources", "refused"}``; a fresh session id per entry unless ``warm_memory``.
     - Neither: the configured system (conf/ + ``overrides``, e.g. ``["retriever=bm25"]``).
-    - ``k`` (default: the config's), ``split`` (default: every entry), ``judge`` (the configured judge; off by
-      default: answer_accuracy is then "not judged"), ``track`` (log to MLflow, off by default).
-    - Journals (docs/design.md 7.3): an interrupted run resumes; a finished one is asked again unless
-      ``resume``; ``fresh`` always starts over.
+    - ``k`` (default: the config's); ``split``: ``"calibration"``, ``"test"`` or ``"all"`` (every entry), by
+      default the configured one (``split=test`` as shipped), as ``doceval eval``; untagged entries belong to
+      every split. ``judge``: the configured judge, off by default (answer_accuracy "not judged").
+    - ``track``: log to MLflow. **Off by default**, whatever the configuration says: a test or a notebook
+      writes no tracking store unless it asks (``track=True``, the store of ``tracking.uri``).
+    - Journals (7.3): an interrupted run resumes; a finished one is redone unless ``resume``; ``fresh`` restarts.
     A user's callable runs without floors unless ``overrides`` name some: calibrated floors belong to the
     retriever they were calibrated for.
     """
@@ -134,7 +136,7 @@ def evaluate(
     cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=track))
     options = EvalOptions(
         golden=Path(golden),
-        split=split,
+        split="__config__" if split is None else (None if split == "all" else split),  # `eval --split`'s rule
         no_judge=not judge,
         warm_memory=warm_memory,
         progress=progress,
@@ -202,7 +204,9 @@ def _check_evaluate_args(golden: Any, retriever: Any, agent: Any, k: Any, split:
     if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         raise _bad("evaluate", "k", k, "an integer >= 1 or None (the config's k)", "k=5")
     if split is not None and not isinstance(split, str):
-        raise _bad("evaluate", "split", split, "a split name or None (every entry)", "split='test'")
+        raise _bad(
+            "evaluate", "split", split, "a split name, 'all' or None (the configured split)", "split='all'"
+        )
     if (
         isinstance(overrides, str)
         or not isinstance(overrides, list | tuple)
@@ -275,7 +279,7 @@ def gate(
     off), or a gate ``config``: a :class:`~doceval.config.schema.Gate` (``cfg.gate`` of a composed config), a
     whole :class:`~doceval.config.schema.Config` (its gate), a mapping written like conf/gate/default.yaml
     (checked as a gate file is), or the path of a conf/gate YAML file or of a params.yaml (its ``gate`` block);
-    default: conf/gate/default.yaml."""
+    default: the gate composed from conf/ + doceval.yaml, as ``doceval gate`` applies it."""
     if thresholds is not None and not isinstance(thresholds, Mapping):
         raise _bad(
             "gate", "thresholds", thresholds, "a mapping of metric name to number", "{'hit_rate': 0.6}"
@@ -294,7 +298,7 @@ def _gate_config(
     if thresholds is not None:
         return check_gate_config({"thresholds": dict(thresholds), "non_regression": {"enabled": False}})
     if config is None:
-        return load_gate_config(find_conf_dir() / "gate" / "default.yaml")
+        return compose([]).gate
     if isinstance(config, Gate):
         return config
     if isinstance(config, Config):

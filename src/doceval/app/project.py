@@ -90,6 +90,7 @@ def dvc_pipeline(doc_paths: Sequence[str], conversation_labels: Sequence[str] = 
     when the project has one): the conversations stage too, and the report depends on what it writes."""
     labels = ["${golden}"]
     answer = [
+        "name",  # what the summaries and MLflow call the system under test
         "run",
         "k",
         "retriever",

@@ -327,19 +327,44 @@ def _varying(points: Sequence[dict[str, Any]]) -> list[str]:
     return [" ".join(o for o in p["overrides"] if o not in common) or "(base)" for p in points]
 
 
+def _cell(point: dict[str, Any], metric: str) -> str:
+    """``0.800 [0.70,0.88]``: the mean and its 95% interval (the summary's, as in the headline)."""
+    value = point["metrics"].get(metric)
+    if value is None:
+        return "n/a"
+    ci = (point.get("ci95") or {}).get(metric)
+    return f"{value:.3f}" + (f" [{ci[0]:.2f},{ci[1]:.2f}]" if ci else "")  # as history prints it
+
+
+def _n(point: dict[str, Any]) -> str:
+    counts = point.get("counts") or {}
+    return f"{counts.get('n_in_scope', '?')}/{counts.get('n_out_of_scope', '?')}"
+
+
 def format_points(points: Sequence[dict[str, Any]]) -> str:
-    """One row per point (what it overrides beyond the shared ones) with the sweep metrics, sized to content."""
+    """One row per point (what it overrides beyond the shared ones): its n (in scope / out of scope) and the
+    sweep metrics with their 95% intervals, sized to content; then a line saying so."""
     rows = [
-        [label, *("n/a" if p["metrics"].get(c) is None else f"{p['metrics'][c]:.4f}" for c in _COLS)]
+        [label, _n(p), *(_cell(p, c) for c in _COLS)]
         for label, p in zip(_varying(points), points, strict=True)
     ]
-    return "\n".join(format_table(("point", *_COLS), rows, gap=1))
+    table = format_table(("point", "n", *_COLS), rows, gap=2)
+    return "\n".join(
+        [*table, "n: in-scope/out-of-scope entries; each cell: the mean [95% interval], as in the headline"]
+    )
 
 
 def write_points_csv(points: Sequence[dict[str, Any]], path: Path) -> None:
-    lines = ["job,overrides," + ",".join(_COLS)]
+    """points.csv: per point its n, and per sweep metric its value, 95% interval and n."""
+    columns = [f"{c}{part}" for c in _COLS for part in ("", "_ci_lo", "_ci_hi", "_n")]
+    lines = ["job,overrides,n_in_scope,n_out_of_scope," + ",".join(columns)]
     for p in points:
-        vals = ["" if p["metrics"].get(c) is None else f"{p['metrics'][c]:.6f}" for c in _COLS]
+        counts, ci95 = p.get("counts") or {}, p.get("ci95") or {}
+        vals: list[str] = [str(counts.get("n_in_scope", "")), str(counts.get("n_out_of_scope", ""))]
+        for c in _COLS:
+            v, ci = p["metrics"].get(c), ci95.get(c)
+            vals += ["" if v is None else f"{v:.6f}", *(["", ""] if not ci else [f"{ci[0]:.6f}", f"{ci[1]:.6f}"]),
+                     str(counts.get(f"n_{c}", ""))]  # fmt: skip
         lines.append(",".join([p["job"], '"' + " ".join(p["overrides"]) + '"', *vals]))
     path.write_text("\n".join(lines) + "\n")
 
@@ -382,13 +407,8 @@ def plot_points(points: Sequence[dict[str, Any]], path: Path) -> None:
         for rest, pts in series.items():
             suffix = " ".join(o for o in rest.split() if o not in common)
             for lib in libs:
-                xy = [
-                    (x, p["by_library"].get(lib, {}).get(metric)) for x, p in sorted(pts, key=lambda t: t[0])
-                ]
-                xy = [(x, y) for x, y in xy if y is not None]
-                if xy:
-                    ax.plot(*zip(*xy, strict=True), marker=".", label=f"{lib} {suffix}".strip())
-        ax.set_title(metric)
+                _plot_line(ax, metric, lib, sorted(pts, key=lambda t: t[0]), f"{lib} {suffix}".strip())
+        ax.set_title(f"{metric} (95% intervals shaded)")
         ax.set_xlabel(key)
         ax.set_ylim(-0.02, 1.02)
     for ax in axes:
@@ -396,3 +416,27 @@ def plot_points(points: Sequence[dict[str, Any]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _plot_line(
+    ax: Any, metric: str, lib: str, pts: Sequence[tuple[float, dict[str, Any]]], label: str
+) -> None:
+    """One library's metric across the swept value, its 95% interval shaded and its n in the legend."""
+    population = "n_out_of_scope" if metric in names(population="out_of_scope") else "n_in_scope"
+    xs, ys, los, his, ns = [], [], [], [], set()
+    for x, p in pts:
+        group = p["by_library"].get(lib, {})
+        if group.get(metric) is None:
+            continue
+        ci = (group.get("ci95") or {}).get(metric)
+        xs.append(x)
+        ys.append(group[metric])
+        los.append(ci[0] if ci else group[metric])
+        his.append(ci[1] if ci else group[metric])
+        ns.add(group.get(population))
+    if not xs:
+        return
+    line = ax.plot(xs, ys, marker=".", label=f"{label} (n={'/'.join(str(n) for n in sorted(ns, key=str))})")[
+        0
+    ]
+    ax.fill_between(xs, los, his, color=line.get_color(), alpha=0.15, linewidth=0)

@@ -40,7 +40,8 @@ def run_point(
     ``tracked`` (parent run id, tracking URI) is given, log it as a child run of that parent."""
     runs = root / cfg.paths.runs
     cands = None
-    if cfg.retriever.name != "function":  # a user's retriever runs live at every point
+    # A user's retriever, or a user's assistant (it brings its own retrieval), runs live at every point.
+    if cfg.retriever.name != "function" and cfg.agent.name == "docchat":
         if not (runs / "candidates" / META).is_file():
             raise UsageError(
                 f"sweep: no cached candidates; run {rerun('retrieve')} (sweeps never open the index)"
@@ -52,6 +53,9 @@ def run_point(
         "job": job_id,
         "overrides": overrides,
         "metrics": {k: v for k, v in summary["metrics"].items() if not isinstance(v, dict)},
+        # each metric's 95% interval and n, for the sweep table, points.csv and the plot
+        "ci95": summary["metrics"].get("ci95") or {},
+        "counts": summary["metrics"].get("counts") or {},
     }
     point["by_library"] = summary["metrics"]["by_library"]
     if tracked is not None and cfg.tracking.enabled:

@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,11 +55,13 @@ def stage_params(args: argparse.Namespace) -> Config:
     return load_params(path)
 
 
-def print_headline(summary: Mapping[str, Any]) -> None:
-    """The run's metrics as a terminal table: value, 95% interval and the population size n. Values from the
-    summary are printed with control characters escaped (doceval.common.text.one_line)."""
+def print_headline(summary: Mapping[str, Any], conversations: bool = True) -> None:
+    """The run's metrics as a terminal table: value, 95% interval and the population size n (and, with
+    ``conversations``, a conversation block's tables). Values from the summary are printed with control
+    characters escaped (doceval.common.text.one_line)."""
     # lazy: start-up (the metric registry imports numpy; `doceval --help` must not pay for it)
-    from doceval.scoring.registry import METRICS
+    from doceval.results.summaries import rel1_note, shown_metrics
+    from doceval.scoring.registry import BY_NAME
 
     m = summary["metrics"]
     recorded = summary["config"]  # the configuration the run recorded, not a config object
@@ -70,8 +72,8 @@ def print_headline(summary: Mapping[str, Any]) -> None:
     )
     rows: list[list[str]] = []
     unmeasured = m.get("not_measured") or {}
-    for metric in METRICS:
-        key = metric.name
+    for key in shown_metrics(summary):
+        metric = BY_NAME[key]
         value = m[key]
         n = str(m["counts"].get(f"n_{key}", ""))
         if value is None:
@@ -82,6 +84,8 @@ def print_headline(summary: Mapping[str, Any]) -> None:
         method = one_line((m.get("ci_method") or {}).get(key) or "")
         rows.append([metric.label(k), f"{value:.4f}", ci_text, method, n])
     print("\n".join(format_table(("metric", "value", "95% CI", "interval", "n"), rows, left=(0, 2, 3))))
+    if rel1_note(summary):
+        print(rel1_note(summary))
     c = m["counts"]
     print(
         f"entries={c['n_entries']} in_scope={c['n_in_scope']} out_of_scope={c['n_out_of_scope']} "
@@ -90,8 +94,8 @@ def print_headline(summary: Mapping[str, Any]) -> None:
     for why in sorted(set(unmeasured.values())):
         listed = ", ".join(k for k, v in unmeasured.items() if v == why)
         print(f"not measured: {listed}: {one_line(why)}")
-    if "conversations" in m:
-        _print_conversations(m, k)
+    if "conversations" in m and conversations:
+        _print_conversations(m, k, shown_metrics(summary))
     if not summary.get("complete", True):
         print(f"INCOMPLETE: {one_line(summary['incomplete']['reason'])}")
 
@@ -103,12 +107,12 @@ def _unmeasured_text(m: Mapping[str, Any], key: str) -> str:
     return "not judged" if key == "answer_accuracy" and m.get("not_judged") else "n/a"
 
 
-def _print_conversations(m: Mapping[str, Any], k: Any) -> None:
+def _print_conversations(m: Mapping[str, Any], k: Any, shown: Sequence[str]) -> None:
     """The conversation block (docs/design.md 4.6): every metric over all turns with its interval (resampled
     by conversation), then by turn position and by needs_memory; below it, all turns correct per conversation
     and where conversations first failed."""
     # lazy: start-up (the metric registry imports numpy; `doceval --help` must not pay for it)
-    from doceval.scoring.registry import METRICS
+    from doceval.scoring.registry import BY_NAME
 
     conv = m["conversations"]
     groups = [(f"turn {p}", b) for p, b in conv["by_position"].items()]
@@ -117,7 +121,7 @@ def _print_conversations(m: Mapping[str, Any], k: Any) -> None:
     ]
     header = ("metric", "turns", "95% CI", *(name for name, _ in groups))
     rows: list[list[str]] = []
-    for metric in METRICS:
+    for metric in (BY_NAME[name] for name in shown):
         value = conv["turns"][metric.name]
         if value is None:
             rows.append([metric.label(k), _unmeasured_text(m, metric.name)])
@@ -177,6 +181,29 @@ def _print_memory(conv: Mapping[str, Any]) -> None:
                if isinstance(row, Mapping) and row.get("not_measured")}  # fmt: skip
     for why in sorted(reasons):
         print(f"not measured: {one_line(why)}")
+
+
+def conversation_line(summary: Mapping[str, Any]) -> str:
+    """A conversation replay in one line: conversations and turns, all turns correct, and hit_rate's memory
+    benefit and leak, each with its 95% interval (intervals resample whole conversations)."""
+    # lazy: start-up (the registry imports numpy)
+    from doceval.scoring.conversation_names import PREFIX, conversation_figures
+
+    conv = summary["metrics"].get(PREFIX)
+    if not isinstance(conv, Mapping):
+        return "conversations: none in this summary"
+    figures = conversation_figures(summary["metrics"])
+
+    def shown(name: str, signed: bool = False) -> str:
+        figure = figures.get(f"{PREFIX}.{name}")
+        if figure is None or figure.value is None:
+            return "not measured"
+        ci = f" [{figure.ci95[0]:.2f},{figure.ci95[1]:.2f}]" if figure.ci95 else ""
+        return (f"{figure.value:+.2f}" if signed else f"{figure.value:.3f}") + ci
+
+    return (f"conversations={conv['n_conversations']} turns={conv['n_turns']}: all_turns_correct "
+            f"{shown('all_turns_correct')}; hit_rate: memory benefit {shown('memory_benefit.hit_rate', True)}, "
+            f"leak {shown('memory_leak.hit_rate', True)}")  # fmt: skip
 
 
 def _format_value(value: float | None) -> str:

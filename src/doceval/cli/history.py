@@ -42,7 +42,8 @@ def _no_family(args: argparse.Namespace) -> str:
                                                              ("--run-name", args.run_name)) if value)  # fmt: skip
     return (
         f"{picked}: no tracked run with a git commit matches in the {args.split} experiment; the system is the "
-        "name the headline prints after system= (e.g. bm25, function:my_module:retrieve, http:URL); a run's "
+        "name the headline prints after system= (the configured name=, else e.g. bm25, function:my_module:retrieve, "
+        "http:URL, without the port of a loopback URL); a run's "
         "name is shown in the MLflow UI (`doceval eval` names it after its --output file)"
     )
 
@@ -100,14 +101,12 @@ def cmd_history(args: argparse.Namespace) -> int:
         rows = rows[-args.last :]
     print("\n".join(format_history(rows, metrics)))
     if rows and args.plot:
-        thresholds: dict[str, float] = {}
-        gate_path = Path(args.gate)
-        if gate_path.is_file():
-            # lazy: start-up (doceval.results loads numpy, ~0.2 s)
-            from doceval.results import load_gate_config
+        # lazy: start-up (Hydra for the composed gate, ~0.35 s; only a plot draws thresholds)
+        from doceval.cli.results import gate_rules
 
-            thresholds = dict(load_gate_config(gate_path).thresholds)
-        print(f"plot: {plot_history(rows, metrics, thresholds, Path(args.plot))}")
+        rules, source = gate_rules(args.gate, "--gate", [], "history")
+        print(f"plot: {plot_history(rows, metrics, dict(rules.thresholds), Path(args.plot))}")
+        print(f"  thresholds drawn from: {source}")
     return 0
 
 
@@ -137,7 +136,9 @@ def register(sub: Any) -> None:
         "--plot", default="eval/history.png", metavar="PATH", help="PNG (default: eval/history.png)"
     )
     p.add_argument(
-        "--gate", default="conf/gate/default.yaml", metavar="PATH", help="thresholds drawn on the plot"
+        "--gate",
+        metavar="PATH",
+        help="a gate file whose thresholds the plot draws (default: the gate composed from conf/gate + doceval.yaml)",
     )
     p.add_argument(
         "--tracking-uri", metavar="URI", help="MLflow store (default: MLFLOW_TRACKING_URI, else ./mlruns)"

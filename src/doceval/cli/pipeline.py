@@ -171,10 +171,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     # lazy: start-up (a stage loads its own libraries: numpy, torch, qdrant, mlflow)
+    from doceval.config.drift import params_source
     from doceval.stages import report
 
-    path, verdict = report.run(stage_params(args))
+    params = stage_params(args)
+    path, verdict = report.run(params, gate_source=params_source(Path(args.params), "gate"))
     print(verdict.line)
+    print(f"  rules from: {verdict.source}")
     print(f"report: {path}")
     return 0
 

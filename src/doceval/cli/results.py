@@ -1,4 +1,4 @@
-"""`doceval compare` and `doceval gate`: thin wrappers over :mod:`doceval.results`.
+"""`doceval compare`, `doceval gate` and `doceval show`: thin wrappers over :mod:`doceval.results`.
 
 Registered by :mod:`doceval.cli.main`. An MLflow run id is resolved through :mod:`doceval.tracking`, imported
 only when an argument is a run id.
@@ -19,7 +19,9 @@ from doceval.errors import GateFailed, UsageError
 if TYPE_CHECKING:
     from doceval.config.schema import Gate
 
-DEFAULT_GATE = "conf/gate/default.yaml"
+DEFAULT_SUMMARY = "eval/summary.json"  # the evaluate stage's, and the conversations stage's below
+DEFAULT_CONVERSATIONS = "eval/conversations/summary.json"
+GATE_HELP = "without it: the gate composed from conf/gate + doceval.yaml + gate overrides, as every command"
 
 
 def _mlflow_loader(uri_flag: str | None) -> Callable[[str], Mapping[str, Any]]:
@@ -30,18 +32,29 @@ def _mlflow_loader(uri_flag: str | None) -> Callable[[str], Mapping[str, Any]]:
     return mlflow_summary_loader(uri_flag)
 
 
-def _gate_config(path: str, flag: str, explicit: bool) -> Gate:
+def gate_rules(path: str | None, flag: str, overrides: list[str], command: str) -> tuple[Gate, str]:
+    """The gate a command applies and where it came from: ``path`` (an explicit gate file, checked by the rules
+    of the composed block), else the ``gate`` block composed from conf/ + doceval.yaml + the command's gate
+    overrides, as every other command composes it (docs/design.md 8.3)."""
     # lazy: start-up (doceval.results loads numpy, doceval.config.compose yaml and the schema: ~0.4 s)
-    from doceval.config.compose import find_conf_dir
+    from doceval.config.compose import compose
+    from doceval.config.drift import group_source
+    from doceval.config.project import override_key
     from doceval.results import load_gate_config
 
-    if not explicit and not Path(path).is_file():
-        # Outside a doceval project (a user's own folder), the default gate is the shipped one.
-        path = str(find_conf_dir() / "gate" / "default.yaml")
-    if not Path(path).is_file():
-        hint = "" if explicit else f" (the default; run from the repository root, or pass {flag} PATH)"
-        raise UsageError(f"{flag} {path}: gate config not found{hint}")
-    return load_gate_config(path)
+    if path is not None:
+        if overrides:
+            raise UsageError(f"doceval {command}: {flag} {path} and overrides ({' '.join(overrides)}): pass "
+                             f"one; overrides change the composed gate (conf/gate + doceval.yaml)")  # fmt: skip
+        if not Path(path).is_file():
+            raise UsageError(f"{flag} {path}: gate config not found; pass an existing gate YAML file, or leave "
+                             f"{flag} out to use the composed gate (conf/gate + doceval.yaml)")  # fmt: skip
+        return load_gate_config(path), path
+    other = [o for o in overrides if not (override_key(o) == "gate" or override_key(o).startswith("gate."))]
+    if other:
+        raise UsageError(f"doceval {command}: {other[0]}: only gate overrides apply here (e.g. "
+                         "gate.thresholds.hit_rate=0.7, gate=NAME for conf/gate/NAME.yaml)")  # fmt: skip
+    return compose(overrides).gate, group_source("gate", overrides, f"doceval {command}")
 
 
 def _fail(result: Any, command: str) -> GateFailed:
@@ -55,7 +68,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     if args.bootstrap < 1:
         raise UsageError(f"--bootstrap {args.bootstrap}: must be at least 1")
-    gate_cfg = None if args.no_gate else _gate_config(args.gate, "--gate", args.gate != DEFAULT_GATE)
+    if args.no_gate and (args.gate or args.words):
+        raise UsageError("doceval compare: --no-gate with --gate or gate overrides: pass one")
+    gate_cfg, source = (None, "") if args.no_gate else gate_rules(args.gate, "--gate", args.words, "compare")
     if args.plot:
         fix = "pass a writable --plot PATH (a .png file)"
         check_writable(args.plot, f"--plot {args.plot}", fix)
@@ -78,10 +93,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     verdict = (
         None
         if gate_cfg is None
-        else gate(new, gate_cfg, baseline=base, allow_different_k=args.allow_different_k)
+        else gate(new, gate_cfg, baseline=base, allow_different_k=args.allow_different_k, source=source)
     )
     print(format_compare(result, None if verdict is None else verdict.line))
     if verdict is not None:
+        print(f"  rules from: {source}")
         for f in verdict.failures:
             print(f"  - {f}")
         for note in verdict.notes:
@@ -97,7 +113,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     # lazy: start-up (doceval.results loads numpy, ~0.2 s)
     from doceval.results import gate, load_summary
 
-    gate_cfg = _gate_config(args.config, "--config", args.config != DEFAULT_GATE)
+    gate_cfg, source = gate_rules(args.config, "--config", args.words, "gate")
     if args.junit:
         fix = "pass a writable --junit PATH"
         check_writable(args.junit, f"--junit {args.junit}", fix)
@@ -107,23 +123,39 @@ def cmd_gate(args: argparse.Namespace) -> int:
     summary = load_summary(args.summary, loader)
     baseline = None if args.baseline is None else load_summary(args.baseline, loader)
     history = _drift_history(gate_cfg, summary, args.tracking_uri) if gate_cfg.drift.enabled else None
-    verdict = gate(
-        summary, gate_cfg, baseline=baseline, allow_different_k=args.allow_different_k, history=history
-    )
+    verdict = gate(summary, gate_cfg, baseline=baseline, allow_different_k=args.allow_different_k,
+                   history=history, source=source)  # fmt: skip
     if args.junit:
         # lazy: start-up (as above)
         from doceval.results.junit import junit_xml
 
         write_text_atomic(Path(args.junit), junit_xml(verdict, summary))
     print(verdict.line)
+    print(f"  rules from: {source}")
     for f in verdict.failures:
         print(f"  - {f}")
     for note in verdict.notes:
         print(f"  note: {note}")
     if baseline is not None and not gate_cfg.non_regression.enabled:
-        print(f"  note: --baseline given but non_regression is disabled in {args.config}: baseline not used")
+        print(f"  note: --baseline given but non_regression is disabled in {source}: baseline not used")
     if not verdict.passed:
         raise _fail(verdict, "gate")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """The headline table of a summary (as `doceval eval` prints it), then a conversation replay's line."""
+    # lazy: start-up (doceval.results loads numpy)
+    from doceval.cli.common import conversation_line, print_headline
+    from doceval.results import load_summary
+
+    loader = _mlflow_loader(args.tracking_uri)
+    print_headline(load_summary(args.summary, loader), conversations=False)
+    conversations = args.conversations
+    if conversations is None and Path(DEFAULT_CONVERSATIONS).is_file() and args.summary == DEFAULT_SUMMARY:
+        conversations = DEFAULT_CONVERSATIONS
+    if conversations is not None:
+        print(conversation_line(load_summary(conversations, loader)))
     return 0
 
 
@@ -152,6 +184,16 @@ def _allow_k_flag(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _overrides(p: argparse.ArgumentParser) -> None:
+    # `words`: cli.main appends overrides given after an option (`gate S.json --junit J gate.k=...`) here too.
+    p.add_argument(
+        "words",
+        nargs="*",
+        metavar="OVERRIDE",
+        help="gate overrides of the composed gate, after doceval.yaml's (gate.thresholds.hit_rate=0.7, gate=NAME)",
+    )
+
+
 def _tracking_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tracking-uri",
@@ -161,7 +203,7 @@ def _tracking_flag(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: Any) -> None:
-    """Add `compare` and `gate` to the `doceval` subparsers (neither reads params.yaml)."""
+    """Add `compare`, `gate` and `show` to the `doceval` subparsers (none reads params.yaml)."""
     text = (
         "compare two runs (summary JSON files or MLflow run ids) metric by metric, then apply the gate to NEW"
     )
@@ -170,11 +212,11 @@ def register(sub: Any) -> None:
         "base", metavar="BASE", help="baseline: summary JSON (doceval eval --output) or MLflow run id"
     )
     p.add_argument("new", metavar="NEW", help="new run: summary JSON or MLflow run id")
+    _overrides(p)
     p.add_argument(
         "--gate",
-        default=DEFAULT_GATE,
         metavar="PATH",
-        help=f"gate config applied to NEW, BASE as non-regression baseline (default: {DEFAULT_GATE})",
+        help=f"a gate file applied to NEW, BASE as non-regression baseline ({GATE_HELP})",
     )
     p.add_argument("--no-gate", action="store_true", help="only compare; print no gate line, always exit 0")
     p.add_argument(
@@ -206,12 +248,20 @@ def register(sub: Any) -> None:
     text = "apply a gate config to a run summary: exit 0 on PASS, 3 on FAIL"
     p = sub.add_parser("gate", help=text, description=text)
     p.add_argument("summary", metavar="SUMMARY", help="summary JSON (doceval eval --output) or MLflow run id")
-    p.add_argument(
-        "--config", default=DEFAULT_GATE, metavar="PATH", help=f"gate config (default: {DEFAULT_GATE})"
-    )
+    _overrides(p)
+    p.add_argument("--config", metavar="PATH", help=f"a gate file ({GATE_HELP})")
     p.add_argument("--baseline", metavar="SUMMARY", help="baseline summary for the non-regression check")
     p.add_argument("--junit", metavar="FILE", help="also write the verdict as JUnit XML (one test case per "
                    "condition and per entry behind a failed threshold)")  # fmt: skip
     _allow_k_flag(p)
     _tracking_flag(p)
     p.set_defaults(func=cmd_gate)
+
+    text = "print a run's headline table (and a conversation replay's line): what `make repro` ends with"
+    p = sub.add_parser("show", help=text, description=text)
+    p.add_argument("summary", metavar="SUMMARY", nargs="?", default=DEFAULT_SUMMARY,
+                   help=f"summary JSON or MLflow run id (default: {DEFAULT_SUMMARY})")  # fmt: skip
+    p.add_argument("--conversations", metavar="SUMMARY", help="a conversation replay's summary to add as one line "
+                   f"(default: {DEFAULT_CONVERSATIONS} with the default SUMMARY, when it exists)")  # fmt: skip
+    _tracking_flag(p)
+    p.set_defaults(func=cmd_show)

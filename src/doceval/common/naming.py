@@ -1,22 +1,51 @@
-"""Short names for what a run evaluated, shared by the headline, report.md and MLflow tags."""
+"""Short names for what a run evaluated, shared by the headline, report.md, compare, JUnit and MLflow (the run
+name and the ``system`` tag `doceval history --system` filters on)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
+
+# A URL on this machine: its port changes from one start of a local server to the next (a free port).
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
+_HTTP_LABEL = re.compile(r"^http:(https?://.*)$")
 
 
 def system_label(recorded: Mapping[str, Any]) -> str:
-    """One short name for the system under test, from a summary's recorded ``config`` block: the retriever,
-    the user's function target, or the assistant's target or URL."""
+    """One short name for the system under test, from a summary's recorded ``config`` block: its ``name``
+    when the configuration gave one (``name=ravel-assistant``), else the retriever, the user's function target,
+    or the assistant's target or URL (``http:`` + the URL, without its port on a loopback host)."""
+    if recorded.get("name"):
+        return str(recorded["name"])
     system = recorded.get("system") or {}
     agent = system.get("agent") or {}
     if agent.get("name", "docchat") != "docchat":
-        return f"{agent['name']}:{agent.get('target') or agent.get('url') or '?'}"
+        return canonical_system(f"{agent['name']}:{agent.get('target') or agent.get('url') or '?'}")
     retriever = system.get("retriever") or {}
     if retriever.get("target"):
         return f"function:{retriever['target']}"
     return str(recorded.get("retriever", {}).get("name", "?"))
+
+
+def canonical_system(label: str) -> str:
+    """``label`` as system labels are compared: an HTTP assistant's on a loopback host without its port
+    (``http:http://127.0.0.1:8765/answer`` -> ``http:http://127.0.0.1/answer``), so a local server restarted on
+    another port stays one system, and tags logged before this rule (with the port) match the new ones."""
+    found = _HTTP_LABEL.match(label)
+    if not found:
+        return label
+    try:
+        parts = urlsplit(found.group(1))
+        port = parts.port
+    except ValueError:
+        return label
+    host = parts.hostname or ""
+    if port is None or host not in LOOPBACK_HOSTS:
+        return label
+    netloc = parts.netloc.rsplit(":", 1)[0]  # the port only: [::1] keeps its brackets
+    return "http:" + parts._replace(netloc=netloc).geturl()
 
 
 def floors_label(floors: Mapping[str, Any]) -> str:

@@ -10,6 +10,7 @@ import inspect
 import os
 import re
 import sys
+from collections.abc import Callable
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path, PurePosixPath
@@ -180,3 +181,52 @@ def _source_file(module: Any) -> Path | None:
     if name is None or not Path(name).is_file():
         return None
     return Path(name).resolve()
+
+
+def build_from_factory(
+    attr: Any, kwargs: dict[str, Any], *, where: str, how: str, method: str, example: str
+) -> Callable[..., Any]:
+    """The callable a config's ``target`` stands for: ATTR itself, or, with ``kwargs`` (or when ATTR is a
+    class), what the factory ``ATTR(**kwargs)`` returns: an object's ``.<method>`` when it has one, else the
+    object if it is callable. ``where`` prefixes every UsageError (``retriever.target=mod:fn``), ``how`` names
+    the overrides to fix (``+retriever.kwargs.NAME=VALUE``), ``example`` the expected signature."""
+    if not callable(attr):
+        raise UsageError(
+            f"{where}: names a value of type {type(attr).__name__}, not a function; point it at {example}, "
+            "or a factory returning one"
+        )
+    if not kwargs and not inspect.isclass(attr):
+        return attr  # type: ignore[no-any-return]
+    names = ", ".join(sorted(kwargs)) or "(none)"
+    try:
+        sig: inspect.Signature | None = inspect.signature(attr)
+    except (TypeError, ValueError):  # some built-ins and C callables have none: call and see
+        sig = None
+    if sig is not None:
+        try:
+            sig.bind(**kwargs)
+        except TypeError as exc:
+            raise UsageError(
+                f"{where}: the factory{sig} does not accept the kwargs {names}: {exc}; fix or drop the {how} "
+                "overrides"
+            ) from None
+    try:
+        made = attr(**kwargs)
+    except TypeError as exc:
+        raise UsageError(f"{where}: the factory rejected the kwargs {names}: {exc}") from exc
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a ValueError on a bad value, say; a SystemExit never chooses
+        # doceval's exit code
+        raise UsageError(
+            f"{where}: the factory called with kwargs {names} raised {type(exc).__name__}: {exc}"
+        ) from exc
+    bound = getattr(made, method, None)
+    if callable(bound):
+        return bound  # type: ignore[no-any-return]
+    if callable(made):
+        return made  # type: ignore[no-any-return]
+    raise UsageError(
+        f"{where}: the factory returned a value of type {type(made).__name__}, which is neither callable nor has a "
+        f".{method}(...) method; return {example} or an object with that method"
+    )

@@ -27,6 +27,8 @@ from doceval.errors import UsageError
 CONF_DIR = Path("conf")
 PARAMS = Path("params.yaml")
 CONF_ENV = "DOCEVAL_CONF"
+# Valid keys named in an error (a gate's thresholds take ~130 names, the conversation figures included).
+MAX_LISTED = 24
 # The conf/ shipped inside the package (src/doceval/conf, a link to the repository's conf/ in a checkout; its
 # files in a wheel), so an installed doceval composes without a clone.
 SOURCE_CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -419,7 +421,9 @@ def _check(value: Any, hint: Any, meta: Mapping[str, Any], path: str, complete: 
         allowed = _choices(meta, "keys")
         for key, item in value.items():
             if allowed is not None and key not in allowed:
-                raise UsageError(f"{_join(path, key)}: unknown key; valid keys: {', '.join(allowed)}")
+                shown = ", ".join(allowed[:MAX_LISTED]) + (f" and {len(allowed) - MAX_LISTED} more"
+                                                           if len(allowed) > MAX_LISTED else "")  # fmt: skip
+                raise UsageError(f"{_join(path, key)}: unknown key; valid keys: {shown}")
             _check(item, item_hint, meta, _join(path, key), complete)
     elif one in (int, float):
         choices = _choices(meta, "choices")

@@ -14,10 +14,9 @@ Conventions read by the validator:
   conf/ leaves out, None meaning "unset" (the component's own behaviour applies, documented where it is read);
 - lists are tuples and mappings read-only once built (the config is frozen);
 - ``spec(...)`` metadata: ``ge``/``gt``/``le`` bounds, ``choices`` (a tuple, or a function for lists owned by
-  other modules), ``keys`` (allowed mapping keys), ``nonempty``, ``pattern``, ``rule`` (a function of a string
-  value returning why it is refused, or None), ``what`` (a custom description),
-  ``example`` (shown in the error as the fix), ``key`` (the YAML name when it is a Python keyword) and ``flat``
-  (the field holds the EXTENDED_BY keys of its own block; it is no YAML key itself);
+  other modules), ``keys`` (allowed mapping keys), ``nonempty``, ``pattern``, ``rule`` (why a string is refused,
+  or None), ``what`` (a description), ``example`` (the fix shown), ``key`` (the YAML name of a Python keyword),
+  ``flat`` (the field holds the EXTENDED_BY keys of its own block; it is no YAML key itself);
 - a union of dataclasses is one block chosen by its first, ``Literal``-typed field (``retriever.name``);
 - :data:`OPEN_MAPPINGS` lists the only places where a mapping's keys are free-form.
 """
@@ -35,8 +34,9 @@ from doceval.llm.config import LLMConfig
 # arguments). Keys below them are not checked; elsewhere every key must be declared. A path listed here is
 # accepted even if no dataclass declares it, so a new hook (say "retriever.kwargs") is one line.
 OPEN_MAPPINGS: frozenset[str] = frozenset(
-    {"answerer.response_format", "judge.response_format", "retriever.kwargs", "agent.headers_env"}
-)
+    {"answerer.response_format", "judge.response_format", "retriever.kwargs", "agent.headers_env", "agent.kwargs",
+     "agent.params"}
+)  # fmt: skip
 
 
 def spec(default: Any = MISSING, **rules: Any) -> Any:
@@ -49,6 +49,13 @@ def _metric_names() -> tuple[str, ...]:
     from doceval.scoring.registry import METRIC_NAMES
 
     return METRIC_NAMES
+
+
+def _threshold_names() -> tuple[str, ...]:
+    # lazy: start-up, as above. A threshold may name a conversation figure too (docs/design.md 8.3).
+    from doceval.scoring.conversation_names import conversation_metric_names
+
+    return _metric_names() + conversation_metric_names()
 
 
 # The calibration objectives by name (docs/design.md 5.3). Declared here, at the edge, so validation needs no
@@ -120,6 +127,7 @@ class AgentFunction:
         what="MODULE:ATTR (a function on the Python path, the current directory first)",
         example="my_agent:answer",
     )
+    kwargs: Mapping[str, Any] = spec(example="{}")  # free-form: the factory's keyword arguments (sweepable)
     timeout_s: float | None = spec(gt=0, example="120")  # null: no deadline
     max_reply_bytes: int = spec(ge=1, example="4194304")
 
@@ -132,6 +140,8 @@ class AgentHttp:
     )
     # Header name -> name of the environment variable whose value is sent (an OPEN_MAPPINGS entry).
     headers_env: Mapping[str, str] = spec(nonempty=True, example="{Authorization: MY_AGENT_TOKEN}")
+    # Free-form request parameters sent as the body's "params" object when non-empty (sweepable).
+    params: Mapping[str, Any] = spec(example="{}")
     timeout_s: float = spec(gt=0, example="30")  # total per request: connect to last byte
     max_retries: int = spec(ge=0, example="3")
     max_reply_bytes: int = spec(ge=1, example="4194304")
@@ -335,7 +345,7 @@ class Drift:
 
 @dataclass(frozen=True, kw_only=True)
 class Gate:
-    thresholds: Mapping[str, float] = spec(keys=_metric_names, ge=0, le=1)
+    thresholds: Mapping[str, float] = spec(keys=_threshold_names, ge=0, le=1)
     max_system_errors: int = spec(ge=0, example="0")  # more entries with a system error: the gate fails
     non_regression: NonRegression = spec()
     drift: Drift = spec()
@@ -385,8 +395,7 @@ class JudgeValidation:
 
 @dataclass(frozen=True, kw_only=True)
 class Relevance:
-    """Graded judgments (docs/design.md section 3.4): the grade that counts as relevant for hit_rate, recall
-    and mrr; nDCG uses the grades themselves, the *_rel1 metrics grade >= 1."""
+    """Graded judgments (design 3.4): the grade relevant for hit_rate, recall, mrr; nDCG uses the grades."""
 
     threshold: int = spec(
         choices=(1, 2),
@@ -469,6 +478,10 @@ class Config:
     gate: Gate
     calibration: Calibration
     engine: Engine
+    # What runs call the system under test (docs/design.md 8.7): the `system` tag `doceval history --system`
+    # filters on, the MLflow run name, compare's and report.md's headers, JUnit's suite. null: derived from it.
+    name: str | None = spec(pattern=r"[^\s|`]+(?: [^\s|`]+)*", what="a one-line name (no | or `)",
+                            example="ravel-assistant")  # fmt: skip
     k: int = spec(ge=1, example="5")
     candidates_k: int = spec(ge=1, example="100")
     limit: int | None = spec(ge=1, example="50")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from doceval.common.plotting import panel_grid
-from doceval.common.provenance import provenance
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.harness.candidates import CandidateSet, score_range_of, score_range_record
@@ -152,7 +150,8 @@ def _provenance(
     calibrated_ids: list[str],
 ) -> dict[str, Any]:
     """What the floors were chosen from: split, objective and its target, ``record`` (min_entries, signal, k,
-    golden md5, candidates hash), retriever and its score range, when and at which commit, and the ids used."""
+    golden md5, candidates hash), retriever and its score range, and the ids used: the inputs only, so a
+    fresh clone reproduces floors.json byte for byte (when and at which commit: the calibrate MLflow run)."""
     return {
         "split": cfg.calibration.split,
         "objective": objective,
@@ -169,9 +168,6 @@ def _provenance(
         **record,
         "retriever": config_dict(cfg.retriever),
         **score_range_record(score_range_of(cands.meta)),
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "git_commit": provenance()["git_commit"],
-        "git_dirty": provenance()["git_dirty"],
         CALIBRATED_IDS_SHA256: ids_digest(calibrated_ids),
         CALIBRATED_IDS: calibrated_ids,
     }

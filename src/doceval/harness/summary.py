@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # the stages' types only: evaluate imports this module, never
     from doceval.harness.plan import RunPlan
     from doceval.llm import Ledger
 
-__all__ = ["answerer_record", "build_summary", "public_block", "system_block"]
+__all__ = ["answerer_record", "build_summary", "pipeline_record", "public_block", "system_block"]
 
 
 def system_block(cfg: Config, plan: RunPlan) -> dict[str, Any]:
@@ -178,6 +178,7 @@ def _config_block(
     }
     meta = plan.candidates.meta if plan.candidates is not None else {}
     return {
+        "name": cfg.name,  # what the user calls the system (null: derived from it, doceval.common.naming)
         "split": plan.split,
         "k": plan.k,
         "limit": plan.limit,
@@ -209,6 +210,9 @@ def _config_block(
             "path": str(plan.golden_path),
             "md5": plan.golden_md5,
             "corpus_pins": plan.corpus.pins if plan.corpus is not None else None,
+            # The *_rel1 metrics can differ from the grade-2 ones (a grade 1 judged, relevant means grade 2):
+            # tables show their rows only then (doceval.results.summaries.shown_metrics).
+            "graded": plan.threshold == 2 and any(1 in e.grades.values() for e in plan.entries),
         },
         "candidates": {
             k2: meta.get(k2)
@@ -231,3 +235,17 @@ def public_block(recorded: Mapping[str, Any]) -> dict[str, Any]:
     contents ``<redacted>``."""
     public: dict[str, Any] = scrub(recorded, secret_values(recorded), drop_secret_keys=False)
     return public
+
+
+def pipeline_record(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary`` as a pipeline stage writes it (eval/summary.json, eval/calibration/, eval/conversations/):
+    without what changes from one run of the same inputs to the next (each entry's timing, the git commit
+    and dirty flag, Python and the platform, this invocation's usage, cache and journal counts), because
+    dvc.lock hashes these files and report.md quotes them, so a fresh clone must reproduce them byte for byte.
+    The run's MLflow record keeps all of it (the stage logs the whole summary)."""
+    recorded = dict(summary["config"])
+    versions = (recorded.get("provenance") or {}).get("versions")
+    recorded["provenance"] = {"versions": versions}  # pinned with the code: the same in every clone
+    recorded["usage"] = {"by_role": (recorded.get("usage") or {}).get("by_role") or {}}
+    entries = [{k: v for k, v in e.items() if k != "timing"} for e in summary["entries"]]
+    return {**summary, "config": recorded, "entries": entries}

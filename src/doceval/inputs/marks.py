@@ -23,13 +23,15 @@ documented object is that parameter: "``interpolation : str`` ... Deprecated nam
 ``interpolation``, never the function. A dotted name (``np.msort``, ``df.append(``) is governed where the
 object it ends in is: a deprecation of ``numpy.lib.function_base.msort`` governs ``np.msort``.
 The extractor writes ``Deprecated: ...`` lines for ``@deprecated`` decorators (doceval.inputs.docs).
+A name is found in what a mark governs by the one matching rule of :mod:`doceval.common.apimatch`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+
+from doceval.common.apimatch import occurs
 
 # Clause ends: a sentence end, a blank line, ";" or ":" followed by white space (so "a.b" and "::" inside a
 # directive name stay whole). Every clause is matched casefolded.
@@ -151,16 +153,6 @@ def _parameter_blocks(text: str) -> tuple[str, list[tuple[str, str]]]:
     return "\n".join(rest), blocks
 
 
-@lru_cache(maxsize=4096)
-def name_pattern(name: str) -> re.Pattern[str]:
-    """``name`` as an API name, casefolded: not glued to a longer identifier (``DeclarativeBase`` is not in
-    ``SomeDeclarativeBase``, ``dict(`` not in ``to_dict(``), wherever the name starts or ends with one."""
-    folded = name.casefold()
-    left = r"(?<![\w])" if folded[:1].isidentifier() or folded[:1].isdigit() else ""
-    right = r"(?![\w])" if (folded[-1:].isidentifier() or folded[-1:].isdigit()) else ""
-    return re.compile(left + re.escape(folded) + right)
-
-
 def api_names(name: str) -> tuple[str, ...]:
     """What a forbidden string names: itself, and for a usage string (``Base = declarative_base(``,
     ``engine.execute(``, ``interpolation=``) the API or parameter it uses, so a mark on ``declarative_base``
@@ -179,8 +171,7 @@ def governs(marks: list[Mark], name: str) -> bool:
     """Whether any of the marks governs ``name`` (or the API a usage string calls), or, for a dotted name, is
     about the object it ends in (``np.msort`` and a deprecation of ``numpy.lib.function_base.msort``)."""
     names = api_names(name)
-    patterns = [name_pattern(n) for n in names]
-    if any(p.search(mark.governed) for mark in marks for p in patterns):
+    if any(occurs(n, mark.governed) for mark in marks for n in names):
         return True
     ends = {n.rsplit(".", 1)[1].casefold() for n in names if "." in n.strip(".")}
     return any(mark.about and mark.about in ends for mark in marks)

@@ -26,8 +26,9 @@ they are recorded, with its md5, in ``<name>.findings.json`` next to it, and rep
 file is unchanged. Every new finding, and every finding of a new golden set, is an error. The first three rules
 can never be recorded: a label that is wrong for the configured corpus is wrong for any golden set.
 
-API names match case-insensitively, as the answer metrics match them, but as names: not glued to a longer
-identifier (``DeclarativeBase`` is not in ``SomeDeclarativeBase``); a document "marks it
+API names are found by the one rule version_correctness scores answers with (:mod:`doceval.common.apimatch`:
+case-insensitive, as names not glued to a longer identifier, ``DeclarativeBase`` is not in
+``SomeDeclarativeBase``, a space standing for any spacing); a document "marks it
 unsupported" when a mark of :mod:`doceval.inputs.marks` ("removed in", "renamed from", "replaced by", "no longer",
 "deprecated", ``.. deprecated::``) governs that very name, not when the page merely mentions deprecation.
 """
@@ -40,12 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from doceval.common.apimatch import fold, mentions, occurs
 from doceval.common.hints import rerun
 from doceval.common.io import write_json_atomic
 from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry, GoldenError, Problem, parse_golden
 from doceval.inputs.marks import Mark, find_marks, governs
-from doceval.inputs.marks import name_pattern as _pattern
 from doceval.inputs.qrels import labels_md5
 
 ALWAYS_ERRORS = frozenset({"indexed_but_unindexed", "pin_not_indexed", "relevant_id_missing"})
@@ -95,15 +96,17 @@ class PinText:
     _marks: dict[str, list[Mark]] = field(default_factory=dict)  # doc id -> its marks, found when first asked
 
     def finish(self) -> None:
-        self._folded = {d: t.casefold() for d, t in self.docs.items()}
+        self._folded = {d: fold(t) for d, t in self.docs.items()}
         self._all = "\n".join(self._folded.values())
 
     def mentions(self, name: str) -> bool:
-        return name.casefold() in self._all and _pattern(name).search(self._all) is not None
+        return occurs(name, self._all)
 
     def documents_with(self, name: str) -> list[str]:
-        needle, pattern = name.casefold(), _pattern(name)
-        return [d for d, t in self._folded.items() if needle in t and pattern.search(t)]
+        return [d for d, t in self._folded.items() if occurs(name, t)]
+
+    def uses(self, doc_id: str, name: str) -> bool:
+        return occurs(name, self._folded.get(doc_id, ""))
 
     def marks_unsupported(self, name: str, doc_ids: Iterable[str]) -> bool:
         """Whether one of the documents marks ``name`` itself as not supported (removed, renamed, replaced,
@@ -269,18 +272,17 @@ def _evidence_findings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add
 def _version_strings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add: _Add) -> None:
     """Forbidden strings a correct answer cannot avoid (in the question, or in a document that answers it and
     does not call them deprecated), and expected strings no answer can satisfy."""
-    question = e.question.casefold()
+    question = fold(e.question)
     for name in e.forbidden_apis:
         if name in e.allow_forbidden:
             continue
-        if name.casefold() in question:
+        if occurs(name, question):
             stats["forbidden_in_question"] += 1
             add("forbidden_in_question", "forbidden_apis", name,
                 f"forbids {name!r}, which its own question contains: an answer quoting the question fails",
                 "narrow the string (e.g. the call form), drop it, or list it in allow_forbidden")  # fmt: skip
         for doc_id in e.relevant_ids:
-            text = docs._folded.get(doc_id, "")
-            if _pattern(name).search(text) and not docs.marks_unsupported(name, [doc_id]):
+            if docs.uses(doc_id, name) and not docs.marks_unsupported(name, [doc_id]):
                 stats["forbidden_in_relevant"] += 1
                 add("forbidden_in_relevant", "forbidden_apis", name,
                     f"forbids {name!r}, which its relevant document {doc_id} uses without marking it not supported",
@@ -289,7 +291,7 @@ def _version_strings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add: 
     expected = [*e.expected_apis, *(alt for group in e.expected_any for alt in group)]
     for want in expected:
         for name in e.forbidden_apis:
-            if name.casefold() in want.casefold():
+            if mentions(want, name):
                 add("expected_conflict", "expected_apis", want,
                     f"expects {want!r}, which contains the forbidden {name!r}: no answer can use it",
                     "change the expected string or the forbidden one")  # fmt: skip

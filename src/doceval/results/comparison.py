@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from doceval.common.naming import system_label
 from doceval.common.table import format_table
 from doceval.common.text import one_line, printable
 from doceval.errors import UsageError
@@ -28,6 +29,8 @@ from doceval.results.summaries import (
     check_same_corpus,
     check_same_k,
     check_summary,
+    rel1_note,
+    shown_metrics,
 )
 from doceval.scoring.aggregate import column
 from doceval.scoring.failures import transitions
@@ -82,6 +85,9 @@ class CompareResult:
     # conversations (results.conversation_compare): stage changes per turn position, all_turns_correct
     positions: list[PositionChange] = field(default_factory=list)
     all_turns_correct: AllTurnsCorrectChange | None = None
+    # what each run evaluated (doceval.common.naming.system_label: the configured name, else derived)
+    systems: tuple[str, str] = ("?", "?")
+    rel1_note: str = ""  # why the *_rel1 rows are left out ("" when shown)
 
     def row(self, metric: str) -> MetricChange:
         for r in self.rows:
@@ -101,8 +107,11 @@ def compare(
     seed: int = 0,
     base_label: str = "BASE",
     new_label: str = "NEW",
+    metrics: Sequence[str] | None = None,
 ) -> CompareResult:
-    """Compare two runs metric by metric, pairing entries by id.
+    """Compare two runs metric by metric, pairing entries by id: ``metrics`` (default: the table's,
+    :func:`doceval.results.summaries.shown_metrics`: the ``*_rel1`` rows only when a run's judgments are graded),
+    Holm-adjusted over them.
 
     Runs scored on different golden sets (``config.golden.md5`` differ) or over different entry ids are
     refused unless ``allow_different_golden``; then only the shared entries are compared and the result says
@@ -124,8 +133,9 @@ def compare(
     # The summaries' own means are checked against their entries only when every entry is compared.
     reported = None if (only_b or only_n) else (base, new)
     unmeasured = _unmeasured(base, new, labels, notes)
+    chosen = shown_metrics(base, new) if metrics is None else tuple(metrics)
     rows = _metric_changes(b_rows, n_rows, labels, reported, notes, n_boot=n_boot, seed=seed,
-                           unmeasured=unmeasured)  # fmt: skip
+                           unmeasured=unmeasured, metrics=chosen)  # fmt: skip
 
     unanswerable = [
         Unanswerable(e["id"], _one_line(e.get("question", "")), _doc_ids(e), e.get("refused"))
@@ -136,6 +146,7 @@ def compare(
     return CompareResult(
         base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes, moved,
         position_changes(b_rows, n_rows), all_turns_correct_change(b_rows, n_rows, n_boot=n_boot, seed=seed),
+        (system_label(base["config"]), system_label(new["config"])), rel1_note(base, new) if metrics is None else "",
     )  # fmt: skip
 
 
@@ -238,12 +249,13 @@ def _metric_changes(
     n_boot: int,
     seed: int,
     unmeasured: set[str] | None = None,
+    metrics: Sequence[str] = METRIC_NAMES,
 ) -> list[MetricChange]:
     """One row per metric over the paired entries: means, paired change with its interval, W/T/L, p and its
     Holm adjustment. With ``reported`` (BASE and NEW), a note for each summary mean its entries disagree with.
     A metric in ``unmeasured`` (not measured by either run) gets a row with no change and no test."""
     rows: list[MetricChange] = []
-    for m in METRIC_NAMES:
+    for m in metrics:
         bc, nc = column(b_rows, m), column(n_rows, m)
         bv, nv = mean_or_none(bc), mean_or_none(nc)
         if m in (unmeasured or ()):
@@ -308,26 +320,31 @@ def _p(v: float | None) -> str:
     return "<0.001" if v < 0.001 else f"{v:.3f}"
 
 
-_HEADER = ("metric", "baseline", "new", "change", "95% CI of change", "p", "p_holm", "W/T/L", "n")
+_HEADER = ("metric", "baseline", "new", "change", "95% CI of change", "p", "p_holm", "W/T/L", "n", "method")
 
 
 def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
     """The side-by-side table, the ``unanswerable:`` lines for NEW, then the gate line. Every line is
     printable (doceval.common.text): a question or id holding an escape sequence is shown, not replayed."""
-    lines = [f"baseline: {result.base_label}", f"new:      {result.new_label}"]
+    b_sys, n_sys = result.systems
+    lines = [
+        f"baseline: {result.base_label} (system {b_sys})",
+        f"new:      {result.new_label} (system {n_sys})",
+    ]
     lines += [f"note: {n}" for n in result.notes]
     rows = []
     for r in result.rows:
         name = r.metric + ("*" if r.metric in LOWER_IS_BETTER else "")
         wtl = f"{r.wins}/{r.ties}/{r.losses}" if r.n_paired else "-"
         cells = [name, _num(r.base), _num(r.new), _signed(r.change), _interval(r.ci)]
-        rows.append([*cells, _p(r.p_value), _p(r.p_holm), wtl, str(r.n_paired)])
-    lines += ["", *format_table(_HEADER, rows, left=(0, 4))]
+        rows.append([*cells, _p(r.p_value), _p(r.p_holm), wtl, str(r.n_paired), r.method or "-"])
+    lines += ["", *format_table(_HEADER, rows, left=(0, 4, 9))]
     lines += [
-        "change = new - baseline over the n entries scored in both runs. 95% CI: Newcombe (0/1 values) or",
-        "paired BCa bootstrap (graded values); p: two-sided, no change (exact McNemar / sign-flip);",
+        "change = new - baseline over the n entries scored in both runs. method: each row's 95% interval of",
+        "the change + its test of p (two-sided, no change), as that row computed them;",
         f"p_holm: Holm-adjusted for the {sum(r.p_value is not None for r in result.rows)} metrics compared.",
         "W/T/L = entries where new is better/equal/worse; * lower is better.",
+        *([note] if (note := result.rel1_note) else []),
         "",
     ]
     if result.transitions:

@@ -58,10 +58,10 @@ def _cell(block: Mapping[str, Any] | None, metric: str) -> str:
     return _num(value) + _ci((block.get("ci95") or {}).get(metric))
 
 
-def _turn_table(block: Mapping[str, Any]) -> list[str]:
+def _turn_table(block: Mapping[str, Any], metrics: Sequence[str]) -> list[str]:
     turns = block.get("turns") or {}
     groups = [(block.get(key) or {}).get(group) for key, group, _ in _GROUPS]
-    shown = [m for m in METRIC_NAMES if turns.get(m) is not None]
+    shown = [m for m in metrics if turns.get(m) is not None]
     rows = []
     for m in shown:
         name = m + ("*" if m in LOWER_IS_BETTER else "")
@@ -73,7 +73,7 @@ def _turn_table(block: Mapping[str, Any]) -> list[str]:
         f"conversation are not independent); (n<{MIN_N_BREAKDOWN}): too few turns for an interval; "
         "* lower is better.",
     ]
-    hidden = [m for m in METRIC_NAMES if m not in shown]
+    hidden = [m for m in metrics if m not in shown]
     if hidden:
         out += ["", f"Not measured on any turn: {', '.join(hidden)}."]
     return out
@@ -126,8 +126,9 @@ def _memory_table(block: Mapping[str, Any], labels: tuple[str, str, str]) -> lis
     return [*_table(header, rows), *(["", *notes] if notes else [])]
 
 
-def conversations_section(metrics: Mapping[str, Any]) -> list[str]:
-    """The section's lines; none when the summary has no conversations block (a single-question run)."""
+def conversations_section(metrics: Mapping[str, Any], shown: Sequence[str] = METRIC_NAMES) -> list[str]:
+    """The section's lines; none when the summary has no conversations block (a single-question run).
+    ``shown``: the metrics a table lists (doceval.results.summaries.shown_metrics)."""
     block = metrics.get("conversations")
     if not isinstance(block, Mapping):
         return []
@@ -136,7 +137,7 @@ def conversations_section(metrics: Mapping[str, Any]) -> list[str]:
         f"{md_text(block.get('n_conversations'))} conversations, {md_text(block.get('n_turns'))} turns, "
         f"{md_text(block.get('n_needs_memory'))} of which need an earlier turn (needs_memory)."
     )
-    out += ["", *_turn_table(block), "", *_per_conversation(block.get("per_conversation") or {})]
+    out += ["", *_turn_table(block, shown), "", *_per_conversation(block.get("per_conversation") or {})]
     for key, title, labels, what in _MEMORY:
         if isinstance(block.get(key), Mapping):
             out += ["", f"### {title}", "", f"{title}: {what}.", "", *_memory_table(block[key], labels)]

@@ -14,10 +14,13 @@ from typing import Any
 import yaml
 
 from doceval.config import schema
+from doceval.config.compose import check_config
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.results.comparison import compare
+from doceval.results.power import Detectable, detectable
 from doceval.results.summaries import Summary, check_same_k, check_summary
+from doceval.scoring.aggregate import column
 from doceval.scoring.conversation_names import (
     conversation_metric_names,
     figure_value,
@@ -51,6 +54,9 @@ class GateResult:
     failures: list[GateFailure]
     conditions: list[str]
     notes: list[str] = field(default_factory=list)
+    source: str = "the gate passed in"  # where the rules came from (a file, or conf/gate + doceval.yaml)
+    # significant non-regression: the smallest drop of each metric its test can detect at this n (results.power)
+    detectable: list[Detectable] = field(default_factory=list)
 
 
 def _fmt_threshold(v: float) -> str:
@@ -59,7 +65,9 @@ def _fmt_threshold(v: float) -> str:
 
 
 def load_gate_config(path: str | Path) -> schema.Gate:
-    """A gate config YAML (``conf/gate/*.yaml``, or a params.yaml with a ``gate`` block), checked."""
+    """A gate config YAML (``conf/gate/*.yaml``, or a params.yaml with a ``gate`` block), checked by the schema
+    and range rules of the composed ``gate`` block (thresholds in [0, 1], known keys and types; keys left out
+    take :func:`check_gate_config`'s defaults), then as every gate is."""
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"{p}: gate config not found; pass an existing conf/gate/*.yaml")
@@ -69,7 +77,9 @@ def load_gate_config(path: str | Path) -> schema.Gate:
         raise UsageError(f"{p}: not valid YAML ({exc}); fix the file or pass another gate config") from exc
     if isinstance(data, dict) and "thresholds" not in data and isinstance(data.get("gate"), dict):
         data = data["gate"]
-    return check_gate_config(data, str(p))
+    rules = check_gate_config(data, str(p))  # names first: its messages list the metrics and the patterns
+    check_config({"gate": data}, str(p), complete=False)
+    return rules
 
 
 def check_gate_config(data: schema.Gate | Any, where: str = "gate config") -> schema.Gate:
@@ -232,6 +242,7 @@ def gate(
     *,
     allow_different_k: bool = False,
     history: Sequence[Mapping[str, Any]] | None = None,
+    source: str | None = None,
 ) -> GateResult:
     """Apply thresholds (``>=``; ``<=`` for lower-is-better metrics) and, with a baseline, non-regression.
 
@@ -239,7 +250,8 @@ def gate(
     A summary with no entries fails ("nothing was measured"), and so do one marked ``complete: false`` ("the
     run is incomplete") and one with more system errors than ``max_system_errors``, whatever its metrics say.
     A threshold on a metric the summary does not measure (null) fails as "not measured". A baseline cut at
-    another k is refused (UsageError) unless ``allow_different_k``.
+    another k is refused (UsageError) unless ``allow_different_k``. ``source`` says where the rules came from
+    (printed with the verdict, recorded in JUnit).
     """
     rules = check_gate_config(gate_cfg)
     summary = check_summary(summary, "summary")
@@ -247,6 +259,7 @@ def gate(
     failures: list[GateFailure] = []
     conditions: list[str] = []
     notes: list[str] = []
+    limits: list[Detectable] = []
     failures += _run_failures(summary, rules.max_system_errors)
     found, conditions = _threshold_failures(rules.thresholds, summary["metrics"])
     failures += found
@@ -255,7 +268,7 @@ def gate(
         if baseline is None:
             notes.append("non_regression is enabled but no baseline summary was given: not checked")
         else:
-            found, cond, nr_notes = _regression_failures(summary, baseline, nr, allow_different_k)
+            found, cond, nr_notes = _regression_failures(summary, baseline, nr, allow_different_k, limits)
             failures += found
             conditions.append(cond)
             notes += nr_notes
@@ -270,7 +283,7 @@ def gate(
             notes += drift_notes
     passed = not failures
     line = f"CI gate ({' and '.join(conditions)}): {'PASS' if passed else 'FAIL'}"
-    return GateResult(passed, line, failures, conditions, notes)
+    return GateResult(passed, line, failures, conditions, notes, source or GateResult.source, limits)
 
 
 def _refuse_unmeasured(rules: schema.Gate, summary: Summary, baseline: Summary | None) -> None:
@@ -319,11 +332,22 @@ def _threshold_failures(
     return failures, conditions
 
 
+def _aligned(baseline: Summary, summary: Summary) -> list[Mapping[str, Any]]:
+    """The baseline's entries in the summary's order (significant mode pairs the same entries: compare checks)."""
+    by_id = {e["id"]: e for e in baseline["entries"]}
+    return [by_id.get(e["id"], {"scores": {}}) for e in summary["entries"]]
+
+
 def _regression_failures(
-    summary: Summary, baseline: Summary, nr: schema.NonRegression, allow_different_k: bool
+    summary: Summary,
+    baseline: Summary,
+    nr: schema.NonRegression,
+    allow_different_k: bool,
+    limits: list[Detectable],
 ) -> tuple[list[GateFailure], str, list[str]]:
     """Non-regression against the baseline: the failures, the condition, and the notes (a different k allowed,
-    a drop the paired test cannot tell from noise in ``significant`` mode)."""
+    a drop the paired test cannot tell from noise in ``significant`` mode, the smallest drop that test can
+    detect at this n, appended to ``limits`` too)."""
     baseline = check_summary(baseline, "baseline")
     notes: list[str] = []
     k_note = check_same_k(baseline, summary, "baseline", "summary", allow_different_k=allow_different_k)
@@ -334,6 +358,11 @@ def _regression_failures(
     if nr.mode == "significant":
         cond += f" (significant at {_fmt_threshold(nr.alpha)}, Holm)"
         p_holm = _paired_p_values(baseline, summary, list(nr.metrics), allow_different_k)
+        power = [detectable(m, column(_aligned(baseline, summary), m), column(summary["entries"], m),
+                            lower_is_better=m in LOWER_IS_BETTER, family=len(nr.metrics), alpha=nr.alpha,
+                            tolerance=nr.tolerance) for m in nr.metrics]  # fmt: skip
+        notes += [d.text() for d in power]
+        limits.extend(power)
     failures: list[GateFailure] = []
     for m in nr.metrics:
         v, b = summary["metrics"].get(m), baseline["metrics"].get(m)
@@ -450,6 +479,7 @@ def _paired_p_values(
             allow_different_k=allow_different_k,
             base_label="baseline",
             new_label="summary",
+            metrics=metrics,
         )
     except UsageError as exc:
         raise UsageError(

@@ -41,8 +41,22 @@ def _system_error_cases(suite: ET.Element, entries: Sequence[Mapping[str, Any]])
     return min(len(failed), MAX_ENTRY_CASES)
 
 
-def junit_xml(verdict: GateResult, summary: Mapping[str, Any], name: str = "doceval gate") -> str:
-    suite = ET.Element("testsuite", name=name)
+def _power(case: ET.Element, verdict: GateResult) -> None:
+    """The smallest drop the significant non-regression rule detects at this n, per metric; a rule that cannot
+    fail for any of its metrics is reported skipped, never as a pass that could not have been a failure."""
+    lines = [d.text() for d in verdict.detectable]
+    if not any(d.can_fail for d in verdict.detectable):
+        ET.SubElement(case, "skipped", message="cannot fail at this n").text = "\n".join(lines)
+    ET.SubElement(case, "system-out").text = "\n".join(lines)
+
+
+def junit_xml(verdict: GateResult, summary: Mapping[str, Any], name: str | None = None) -> str:
+    """The verdict as JUnit XML; the suite is named ``name``, else the system's configured ``name`` (what CI
+    lists it as), else "doceval gate"."""
+    named = (summary.get("config") or {}).get("name")
+    suite = ET.Element("testsuite", name=name or (str(named) if named else "doceval gate"))
+    properties = ET.SubElement(suite, "properties")
+    ET.SubElement(properties, "property", name="gate_source", value=verdict.source)
     cases = 0
     failures = 0
     failed_by_condition = {f.condition: f for f in verdict.failures}
@@ -53,6 +67,8 @@ def junit_xml(verdict: GateResult, summary: Mapping[str, Any], name: str = "doce
         if failure is not None:
             failures += 1
             ET.SubElement(case, "failure", message=failure.reason, type="GateFailure").text = failure.reason
+        elif cond.startswith("no regression") and verdict.detectable:
+            _power(case, verdict)
     for f in verdict.failures:
         if f.condition not in verdict.conditions:  # no entries, an incomplete run
             case = ET.SubElement(suite, "testcase", classname="doceval.gate", name=f.condition)

@@ -17,7 +17,7 @@ from doceval.common.naming import system_label
 from doceval.common.text import md_code, md_text
 from doceval.results.comparison import _num
 from doceval.results.conversations_md import conversations_section
-from doceval.results.summaries import Summary, _doc_ids, check_summary
+from doceval.results.summaries import Summary, _doc_ids, check_summary, rel1_note, shown_metrics
 from doceval.scoring.aggregate import column
 from doceval.scoring.contrast import contrast_only
 from doceval.scoring.failures import STAGES, stage_counts
@@ -55,13 +55,13 @@ def _n_of(summary: Summary, metric: str) -> int:
     return int((~np.isnan(column(summary["entries"], metric))).sum())
 
 
-def _group_table(groups: Mapping[str, Any], label: str, binary_method: str = "midp") -> list[str]:
+def _group_table(
+    groups: Mapping[str, Any], label: str, binary_method: str = "midp", metrics: Sequence[str] = METRIC_NAMES
+) -> list[str]:
     if not groups:
         return ["(none)"]
     shown = [
-        m
-        for m in METRIC_NAMES
-        if any(isinstance(g, Mapping) and g.get(m) is not None for g in groups.values())
+        m for m in metrics if any(isinstance(g, Mapping) and g.get(m) is not None for g in groups.values())
     ]
     header = [label, "n", "in scope", "out of scope", *shown]
     rows = []
@@ -108,7 +108,7 @@ def _group_table(groups: Mapping[str, Any], label: str, binary_method: str = "mi
             f"(n<{MIN_N_BREAKDOWN}): fewer than {MIN_N_BREAKDOWN} entries measured in the group; too few to say "
             "anything with confidence, so no interval is printed."
         ]
-    hidden = [m for m in METRIC_NAMES if m not in shown]
+    hidden = [m for m in metrics if m not in shown]
     if hidden:
         out += ["", f"Not measured in any group: {', '.join(hidden)}."]
     return out
@@ -156,7 +156,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     out += ["", "## Counts", ""]
     out += _table(["count", "value"], [[_md(k), _md(v)] for k, v in counts.items()]) if counts else ["(none)"]
     out += _answer_side(summary)
-    out += conversations_section(m)
+    out += conversations_section(m, shown_metrics(summary))
     out += _stages_section(summary["entries"])
     for title, key, label in (
         ("Per library", "by_library", "library"),
@@ -164,7 +164,8 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
         ("Per kind", "by_kind", "kind"),
     ):
         out += ["", f"## {title}", ""]
-        out += _group_table(m.get(key) or {}, label, str((m.get("intervals") or {}).get("binary", "midp")))
+        out += _group_table(m.get(key) or {}, label, str((m.get("intervals") or {}).get("binary", "midp")),
+                            shown_metrics(summary))  # fmt: skip
     out += _floors_section(floors)
     if calibration is not None:
         out += _calibration_section(calibration, floors)
@@ -198,7 +199,7 @@ def _headline_section(summary: Summary) -> list[str]:
     out = ["", "## Headline metrics", ""]
     rows = []
     unmeasured: Mapping[str, str] = m.get("not_measured") or {}
-    for key in METRIC_NAMES:
+    for key in shown_metrics(summary):
         name = key + (" (lower is better)" if key in LOWER_IS_BETTER else "")
         v = m.get(key)
         ci = ci95.get(key)
@@ -215,6 +216,8 @@ def _headline_section(summary: Summary) -> list[str]:
         rows.append([name, value, ci_text, _md(method) if method else "-", str(_n_of(summary, key))])
     out += _table(["metric", "value", "95% CI", "interval", "n"], rows, ["l", "r", "l", "l", "r"])
     out += ["", _INTERVALS_NOTE]
+    if rel1_note(summary):
+        out += ["", _md(rel1_note(summary))]
     for why in sorted(set(unmeasured.values())):
         shown = ", ".join(k for k, v in unmeasured.items() if v == why)
         out += ["", f"**Not measured**: {_md(shown)}: {_md(why)}."]
@@ -334,17 +337,16 @@ def _provenance_section(recorded: Mapping[str, Any]) -> list[str]:
     golden = recorded.get("golden") or {}
     out = ["", "## Provenance", ""]
     dirty = prov.get("git_dirty")
-    out += [
-        f"- git commit: {_code(prov.get('git_commit'))}"
-        + (
-            " (**dirty**: uncommitted changes, the numbers may not be reproducible)"
-            if dirty
-            else " (clean)"
-            if dirty is False
-            else " (dirty flag unknown)"
-        ),
-        f"- golden set: {_code(golden.get('path'))} md5 {_code(golden.get('md5'))}",
-    ]
+    if "git_commit" in prov:
+        out.append(
+            f"- git commit: {_code(prov.get('git_commit'))}"
+            + (" (**dirty**: uncommitted changes, the numbers may not be reproducible)" if dirty
+               else " (clean)" if dirty is False else " (dirty flag unknown)")
+        )  # fmt: skip
+    else:  # a pipeline output (doceval.harness.summary.pipeline_record): nothing that differs per run
+        out.append("- code: the commit that holds this report and dvc.lock (pipeline outputs record nothing that "
+                   "changes from run to run; the stage's MLflow run has its commit and timings)")  # fmt: skip
+    out.append(f"- golden set: {_code(golden.get('path'))} md5 {_code(golden.get('md5'))}")
     for key in ("run_key", "corpus_hash"):
         if recorded.get(key):
             out.append(f"- {key}: {_code(recorded[key])}")

@@ -11,7 +11,7 @@ from typing import Any
 from doceval.common.io import finite_or_null
 from doceval.common.paths import input_file
 from doceval.errors import UsageError
-from doceval.scoring.registry import METRIC_NAMES
+from doceval.scoring.registry import METRIC_NAMES, names
 
 Summary = Mapping[str, Any]
 MlflowLoader = Callable[[str], Mapping[str, Any]]
@@ -180,3 +180,31 @@ def check_same_k(
             "measure different things; compare runs with the same k, or pass --allow-different-k"
         )
     return f"different cut-offs: {base_label} k={bk}, {new_label} k={nk} (--allow-different-k)"
+
+
+def graded(summary: Summary) -> bool:
+    """Whether the run's metrics at grade >= 1 (``*_rel1``) can differ from their grade-2 ones: its judgments
+    have a grade 1 and relevance.threshold is 2 (``config.golden.graded``). A summary written before that was
+    recorded: whether any entry's ``*_rel1`` score differs from its grade-2 one."""
+    recorded = (summary.get("config") or {}).get("golden") or {}
+    if isinstance(recorded.get("graded"), bool):
+        return bool(recorded["graded"])
+    pairs = [(m, m.removesuffix("_rel1")) for m in names("graded")]
+    scored = [(e.get("scores") or {}) for e in summary.get("entries") or []]
+    return any(
+        s.get(a) is not None and s.get(b) is not None and s[a] != s[b] for s in scored for a, b in pairs
+    )
+
+
+def shown_metrics(*summaries: Summary) -> tuple[str, ...]:
+    """The metrics a table shows for these runs: every one, less the ``*_rel1`` rows unless a run's judgments
+    are graded (with binary judgments they repeat hit_rate, recall and mrr)."""
+    hidden = () if any(graded(s) for s in summaries) else names("graded")
+    return tuple(m for m in METRIC_NAMES if m not in hidden)
+
+
+def rel1_note(*summaries: Summary) -> str:
+    """The line under a table that left the ``*_rel1`` rows out ("" when it shows them)."""
+    if any(graded(s) for s in summaries):
+        return ""
+    return f"{', '.join(names('graded'))} not shown: binary judgments (they equal hit_rate, recall, mrr)"

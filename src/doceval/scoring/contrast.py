@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from doceval.common.apimatch import fold, name_pattern
 from doceval.scoring.metrics import contains_apis
 
 # Words that put an API in contrast with the one recommended; matched near the forbidden string.
@@ -30,18 +31,17 @@ def contrast_only(
         return []
     if not contains_apis(answer, expected, (), expected_any):
         return []  # an expected string is missing: not a forbidden-string false negative
-    folded = answer.casefold()
+    folded = fold(answer)
     found: list[tuple[str, str]] = []
     for name in forbidden:
-        needle = name.casefold()
-        starts = [m.start() for m in re.finditer(re.escape(needle), folded)]
-        if not starts:
+        spans = [m.span() for m in name_pattern(name).finditer(folded)]
+        if not spans:
             continue
-        for start in starts:
-            around = answer[max(0, start - WINDOW) : start + len(name) + WINDOW]
+        for start, end in spans:
+            around = answer[max(0, start - WINDOW) : end + WINDOW]
             if not CONTRAST.search(around):
                 return []  # one plain use of the forbidden API: a genuine failure
-        first = starts[0]
-        snippet = " ".join(answer[max(0, first - WINDOW) : first + len(name) + WINDOW].split())
+        first, last = spans[0]
+        snippet = " ".join(answer[max(0, first - WINDOW) : last + WINDOW].split())
         found.append((name, snippet))
     return found

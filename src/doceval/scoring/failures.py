@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from doceval.common.apimatch import mentions
 from doceval.seam import RefusalCause
 
 STAGES = (
@@ -40,7 +41,7 @@ REFUSAL_STAGES: dict[RefusalCause, str] = {
 
 
 def _contains(text: str, needle: str) -> bool:
-    return needle.casefold() in text.casefold()
+    return mentions(text, needle)  # the rule version_correctness scored it with
 
 
 def refusal_cause(row: Mapping[str, Any]) -> RefusalCause:

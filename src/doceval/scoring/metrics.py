@@ -20,6 +20,8 @@ from operator import itemgetter
 
 import numpy as np
 
+from doceval.common.apimatch import fold, occurs
+
 _FIRST = itemgetter(0)
 _SECOND = itemgetter(1)
 
@@ -385,7 +387,8 @@ def contains_apis(
     expected_any: Sequence[Sequence[str]] = (),
 ) -> bool:
     """True when the answer contains every expected API, at least one string of each ``expected_any`` group
-    (valid alternatives), and no forbidden one (case-insensitive substring).
+    (valid alternatives), and no forbidden one, each matched by the one rule the golden set's checks use
+    (:mod:`doceval.common.apimatch`: case-insensitive, as a name, a space standing for any spacing).
 
     A missing answer (None) is False: it cannot show the expected APIs.
     """
@@ -394,11 +397,11 @@ def contains_apis(
         raise TypeError("expected and forbidden must be sequences of API names, not a single string")
     if answer is None:
         return False
-    text = answer.casefold()
+    text = fold(answer)
     return (
-        all(a.casefold() in text for a in expected)
-        and all(any(a.casefold() in text for a in group) for group in expected_any)
-        and not any(a.casefold() in text for a in forbidden)
+        all(occurs(a, text) for a in expected)
+        and all(any(occurs(a, text) for a in group) for group in expected_any)
+        and not any(occurs(a, text) for a in forbidden)
     )
 
 

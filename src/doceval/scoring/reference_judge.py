@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from doceval.common.apimatch import RULE as MATCH_RULE
+from doceval.common.apimatch import fold, occurs
 from doceval.scoring.key_facts import KeyFacts, extract
 from doceval.scoring.metrics import contains_apis
 from doceval.seam import Probe
@@ -45,15 +47,15 @@ class VersionStrings:
 
     def failure(self, answer: str) -> str:
         """Why ``answer`` fails (empty when it passes): the first missing or forbidden string."""
-        text = answer.casefold()
+        text = fold(answer)
         for s in self.expected:
-            if s.casefold() not in text:
+            if not occurs(s, text):
                 return f"misses {s!r}"
         for group in self.expected_any:
-            if not any(s.casefold() in text for s in group):
+            if not any(occurs(s, text) for s in group):
                 return f"misses one of {list(group)!r}"
         for s in self.forbidden:
-            if s.casefold() in text:
+            if occurs(s, text):
                 return f"uses {s!r}"
         return ""
 
@@ -133,5 +135,5 @@ def version_strings(entries: Sequence[Any]) -> dict[str, VersionStrings]:
 
 def identity(cfg: JudgeReference) -> dict[str, Any]:
     return {"name": "reference", "threshold": float(cfg.threshold), "facts_threshold": float(cfg.facts_threshold),
-            "embedder": EMBEDDER, "key_facts": KEY_FACTS_RULE,
+            "embedder": EMBEDDER, "key_facts": KEY_FACTS_RULE, "version_strings": MATCH_RULE,
             "rule": "version strings and key-facts share >= facts_threshold and cosine >= threshold"}  # fmt: skip

@@ -37,6 +37,8 @@ TAGS: dict[str, str] = {
     "answer_text": "the metrics that read the answer's text: not measured when doceval's answerer cannot know "
     "the text of what a user's retriever returned (doceval.harness.evaluate.answer_text_unknown)",
     "memory": "the memory benefit and memory leak of conversations (doceval.scoring.conversations)",
+    "graded": "the metrics at grade >= 1: they repeat their grade-2 rows unless the judgments have a grade 1 and "
+    "relevance.threshold is 2, so tables show them only then (doceval.results.summaries.shown_metrics)",
 }
 
 
@@ -76,9 +78,11 @@ METRICS: tuple[Metric, ...] = (
         "ndcg", "retrieval", "in_scope", True, True, m.ndcg, "graded-gain nDCG over R (grade 2, 1, 0)",
         tags={"ann": 4, "floor_curve": 4},
     ),
-    Metric("hit_rate_rel1", "retrieval", "in_scope", True, True, m.hit_rate_rel1, "hit_rate at grade >= 1"),
-    Metric("recall_rel1", "retrieval", "in_scope", True, True, m.recall_rel1, "recall at grade >= 1"),
-    Metric("mrr_rel1", "retrieval", "in_scope", True, True, m.mrr_rel1, "mrr at grade >= 1"),
+    Metric("hit_rate_rel1", "retrieval", "in_scope", True, True, m.hit_rate_rel1, "hit_rate at grade >= 1",
+           tags={"graded": 1}),
+    Metric("recall_rel1", "retrieval", "in_scope", True, True, m.recall_rel1, "recall at grade >= 1",
+           tags={"graded": 2}),
+    Metric("mrr_rel1", "retrieval", "in_scope", True, True, m.mrr_rel1, "mrr at grade >= 1", tags={"graded": 3}),
     Metric("judged_share", "retrieval", "in_scope", True, True, m.judged_share, "share of R that was judged"),
     Metric(
         "refused_correctly", "retrieval", "out_of_scope", True, False, m.refused_correctly, "1 if R is empty",

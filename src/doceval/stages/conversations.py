@@ -28,6 +28,7 @@ from doceval.common.io import atomic_dir, check_writable, output_folder, write_j
 from doceval.errors import UsageError
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.harness.plan import RunPlan, plan_run, retrieve_live
+from doceval.harness.summary import pipeline_record
 from doceval.inputs.configured import refuse_stage_overlap
 from doceval.inputs.standalone import missing_standalone, standalone_entries
 from doceval.scoring.conversation_names import conversation_figures
@@ -184,8 +185,9 @@ def run(cfg: Config, progress: bool = True, out: Path | None = None) -> dict[str
     summary, replays = replay_conversations(cfg, EvalOptions(golden=golden, progress=progress))
     with atomic_dir(folder / "replays") as tmp:
         for name in REPLAYS:
-            write_json_atomic(tmp / f"{name}.json", replays[name])
-    write_json_atomic(folder / "summary.json", summary)
+            replay = replays[name]  # a standalone replay that could not run has no config: written as it is
+            write_json_atomic(tmp / f"{name}.json", pipeline_record(replay) if "config" in replay else replay)
+    write_json_atomic(folder / "summary.json", pipeline_record(summary))  # MLflow gets the whole summary
     write_json_atomic(folder / "metrics.json", flat_metrics(summary))
     return summary
 

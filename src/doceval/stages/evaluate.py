@@ -20,6 +20,7 @@ from doceval.harness.plan import (
     uses_function_retriever,
     variant,
 )
+from doceval.harness.summary import pipeline_record
 from doceval.inputs.configured import refuse_stage_overlap
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry, select_split
@@ -59,7 +60,7 @@ def run(cfg: Config, progress: bool = True) -> tuple[dict[str, Any], RunPlan]:
     # A user's retriever runs here, once: the comparisons below reuse its candidates.
     plan = retrieve_live(cfg, options, plan_run(cfg, options))
     summary = evaluate(cfg, options, plan)
-    write_json_atomic(out / "summary.json", summary)
+    write_json_atomic(out / "summary.json", pipeline_record(summary))  # MLflow gets the whole summary
     write_json_atomic(out / "metrics.json", headline_metrics(summary))
     if cfg.agent.name == "docchat":
         write_json_atomic(out / ANN_VS_EXACT, ann_vs_exact(cfg, summary, plan))

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 from doceval.common.hints import stage_command
 from doceval.common.io import check_writable, read_json, write_text_atomic
 from doceval.common.naming import floors_label, system_label
-from doceval.common.text import md_text
+from doceval.common.text import md_code, md_text
 from doceval.results.ann_md import ann_lines
 from doceval.results.conversations_md import conversations_section
 from doceval.results.gating import GateResult, gate
 from doceval.results.markdown import render_report
-from doceval.results.summaries import load_summary
+from doceval.results.summaries import load_summary, shown_metrics
 from doceval.results.tradeoff_md import tradeoff_lines
 from doceval.scoring.agreement import MIN_KAPPA, trusted
 
@@ -79,7 +79,7 @@ def _with_source(section: list[str], line: str) -> list[str]:
 def conversation_lines(summary: dict[str, Any], source: Path) -> list[str]:
     """The conversations stage's section, saying which run produced it (its own system, floors, golden set and
     split: another system than the headline's when the conversations were replayed with other overrides)."""
-    section = conversations_section(summary["metrics"])
+    section = conversations_section(summary["metrics"], shown_metrics(summary))
     return _with_source(section, produced_by(summary["config"], str(source)))
 
 
@@ -96,7 +96,9 @@ def report_inputs(out: Path) -> dict[str, Path]:
     }
 
 
-def run(cfg: Config) -> tuple[Path, GateResult]:
+def run(cfg: Config, gate_source: str = "params.yaml") -> tuple[Path, GateResult]:
+    """report.md from the stage outputs under ``paths.eval``, with the verdict of ``cfg.gate`` (its rules from
+    ``gate_source``, as the report prints it)."""
     out = Path(cfg.paths.eval)
     report = out / "report.md"
     check_writable(
@@ -108,7 +110,7 @@ def run(cfg: Config) -> tuple[Path, GateResult]:
     summary = load_summary(files["summary"])
     floors_file = files["floors"]
     calibration = read_json(floors_file, "calibrated floors") if floors_file.is_file() else None
-    verdict = gate(summary, cfg.gate)
+    verdict = gate(summary, cfg.gate, source=gate_source)
     lines = [render_report(summary, calibration).rstrip()]
     # The evaluate stage writes the trade-off and "ANN vs exact" from the headline's own run.
     headline = produced_by(summary["config"], f"{files['summary']} (the evaluate stage's run)")
@@ -130,7 +132,7 @@ def run(cfg: Config) -> tuple[Path, GateResult]:
         lines += judge_agreement_lines(
             read_json(validation, "judge validation", rerun=stage_command("judge"))
         )
-    lines += ["", "## Gate", "", f"`{verdict.line}`", ""]
+    lines += ["", "## Gate", "", f"`{verdict.line}`", "", f"Rules from {md_code(verdict.source)}.", ""]
     lines += [f"- {f}" for f in verdict.failures]
     write_text_atomic(report, "\n".join(lines) + "\n")
     return report, verdict

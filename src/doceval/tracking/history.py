@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from doceval.common.naming import canonical_system
 from doceval.errors import UsageError
 from doceval.tracking.store import _client
 from doceval.tracking.uris import check_reachable, experiment_name
@@ -40,6 +41,15 @@ def uncommitted_runs(uri: str, split: str | None) -> int:
     runs = client.search_runs([experiment.experiment_id], "attributes.status = 'FINISHED'", max_results=5000)
     top_level = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     return 0 if any(r.data.tags.get("git_commit") for r in top_level) else len(top_level)
+
+
+def _in_family(tags: Mapping[str, str], family: Mapping[str, str]) -> bool:
+    """Whether a run's tags match ``family``; system labels compared as doceval.common.naming compares them (a
+    loopback HTTP assistant's port left out, so runs tagged with the port before that rule match)."""
+    return all(
+        (canonical_system(tags.get(k, "")) == canonical_system(v)) if k == "system" else tags.get(k, "") == v
+        for k, v in family.items()
+    )
 
 
 def load_history(
@@ -75,14 +85,14 @@ def load_history(
     if not usable:
         return []
     # The family: the given tags, completed from the newest run that has them.
-    matching = [r for r in usable if all(r.data.tags.get(k, "") == v for k, v in (family or {}).items())]
+    matching = [r for r in usable if _in_family(r.data.tags, family or {})]
     if run_name is not None:
         matching = [r for r in matching if r.info.run_name == run_name]
     if not matching:
         return []
     newest = max(matching, key=lambda r: r.info.start_time)
     family = {k: newest.data.tags.get(k, "") for k in FAMILY_TAGS}
-    chosen = [r for r in usable if all(r.data.tags.get(k, "") == v for k, v in family.items())]
+    chosen = [r for r in usable if _in_family(r.data.tags, family)]
     out = []
     for r in chosen:
         commit = r.data.tags.get("git_commit")

@@ -22,7 +22,8 @@ from doceval.common.concurrency import (
     timeout_of,
 )
 from doceval.common.io import json_text
-from doceval.common.targets import load_target, provenance_of
+from doceval.common.redact import scrub
+from doceval.common.targets import build_from_factory, load_target, provenance_of
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.seam import InvalidRetrieval, Probe, Reply, Source, source_problem
@@ -82,13 +83,18 @@ class FunctionAgent:
         *,
         timeout_s: float | None = DEFAULT_TIMEOUT_S,
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+        kwargs: Mapping[str, Any] | None = None,
+        origin: Any = None,
     ) -> None:
+        """``fn`` is the assistant; with ``kwargs`` it was made by the factory ``origin`` (whose code the
+        provenance hashes) called with them."""
         self._fn = fn
         self.target = target
         self.timeout_s = timeout_of(timeout_s, "agent.timeout_s")
         self.max_reply_bytes = reply_cap(max_reply_bytes)
         self._caller = DeadlineCaller("doceval-agent")
-        self._provenance = provenance_of(fn)
+        self.kwargs: dict[str, Any] = dict(kwargs or {})
+        self._provenance = provenance_of(fn if origin is None else origin)
 
     def __getstate__(self) -> dict[str, Any]:
         # engine=ray ships the agent to its actors: the function goes by reference to its module (an import
@@ -102,7 +108,10 @@ class FunctionAgent:
         self._caller = DeadlineCaller("doceval-agent")
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "target": self.target, **self._provenance}
+        # The factory's kwargs tell two sweep points apart (the run key hashes this); secret-named ones and
+        # registered secrets are recorded redacted (doceval.common.redact).
+        kwargs = {"kwargs": scrub(self.kwargs, drop_secret_keys=False)} if self.kwargs else {}
+        return {"name": self.name, "target": self.target, **kwargs, **self._provenance}
 
     def check(self) -> None:
         return None  # resolving the target and its signature already ran in make_agent/function_agent
@@ -143,9 +152,14 @@ def function_agent(fn: Callable[..., Mapping[str, Any]], name: str = "callable")
     return FunctionAgent(fn, name)
 
 
-def resolve_target(target: str) -> Callable[..., Mapping[str, Any]]:
-    """``MODULE:ATTR`` imported with the current directory first on sys.path (:mod:`doceval.common.targets`),
-    callable with the agent's keyword arguments; every failure a UsageError naming ``agent.target``."""
+def resolve_target(
+    target: str, kwargs: Mapping[str, Any] | None = None
+) -> tuple[Callable[..., Mapping[str, Any]], Any]:
+    """``MODULE:ATTR`` imported with the current directory first on sys.path (:mod:`doceval.common.targets`):
+    the assistant, callable with the agent's keyword arguments, and the object its code comes from. With
+    ``kwargs`` (``+agent.kwargs.NAME=VALUE``), or when ATTR is a class, ATTR is a factory called once with them
+    that returns the assistant (or an object with an ``.answer`` method). Every failure is a UsageError naming
+    ``agent.target``."""
     importlib.invalidate_caches()  # a module file written moments ago (tests, notebooks)
     obj = load_target(target, "agent.target")
     attr = target.strip().partition(":")[2]
@@ -154,9 +168,15 @@ def resolve_target(target: str) -> Callable[..., Mapping[str, Any]]:
             f"agent.target={target}: {attr!r} is a {type(obj).__name__}, not callable; "
             "point agent.target at a function"
         )
-    _check_signature(obj, f"agent.target={target}", f"give {attr} these keyword parameters (or **kwargs)")
-    fn: Callable[..., Mapping[str, Any]] = obj
-    return fn
+    where = f"agent.target={target}"
+    fn: Callable[..., Mapping[str, Any]] = build_from_factory(
+        obj, dict(kwargs or {}), where=where, how="+agent.kwargs.NAME=VALUE", method="answer",
+        example=f"def answer{_CALL}",
+    )  # fmt: skip
+    _check_signature(
+        fn, where, f"give {getattr(fn, '__name__', attr)} these keyword parameters (or **kwargs)"
+    )
+    return fn, obj
 
 
 def _check_signature(fn: Callable[..., Any], where: str, fix: str) -> None:
@@ -186,11 +206,18 @@ def make_agent(cfg: schema.Agent) -> ExternalAgent | None:
                 "agent=function needs agent.target=MODULE:ATTR (e.g. agent.target=my_agent:answer, for a "
                 f"function answer{_CALL} in my_agent.py in the current directory)"
             )
+        kwargs = cfg.kwargs  # free-form (config.schema.OPEN_MAPPINGS): read as the mapping the user wrote
+        if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
+            raise UsageError(f"agent.kwargs={kwargs!r}: expected a mapping of keyword arguments for the factory "
+                             "(set them as +agent.kwargs.NAME=VALUE)")  # fmt: skip
+        fn, origin = resolve_target(target.strip(), kwargs)
         return FunctionAgent(
-            resolve_target(target.strip()),
+            fn,
             target.strip(),
             timeout_s=timeout_of(cfg.timeout_s, "agent.timeout_s"),  # None: no deadline
             max_reply_bytes=reply_cap(cfg.max_reply_bytes),
+            kwargs=kwargs,
+            origin=origin,
         )
     if isinstance(cfg, schema.AgentHttp):
         return HttpAgent.from_config(cfg)

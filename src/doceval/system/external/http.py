@@ -1,7 +1,8 @@
 """The ``agent=http`` system under test: POST each probe as JSON to the user's endpoint and read a JSON object
 back, with the standard library only (urllib), on the shared retry loop of :mod:`doceval.common.retry`.
 
-Request body: ``{"question", "library", "version", "session_id"}``. Headers come from the environment
+Request body: ``{"question", "library", "version", "session_id"}``, plus ``"params"`` (``agent.params``) when
+it has any. Headers come from the environment
 (``headers_env``: header name -> variable name); their values are sent and nothing else: never logged, never
 in a message, a journal or :meth:`HttpAgent.describe`. Redirects are not followed, so credentials never travel
 to another host.
@@ -37,6 +38,7 @@ from doceval.common.redact import (
     redact_url,
     register_basic_token,
     register_secret,
+    scrub,
     scrub_message,
 )
 from doceval.common.retry import Classification, RetriesExhausted, RetryPolicy, call_with_retries
@@ -51,6 +53,21 @@ log = logging.getLogger(__name__)
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an RFC 9110 token
 DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024  # agent.max_reply_bytes in conf/agent/{http,function}.yaml
 _CHUNK = 64 * 1024
+
+
+def _params(value: Any) -> dict[str, Any]:
+    """``agent.params``: a mapping with string keys whose values JSON can carry."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise UsageError("agent.params: expected a mapping of request parameters (set them as "
+                         "+agent.params.NAME=VALUE)")  # fmt: skip
+    try:
+        json.dumps(dict(value), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"agent.params: not representable as JSON ({exc}); use strings, numbers, "
+                         "booleans, lists and mappings") from None  # fmt: skip
+    return dict(value)
 
 
 def reply_cap(value: Any) -> int:
@@ -177,6 +194,7 @@ class HttpAgent:
         url: str,
         *,
         headers_env: Mapping[str, str] | None = None,
+        params: Mapping[str, Any] | None = None,
         timeout_s: float = 30.0,
         max_retries: int = 3,
         max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
@@ -196,6 +214,7 @@ class HttpAgent:
         if max_retries < 0:
             raise UsageError(f"agent.max_retries={max_retries}: expected an integer >= 0")
         env = os.environ if environ is None else environ
+        self.params = _params(params)
         self.headers_env = dict(headers_env or {})
         self._headers: dict[str, str] = {}
         for header, var in self.headers_env.items():
@@ -254,7 +273,7 @@ class HttpAgent:
 
     @classmethod
     def from_config(cls, cfg: schema.AgentHttp, **kwargs: Any) -> HttpAgent:
-        """From the ``agent`` block (``url``, ``headers_env``, ``timeout_s``, ``max_retries``,
+        """From the ``agent`` block (``url``, ``headers_env``, ``params``, ``timeout_s``, ``max_retries``,
         ``max_reply_bytes`` and, when set, ``retry_base_delay_s`` and ``retry_max_delay_s``: None leaves
         doceval.common.retry's own delays)."""
         url = cfg.url
@@ -267,6 +286,7 @@ class HttpAgent:
         return cls(
             url.strip(),
             headers_env={str(k): v for k, v in headers_env.items()},
+            params=cfg.params,
             timeout_s=float(cfg.timeout_s),
             max_retries=cfg.max_retries,
             max_reply_bytes=reply_cap(cfg.max_reply_bytes),
@@ -279,10 +299,13 @@ class HttpAgent:
 
     def describe(self) -> dict[str, Any]:
         # Header names and variable names say how to reproduce the run; the values never leave the process.
+        # The request parameters tell two sweep points apart (the run key hashes this); secret-named ones and
+        # registered secrets are recorded redacted (doceval.common.redact).
         return {
             "name": self.name,
             "url": self.url,
             "headers_env": dict(sorted(self.headers_env.items())),
+            **({"params": scrub(self.params, drop_secret_keys=False)} if self.params else {}),
             "timeout_s": self.timeout_s,
             "max_retries": self.policy.max_retries,
         }
@@ -290,12 +313,12 @@ class HttpAgent:
     def check(self) -> None:
         """One request, no retries: a URL that does not answer (or rejects the route or the credentials) is a
         usage error before any work; a server that answers with an error is only a warning."""
-        payload = {
-            "question": "doceval connectivity check: please ignore",
-            "library": "doceval",
-            "version": "0",
-            "session_id": f"doceval-check-{uuid.uuid4().hex[:12]}",
-        }
+        payload = self._body(
+            question="doceval connectivity check: please ignore",
+            library="doceval",
+            version="0",
+            session_id=f"doceval-check-{uuid.uuid4().hex[:12]}",
+        )
         try:
             self._post(payload)
         except urllib.error.HTTPError as exc:
@@ -316,12 +339,9 @@ class HttpAgent:
             ) from None
 
     def call(self, probe: Probe, session_id: str) -> Mapping[str, Any]:
-        payload = {
-            "question": probe.question,
-            "library": probe.library,
-            "version": probe.version,
-            "session_id": session_id,
-        }
+        payload = self._body(
+            question=probe.question, library=probe.library, version=probe.version, session_id=session_id
+        )
         try:
             return call_with_retries(
                 lambda: self._post(payload),
@@ -347,6 +367,11 @@ class HttpAgent:
             return dict(self._counts)
 
     # ------------------------------------------------------------------------------------------ helpers
+
+    def _body(self, **fields: str) -> dict[str, Any]:
+        """The request's JSON body: the probe's fields, and ``params`` only when agent.params has any (an
+        endpoint written before the key existed sees the same body as before)."""
+        return {**fields, **({"params": self.params} if self.params else {})}
 
     def _count(self, what: str) -> None:
         with self._lock:

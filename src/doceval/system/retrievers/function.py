@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from doceval.common.concurrency import DEFAULT_TIMEOUT_S, DeadlineCaller, timeout_of
-from doceval.common.targets import load_target, provenance_of
+from doceval.common.targets import build_from_factory, load_target, provenance_of
 from doceval.errors import UsageError
 from doceval.seam import InvalidRetrieval, source_problem
 from doceval.system.retrievers.base import Ranked
@@ -146,43 +146,7 @@ class FunctionRetriever:
     @staticmethod
     def _build(attr: Any, kwargs: dict[str, Any], where: str, how: str) -> Callable[..., Any]:
         """The retrieve callable from ATTR: itself, or what the factory ATTR(**kwargs) returns."""
-        if not callable(attr):
-            raise UsageError(
-                f"{where}: names a value of type {type(attr).__name__}, not a function; point it at {_EXAMPLE}, "
-                "or a factory returning one"
-            )
-        if not kwargs and not inspect.isclass(attr):
-            return attr  # type: ignore[no-any-return]
-        names = ", ".join(sorted(kwargs)) or "(none)"
-        sig = _signature(attr)
-        if sig is not None:
-            try:
-                sig.bind(**kwargs)
-            except TypeError as exc:
-                raise UsageError(
-                    f"{where}: the factory{sig} does not accept the kwargs {names}: {exc}; "
-                    f"fix or drop the {how} overrides"
-                ) from None
-        try:
-            made = attr(**kwargs)
-        except TypeError as exc:
-            raise UsageError(f"{where}: the factory rejected the kwargs {names}: {exc}") from exc
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - a ValueError on a bad value, say; a SystemExit never
-            # chooses doceval's exit code
-            raise UsageError(
-                f"{where}: the factory called with kwargs {names} raised {type(exc).__name__}: {exc}"
-            ) from exc
-        method = getattr(made, "retrieve", None)
-        if callable(method):
-            return method  # type: ignore[no-any-return]
-        if callable(made):
-            return made  # type: ignore[no-any-return]
-        raise UsageError(
-            f"{where}: the factory returned a value of type {type(made).__name__}, which is neither callable nor has a "
-            f".retrieve(question, k) method; return {_EXAMPLE} or an object with that method"
-        )
+        return build_from_factory(attr, kwargs, where=where, how=how, method="retrieve", example=_EXAMPLE)
 
     def __getstate__(self) -> dict[str, Any]:
         # engine=ray ships a retriever given as an object (the Python API) to its actors: the function goes
