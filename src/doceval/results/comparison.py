@@ -31,7 +31,7 @@ from doceval.results.summaries import (
 )
 from doceval.scoring.aggregate import column
 from doceval.scoring.failures import transitions
-from doceval.scoring.intervals import holm, paired_change
+from doceval.scoring.intervals import MIN_DIFFERING, holm, paired_change
 from doceval.scoring.metrics import mean_or_none
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 from doceval.scoring.stats import win_tie_loss
@@ -54,7 +54,8 @@ class MetricChange:
     n_paired: int  # entries scored (non-null) in both runs
     p_value: float | None = None  # two-sided, "no change": exact McNemar (binary) or sign-flip permutation
     p_holm: float | None = None  # p_value adjusted (Holm) for the number of metrics compared in the table
-    method: str = ""  # newcombe+mcnemar | bca+sign-flip | wilson-bounded+sign-flip
+    method: str = ""  # newcombe+mcnemar | sign-flip | "" (no interval) | not measured
+    ci_note: str | None = None  # why no interval for paired entries: "too few differing entries (n=1)"
 
 
 @dataclass
@@ -267,6 +268,7 @@ def _metric_changes(
                 n_paired=change.n,
                 p_value=change.p_value,
                 method=change.method,
+                ci_note=change.note,
             )
         )
     for row, adjusted in zip(rows, holm([r.p_value for r in rows]), strict=True):
@@ -298,8 +300,11 @@ def _signed(v: float | None) -> str:
     return f"{0.0 if round(v, 4) == 0 else v:+.4f}"
 
 
-def _interval(ci: tuple[float, float] | None) -> str:
-    return "n/a" if ci is None else f"[{_signed(ci[0])}, {_signed(ci[1])}]"
+def _interval(ci: tuple[float, float] | None, note: str | None = None) -> str:
+    """``[-0.0120, +0.0450]``; without an interval, why (``too few differing entries (n=1)``) or ``n/a``."""
+    if ci is None:
+        return note or "n/a"
+    return f"[{_signed(ci[0])}, {_signed(ci[1])}]"
 
 
 def _p(v: float | None) -> str:
@@ -320,12 +325,13 @@ def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
     for r in result.rows:
         name = r.metric + ("*" if r.metric in LOWER_IS_BETTER else "")
         wtl = f"{r.wins}/{r.ties}/{r.losses}" if r.n_paired else "-"
-        cells = [name, _num(r.base), _num(r.new), _signed(r.change), _interval(r.ci)]
+        cells = [name, _num(r.base), _num(r.new), _signed(r.change), _interval(r.ci, r.ci_note)]
         rows.append([*cells, _p(r.p_value), _p(r.p_holm), wtl, str(r.n_paired)])
     lines += ["", *format_table(_HEADER, rows, left=(0, 4))]
     lines += [
         "change = new - baseline over the n entries scored in both runs. 95% CI: Newcombe (0/1 values) or",
-        "paired BCa bootstrap (graded values); p: two-sided, no change (exact McNemar / sign-flip);",
+        f"the inverted sign-flip test (graded values; from {MIN_DIFFERING} differing entries, else too few);",
+        "p: two-sided, no change (exact McNemar / sign-flip);",
         f"p_holm: Holm-adjusted for the {sum(r.p_value is not None for r in result.rows)} metrics compared.",
         "W/T/L = entries where new is better/equal/worse; * lower is better.",
         "",

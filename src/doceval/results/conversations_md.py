@@ -98,9 +98,10 @@ def _memory_table(block: Mapping[str, Any], labels: tuple[str, str, str]) -> lis
         if value is None:
             rows.append([md_text(m), "not measured", "-", "-", "-", md_text(n_turns or 0)])
             continue
+        note = f" ({md_text(row['ci_note'])})" if row.get("ci_note") and not row.get("ci95") else ""
         rows.append([md_text(m), _num(row.get(first)), _num(row.get(second)),
-                     _signed(value) + _ci(row.get("ci95"), signed=True), md_text(row.get("ci_method") or "-"),
-                     md_text(n_turns)])  # fmt: skip
+                     _signed(value) + _ci(row.get("ci95"), signed=True) + note,
+                     md_text(row.get("ci_method") or "-"), md_text(n_turns)])  # fmt: skip
     header = [
         "metric",
         first.replace("_", " "),
