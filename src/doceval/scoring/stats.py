@@ -238,7 +238,7 @@ def sign_flip_interval(
     # delta is accepted when 1 + (flips counting it extreme) > alpha * (1 + flips).
     need = math.floor(alpha * (1 + flips) - 1) + 1
     out = np.empty((s.shape[0], 2))
-    rows = max(1, _MAX_CHUNK_ELEMENTS // flips)
+    rows = max(1, _MAX_CHUNK_ELEMENTS // (8 * flips))  # eight (rows, flips) arrays live at once
     for start in range(0, s.shape[0], rows):
         part_s, part_c = s[start : start + rows], c[start : start + rows]
         a, b = part_s @ signs.T, part_c @ signs.T  # a flip's statistic at delta: a - delta * b
