@@ -12,6 +12,7 @@ import numpy as np
 from doceval.common.provenance import provenance
 from doceval.common.redact import scrub, scrub_data, secret_values
 from doceval.config.objects import config_dict
+from doceval.inputs.qrels import qrels_path, read_pool
 from doceval.scoring.aggregate import aggregate
 from doceval.scoring.conversations import ClusterSettings, conversation_metrics
 from doceval.scoring.failures import failure_stage
@@ -209,6 +210,9 @@ def _config_block(
             "path": str(plan.golden_path),
             "md5": plan.golden_md5,
             "corpus_pins": plan.corpus.pins if plan.corpus is not None else None,
+            # What judged_share is read against: graded judgments (qrels) or relevant ids only, and the pool.
+            "graded": qrels_path(plan.golden_path).is_file(),
+            "pool": read_pool(plan.golden_path),
         },
         "candidates": {
             k2: meta.get(k2)
