@@ -335,7 +335,7 @@ def main() -> None:
         f"targets (the sign-flip interval): every row mean >= {ROW_MIN}, every cell >= {CELL_MIN}, on rows",
     )
     print(
-        f"  where >= {JUDGED_MIN:.0%} of all samples print an interval; (0.870): a row below that, shown, not judged"
+        f"  where >= {JUDGED_MIN:.0%} of all samples print an interval; (in parentheses): a row below that, shown, not judged"
     )
     if all_missed:
         print("missed:", *(f"  - {m}" for m in all_missed), sep="\n")
