@@ -96,6 +96,14 @@ def test_five_differences_of_one_sign_cannot_reject_zero_and_six_can() -> None:
     assert lo5 <= 0.0 < hi5 and lo6 > 0.0
 
 
+def test_five_units_in_all_can_never_reject_so_the_interval_is_everything() -> None:
+    # 31 sign vectors besides the observed one, and flipping every sign is always as extreme: p >= 2/32.
+    change = paired_change(np.full(5, 0.25), np.array([1.0, 0.5, 1.0, 0.5, 1.0]))
+    assert change.method == "sign-flip" and change.ci == (-1.0, 1.0)
+    with pytest.raises(ValueError, match="one shape"):
+        sign_flip_interval(np.ones(4), np.ones(5))
+
+
 # --------------------------------------------------------------------------------- paired_change
 
 

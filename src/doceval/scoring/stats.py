@@ -222,9 +222,10 @@ def sign_flip_interval(
     else over ``n_flips`` seeded ones (the same vectors at every delta). A flip's statistic is linear in
     delta, so the shifts it counts as extreme form one closed interval with closed-form ends; the answer is
     the hull of the shifts lying in enough of them: exact for the flips drawn, no search. Returns shape
-    (rows, 2). The test needs no symmetry of the differences themselves: under the true mean the residuals
-    average 0 and the flips' spread sum(residual**2) estimates the sum's variance (Romano 1990), so it holds
-    where most differences are 0 and the rest skewed (benchmarks/bench_paired_coverage.py)."""
+    (rows, 2); unbounded ends (too few sign vectors to reject anything: 5 units) are for the caller to clip.
+    The test is exact when the residuals are symmetric and needs no symmetry to hold asymptotically: under the
+    true mean they average 0 and the flips' spread sum(residual**2) estimates the sum's variance (Romano 1990);
+    measured where most differences are 0 and the rest skewed in benchmarks/bench_paired_coverage.py."""
     if not 0.0 < alpha < 1.0:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if n_flips < 1:
