@@ -55,6 +55,7 @@ METRICS: tuple[str, ...] = ("mrr", "recall", "ndcg")
 LARGE_N = 20
 WINDOW_MIN, CELL_MIN_LARGE, CELL_MIN_SMALL = 0.94, 0.90, 0.85
 EPS = 1e-9  # a bound equal to the true value up to float rounding counts as covering it
+MIN_SCORED = 200  # paired: a size judged only where this many samples print an interval (s.e. <= 0.016)
 
 Bounds = Callable[[int, int], tuple[float, float]]  # (successes, n) -> (lo, hi)
 Table = dict[int, list[float]]  # n -> one value per column (rates or sizes)
@@ -347,7 +348,8 @@ def continuous_table(
                 hit_old += bool(covers(old[0], old[1], truth))
                 fb += method.startswith("wilson-bounded")
             zero += hi <= lo
-        new_row.append(hit_new / max(1, sets - (fb if new is not None else 0)))
+        scored = sets - (fb if new is not None else 0)
+        new_row.append(hit_new / scored if scored else float("nan"))
         old_row.append(hit_old / sets)
         fallback.append(fb / sets)
     return new_row, old_row, fallback, zero
@@ -363,13 +365,20 @@ def _task(args: Task) -> Row:
         return continuous_table(*args)
 
 
-def check_continuous(report: Report, name: str, row: Sequence[float], zero: int) -> None:
-    """The binary targets with the sizes n >= 20 as the window (a metric's values have no rate grid)."""
-    large = [v for n, v in zip(SIZES, row, strict=True) if n >= LARGE_N]
+def check_continuous(
+    report: Report, name: str, row: Sequence[float], zero: int, scored: Sequence[float] | None = None
+) -> None:
+    """The binary targets with the sizes n >= 20 as the window (a metric's values have no rate grid). With
+    ``scored`` (paired: samples that printed an interval, per size), a size with fewer than MIN_SCORED is shown,
+    not judged: too few samples for its coverage (bench_paired_coverage.py draws that regime given enough)."""
+    judged = [scored is None or scored[i] >= MIN_SCORED for i in range(len(SIZES))]
+    large = [v for n, v, j in zip(SIZES, row, judged, strict=True) if n >= LARGE_N and j]
     misses = []
-    if np.mean(large) < WINDOW_MIN:
+    if large and np.mean(large) < WINDOW_MIN:
         misses.append(f"mean (n >= {LARGE_N}) {np.mean(large):.3f} < {WINDOW_MIN}")
-    for n, v in zip(SIZES, row, strict=True):
+    for n, v, j in zip(SIZES, row, judged, strict=True):
+        if not j:
+            continue
         floor = CELL_MIN_LARGE if n >= LARGE_N else CELL_MIN_SMALL
         if v < floor:
             misses.append(f"cell {v:.3f} < {floor} (n={n})")
@@ -483,8 +492,10 @@ def continuous(report: Report, paths: list[Path], sets: int, build: bool, worker
         rows = [(metric, next(results)) for metric in block.metrics]
         report.add(block.title, *block.notes, head)
         _print_rows(report, rows, block.names)
-        for metric, (new_row, _, _, zero) in rows:
-            check_continuous(report, block.check.format(metric=metric), new_row, zero)
+        for metric, (new_row, _, side, zero) in rows:
+            paired = block.names[2].strip().startswith("too-few")
+            scored = [sets * (1.0 - share) for share in side] if paired else None
+            check_continuous(report, block.check.format(metric=metric), new_row, zero, scored)
         report.add("")
 
 
