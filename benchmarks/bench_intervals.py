@@ -10,8 +10,11 @@
   bootstrap, and the type-I error of the exact McNemar test.
 - Continuous: per-entry values (reciprocal ranks, recalls, nDCGs) of real runs taken as the population;
   samples drawn from it with replacement, coverage of the population mean by the BCa interval (``interval``)
-  and by the old ``bootstrap_ci``; paired by entry id when two runs cover the same entries. Without
-  ``--no-build`` a second real run is made here (same retriever, no floors) to pair with the headline run.
+  and by the old ``bootstrap_ci``; paired by entry id when two runs cover the same entries: the sign-flip
+  interval of ``paired_change`` over the samples with at least 5 differing entries (the share with fewer, which
+  print "too few differing entries" instead, on its own line), the old paired percentile bootstrap over all.
+  Without ``--no-build`` a second real run is made here (same retriever, no floors) to pair with the headline
+  run. benchmarks/bench_paired_coverage.py holds the grid where most differences are 0.
 
 Targets (binary; the continuous tables use the same thresholds with the sizes n >= 20 as the window): over
 each window of neighbouring rates mean coverage >= 0.94 for n >= 20; no cell below 0.90 for n >= 20 nor below
@@ -52,6 +55,7 @@ METRICS: tuple[str, ...] = ("mrr", "recall", "ndcg")
 LARGE_N = 20
 WINDOW_MIN, CELL_MIN_LARGE, CELL_MIN_SMALL = 0.94, 0.90, 0.85
 EPS = 1e-9  # a bound equal to the true value up to float rounding counts as covering it
+MIN_SCORED = 200  # paired: a size judged only where this many samples print an interval (s.e. <= 0.016)
 
 Bounds = Callable[[int, int], tuple[float, float]]  # (successes, n) -> (lo, hi)
 Table = dict[int, list[float]]  # n -> one value per column (rates or sizes)
@@ -305,15 +309,17 @@ def _no_sign_flip(diffs: np.ndarray, **_: Any) -> float:
     return float("nan")
 
 
-Row = tuple[list[float], list[float], list[float], int]  # new coverage, old coverage, fallback share, zero
+Row = tuple[list[float], list[float], list[float], int]  # new coverage, old coverage, side share, zero
 
 
 def continuous_table(
     base: np.ndarray, new: np.ndarray | None, truth: float, sets: int, key: tuple[int, ...]
 ) -> Row:
-    """Coverage of ``truth`` by the new and the old interval at every size, the share of samples that took the
-    wilson-bounded fallback, and the new interval's zero-width count. ``new`` None: samples of ``base``
-    (single run); else samples of the pairs (base[i], new[i]) and the interval of the mean of new - base."""
+    """Coverage of ``truth`` by the new and the old interval at every size, a side share, and the new interval's
+    zero-width count. ``new`` None: samples of ``base`` (single run), the side share is that of samples that
+    took the wilson-bounded fallback; else samples of the pairs (base[i], new[i]) and the interval of the mean of
+    new - base, the side share is that of samples with too few differing entries for one (the new coverage is
+    over the others)."""
     new_row, old_row, fallback = [], [], []
     zero = 0
     for n in SIZES:
@@ -329,15 +335,21 @@ def continuous_table(
             else:
                 b = new[idx[i]]
                 ch = paired_change(a, b, n_boot=N_BOOT, seed=i, alpha=ALPHA)
-                assert ch.ci is not None
-                (lo, hi), method = ch.ci, ch.method
                 old = paired_bootstrap_ci(a, b, n_boot=N_BOOT, seed=i, alpha=ALPHA)
+                assert old is not None
+                hit_old += bool(covers(old[0], old[1], truth))
+                if ch.ci is None:  # too few differing entries: no interval, the reason instead
+                    fb += 1
+                    continue
+                (lo, hi), method = ch.ci, ch.method
             assert old is not None
             hit_new += bool(covers(lo, hi, truth))
-            hit_old += bool(covers(old[0], old[1], truth))
-            fb += method.startswith("wilson-bounded")
+            if new is None:
+                hit_old += bool(covers(old[0], old[1], truth))
+                fb += method.startswith("wilson-bounded")
             zero += hi <= lo
-        new_row.append(hit_new / sets)
+        scored = sets - (fb if new is not None else 0)
+        new_row.append(hit_new / scored if scored else float("nan"))
         old_row.append(hit_old / sets)
         fallback.append(fb / sets)
     return new_row, old_row, fallback, zero
@@ -353,13 +365,20 @@ def _task(args: Task) -> Row:
         return continuous_table(*args)
 
 
-def check_continuous(report: Report, name: str, row: Sequence[float], zero: int) -> None:
-    """The binary targets with the sizes n >= 20 as the window (a metric's values have no rate grid)."""
-    large = [v for n, v in zip(SIZES, row, strict=True) if n >= LARGE_N]
+def check_continuous(
+    report: Report, name: str, row: Sequence[float], zero: int, scored: Sequence[float] | None = None
+) -> None:
+    """The binary targets with the sizes n >= 20 as the window (a metric's values have no rate grid). With
+    ``scored`` (paired: samples that printed an interval, per size), a size with fewer than MIN_SCORED is shown,
+    not judged: too few samples for its coverage (bench_paired_coverage.py draws that regime given enough)."""
+    judged = [scored is None or scored[i] >= MIN_SCORED for i in range(len(SIZES))]
+    large = [v for n, v, j in zip(SIZES, row, judged, strict=True) if n >= LARGE_N and j]
     misses = []
-    if np.mean(large) < WINDOW_MIN:
+    if large and np.mean(large) < WINDOW_MIN:
         misses.append(f"mean (n >= {LARGE_N}) {np.mean(large):.3f} < {WINDOW_MIN}")
-    for n, v in zip(SIZES, row, strict=True):
+    for n, v, j in zip(SIZES, row, judged, strict=True):
+        if not j:
+            continue
         floor = CELL_MIN_LARGE if n >= LARGE_N else CELL_MIN_SMALL
         if v < floor:
             misses.append(f"cell {v:.3f} < {floor} (n={n})")
@@ -433,7 +452,7 @@ def continuous(report: Report, paths: list[Path], sets: int, build: bool, worker
     for r, (_, summary) in enumerate(runs[1:], start=2):
         block = Block(
             f"paired: population 1 (base) vs population {r} (new), by entry id, new - base",
-            ("paired bca (new)", "paired pct (old)", "  fallback share"),
+            ("paired sign-flip (new)", "paired pct (old)", "  too-few share"),
             f"paired {{metric}} [1 vs {r}]",
         )
         for m, metric in enumerate(METRICS):
@@ -473,8 +492,10 @@ def continuous(report: Report, paths: list[Path], sets: int, build: bool, worker
         rows = [(metric, next(results)) for metric in block.metrics]
         report.add(block.title, *block.notes, head)
         _print_rows(report, rows, block.names)
-        for metric, (new_row, _, _, zero) in rows:
-            check_continuous(report, block.check.format(metric=metric), new_row, zero)
+        for metric, (new_row, _, side, zero) in rows:
+            paired = block.names[2].strip().startswith("too-few")
+            scored = [sets * (1.0 - share) for share in side] if paired else None
+            check_continuous(report, block.check.format(metric=metric), new_row, zero, scored)
         report.add("")
 
 

@@ -7,7 +7,7 @@ Each replication draws ``m`` conversations of 1-3 needs_memory turns (0/1 scores
 replay scores 1 with probability 0.1, the standalone replay at least as often (0.8 more), and memory recovers a
 turn (scores as the standalone replay does, else as the reset one) with a per-conversation probability drawn
 from Beta(4q, 4(1 - q)), so turns of one conversation are correlated and the true recovery is q. The interval
-inverts the paired cluster interval (whatever method `cluster_interval(signed=True)` uses), so its coverage is
+inverts the paired cluster interval (whatever method `cluster_paired_interval` uses), so its coverage is
 that method's on benefit - q x ceiling: this measures both.
 """
 

@@ -1,4 +1,4 @@
-"""Run the benchmark suite and write its figures into the README's benchmark section.
+"""Run the benchmark suite and write its figures into the README's benchmark section (and docs/benchmarks.md).
 
     python benchmarks/run_all.py [--scifact PATH/TO/scifact] [--quick] [--no-readme] [--only SCRIPT ...]
 
@@ -6,7 +6,8 @@ Each benchmark is a script in this folder that prints its own table, with every 
 in the same run. This runs them one after another (so they do not compete for the two cores), collects their
 output and replaces the block between the README's `<!-- bench:start -->` and `<!-- bench:end -->` markers.
 With ``--only bench_intervals.py`` (repeatable) it runs just those scripts and replaces just their sub-blocks
-(``**TITLE** (N s)`` and its fenced output), leaving the rest of the block as it was.
+(``**TITLE** (N s)`` and its fenced output), leaving the rest of the block as it was. A script named in
+:data:`DOC_BLOCKS` writes into docs/benchmarks.md instead, between markers of its own.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+DOCS_PAGE = ROOT / "docs" / "benchmarks.md"
+# Scripts whose figures go to docs/benchmarks.md, each between its own markers, not into the README's block.
+DOC_BLOCKS = {"bench_paired_coverage.py": ("<!-- bench-paired:start -->", "<!-- bench-paired:end -->")}
 
 
 def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
@@ -48,6 +52,10 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
         (
             "Interval coverage: exact and simulated, old percentile bootstrap vs the new intervals",
             ["bench_intervals.py"],
+        ),
+        (
+            "Paired interval coverage where most differences are 0: sign-flip interval vs the old BCa",
+            ["bench_paired_coverage.py", *(["--sets", "500", "--reference-sets", "100"] if quick else [])],
         ),
         ("Index stage vs bare model.encode", ["bench_index.py", *(["--limit", "2000"] if quick else [])]),
         (
@@ -128,6 +136,25 @@ def splice_sub_blocks(text: str, blocks: Sequence[tuple[str, list[str]]]) -> str
     return head + START + "\n".join(lines) + END + tail
 
 
+def replace_marked(text: str, start: str, end: str, lines: Sequence[str]) -> str:
+    """``text`` with everything between the ``start`` and ``end`` markers replaced by ``lines``."""
+    if start not in text or end not in text:
+        raise ValueError(f"add {start} and {end} markers")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return head + start + "\n" + "\n".join(lines) + "\n" + end + tail
+
+
+def write_doc_blocks(done: Sequence[tuple[str, str, list[str]]], measured: str) -> None:
+    """Each (script, title, sub-block) of DOC_BLOCKS into docs/benchmarks.md, between the script's markers."""
+    text = DOCS_PAGE.read_text(encoding="utf-8")
+    for script, _, lines in done:
+        start, end = DOC_BLOCKS[script]
+        text = replace_marked(text, start, end, [measured, "", *lines])
+    DOCS_PAGE.write_text(text, encoding="utf-8")
+    print(f"wrote the figures of {', '.join(s for s, _, _ in done)} into {DOCS_PAGE}")
+
+
 def run_one(title: str, cmd: list[str], env: dict[str, str]) -> tuple[list[str], bool]:
     """Run one benchmark script; its README sub-block and whether it exited 0."""
     print(f"== {title}", flush=True)
@@ -152,13 +179,17 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="index a 2,000-chunk sample; skip the clean-clone run"
     )
-    parser.add_argument("--no-readme", action="store_true")
+    parser.add_argument(
+        "--no-readme",
+        action="store_true",
+        help="print the figures; write neither README.md nor docs/benchmarks.md",
+    )
     parser.add_argument(
         "--only",
         action="append",
         metavar="SCRIPT",
         help="run just this suite script (e.g. bench_intervals.py; repeatable) and replace just its README "
-        "sub-block",
+        "sub-block (or its docs/benchmarks.md block)",
     )
     args = parser.parse_args()
     runs = suite(args.scifact, args.quick)
@@ -175,13 +206,19 @@ def main() -> None:
               f"{' --quick' if args.quick else ''}`.", ""]  # fmt: skip
     failed = []
     done: list[tuple[str, list[str]]] = []
+    to_docs: list[tuple[str, str, list[str]]] = []
     for title, cmd in runs:
         lines, ok = run_one(title, cmd, env)
         if not ok:
             failed.append(title)
+        if cmd[0] in DOC_BLOCKS:
+            to_docs.append((cmd[0], title, lines))
+            continue
         done.append((title, lines))
         blocks += [*lines, ""]
-    if not args.no_readme:
+    if to_docs and not args.no_readme:
+        write_doc_blocks(to_docs, blocks[0])
+    if done and not args.no_readme:
         readme = ROOT / "README.md"
         text = readme.read_text()  # read now: the benchmarks take minutes and others may edit the README
         if START not in text or END not in text:

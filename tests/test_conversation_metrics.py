@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from doceval.scoring.conversations import (
 from doceval.scoring.intervals import interval
 from doceval.scoring.proportions import midp, wilson
 from doceval.scoring.registry import METRIC_NAMES
-from doceval.scoring.stats import bootstrap_means, cluster_bootstrap_ratios
+from doceval.scoring.stats import bootstrap_means, cluster_bootstrap_ratios, sign_flip_interval
 
 SETTINGS = ClusterSettings(n_boot=2000, seed=7, binary_method="midp")
 
@@ -87,7 +86,8 @@ def test_three_conversations_get_the_wilson_interval_with_n_the_number_of_conver
     assert block["turns"]["ci_method"]["hit_rate"] == "cluster-wilson-bounded"
     assert block["turns"]["ci95"]["hit_rate"] == pytest.approx(list(wilson(5 / 8 * 3, 3)))
     assert block["intervals"] == {"unit": "conversation", "method": "cluster-bca",
-                                  "fallback": "cluster-wilson-bounded", "bootstrap": 2000, "seed": 7}  # fmt: skip
+                                  "fallback": "cluster-wilson-bounded", "paired": "cluster-sign-flip",
+                                  "bootstrap": 2000, "seed": 7}  # fmt: skip
 
 
 def test_per_conversation_all_turns_correct_and_first_failing_turn() -> None:
@@ -184,12 +184,9 @@ def test_memory_benefit_on_needs_memory_turns_paired_by_turn_id() -> None:
     assert (hit["with_memory"], hit["memory_reset"]) == pytest.approx((2 / 3, 1 / 3))
     assert hit["benefit"] == pytest.approx(1 / 3)
     assert (hit["n_turns"], hit["n_conversations"]) == (3, 2)
-    # Differences [1, 0, 0] over 2 conversations: positive part 1/3, negative part 0, each a Wilson interval
-    # with n = 2, combined square-and-add.
-    lp, up = wilson(2 / 3, 2)
-    _, un = wilson(0.0, 2)
-    assert hit["ci_method"] == "cluster-wilson-bounded"
-    assert hit["ci95"] == pytest.approx([1 / 3 - math.hypot(1 / 3 - lp, un), up])
+    # Differences [1, 0, 0]: one conversation of two differs, too few for an interval; the row says why.
+    assert (hit["ci95"], hit["ci_method"]) == (None, None)
+    assert hit["ci_note"] == "too few differing conversations (n=1)"
     assert benefit["version_correctness"]["benefit"] == pytest.approx(2 / 3)
     assert benefit["refused_correctly"]["benefit"] == 1.0 and benefit["refused_correctly"]["n_turns"] == 1
     # Not judged in either replay: null, not 0.
@@ -209,7 +206,7 @@ def test_memory_leak_on_turns_that_need_no_memory_is_isolated_minus_warm() -> No
     assert leak["refused_correctly"]["leak"] == 1.0 and leak["refused_correctly"]["n_conversations"] == 1
 
 
-def test_paired_benefit_over_many_conversations_gets_the_cluster_bca_interval() -> None:
+def test_paired_benefit_over_many_conversations_gets_the_sign_flip_interval_over_conversations() -> None:
     with_memory, reset = [], []
     for i in range(14):
         helped = i % 3 != 0  # memory helps both follow-ups of two conversations in three
@@ -217,8 +214,11 @@ def test_paired_benefit_over_many_conversations_gets_the_cluster_bca_interval() 
             with_memory.append(turn(f"c{i}", n, memory=True, hit_rate=1.0 if helped else 0.0))
             reset.append(turn(f"c{i}", n, memory=True, hit_rate=0.0))
     hit = memory_benefit(with_memory, reset, SETTINGS)["hit_rate"]
-    assert hit["benefit"] == pytest.approx(9 / 14) and hit["ci_method"] == "cluster-bca"
-    assert hit["ci95"][0] < 9 / 14 < hit["ci95"][1]
+    assert hit["benefit"] == pytest.approx(9 / 14) and hit["ci_method"] == "cluster-sign-flip"
+    assert hit["ci95"][0] < 9 / 14 < hit["ci95"][1] and hit["ci_note"] is None
+    # 14 conversations, each summing its two turns: the flips are drawn (2**14 > 4,096), seeded.
+    sums, counts = np.array([2.0 if i % 3 else 0.0 for i in range(14)]), np.full(14, 2.0)
+    assert hit["ci95"] == pytest.approx(list(sign_flip_interval(sums, counts, n_flips=2000, seed=7)[0]))
     assert (hit["n_turns"], hit["n_conversations"]) == (28, 14)
 
 

@@ -25,7 +25,7 @@ from doceval.inputs.standalone import follow_up_reasons, standalone_warnings
 from doceval.scoring.conversations import (
     RECOVERY_METHOD,
     ClusterSettings,
-    cluster_interval,
+    cluster_paired_interval,
     conversation_metrics,
     memory_benefit,
     memory_leak,
@@ -194,7 +194,7 @@ def test_the_recovery_interval_is_where_the_inverted_paired_interval_turns() -> 
 
     def holds_zero(ratio: float) -> bool:
         scaled = [(b - ratio * c) / (1 + abs(ratio)) for b, c in zip(benefit, ceiling, strict=True)]
-        lo, hi = cluster_interval(scaled, settings, signed=True)[0] or (math.nan, math.nan)
+        lo, hi = cluster_paired_interval(scaled, settings).ci or (math.nan, math.nan)
         return lo <= 0.0 <= hi
 
     # Just inside each bound the paired interval of benefit - R x ceiling holds 0; just outside it does not.
@@ -324,22 +324,22 @@ def test_no_recovery_interval_where_the_paired_interval_gives_none(monkeypatch: 
     import doceval.scoring.conversations as scoring
 
     benefit, ceiling = _clusters(np.random.default_rng(3), 30, 0.6)
-    real = scoring.cluster_interval
+    real = scoring.cluster_paired_interval
     calls: list[int] = []
+    declined = scoring.PairedInterval(None, None, "too few differing conversations (n=1)")
 
     def declines_after_the_ceiling(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
-        return real(*args, **kwargs) if len(calls) == 1 else (None, "too few differing entries (n=1)")
+        return real(*args, **kwargs) if len(calls) == 1 else declined
 
-    monkeypatch.setattr(scoring, "cluster_interval", declines_after_the_ceiling)
+    monkeypatch.setattr(scoring, "cluster_paired_interval", declines_after_the_ceiling)
     ci, why = ratio_interval(benefit, ceiling, 0.6, ClusterSettings(1000, 0))
     assert ci is None and why.startswith("no interval: the paired interval of benefit - recovery x ceiling")
-    monkeypatch.setattr(
-        scoring, "cluster_interval", lambda *a, **k: (None, "too few differing entries (n=1)")
-    )
+    monkeypatch.setattr(scoring, "cluster_paired_interval", lambda *a, **k: declined)
     ci, why = ratio_interval(benefit, ceiling, 0.6, ClusterSettings(1000, 0))
     assert (
-        ci is None and why == "no interval: the standalone ceiling has none (too few differing entries (n=1))"
+        ci is None
+        and why == "no interval: the standalone ceiling has none (too few differing conversations (n=1))"
     )
 
 

@@ -20,6 +20,7 @@ from test_eval_cli import project as project  # noqa: F401 - the tiny project fi
 import doceval
 from doceval.app.sweep import format_points
 from doceval.cli.common import print_headline
+from doceval.common.naming import judged_share_label
 from doceval.common.progress import Progress
 from doceval.common.redact import register_secret
 from doceval.errors import UsageError
@@ -143,8 +144,10 @@ def test_no_table_cuts_a_metric_name_or_an_interval(golden: Path) -> None:
     summary = doceval.evaluate(golden, retriever=overlap, k=2)
     m = summary["metrics"]
     headline = _headline(summary).split()
-    for metric in METRICS:  # binary judgments: the *_rel1 rows would repeat hit_rate, recall, mrr
-        assert (metric.label(2) in headline) is (metric.name in shown_metrics(summary)), metric.name
+    for metric in METRICS:  # *_rel1 rows only with graded judgments; judged_share shown as what it is
+        shown = judged_share_label(summary["config"], 2) if metric.name == "judged_share" else metric.label(2)
+        assert (shown in headline) is (metric.name in shown_metrics(summary)), metric.name
+    assert "precision@2" in headline
     for name, ci in m["ci95"].items():
         if ci:
             assert f"[{ci[0]:.3f}," in headline and f"{ci[1]:.3f}]" in headline, name

@@ -214,7 +214,8 @@ def test_compare_values_signs_and_win_tie_loss() -> None:
     mrr = res.row("mrr")
     assert (mrr.base, mrr.new, mrr.change) == (0.375, 0.5, 0.125)
     assert (mrr.wins, mrr.ties, mrr.losses) == (1, 2, 1)
-    assert mrr.method == "wilson-bounded+sign-flip"  # n = 4: too few for a bootstrap
+    # Two differing entries of four: the sign-flip test cannot reject 0 from so few, so no interval, only why.
+    assert (mrr.ci, mrr.method, mrr.ci_note) == (None, "", "too few differing entries (n=2)")
     # sign-flip over the two non-zero differences: every sign pattern is as extreme or less -> p = 1 or 1/2
     assert mrr.p_value is not None and mrr.p_value >= 0.5
     # Holm over the compared metrics: never below the raw p, and 1 here (nothing is near significant)
@@ -251,7 +252,7 @@ def test_format_compare_lines() -> None:
     assert _row(text, "mrr")[:4] == ["mrr", "0.3750", "0.5000", "+0.1250"]
     assert _row(text, "refused_correctly")[:4] == ["refused_correctly", "1.0000", "0.5000", "-0.5000"]
     assert _row(text, "refused_correctly")[-3:] == ["0/1/1", "2", "newcombe+mcnemar"]
-    assert _row(text, "mrr")[-1] == "wilson-bounded+sign-flip"  # too few pairs for BCa: not "paired BCa"
+    assert _row(text, "mrr")[-1] == "-"  # too few differing entries: no interval, so no method named
     assert not [line for line in text.splitlines() if line.startswith("hit_rate_rel1 ")]
     assert "hit_rate_rel1, recall_rel1, mrr_rel1 not shown: binary judgments" in text
     assert _row(text, "overrefusal_rate")[:4] == ["overrefusal_rate*", "0.2500", "0.0000", "-0.2500"]
@@ -271,11 +272,13 @@ def test_format_compare_lines() -> None:
     assert "p_holm: Holm-adjusted for the 8 metrics compared." in text
     lines = text.splitlines()
     table = [line for line in lines if not line.startswith("unanswerable:")]  # those hold full doc ids
+    # Fits a 120-column terminal, with mrr's "too few differing entries (n=2)" in place of its interval.
     assert all(len(line) <= 120 for line in table)
+    assert _row(text, "mrr")[4:9] == ["too", "few", "differing", "entries", "(n=2)"]
     # Aligned columns: every value column ends where its header ends.
     header = next(line for line in lines if line.startswith("metric"))
     hit = next(line for line in lines if line.startswith("hit_rate"))
-    for title, value in (("baseline", "0.5000"), ("new ", "0.7500"), ("change", "+0.2500")):
+    for title, value in (("base", "0.5000"), ("new ", "0.7500"), ("change", "+0.2500")):
         assert header.index(title.strip()) + len(title.strip()) == hit.index(value) + len(value)
     assert header.index("95% CI") == hit.index("[")
     assert header.index("p_holm") + len("p_holm") == hit.index("1.000 ", hit.index("1.000") + 1) + len(
@@ -293,13 +296,17 @@ def test_format_compare_lines() -> None:
 
 
 def test_identical_runs_show_no_change_but_never_a_zero_width_interval() -> None:
-    # Identical on four entries is not proof of "no change possible": the interval spans 0 with positive width
-    # (the old bootstrap printed [0, 0]) and the p-value of "no change" is 1.
+    # Identical on four entries is not proof of "no change possible": a 0/1 metric's interval spans 0 with
+    # positive width (the old bootstrap printed [0, 0]); a graded one has no differing entry to build one from
+    # and says so. The p-value of "no change" is 1.
     res = compare(base_summary(), base_summary())
     for r in res.rows:
         if r.n_paired:
-            assert r.change == 0.0 and r.wins == r.losses == 0 and r.ties == r.n_paired
-            assert r.ci is not None and r.ci[0] < 0.0 < r.ci[1] and r.p_value == 1.0
+            assert r.change == 0.0 and r.wins == r.losses == 0 and r.ties == r.n_paired and r.p_value == 1.0
+            if r.method == "newcombe+mcnemar":
+                assert r.ci is not None and r.ci[0] < 0.0 < r.ci[1]
+            else:
+                assert (r.ci, r.ci_note) == (None, "too few differing entries (n=0)")
     text = format_compare(res)
     assert _row(text, "hit_rate")[3:8] == ["+0.0000", "[-0.3500,", "+0.3500]", "1.000", "1.000"]
     assert "-0.0000" not in text

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doceval.common.naming import floors_label, system_label
+from doceval.common.naming import floors_label, judged_share_label, judged_share_note, system_label
 from doceval.common.table import format_table
 from doceval.common.text import one_line
 from doceval.errors import EXIT_USAGE
@@ -76,16 +76,19 @@ def print_headline(summary: Mapping[str, Any], conversations: bool = True) -> No
         metric = BY_NAME[key]
         value = m[key]
         n = str(m["counts"].get(f"n_{key}", ""))
+        label = judged_share_label(recorded, k) if key == "judged_share" else metric.label(k)
         if value is None:
-            rows.append([metric.label(k), _unmeasured_text(m, key), "", "", n])
+            rows.append([label, _unmeasured_text(m, key), "", "", n])
             continue
         ci = m["ci95"].get(key)
         ci_text = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
         method = one_line((m.get("ci_method") or {}).get(key) or "")
-        rows.append([metric.label(k), f"{value:.4f}", ci_text, method, n])
+        rows.append([one_line(label), f"{value:.4f}", ci_text, method, n])
     print("\n".join(format_table(("metric", "value", "95% CI", "interval", "n"), rows, left=(0, 2, 3))))
     if rel1_note(summary):
         print(rel1_note(summary))
+    if m.get("judged_share") is not None:
+        print(one_line(judged_share_note(recorded, k)))
     c = m["counts"]
     print(
         f"entries={c['n_entries']} in_scope={c['n_in_scope']} out_of_scope={c['n_out_of_scope']} "
@@ -95,7 +98,7 @@ def print_headline(summary: Mapping[str, Any], conversations: bool = True) -> No
         listed = ", ".join(k for k, v in unmeasured.items() if v == why)
         print(f"not measured: {listed}: {one_line(why)}")
     if "conversations" in m and conversations:
-        _print_conversations(m, k, shown_metrics(summary))
+        _print_conversations(m, k, shown_metrics(summary), judged_share_label(recorded, k))
     if not summary.get("complete", True):
         print(f"INCOMPLETE: {one_line(summary['incomplete']['reason'])}")
 
@@ -107,7 +110,7 @@ def _unmeasured_text(m: Mapping[str, Any], key: str) -> str:
     return "not judged" if key == "answer_accuracy" and m.get("not_judged") else "n/a"
 
 
-def _print_conversations(m: Mapping[str, Any], k: Any, shown: Sequence[str]) -> None:
+def _print_conversations(m: Mapping[str, Any], k: Any, shown: Sequence[str], judged_label: str) -> None:
     """The conversation block (docs/design.md 4.6): every metric over all turns with its interval (resampled
     by conversation), then by turn position and by needs_memory; below it, all turns correct per conversation
     and where conversations first failed."""
@@ -123,12 +126,13 @@ def _print_conversations(m: Mapping[str, Any], k: Any, shown: Sequence[str]) -> 
     rows: list[list[str]] = []
     for metric in (BY_NAME[name] for name in shown):
         value = conv["turns"][metric.name]
+        label = one_line(judged_label) if metric.name == "judged_share" else metric.label(k)
         if value is None:
-            rows.append([metric.label(k), _unmeasured_text(m, metric.name)])
+            rows.append([label, _unmeasured_text(m, metric.name)])
             continue
         ci = conv["turns"]["ci95"].get(metric.name)
         cells = [_format_value(block[metric.name]) for _, block in groups]
-        rows.append([metric.label(k), f"{value:.4f}", f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "", *cells])
+        rows.append([label, f"{value:.4f}", f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "", *cells])
     print(f"conversations={conv['n_conversations']} turns={conv['n_turns']} needs_memory={conv['n_needs_memory']}"
           " (intervals resample whole conversations)")  # fmt: skip
     print("\n".join(format_table(header, rows, left=(0, 2))))

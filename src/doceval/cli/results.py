@@ -237,7 +237,7 @@ def register(sub: Any) -> None:
         type=int,
         default=1000,
         metavar="N",
-        help="bootstrap resamples for the BCa intervals of recall, mrr, ndcg (default: 1000)",
+        help="sign flips behind the paired intervals of graded metrics (recall, mrr, ndcg; default: 1000)",
     )
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the bootstrap and permutation draws (default: 0)"

@@ -68,3 +68,35 @@ def floors_label(floors: Mapping[str, Any]) -> str:
     if source == "config" and global_floor == 0 and not per_library:
         return "zero"
     return f"{source} ({values})"
+
+
+def judged_share_label(recorded: Mapping[str, Any], k: Any) -> str:
+    """``judged_share@k``, or ``precision@k`` when the golden set has no graded judgments: then only its
+    relevant ids are judged, and the share of R judged is the share of R relevant."""
+    name = "precision" if (recorded.get("golden") or {}).get("qrels") is False else "judged_share"
+    return name if k is None else f"{name}@{k}"
+
+
+def judged_share_note(recorded: Mapping[str, Any], k: Any) -> str:
+    """What the run's judged_share measures, from its recorded ``config``: the judgments' kind, the systems
+    they were pooled from (the golden set's pool record) and whether this run's system was one of them."""
+    golden = recorded.get("golden") or {}
+    label = judged_share_label(recorded, k)
+    if golden.get("qrels") is False:
+        return (f"{label}: the golden set has no graded judgments, so only its relevant ids are judged and "
+                "the share of R judged is the share relevant: a quality score, not how complete the "
+                "judgments are.")  # fmt: skip
+    what = f"{label}: share of R the judgments cover (any grade; an unjudged document counts as not relevant)"
+    if golden.get("qrels") is None:
+        return f"{what}; this summary records neither the judgments' kind nor the pool."
+    pool = golden.get("pool")
+    if not isinstance(pool, Mapping):
+        return (f"{what}; which systems were pooled is not recorded (a NAME.pool.json beside the golden "
+                "set, docs/design.md 3.4): a pooled system scores 1 by construction.")  # fmt: skip
+    system, depth = system_label(recorded), pool.get("depth")
+    pooled = f"pooled from the top {depth} of {', '.join(map(str, pool.get('systems') or []))}"
+    if system in (pool.get("systems") or []):
+        return (f"{what}, {pooled}. This run's {system} is a pooled system: 1 by construction up to "
+                f"k = {depth}, it says nothing of how complete the judgments are for another system.")  # fmt: skip
+    return (f"{what}, {pooled}. This run's {system} was not pooled: below 1, the other retrieval metrics may "
+            "undercount (`doceval golden pool` lists what to grade).")  # fmt: skip

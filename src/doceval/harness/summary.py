@@ -12,6 +12,7 @@ import numpy as np
 from doceval.common.provenance import provenance
 from doceval.common.redact import scrub, scrub_data, secret_values
 from doceval.config.objects import config_dict
+from doceval.inputs.qrels import qrels_path, read_pool
 from doceval.scoring.aggregate import aggregate
 from doceval.scoring.conversations import ClusterSettings, conversation_metrics
 from doceval.scoring.failures import failure_stage
@@ -213,6 +214,9 @@ def _config_block(
             # The *_rel1 metrics can differ from the grade-2 ones (a grade 1 judged, relevant means grade 2):
             # tables show their rows only then (doceval.results.summaries.shown_metrics).
             "graded": plan.threshold == 2 and any(1 in e.grades.values() for e in plan.entries),
+            # What judged_share is read against: graded judgments (qrels) or relevant ids only, and the pool.
+            "qrels": qrels_path(plan.golden_path).is_file(),
+            "pool": read_pool(plan.golden_path),
         },
         "candidates": {
             k2: meta.get(k2)

@@ -26,7 +26,7 @@ from doceval.inputs.conversation import (
     turn_field,
 )
 from doceval.inputs.conversation import statistics as conversation_statistics
-from doceval.inputs.qrels import load_grades
+from doceval.inputs.qrels import load_grades, read_pool
 from doceval.inputs.records import Record, read_records, read_text_file
 
 KNOWN_SPLITS = ("calibration", "test")
@@ -197,6 +197,7 @@ def parse_golden(
     grades = load_grades(path, {e.id: e for e in entries})
     if grades is not None:
         entries = [replace(e, qrels=grades.get(e.id, {})) for e in entries]
+    read_pool(path)  # checked with the labels, so a bad pool record stops a run before it starts
     return entries
 
 

@@ -5,11 +5,15 @@ builds its qrels from pooled runs: ``{"id", "doc_id", "grade", "judged_by", "rea
 the question for this version, 1 = partially or indirectly, 0 = judged not relevant. When the file exists it is
 authoritative: an entry's ``relevant_ids`` must be exactly its grade-2 documents, and the labels' md5 covers
 both files, so a regraded document changes the md5 every summary records.
+
+``NAME.pool.json`` beside them may say which systems the judgments were pooled from (``{"systems": [...],
+"depth": K, "how": "..."}``): not a label (it is outside the md5), what ``judged_share`` is read against.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +23,8 @@ from doceval.common.io import scan_jsonl
 from doceval.errors import UsageError
 
 QRELS_SUFFIX = ".qrels.jsonl"
+POOL_SUFFIX = ".pool.json"
+POOL_KEYS = ("systems", "depth", "how")
 GRADES = (0, 1, 2)
 ANSWERS = 2  # the grade whose documents are an entry's relevant_ids
 # The grading rules (doceval.inputs.grading) a judgment's optional "checked" list may name: the assessor re-read
@@ -28,6 +34,37 @@ GRADING_RULES = ("grading_candidate", "inconsistent_grade")
 
 def qrels_path(golden_path: Path) -> Path:
     return golden_path.with_name(golden_path.stem + QRELS_SUFFIX)
+
+
+def pool_path(golden_path: Path) -> Path:
+    return golden_path.with_name(golden_path.stem + POOL_SUFFIX)
+
+
+def read_pool(golden_path: Path) -> dict[str, Any] | None:
+    """The pool record beside the golden set (None: it has none): ``systems`` (the names of the systems whose
+    retrieved documents were judged, as runs name them: ``dense``, ``agent:URL``), ``depth`` (how many of each
+    system's top documents) and ``how`` (free text: other passes). UsageError naming the file and field."""
+    path = pool_path(golden_path)
+    if not path.is_file():
+        return None
+    fix = 'write it as {"systems": ["bm25", "dense"], "depth": 5, "how": "..."} (docs/design.md 3.4)'
+    try:
+        record = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable JSON object ({exc}); {fix}") from None
+    if not isinstance(record, dict):
+        raise UsageError(f"{path}: must be a JSON object; {fix}")
+    unknown = sorted(set(record) - set(POOL_KEYS))
+    systems, depth, how = record.get("systems"), record.get("depth"), record.get("how", "")
+    if unknown:
+        raise UsageError(f"{path}: unknown field(s) {', '.join(map(repr, unknown))}; {fix}")
+    if not (isinstance(systems, list) and systems and all(isinstance(x, str) and x.strip() for x in systems)):
+        raise UsageError(f"{path}: systems: must be a non-empty list of system names; {fix}")
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+        raise UsageError(f"{path}: depth: {depth!r} is not a positive number of documents; {fix}")
+    if not isinstance(how, str):
+        raise UsageError(f"{path}: how: must be text; {fix}")
+    return {"systems": list(systems), "depth": depth, "how": how}
 
 
 def labels_md5(golden_path: Path) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from doceval.common.text import md_text
+
 
 def describe(record: Mapping[str, Any] | None) -> str:
     """One phrase for the report: ``exact`` or ``HNSW (m=16, ef_construct=100, hnsw_ef=64), scalar int8 ...``."""
@@ -51,7 +53,7 @@ def ann_lines(data: Mapping[str, Any]) -> list[str]:
     ]
     for row in data.get("rows") or []:
         ci = row.get("ci95")
-        interval = f"[{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else "-"
+        interval = f"[{ci[0]:+.4f}, {ci[1]:+.4f}]" if ci else md_text(row.get("ci_note") or "-")
         p = "-" if row.get("p") is None else f"{row['p']:.3g}"
         lines.append(
             f"| {row['metric']} | {_num(row.get('exact'))} | {_num(row.get('configured'))} | "

@@ -34,7 +34,7 @@ from doceval.results.summaries import (
 )
 from doceval.scoring.aggregate import column
 from doceval.scoring.failures import transitions
-from doceval.scoring.intervals import holm, paired_change
+from doceval.scoring.intervals import MIN_DIFFERING, holm, paired_change
 from doceval.scoring.metrics import mean_or_none
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 from doceval.scoring.stats import win_tie_loss
@@ -57,7 +57,8 @@ class MetricChange:
     n_paired: int  # entries scored (non-null) in both runs
     p_value: float | None = None  # two-sided, "no change": exact McNemar (binary) or sign-flip permutation
     p_holm: float | None = None  # p_value adjusted (Holm) for the number of metrics compared in the table
-    method: str = ""  # newcombe+mcnemar | bca+sign-flip | wilson-bounded+sign-flip
+    method: str = ""  # newcombe+mcnemar | sign-flip | "" (no interval) | not measured
+    ci_note: str | None = None  # why no interval for paired entries: "too few differing entries (n=1)"
 
 
 @dataclass
@@ -279,6 +280,7 @@ def _metric_changes(
                 n_paired=change.n,
                 p_value=change.p_value,
                 method=change.method,
+                ci_note=change.note,
             )
         )
     for row, adjusted in zip(rows, holm([r.p_value for r in rows]), strict=True):
@@ -310,8 +312,11 @@ def _signed(v: float | None) -> str:
     return f"{0.0 if round(v, 4) == 0 else v:+.4f}"
 
 
-def _interval(ci: tuple[float, float] | None) -> str:
-    return "n/a" if ci is None else f"[{_signed(ci[0])}, {_signed(ci[1])}]"
+def _interval(ci: tuple[float, float] | None, note: str | None = None) -> str:
+    """``[-0.0120, +0.0450]``; without an interval, why (``too few differing entries (n=1)``) or ``n/a``."""
+    if ci is None:
+        return note or "n/a"
+    return f"[{_signed(ci[0])}, {_signed(ci[1])}]"
 
 
 def _p(v: float | None) -> str:
@@ -320,7 +325,7 @@ def _p(v: float | None) -> str:
     return "<0.001" if v < 0.001 else f"{v:.3f}"
 
 
-_HEADER = ("metric", "baseline", "new", "change", "95% CI of change", "p", "p_holm", "W/T/L", "n", "method")
+_HEADER = ("metric", "base", "new", "change", "95% CI of change", "p", "p_holm", "W/T/L", "n", "method")
 
 
 def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
@@ -336,12 +341,13 @@ def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
     for r in result.rows:
         name = r.metric + ("*" if r.metric in LOWER_IS_BETTER else "")
         wtl = f"{r.wins}/{r.ties}/{r.losses}" if r.n_paired else "-"
-        cells = [name, _num(r.base), _num(r.new), _signed(r.change), _interval(r.ci)]
+        cells = [name, _num(r.base), _num(r.new), _signed(r.change), _interval(r.ci, r.ci_note)]
         rows.append([*cells, _p(r.p_value), _p(r.p_holm), wtl, str(r.n_paired), r.method or "-"])
     lines += ["", *format_table(_HEADER, rows, left=(0, 4, 9))]
     lines += [
-        "change = new - baseline over the n entries scored in both runs. method: each row's 95% interval of",
-        "the change + its test of p (two-sided, no change), as that row computed them;",
+        "change = new - base(line) over the n entries scored in both runs. method: each row's 95% interval of",
+        "the change + its test of p (two-sided, no change), as that row computed them; no interval from fewer",
+        f"than {MIN_DIFFERING} differing entries (too few);",
         f"p_holm: Holm-adjusted for the {sum(r.p_value is not None for r in result.rows)} metrics compared.",
         "W/T/L = entries where new is better/equal/worse; * lower is better.",
         *([note] if (note := result.rel1_note) else []),

@@ -111,9 +111,10 @@ def _memory_table(block: Mapping[str, Any], labels: tuple[str, str, str]) -> lis
             continue
         if row.get("interval_note"):
             reasons.setdefault(f"no interval: {row['interval_note']}", []).append(m)
+        note = f" ({md_text(row['ci_note'])})" if row.get("ci_note") and not row.get("ci95") else ""
         rows.append([md_text(m), _num(row.get(first)), _num(row.get(second)),
-                     _signed(value) + _ci(row.get("ci95"), signed=True), md_text(row.get("ci_method") or "-"),
-                     md_text(n_turns)])  # fmt: skip
+                     _signed(value) + _ci(row.get("ci95"), signed=True) + note,
+                     md_text(row.get("ci_method") or "-"), md_text(n_turns)])  # fmt: skip
     header = [
         "metric",
         first.replace("_", " "),

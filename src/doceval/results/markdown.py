@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from doceval.common.naming import system_label
+from doceval.common.naming import judged_share_label, judged_share_note, system_label
 from doceval.common.text import md_code, md_text
 from doceval.results.comparison import _num
 from doceval.results.conversations_md import conversations_section
@@ -199,8 +199,11 @@ def _headline_section(summary: Summary) -> list[str]:
     out = ["", "## Headline metrics", ""]
     rows = []
     unmeasured: Mapping[str, str] = m.get("not_measured") or {}
+    recorded = summary.get("config") or {}
     for key in shown_metrics(summary):
         name = key + (" (lower is better)" if key in LOWER_IS_BETTER else "")
+        if key == "judged_share":
+            name = _md(judged_share_label(recorded, None))
         v = m.get(key)
         ci = ci95.get(key)
         if key in unmeasured:
@@ -218,6 +221,8 @@ def _headline_section(summary: Summary) -> list[str]:
     out += ["", _INTERVALS_NOTE]
     if rel1_note(summary):
         out += ["", _md(rel1_note(summary))]
+    if m.get("judged_share") is not None:
+        out += ["", _md(judged_share_note(recorded, recorded.get("k")))]
     for why in sorted(set(unmeasured.values())):
         shown = ", ".join(k for k, v in unmeasured.items() if v == why)
         out += ["", f"**Not measured**: {_md(shown)}: {_md(why)}."]

@@ -43,7 +43,7 @@ def plot_compare(result: CompareResult, path: str | Path) -> Path:
             markersize=6,
         )
         ax.annotate(
-            f"{_signed(r.change)}",
+            _signed(r.change) + (f" (no interval: {r.ci_note})" if r.ci is None and r.ci_note else ""),
             (r.change, y),
             textcoords="offset points",
             xytext=(0, 7),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from doceval.common.text import md_text
 from doceval.scoring.registry import names
 
 OOS_KINDS = ("unindexed_library", "nonexistent_api", "off_topic")
@@ -65,16 +66,13 @@ def tradeoff_lines(
     versus = data.get("per_library_vs_global")
     if versus:
         out += ["", f"Per-library floors against the global floor {versus['global_floor']:.4f} alone, on the same "
-                "test entries (paired 95% interval of the change; p: McNemar, Holm-adjusted):", ""]  # fmt: skip
+                "test entries (paired 95% interval of the change; p: exact McNemar or sign-flip, Holm-adjusted):", ""]  # fmt: skip
         out.append("| metric | global floor | per-library floors | change (95% CI) | p (Holm) | n |")
         out.append("| --- | ---: | ---: | --- | ---: | ---: |")
         for r in versus["rows"]:
-            ci = r.get("ci95")
-            change = (
-                "n/a"
-                if r["change"] is None
-                else f"{r['change']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
-            )
+            ci, note = r.get("ci95"), r.get("ci_note")
+            interval = f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else f" ({md_text(note)})" if note else ""
+            change = "n/a" if r["change"] is None else f"{r['change']:+.3f}{interval}"
             out.append(f"| {r['metric']} | {_f(r['global'])} | {_f(r['per_library'])} | {change} | "
                        f"{_f(r.get('p_holm'))} | {r['n']} |")  # fmt: skip
     by_kind = (summary.get("metrics") or {}).get("by_kind") or {}

@@ -48,6 +48,7 @@ class ConversationFigure(NamedTuple):
     value: float | None  # None: not measured
     ci95: tuple[float, float] | None
     n: int | None  # turns (or conversations, for all_turns_correct) it was measured on
+    ci_note: str | None = None  # why a figure has no interval: "too few differing conversations (n=1)"
 
 
 def conversation_metric_names() -> tuple[str, ...]:
@@ -97,7 +98,10 @@ def _memory_group(block: Mapping[str, Any], figure: str, key: str) -> dict[str, 
         if isinstance(row, Mapping):
             value = row.get(key, row.get("value"))
             n = row.get("n_turns", row.get("n"))
-            out[f"{PREFIX}.{figure}.{m}"] = ConversationFigure(_num(value), _ci(row.get("ci95")), n)
+            note = row.get("ci_note")
+            out[f"{PREFIX}.{figure}.{m}"] = ConversationFigure(
+                _num(value), _ci(row.get("ci95")), n, note if isinstance(note, str) else None
+            )
     return out
 
 

@@ -10,11 +10,14 @@ single-question entries (``conversation`` null) are ignored here.
   against the reset), memory recovery (benefit / ceiling) and the memory leak (isolated against
   ``--warm-memory``), paired by turn id.
 
-Turns of one conversation are not independent, so every interval over turns is a cluster bootstrap over whole
-conversations (:func:`doceval.scoring.stats.cluster_bca_ci`; paired: the differences per turn, resampled by
-conversation). With fewer than :data:`~doceval.scoring.intervals.MIN_N_BOOTSTRAP` conversations, or no
-spread between them, the fallback is the Wilson interval with n = the number of conversations (as if each
-conversation's turns were one observation: conservative under any correlation within a conversation).
+Turns of one conversation are not independent, so every interval over turns takes whole conversations as its
+units. A mean over turns: the cluster bootstrap (:func:`doceval.scoring.stats.cluster_bca_ci`); with fewer than
+:data:`~doceval.scoring.intervals.MIN_N_BOOTSTRAP` conversations, or no spread between them, the Wilson
+interval with n = the number of conversations (as if each conversation's turns were one observation:
+conservative under any correlation within a conversation). A paired difference (memory benefit and leak):
+the sign-flip interval over conversations (:func:`doceval.scoring.stats.sign_flip_interval`, each
+conversation's summed turn differences and its turn count), or none, with why, when fewer than
+:data:`~doceval.scoring.intervals.MIN_DIFFERING` conversations have a turn that differs.
 """
 
 from __future__ import annotations
@@ -26,15 +29,16 @@ from typing import Any
 
 import numpy as np
 
-from doceval.scoring.intervals import MIN_N_BOOTSTRAP, MIN_N_BREAKDOWN, interval
+from doceval.scoring.intervals import MIN_DIFFERING, MIN_N_BOOTSTRAP, MIN_N_BREAKDOWN, interval, too_few
 from doceval.scoring.proportions import wilson
 from doceval.scoring.registry import METRIC_NAMES, names
-from doceval.scoring.stats import cluster_bca_ci
+from doceval.scoring.stats import cluster_bca_ci, sign_flip_interval
 
 __all__ = [
     "CORRECT_STAGES",
     "ClusterSettings",
     "cluster_interval",
+    "cluster_paired_interval",
     "conversation_metrics",
     "first_failing_turn",
     "memory_benefit",
@@ -96,25 +100,13 @@ def _by_conversation(rows: Sequence[Row], value: Callable[[Row], float]) -> list
     return [np.array(g, dtype=np.float64) for g in groups.values()]
 
 
-def _wilson_by_clusters(values: np.ndarray, n_clusters: int, signed: bool) -> tuple[float, float]:
-    """Wilson interval of the mean of values in [0, 1] with n = the number of clusters; for differences in
-    [-1, 1] (``signed``), the positive and negative parts so, combined square-and-add (as
-    doceval.scoring.intervals does), so a difference's interval may reach below 0 whatever was observed."""
-    if not signed:
-        return wilson(float(values.mean()) * n_clusters, n_clusters)
-    pos, neg = float(np.clip(values, 0.0, 1.0).mean()), float(np.clip(-values, 0.0, 1.0).mean())
-    lp, up = wilson(pos * n_clusters, n_clusters)
-    ln, un = wilson(neg * n_clusters, n_clusters)
-    est = pos - neg
-    return max(-1.0, est - math.hypot(pos - lp, un - neg)), min(1.0, est + math.hypot(up - pos, neg - ln))
-
-
 def cluster_interval(
-    clusters: Sequence[np.ndarray], settings: ClusterSettings, *, signed: bool = False
+    clusters: Sequence[np.ndarray], settings: ClusterSettings
 ) -> tuple[list[float] | None, str | None]:
-    """The 95% interval of the mean over every value of ``clusters`` (one array per conversation; values in
-    [0, 1], or paired differences in [-1, 1] when ``signed``), resampling conversations, and its method: ``cluster-bca``, or ``cluster-wilson-bounded`` with few conversations or
-    none differing from another. (None, None) with no value."""
+    """The 95% interval of the mean over every value of ``clusters`` (one array per conversation, values in
+    [0, 1]), resampling conversations, and its method: ``cluster-bca``, or ``cluster-wilson-bounded`` (the
+    Wilson interval with n = the number of conversations) with few conversations or none differing from
+    another. (None, None) with no value."""
     clusters = [c for c in clusters if c.size]
     if not clusters:
         return None, None
@@ -125,8 +117,33 @@ def cluster_interval(
         ci = cluster_bca_ci(sums, counts, n_boot=settings.n_boot, seed=settings.seed)
         if ci is not None and ci[1] > ci[0]:
             return [ci[0], ci[1]], "cluster-bca"
-    lo, hi = _wilson_by_clusters(np.concatenate(clusters), len(clusters), signed)
+    n = len(clusters)
+    lo, hi = wilson(float(np.concatenate(clusters).mean()) * n, n)
     return [lo, hi], "cluster-wilson-bounded"
+
+
+@dataclass(frozen=True)
+class PairedInterval:
+    ci: list[float] | None  # None: no difference, or too few conversations differ (``note`` says)
+    method: str | None  # cluster-sign-flip, or None without an interval
+    note: str | None = None
+
+
+def cluster_paired_interval(diffs: Sequence[np.ndarray], settings: ClusterSettings) -> PairedInterval:
+    """The 95% interval of the mean of paired turn differences (one array per conversation, values in
+    [-1, 1]): the sign-flip interval with conversations as the units (each its summed differences over its turn
+    count), ``settings.n_boot`` seeded flips (every sign vector up to 12 conversations). Fewer than
+    MIN_DIFFERING conversations with a differing turn: no interval, ``note`` says so."""
+    clusters = [c for c in diffs if c.size]
+    if not clusters:
+        return PairedInterval(None, None)
+    differing = sum(bool(np.any(c != 0.0)) for c in clusters)
+    if differing < MIN_DIFFERING:
+        return PairedInterval(None, None, too_few(differing, "conversations"))
+    sums = np.array([c.sum() for c in clusters])
+    counts = np.array([c.size for c in clusters], dtype=np.float64)
+    lo, hi = sign_flip_interval(sums, counts, n_flips=settings.n_boot, seed=settings.seed)[0]
+    return PairedInterval([max(-1.0, float(lo)), min(1.0, float(hi))], "cluster-sign-flip")
 
 
 def _mean(clusters: Sequence[np.ndarray]) -> float | None:
@@ -220,6 +237,7 @@ def conversation_metrics(rows: Sequence[Row], settings: ClusterSettings) -> dict
             "unit": "conversation",
             "method": "cluster-bca",
             "fallback": "cluster-wilson-bounded",
+            "paired": "cluster-sign-flip",
             "bootstrap": settings.n_boot,
             "seed": settings.seed,
         },
@@ -234,8 +252,8 @@ def _paired_change(
     settings: ClusterSettings,
 ) -> dict[str, Any]:
     """Per metric of the ``memory`` tag, over the turns of ``first`` whose needs_memory is ``needs_memory``
-    and that ``second`` scored too (paired by id): both means and their difference first - second, with the
-    paired cluster interval (resampling conversations, the difference of means within each resample)."""
+    and that ``second`` scored too (paired by id): both means and their difference first - second, with its
+    interval over conversations (:func:`cluster_paired_interval`; ``ci_note`` says why when there is none)."""
     chosen = [r for r in turn_rows(first) if bool(r["needs_memory"]) == needs_memory]
     other = {r["id"]: r for r in turn_rows(second)}
     first_label, second_label, change_label = labels
@@ -248,13 +266,14 @@ def _paired_change(
         diffs = _by_conversation(
             [a for a, _ in pairs], _difference(dict((a["id"], b) for a, b in pairs), metric)
         )
-        ci, method = cluster_interval(diffs, settings, signed=True)
+        paired = cluster_paired_interval(diffs, settings)
         out[metric] = {
             first_label: _mean(_by_conversation([a for a, _ in pairs], _of(metric))),
             second_label: _mean(_by_conversation([b for _, b in pairs], _of(metric))),
             change_label: _mean(diffs),
-            "ci95": ci,
-            "ci_method": method,
+            "ci95": paired.ci,
+            "ci_method": paired.method,
+            "ci_note": paired.note,
             "n_turns": len(pairs),
             "n_conversations": len({a["conversation"] for a, _ in pairs}),
         }
@@ -312,10 +331,10 @@ def _accepts(
     interval has none."""
     scale = 1.0 + abs(ratio)
     diffs = [(b - ratio * c) / scale for b, c in zip(benefit, ceiling, strict=True)]
-    ci, method = cluster_interval(diffs, settings, signed=True)
-    if ci is None:
-        raise _Untestable(str(method))
-    return ci[0] <= 0.0 <= ci[1]
+    paired = cluster_paired_interval(diffs, settings)
+    if paired.ci is None:
+        raise _Untestable(paired.note or "no turn differs")
+    return paired.ci[0] <= 0.0 <= paired.ci[1]
 
 
 def _bound(
@@ -345,14 +364,18 @@ def ratio_interval(
     benefit: Sequence[np.ndarray], ceiling: Sequence[np.ndarray], estimate: float, settings: ClusterSettings
 ) -> tuple[list[float] | None, str]:
     """The 95% interval of mean(benefit) / mean(ceiling) over the same turns (one array per conversation, paired
-    by position), by inverting the paired cluster interval (:func:`cluster_interval`, signed): the ratios R for
+    by position), by inverting the paired cluster interval (:func:`cluster_paired_interval`): the ratios R for
     which the interval of benefit - R x ceiling holds 0 (Fieller's construction with the conversation-resampling
     interval in place of the normal one). At the true ratio that difference has mean 0, so the ratio interval
     covers exactly when the difference's interval covers its true mean: it keeps the coverage of the paired
     interval it inverts. Unbounded when the ceiling's own interval holds 0: (None, why)."""
-    ceiling_ci, method = cluster_interval(ceiling, settings, signed=True)
+    ceiling_paired = cluster_paired_interval(ceiling, settings)
+    ceiling_ci = ceiling_paired.ci
     if ceiling_ci is None:
-        return None, f"no interval: the standalone ceiling has none ({method})"
+        return (
+            None,
+            f"no interval: the standalone ceiling has none ({ceiling_paired.note or 'no turn differs'})",
+        )
     if ceiling_ci[0] <= 0.0 <= ceiling_ci[1]:
         return None, "unbounded: the standalone ceiling's interval includes 0"
     try:

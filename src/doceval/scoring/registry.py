@@ -83,7 +83,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("recall_rel1", "retrieval", "in_scope", True, True, m.recall_rel1, "recall at grade >= 1",
            tags={"graded": 2}),
     Metric("mrr_rel1", "retrieval", "in_scope", True, True, m.mrr_rel1, "mrr at grade >= 1", tags={"graded": 3}),
-    Metric("judged_share", "retrieval", "in_scope", True, True, m.judged_share, "share of R that was judged"),
+    Metric(
+        "judged_share", "retrieval", "in_scope", True, True, m.judged_share,
+        "share of R the judgments cover (any grade): 1 by construction for a pooled system; precision@k "
+        "without graded judgments (doceval.common.naming.judged_share_note)",
+    ),
     Metric(
         "refused_correctly", "retrieval", "out_of_scope", True, False, m.refused_correctly, "1 if R is empty",
         tags={"headline": 4, "sweep": 4, "short": 2, "history": 2, "floor_curve": 5, "curve_csv": 2,

@@ -34,7 +34,7 @@ def top_k_overlap(ann: list[str], exact: list[str], k: int) -> float | None:
 
 def ann_vs_exact(cfg: Config, summary: Mapping[str, Any], plan: RunPlan) -> dict[str, Any]:
     """``{"search", "k", "exact": true}`` when the configured search is exact; otherwise also ``rows`` (one per
-    metric: exact, configured, change, ci95, p, n) and ``overlap_at_k`` (mean over entries, and n). ``plan``:
+    metric: exact, configured, change, ci95 or ci_note (why there is none), p, n) and ``overlap_at_k`` (mean over entries, and n). ``plan``:
     the run's (its candidates are the configured search's); only the exact twin is loaded here."""
     recorded = summary["config"]
     search = (recorded.get("candidates") or {}).get("search")
@@ -61,7 +61,7 @@ def ann_vs_exact(cfg: Config, summary: Mapping[str, Any], plan: RunPlan) -> dict
     found = [o for o in overlaps if o is not None]
     rows = [
         {"metric": r.metric, "exact": r.base, "configured": r.new, "change": r.change,
-         "ci95": list(r.ci) if r.ci else None, "p": r.p_value, "n": r.n_paired}
+         "ci95": list(r.ci) if r.ci else None, "ci_note": r.ci_note, "p": r.p_value, "n": r.n_paired}
         for r in result.rows if r.metric in METRICS
     ]  # fmt: skip
     return {

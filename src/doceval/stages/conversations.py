@@ -149,7 +149,8 @@ def replay_conversations(
 
 def flat_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The DVC metrics file, by the names MLflow, the gate and history use (doceval.scoring.conversation_names):
-    every figure of the conversation block with its interval as ``_ci_lo``/``_ci_hi``; null where not measured."""
+    every figure of the conversation block with its interval as ``_ci_lo``/``_ci_hi``, or ``_ci_note`` saying why
+    it has none; null where not measured."""
     block = summary["metrics"]["conversations"]
     out: dict[str, Any] = {
         "split": summary["config"]["split"],
@@ -162,6 +163,8 @@ def flat_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
         out[name] = figure.value
         if figure.ci95 is not None:
             out[f"{name}_ci_lo"], out[f"{name}_ci_hi"] = figure.ci95
+        elif figure.ci_note:
+            out[f"{name}_ci_note"] = figure.ci_note
     return out
 
 

@@ -94,7 +94,8 @@ def trade_off(cfg: Config, summary: Mapping[str, Any], plan: RunPlan, folder: Pa
     data["per_library_vs_global"] = {
         "global_floor": float(floors_block["global"]),
         "rows": [{"metric": r.metric, "global": r.base, "per_library": r.new, "change": r.change,
-                  "ci95": list(r.ci) if r.ci else None, "p": r.p_value, "p_holm": r.p_holm, "n": r.n_paired}
+                  "ci95": list(r.ci) if r.ci else None, "ci_note": r.ci_note, "p": r.p_value, "p_holm": r.p_holm,
+                  "n": r.n_paired}
                  for r in result.rows if r.metric in TRADEOFF_METRICS],
     }  # fmt: skip
     with atomic_dir(folder) as tmp:

@@ -214,6 +214,9 @@ def build_tags(recorded: Mapping[str, Any], metrics: Mapping[str, Any], extra: M
         tags["not_judged"] = str(metrics["not_judged"]).lower()
     if metrics:
         tags["mlflow.note.content"] = headline_line(metrics)  # the run's description in the UI
+    for name, figure in conversation_figures(metrics).items():  # a figure without interval says why
+        if figure.ci95 is None and figure.ci_note:
+            tags[f"{name}_ci_note"] = figure.ci_note
     if prov.get("git_commit"):
         tags["mlflow.source.git.commit"] = prov["git_commit"]
     tags.update(extra or {})
