@@ -104,6 +104,7 @@ def evaluate(
     progress: bool = False,
     resume: bool = False,
     fresh: bool = False,
+    allow_drafts: bool = False,
 ) -> Summary:
     """Evaluate a golden set (JSONL or JSON array) and return its summary.
 
@@ -117,14 +118,18 @@ def evaluate(
       default: answer_accuracy is then "not judged"), ``track`` (log to MLflow, off by default).
     - Journals (docs/design.md 7.3): an interrupted run resumes; a finished one is asked again unless
       ``resume``; ``fresh`` always starts over.
+    - ``allow_drafts``: score entries marked draft (`doceval golden draft`, not reviewed) instead of refusing
+      them (the summary records it), as ``--allow-drafts`` does.
     A user's callable runs without floors unless ``overrides`` name some: calibrated floors belong to the
     retriever they were calibrated for.
     """
     _check_evaluate_args(golden, retriever, agent, k, split, overrides, max_errors,
-                         judge=judge, warm_memory=warm_memory, track=track, progress=progress)  # fmt: skip
+                         judge=judge, warm_memory=warm_memory, track=track, progress=progress,
+                         allow_drafts=allow_drafts)  # fmt: skip
     if retriever is not None and agent is not None:
         raise UsageError("evaluate: pass retriever= or agent=, not both (an agent brings its own retrieval)")
     extra = [f"k={k}"] if k is not None else []
+    extra += ["allow_drafts=true"] if allow_drafts else []
     if isinstance(retriever, str):
         extra.append(f"retriever={retriever}")  # a built-in: composed like `doceval eval retriever=NAME`
         retriever = None

@@ -41,10 +41,11 @@ def cmd_golden_validate(args: argparse.Namespace) -> int:
             corpus_ids=corpus_ids,
             default_pin=DEFAULT_PIN,
             ids_source=f"{args.ids} (--ids)",
+            allow_drafts=True,
         )
         checked = f" (relevant ids checked against {args.ids})"
     elif args.no_corpus:
-        entries = parse_golden(Path(args.path), default_pin=DEFAULT_PIN)
+        entries = parse_golden(Path(args.path), default_pin=DEFAULT_PIN, allow_drafts=True)
         checked = " (corpus not checked)"
     else:
         return _validate_against_corpus(args)
@@ -63,7 +64,8 @@ def _validate_against_corpus(args: argparse.Namespace) -> int:
     path = Path(args.path)
     corpus_dir = Path(args.corpus or DEFAULT_CORPUS)
     corpus = load_corpus(corpus_dir)
-    entries = parse_golden(path)  # relevant ids: with the scope rules (doceval.inputs.scope)
+    # Relevant ids: with the scope rules (doceval.inputs.scope). Drafts are validated like any entry.
+    entries = parse_golden(path, allow_drafts=True)
     md5 = labels_md5(path)
     report = scope_of(corpus, entries, path, md5)
     if args.record_findings:
@@ -92,7 +94,7 @@ def cmd_golden_audit(args: argparse.Namespace) -> int:
 
     if args.out is not None:
         check_writable(Path(args.out), f"--out {args.out}", "pass a writable --out FILE")
-    entries = parse_golden(Path(args.path))
+    entries = parse_golden(Path(args.path), allow_drafts=True)  # auditing drafts is reviewing them
     if args.verdicts:
         summary = summarise(read_verdicts(Path(args.verdicts), [e.id for e in entries]))
         print("\n".join(format_summary(summary)))
@@ -119,7 +121,7 @@ def cmd_golden_pool(args: argparse.Namespace) -> int:
         check_writable(
             Path(args.out), f"--out {args.out}", "pass a writable --out FILE, or omit it for stdout"
         )
-    entries = parse_golden(Path(args.golden))
+    entries = parse_golden(Path(args.golden), allow_drafts=True)
     rows = unjudged(entries, [load_summary(run) for run in args.runs], args.k)
     text = "".join(jsonl_line(r) for r in rows)
     if args.out:

@@ -476,5 +476,7 @@ class Config:
     golden: str = spec(nonempty=True, example="data/golden/v1.jsonl")
     # The conversation golden set the `conversations` DVC stage replays (docs/design.md, conversations).
     golden_conversations: str = spec(nonempty=True, example="data/golden/conversations.jsonl")
+    # Score entries marked "draft" (unreviewed) instead of refusing them (docs/design.md 3.5).
+    allow_drafts: bool = spec(example="false")
     paths: Paths
     tracking: Tracking

@@ -209,6 +209,9 @@ def _config_block(
             "path": str(plan.golden_path),
             "md5": plan.golden_md5,
             "corpus_pins": plan.corpus.pins if plan.corpus is not None else None,
+            # Unreviewed entries scored (docs/design.md 3.5): allowed only with allow_drafts=true.
+            "allow_drafts": cfg.allow_drafts,
+            "drafts": sum(e.draft for e in plan.entries),
         },
         "candidates": {
             k2: meta.get(k2)

@@ -63,6 +63,9 @@ class GoldenEntry:
     turn: int = 1
     needs_memory: bool = False
     start_pin: tuple[str, str] | None = None
+    # Written by `doceval golden draft` and not yet reviewed (docs/design.md section 3.5): every loader that
+    # scores refuses it unless drafts are allowed (--allow-drafts, allow_drafts=true).
+    draft: bool = False
 
     @property
     def pin(self) -> str:
@@ -157,6 +160,7 @@ def parse_golden(
     *,
     default_pin: tuple[str, str] | None = None,
     ids_source: str | None = None,
+    allow_drafts: bool = False,
 ) -> list[GoldenEntry]:
     """Load and validate a golden set (JSONL or a JSON array); raise GoldenError listing every problem.
 
@@ -165,6 +169,8 @@ def parse_golden(
     of the entry's pin (``LIB@VERSION:...``). Given (your own documents, no doceval corpus): an entry without
     both gets this pin, and relevant ids are yours, in any form. ``ids_source`` names where ``corpus_ids``
     come from in messages (default: the built corpus). A conversation line yields its turns' entries, in order.
+    ``allow_drafts``: entries marked ``draft`` (unreviewed, :func:`refuse_drafts`) are refused unless True;
+    every loader passes through here, so this is the one place the rule lives.
     """
     _check_golden_path(path)
     where = str(path)
@@ -193,10 +199,28 @@ def parse_golden(
         raise GoldenError(list(dict.fromkeys(problems)))
     if not entries:
         raise UsageError(f"{path}: the golden set has no entries")
+    if not allow_drafts:
+        refuse_drafts(path, entries)
     grades = load_grades(path, {e.id: e for e in entries})
     if grades is not None:
         entries = [replace(e, qrels=grades.get(e.id, {})) for e in entries]
     return entries
+
+
+def refuse_drafts(path: Path, entries: Sequence[GoldenEntry]) -> None:
+    """A UsageError naming the entries marked ``draft`` (written by `doceval golden draft`, not reviewed): their
+    labels come from a rule, not a person, so no score is computed on them unless drafts are allowed."""
+    drafts = [e for e in entries if e.draft]
+    if not drafts:
+        return
+    shown = ", ".join(f"line {e.line} ({e.id})" for e in drafts[:5])
+    more = f" and {len(drafts) - 5} more" if len(drafts) > 5 else ""
+    raise UsageError(
+        f'{path}: {len(drafts)} of {len(entries)} entries are drafts ("draft": true, not reviewed): {shown}{more}; '
+        f"review and accept them (`doceval golden review {path} --out SHEET`, then `doceval golden accept "
+        f"{path} --verdicts SHEET --out NAME.jsonl`), or pass --allow-drafts (allow_drafts=true) to score them "
+        "as drafted"
+    )
 
 
 @dataclass
@@ -240,10 +264,12 @@ def _conversation_entries(record: Record, checks: _Checks, report: Report) -> li
     """A conversation line's turns, one entry each in order, with the conversation's id, the turn's position
     and need of memory, and the starting pin (turn 1's) that every probe of the conversation carries."""
     rec = record.value
-    turns = conversation_turns(rec, (*_FIELDS, *_OPTIONAL), report)
+    # `draft` and `provenance` belong to the conversation as a whole (one unit to review), not to its turns.
+    turns = conversation_turns(rec, (*_FIELDS, *_VERSION_STRINGS), report)
     cid = rec.get("id")
     if isinstance(cid, str) and cid.strip():
         checks.ids.claim(cid, record.position, report)
+    _check_draft_fields(rec, report)
     out: list[GoldenEntry] = []
     for turn in turns:
 
@@ -256,6 +282,7 @@ def _conversation_entries(record: Record, checks: _Checks, report: Report) -> li
         start_pin = (out[0].library, out[0].version) if out else (entry.library, entry.version)
         entry = replace(
             entry,
+            draft=entry.draft or rec.get("draft") is True,
             extra={**conversation_extra(rec), **entry.extra},
             conversation=str(cid),
             turn=turn.number,
@@ -303,6 +330,7 @@ def _entry_of(
         extra={k: v for k, v in rec.items() if k not in _FIELDS and k not in _OPTIONAL},
         expected_any=_string_groups(rec.get("expected_any", []), report),
         allow_forbidden=tuple(_strings(rec.get("allow_forbidden", []), "allow_forbidden", report)),
+        draft=_check_draft_fields(rec, report),
     )
     for name in entry.allow_forbidden:
         if name not in entry.forbidden_apis:
@@ -353,7 +381,20 @@ def _check_relevant_ids(
             )
 
 
-_OPTIONAL = ("expected_any", "allow_forbidden")  # optional version-string fields (docs/design.md section 3)
+_VERSION_STRINGS = ("expected_any", "allow_forbidden")  # optional version-string fields (design section 3)
+_OPTIONAL = (*_VERSION_STRINGS, "draft")
+
+
+def _check_draft_fields(rec: dict[str, Any], report: Report) -> bool:
+    """Whether the record is a draft; reports a ``draft`` that is not a bool and a ``provenance`` that is not
+    an object (the drafter's record of the difference and rule an entry came from, kept on acceptance)."""
+    draft = rec.get("draft", False)
+    if not isinstance(draft, bool):
+        report("draft", f"must be true or false, got {type(draft).__name__}")
+    if "provenance" in rec and not isinstance(rec["provenance"], dict):
+        got = type(rec["provenance"]).__name__
+        report("provenance", f"must be an object (what the draft came from), got {got}")
+    return draft is True
 
 
 def _strings(value: Any, name: str, report: Report) -> list[str]:
@@ -477,7 +518,7 @@ def write_splits(path: Path, seed: int = 0, *, default_pin: tuple[str, str] | No
 
     A JSONL file stays JSONL (one entry per line); a JSON array is rewritten as an indented JSON array.
     """
-    entries = parse_golden(path, known_splits=KNOWN_SPLITS, default_pin=default_pin)
+    entries = parse_golden(path, known_splits=KNOWN_SPLITS, default_pin=default_pin, allow_drafts=True)
     assignment = assign_splits(entries, seed)
     in_array, records = read_records(path)
     recs = [r.value for r in records]
