@@ -1,5 +1,6 @@
-"""`doceval golden validate|split`: check a golden set against the design's rules and its scope labels against
-the corpus, (re)assign split tags."""
+"""`doceval golden validate|split|pool|audit`: check a golden set against the design's rules and its scope labels
+against the corpus, (re)assign split tags, pool unjudged documents, audit labels; `draft|review|accept` are
+registered from ``doceval.cli.drafting``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from doceval.cli import drafting
 from doceval.cli.common import Parser
 from doceval.common.io import check_writable, jsonl_line, output_target, write_jsonl_atomic, write_text_atomic
 from doceval.errors import UsageError
@@ -208,3 +210,4 @@ def register(sub: Any) -> None:
     p.add_argument("path")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_golden_split)
+    drafting.register(golden)

@@ -199,6 +199,8 @@ def _from_matching(old: Inventory, new: Inventory) -> Iterator[Difference]:
             if (a, b) in seen or not _renamed_names(old, new, a, b):
                 continue
             seen.add((a, b))
+            quote_old = sentence_with(old.texts.docs[old_id], quote_old) or quote_old
+            quote_new = sentence_with(new.texts.docs[new_id], quote_new) or quote_new
             yield Difference("renamed", old.pin, new.pin, old.spelled(a), new.spelled(b), "matched:code",
                              (Evidence(old_id, quote_old),), (Evidence(new_id, quote_new),))  # fmt: skip
 

@@ -67,8 +67,9 @@ def worksheet_rows(sample: Sequence[GoldenEntry]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def read_verdicts(path: Path, ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The filled worksheet; every row needs a verdict (and a reason unless OK), every id must be in ``ids``."""
+def read_verdicts(path: Path, ids: Sequence[str], *, unfilled: bool = False) -> list[dict[str, Any]]:
+    """The filled worksheet; every row needs a verdict (and a reason unless OK), every id must be in ``ids``.
+    ``unfilled``: a row whose verdict is still null is kept as it is (a review in progress: not accepted)."""
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     known = set(ids)
@@ -78,6 +79,9 @@ def read_verdicts(path: Path, ids: Sequence[str]) -> list[dict[str, Any]]:
             continue
         if rec.get("id") not in known:
             problems.append(f"{path}:{lineno}: id: {rec.get('id')!r} is not an entry of the golden set")
+        if unfilled and rec.get("verdict") is None and isinstance(rec.get("id"), str):
+            rows.append(rec)
+            continue
         if rec.get("verdict") not in VERDICTS:
             problems.append(
                 f"{path}:{lineno}: verdict: {rec.get('verdict')!r}; use one of {', '.join(VERDICTS)}"
