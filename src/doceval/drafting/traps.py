@@ -14,6 +14,7 @@ A conversation drafts the old pin's question, then "And in LIB NEW?" with the ne
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -31,21 +32,41 @@ from doceval.drafting.entries import (
     record,
 )
 from doceval.drafting.inventory import Inventory
-from doceval.drafting.names import last, summary
+from doceval.drafting.names import last, sentences, summary
 from doceval.drafting.questions import quote, task_question, usable_task
 
 _GENERIC_VALUES = frozenset({"none", "true", "false", "0", "1", "''", '""', "()", "[]", "{}"})
 
 
 def pick_task(inv: Inventory, docs: Sequence[str], avoid: Sequence[str]) -> tuple[str, bool] | None:
-    """The task of the first document that states one without the names to avoid: a section's heading, a
-    documented object's first sentence. (text, is a heading)."""
+    """The task of the first document that states one without the names to avoid: a section's heading of
+    two words or more, else what its sentence that starts with code says the code does ("`client.purge_all()`
+    deletes every parcel" -> "delete every parcel"); a documented object's first sentence. (text, is a
+    heading)."""
     for doc_id in docs:
         info = inv.docs[doc_id]
-        text = info.header.title if info.header.kind == "section" else summary(inv.texts.docs[doc_id])
-        if usable_task(text, avoid):
-            return text, info.header.kind == "section"
+        if info.header.kind != "section":
+            text = summary(inv.texts.docs[doc_id])
+            if usable_task(text, avoid):
+                return text, False
+            continue
+        if usable_task(info.header.title, avoid) and len(info.header.title.split()) >= 2:
+            return info.header.title, True
+        body = inv.texts.docs[doc_id].split("\n", 1)[-1]
+        for sentence in sentences(body):
+            task = code_then_verb(sentence)
+            if task and usable_task(task, avoid):
+                return task, False
     return None
+
+
+def code_then_verb(sentence: str) -> str:
+    """"`client.purge_all()` deletes every parcel." -> "Deletes every parcel" (a sentence saying what the code
+    at its start does), else ""."""
+    m = re.match(r"\s*(?:`[^`]+`[\s,]*)+([a-z]+s)\b(.*)$", " ".join(sentence.split()))
+    if m is None or "`" in m.group(2):
+        return ""
+    return (m.group(1).capitalize() + m.group(2)).rstrip(". ")
 
 
 def answering(inv: Inventory, diff: Difference, docs: Sequence[str]) -> list[str]:
