@@ -118,18 +118,15 @@ def evaluate(
       default: answer_accuracy is then "not judged"), ``track`` (log to MLflow, off by default).
     - Journals (docs/design.md 7.3): an interrupted run resumes; a finished one is asked again unless
       ``resume``; ``fresh`` always starts over.
-    - ``allow_drafts``: score entries marked draft (`doceval golden draft`, not reviewed) instead of refusing
-      them (the summary records it), as ``--allow-drafts`` does.
+    - ``allow_drafts``: score unreviewed drafts (`doceval golden draft`) instead of refusing them.
     A user's callable runs without floors unless ``overrides`` name some: calibrated floors belong to the
     retriever they were calibrated for.
     """
     _check_evaluate_args(golden, retriever, agent, k, split, overrides, max_errors,
-                         judge=judge, warm_memory=warm_memory, track=track, progress=progress,
-                         allow_drafts=allow_drafts)  # fmt: skip
+                         judge=judge, warm_memory=warm_memory, track=track, progress=progress, allow_drafts=allow_drafts)  # fmt: skip
     if retriever is not None and agent is not None:
         raise UsageError("evaluate: pass retriever= or agent=, not both (an agent brings its own retrieval)")
-    extra = [f"k={k}"] if k is not None else []
-    extra += ["allow_drafts=true"] if allow_drafts else []
+    extra = ([f"k={k}"] if k is not None else []) + (["allow_drafts=true"] if allow_drafts else [])
     if isinstance(retriever, str):
         extra.append(f"retriever={retriever}")  # a built-in: composed like `doceval eval retriever=NAME`
         retriever = None

@@ -70,6 +70,7 @@ def _llm(value: str | None) -> Any:
     # lazy: start-up (yaml, the config tree and the LLM settings load only for --llm)
     import yaml
 
+    # lazy: start-up, as above
     from doceval.config.compose import find_conf_dir
     from doceval.llm import LLMConfig
 

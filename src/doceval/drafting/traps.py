@@ -61,7 +61,7 @@ def pick_task(inv: Inventory, docs: Sequence[str], avoid: Sequence[str]) -> tupl
 
 
 def code_then_verb(sentence: str) -> str:
-    """"`client.purge_all()` deletes every parcel." -> "Deletes every parcel" (a sentence saying what the code
+    """ "`client.purge_all()` deletes every parcel." -> "Deletes every parcel" (a sentence saying what the code
     at its start does), else ""."""
     m = re.match(r"\s*(?:`[^`]+`[\s,]*)+([a-z]+s)\b(.*)$", " ".join(sentence.split()))
     if m is None or "`" in m.group(2):

@@ -25,6 +25,7 @@ from doceval.inputs.conversation import (
     turn_field,
 )
 from doceval.inputs.conversation import statistics as conversation_statistics
+from doceval.inputs.drafts import check_draft_fields, refuse_drafts
 from doceval.inputs.qrels import load_grades
 from doceval.inputs.records import Record, read_records, read_text_file
 
@@ -63,9 +64,7 @@ class GoldenEntry:
     turn: int = 1
     needs_memory: bool = False
     start_pin: tuple[str, str] | None = None
-    # Written by `doceval golden draft` and not yet reviewed (docs/design.md section 3.5): every loader that
-    # scores refuses it unless drafts are allowed (--allow-drafts, allow_drafts=true).
-    draft: bool = False
+    draft: bool = False  # unreviewed (`doceval golden draft`): refused unless allowed (doceval.inputs.drafts)
 
     @property
     def pin(self) -> str:
@@ -169,8 +168,7 @@ def parse_golden(
     of the entry's pin (``LIB@VERSION:...``). Given (your own documents, no doceval corpus): an entry without
     both gets this pin, and relevant ids are yours, in any form. ``ids_source`` names where ``corpus_ids``
     come from in messages (default: the built corpus). A conversation line yields its turns' entries, in order.
-    ``allow_drafts``: entries marked ``draft`` (unreviewed, :func:`refuse_drafts`) are refused unless True;
-    every loader passes through here, so this is the one place the rule lives.
+    ``allow_drafts``: unless True, entries marked draft are refused (every loader passes through here).
     """
     _check_golden_path(path)
     where = str(path)
@@ -205,22 +203,6 @@ def parse_golden(
     if grades is not None:
         entries = [replace(e, qrels=grades.get(e.id, {})) for e in entries]
     return entries
-
-
-def refuse_drafts(path: Path, entries: Sequence[GoldenEntry]) -> None:
-    """A UsageError naming the entries marked ``draft`` (written by `doceval golden draft`, not reviewed): their
-    labels come from a rule, not a person, so no score is computed on them unless drafts are allowed."""
-    drafts = [e for e in entries if e.draft]
-    if not drafts:
-        return
-    shown = ", ".join(f"line {e.line} ({e.id})" for e in drafts[:5])
-    more = f" and {len(drafts) - 5} more" if len(drafts) > 5 else ""
-    raise UsageError(
-        f'{path}: {len(drafts)} of {len(entries)} entries are drafts ("draft": true, not reviewed): {shown}{more}; '
-        f"review and accept them (`doceval golden review {path} --out SHEET`, then `doceval golden accept "
-        f"{path} --verdicts SHEET --out NAME.jsonl`), or pass --allow-drafts (allow_drafts=true) to score them "
-        "as drafted"
-    )
 
 
 @dataclass
@@ -269,7 +251,7 @@ def _conversation_entries(record: Record, checks: _Checks, report: Report) -> li
     cid = rec.get("id")
     if isinstance(cid, str) and cid.strip():
         checks.ids.claim(cid, record.position, report)
-    _check_draft_fields(rec, report)
+    check_draft_fields(rec, report)
     out: list[GoldenEntry] = []
     for turn in turns:
 
@@ -330,7 +312,7 @@ def _entry_of(
         extra={k: v for k, v in rec.items() if k not in _FIELDS and k not in _OPTIONAL},
         expected_any=_string_groups(rec.get("expected_any", []), report),
         allow_forbidden=tuple(_strings(rec.get("allow_forbidden", []), "allow_forbidden", report)),
-        draft=_check_draft_fields(rec, report),
+        draft=check_draft_fields(rec, report),
     )
     for name in entry.allow_forbidden:
         if name not in entry.forbidden_apis:
@@ -383,18 +365,6 @@ def _check_relevant_ids(
 
 _VERSION_STRINGS = ("expected_any", "allow_forbidden")  # optional version-string fields (design section 3)
 _OPTIONAL = (*_VERSION_STRINGS, "draft")
-
-
-def _check_draft_fields(rec: dict[str, Any], report: Report) -> bool:
-    """Whether the record is a draft; reports a ``draft`` that is not a bool and a ``provenance`` that is not
-    an object (the drafter's record of the difference and rule an entry came from, kept on acceptance)."""
-    draft = rec.get("draft", False)
-    if not isinstance(draft, bool):
-        report("draft", f"must be true or false, got {type(draft).__name__}")
-    if "provenance" in rec and not isinstance(rec["provenance"], dict):
-        got = type(rec["provenance"]).__name__
-        report("provenance", f"must be an object (what the draft came from), got {got}")
-    return draft is True
 
 
 def _strings(value: Any, name: str, report: Report) -> list[str]:
