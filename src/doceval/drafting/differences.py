@@ -55,6 +55,7 @@ class Difference:
     old_value: str = ""  # default_changed: the old default; moved: the old module
     new_value: str = ""  # default_changed: the new default; moved: the new module
     alternative: str = ""  # added: the old pin's way that the new pin says it replaces ("instead of `a`")
+    new_path: str = ""  # the new name as the statement writes it when dotted (``TypeAdapter.json_schema``)
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -68,7 +69,7 @@ class Difference:
         """The difference as the drafter reports it (NAME.differences.jsonl) and provenance records it."""
         out: dict[str, Any] = {"kind": self.kind, "library": self.library, "old_pin": self.old_pin,
                                "new_pin": self.new_pin, "old": self.old, "new": self.new, "rule": self.rule}  # fmt: skip
-        for name in ("owner", "old_value", "new_value", "alternative"):
+        for name in ("owner", "old_value", "new_value", "alternative", "new_path"):
             if getattr(self, name):
                 out[name] = getattr(self, name)
         out["evidence"] = [
@@ -83,7 +84,10 @@ def find_differences(old: Inventory, new: Inventory) -> list[Difference]:
     taken_old: set[str] = set()  # old names already explained
     taken_new: set[str] = set()
     for diff in [*_from_statements(old, new), *_from_matching(old, new)]:
-        if diff.old.casefold() in taken_old or (diff.kind == "renamed" and diff.new.casefold() in taken_new):
+        # Several old names may give way to one new name when the docs say so ("use `model_validate`" on
+        # validate, parse_obj and from_orm); a rename found by matching claims its new name alone.
+        matched = diff.rule.startswith("matched")
+        if diff.old.casefold() in taken_old or (matched and diff.new.casefold() in taken_new):
             continue
         found.append(diff)
         taken_old.add(diff.old.casefold())
@@ -107,32 +111,52 @@ def gone(inv: Inventory, name: str) -> bool:
 
 
 def _from_statements(old: Inventory, new: Inventory) -> Iterator[Difference]:
+    """The new pin's statements, then the old pin's about names gone from the new pin (1.4's "deprecated; use
+    `Inspector.get_table_names`" on a method 2.0 no longer has)."""
     for doc_id in sorted(new.docs):
-        info = new.docs[doc_id]
-        for st in statements(new.texts.docs[doc_id], info.name):
+        for st in statements(new.texts.docs[doc_id], new.docs[doc_id].name):
             diff = _stated(old, new, st, doc_id)
             if diff is not None:
                 yield diff
+    for doc_id in sorted(old.docs):
+        for st in statements(old.texts.docs[doc_id], old.docs[doc_id].name):
+            if gone(new, st.old):
+                diff = _stated(old, new, st, doc_id, in_old=True)
+                if diff is not None:
+                    yield diff
 
 
-def _stated(old: Inventory, new: Inventory, st: Statement, doc_id: str) -> Difference | None:
+def _stated(
+    old: Inventory, new: Inventory, st: Statement, doc_id: str, in_old: bool = False
+) -> Difference | None:
     a, b = st.old.casefold(), st.new.casefold()
     stated = Evidence(doc_id, st.sentence)
+    if in_old:
+        if a == b or not old.documenting(a) or not new.documenting(b):
+            return None
+        near = old.docs[doc_id].header.path
+        kind = "renamed" if not old.documenting(b) else "removed"
+        return Difference(kind, old.pin, new.pin, old.spelled(a), new.spelled(b), f"statement:{st.how}:old_pin",
+                          (stated, *documents_evidence(old, a, near)), documents_evidence(new, b, near),
+                          new_path=st.written)  # fmt: skip
     if a != b and _parameter_pair(old, new, doc_id, a, b):
         path = new.docs[doc_id].header.path
         old_id = f"{old.pin}:{path}"
         return Difference("renamed", old.pin, new.pin, st.old, st.new, f"statement:{st.how}:parameter",
                           (Evidence(old_id, old.texts.docs[old_id].split("\n", 1)[0]),),
                           (stated, Evidence(doc_id, new.texts.docs[doc_id].split("\n", 1)[0])), owner=path)  # fmt: skip
-    if a == b or not old.documenting(a) or not new.documenting(b):
+    # The old name shown as code in the old pin is enough (pydantic 1's parse_obj has no docstring of its
+    # own); the new one must be documented in the new pin.
+    if a == b or not old.has(a) or not new.documenting(b):
         return None
     near = new.docs[doc_id].header.path
     if not old.documenting(b) and _retired(new, a, doc_id):
         return Difference("renamed", old.pin, new.pin, old.spelled(a), new.spelled(b), f"statement:{st.how}",
-                          documents_evidence(old, a, near), (stated, *documents_evidence(new, b, near)))  # fmt: skip
+                          documents_evidence(old, a, near), (stated, *documents_evidence(new, b, near)),
+                          new_path=st.written)  # fmt: skip
     if gone(new, a):
         return Difference("removed", old.pin, new.pin, old.spelled(a), new.spelled(b), f"statement:{st.how}",
-                          documents_evidence(old, a, near), (stated,))  # fmt: skip
+                          documents_evidence(old, a, near), (stated,), new_path=st.written)  # fmt: skip
     return None  # a deprecation only: both pins document both names
 
 
