@@ -211,13 +211,18 @@ def scores(summary: dict[str, Any], metric: str) -> list[float]:
     ]
 
 
-def ranking(golden_sets: dict[str, Path], paths: list[str], boot: int, sets: int) -> dict[str, Any]:
+def ranking(
+    golden_sets: dict[str, Path], paths: list[str], boot: int, sets: int, floors: Path
+) -> dict[str, Any]:
     matrices: dict[str, dict[str, list[list[float]]]] = {name: {"hit_rate": [], "version_correctness": []}
                                                          for name in golden_sets}  # fmt: skip
     means: dict[str, dict[str, dict[str, float]]] = {}
     for label, overrides in CONFIGS:
+        calibrated = [f"floors.path={floors}"] if "floors=calibrated" in overrides else []
         for name, golden in golden_sets.items():
-            summary = api.evaluate(golden, split="test", overrides=[*overrides, *paths], allow_drafts=True)
+            summary = api.evaluate(
+                golden, split="test", overrides=[*overrides, *calibrated, *paths], allow_drafts=True
+            )
             for metric in matrices[name]:
                 matrices[name][metric].append(scores(summary, metric))
                 means.setdefault(label, {}).setdefault(name, {})[metric] = summary["metrics"][metric]
@@ -287,8 +292,8 @@ def _ranking(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     if (args.cache / "embeddings.sqlite").is_file():
         shutil.copy2(args.cache / "embeddings.sqlite", tmp / "cache" / "embeddings.sqlite")
     paths = [f"paths.docs={args.docs}", f"paths.index={tmp / 'index'}", f"paths.cache={tmp / 'cache'}",
-             f"paths.runs={tmp / 'runs'}", f"paths.eval={tmp / 'eval'}", f"floors.path={args.floors}"]  # fmt: skip
-    out = ranking({"v2.1": V21, "drafted": drafted}, paths, args.boot, args.coverage)
+             f"paths.runs={tmp / 'runs'}", f"paths.eval={tmp / 'eval'}"]  # fmt: skip
+    out = ranking({"v2.1": V21, "drafted": drafted}, paths, args.boot, args.coverage, args.floors)
     out["drafted_set"] = {"seed": RANKING_SEED, "max": RANKING_MAX, "entries": len(result.drafts)}
     return out
 

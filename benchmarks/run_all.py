@@ -1,4 +1,4 @@
-"""Run the benchmark suite and write its figures into the README's benchmark section.
+"""Run the benchmark suite and write its figures into the README's benchmark section (and docs/benchmarks.md).
 
     python benchmarks/run_all.py [--scifact PATH/TO/scifact] [--quick] [--no-readme] [--only SCRIPT ...]
 
@@ -6,7 +6,8 @@ Each benchmark is a script in this folder that prints its own table, with every 
 in the same run. This runs them one after another (so they do not compete for the two cores), collects their
 output and replaces the block between the README's `<!-- bench:start -->` and `<!-- bench:end -->` markers.
 With ``--only bench_intervals.py`` (repeatable) it runs just those scripts and replaces just their sub-blocks
-(``**TITLE** (N s)`` and its fenced output), leaving the rest of the block as it was.
+(``**TITLE** (N s)`` and its fenced output), leaving the rest of the block as it was. A script listed in
+``DOC_BLOCKS`` (bench_drafting.py) writes its block into its own marker region of docs/benchmarks.md instead.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
+# Benchmarks whose figures live on a docs page of their own, in a marker block each, not in the README.
+DOC_BLOCKS = {
+    "bench_drafting.py": (
+        ROOT / "docs" / "benchmarks.md",
+        "<!-- drafting:start -->",
+        "<!-- drafting:end -->",
+    ),
+}
 
 
 def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
@@ -69,6 +78,10 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
             ["bench_embed_isa.py", "--sample", "200", "--rounds", "1" if quick else "2"],
         ),
         ("Stage start-up: wall time, needed imports and the rest, per DVC stage", ["bench_stage_startup.py"]),
+        (
+            "Golden set drafting on the default corpus: time, recall, precision, ranking agreement with v2.1",
+            ["bench_drafting.py", *(["--boot", "500", "--coverage", "50"] if quick else [])],
+        ),
         (
             "engine=ray on one machine: index embedding (2 actors) vs engine=local, a seeded 2,000-chunk sample",
             ["bench_ray_index.py", "--chunks", "2000"],
@@ -128,6 +141,17 @@ def splice_sub_blocks(text: str, blocks: Sequence[tuple[str, list[str]]]) -> str
     return head + START + "\n".join(lines) + END + tail
 
 
+def write_doc_block(path: Path, start: str, end: str, lines: Sequence[str]) -> None:
+    """Replace the region between ``start`` and ``end`` in a docs page (created, with the markers, if absent)."""
+    text = path.read_text() if path.exists() else "# Benchmarks\n\nFigures written by `make bench`.\n"
+    if start not in text or end not in text:
+        text = text.rstrip("\n") + f"\n\n{start}\n{end}\n"
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(head + start + "\n" + "\n".join(lines) + "\n" + end + tail)
+    print(f"wrote the figures into {path}")
+
+
 def run_one(title: str, cmd: list[str], env: dict[str, str]) -> tuple[list[str], bool]:
     """Run one benchmark script; its README sub-block and whether it exited 0."""
     print(f"== {title}", flush=True)
@@ -152,7 +176,9 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="index a 2,000-chunk sample; skip the clean-clone run"
     )
-    parser.add_argument("--no-readme", action="store_true")
+    parser.add_argument(
+        "--no-readme", action="store_true", help="write neither the README nor docs/benchmarks.md"
+    )
     parser.add_argument(
         "--only",
         action="append",
@@ -179,6 +205,10 @@ def main() -> None:
         lines, ok = run_one(title, cmd, env)
         if not ok:
             failed.append(title)
+        if cmd[0] in DOC_BLOCKS:
+            if not args.no_readme:
+                write_doc_block(*DOC_BLOCKS[cmd[0]], [blocks[0], "", *lines])
+            continue
         done.append((title, lines))
         blocks += [*lines, ""]
     if not args.no_readme:
