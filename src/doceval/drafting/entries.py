@@ -54,15 +54,23 @@ def name_string(inv: Inventory, name: str) -> str:
     return spelled
 
 
-def primary_documents(inv: Inventory, name: str, near: str = "", limit: int = 3) -> list[str]:
-    """The documents of the API ``name`` names in this pin: its own documents (those of the class or module
-    of ``near`` when there are some), else the sections that call or define it."""
+def primary_documents(
+    inv: Inventory, name: str, near: str = "", qualified: str = "", limit: int = 3
+) -> list[str]:
+    """The documents of the API ``name`` names in this pin: its own documents, else the sections that call or
+    define it. ``qualified`` (``TypeAdapter.json_schema``, as a statement wrote it) picks the ones whose path
+    ends in it; ``near`` (the other pin's object) those of its class or module, and when the name has own
+    documents in several other classes and none in that one, none: another class's ``validate`` is another API."""
     docs = sorted(inv.documenting(name))
     own = [d for d in docs if inv.docs[d].name.casefold() == name.casefold()]
     if own:
+        tail = ".".join(p for p in qualified.split(".") if not p.startswith("_"))
+        named = [d for d in own if tail and inv.docs[d].header.path.endswith("." + tail)]
+        if named:
+            return named[:limit]
         owner = near.rsplit(".", 1)[0] if "." in near else ""
         close = [d for d in own if owner and inv.docs[d].header.path.rsplit(".", 1)[0] == owner]
-        return (close or own)[:limit]
+        return (close or (own if len(own) == 1 or not owner else []))[:limit]
     return [d for d in docs if inv.docs[d].header.kind == "section"][:limit]
 
 

@@ -113,7 +113,8 @@ def renamed(diff: Difference, old: Inventory, new: Inventory) -> Iterator[Draft]
         (old, a, b, diff.old, diff.new_pin),
         (new, b, a, diff.new, diff.old_pin),
     ):
-        docs = [f"{inv.pin}:{diff.owner}"] if param else primary_documents(inv, name, near)
+        qualified = diff.new_path if inv is new else ""
+        docs = [f"{inv.pin}:{diff.owner}"] if param else primary_documents(inv, name, near, qualified)
         docs = answering(inv, diff, [d for d in docs if d in inv.docs])
         if param:
             question = f"In {inv.library} {inv.version}, how do I pass {object_words(diff.new)} to `{last(diff.owner)}`?"
