@@ -36,13 +36,13 @@ OFF_TOPIC: tuple[str, ...] = (
 
 
 def nonexistent(invs: Sequence[Inventory], seed: int, n: int) -> Iterator[Draft]:
-    """Up to ``n`` entries asking a pin about a made-up name: two snake_case names of the pin's documented
-    objects cut and joined (``get_terminal`` + ``open_file`` -> ``get_file``), kept only where no pin of the
+    """Up to ``n`` entries asking a pin about a made-up name: two snake_case names the pin documents cut and
+    joined (``get_terminal`` + ``open_file`` -> ``get_file``), kept only where no pin of the
     library shows it anywhere, not even in prose."""
     rng = random.Random(f"{seed}:nonexistent:{invs[0].library}")
     made = 0
     for inv in sorted(invs, key=lambda i: i.pin):
-        names = sorted({inv.docs[d].name for d in inv.docs if "_" in inv.docs[d].name.strip("_")})
+        names = sorted({inv.spelled(n) for n in inv.documented if "_" in n.strip("_")})
         rng.shuffle(names)
         for a, b in zip(names, names[1:], strict=False):
             made_up = f"{a.split('_', 1)[0]}_{b.rsplit('_', 1)[1]}"
