@@ -325,11 +325,10 @@ def format_figures(f: dict[str, Any]) -> str:
                      f"(seed {rank['drafted_set']['seed']}, --max {rank['drafted_set']['max']})")  # fmt: skip
         for metric in ("hit_rate", "version_correctness"):
             m = rank[metric]
-            cov = (
-                "coverage not checked"
-                if m["coverage"] is None
-                else f"coverage of the interval {m['coverage']:.3f}"
-            )
+            cov = "coverage not checked"
+            if m["coverage"] is not None:
+                cov = f"simulated coverage of the 95% interval {m['coverage']:.3f}"
+                cov += ", below 0.94: read the interval as too narrow" if m["coverage"] < 0.94 else ""
             lines.append(f"  {metric}: Kendall tau-b {m['tau_b']:.3f} [{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}] "
                          f"(entries {rank['n'][metric][0]} vs {rank['n'][metric][1]}; {cov})")  # fmt: skip
         lines.append(

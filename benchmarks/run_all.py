@@ -211,7 +211,7 @@ def main() -> None:
             continue
         done.append((title, lines))
         blocks += [*lines, ""]
-    if not args.no_readme:
+    if not args.no_readme and (done or not args.only):  # --only bench_drafting.py leaves the README alone
         readme = ROOT / "README.md"
         text = readme.read_text()  # read now: the benchmarks take minutes and others may edit the README
         if START not in text or END not in text:
