@@ -17,7 +17,6 @@ from doceval.drafting.differences import Difference, Evidence
 from doceval.drafting.inventory import Inventory
 from doceval.drafting.names import last
 from doceval.inputs.grading import PinPaths, api_name
-from doceval.inputs.marks import name_pattern
 
 JUDGED_BY = "doceval golden draft"
 MAX_MENTIONS = 5  # grade-1 documents that only show the expected name, per entry
@@ -77,9 +76,9 @@ def primary_documents(
 def holds_unmarked(inv: Inventory, doc_id: str, strings: list[str]) -> str | None:
     """The first forbidden string the document holds without a mark governing it (as the scope checks read
     it), or None."""
-    text = inv.texts.docs[doc_id].casefold()
     for s in strings:
-        if name_pattern(s).search(text) and not inv.texts.marks_unsupported(s, [doc_id]):
+        # The scope checks' own reading (PinText): whichever matcher they use, drafts are checked the same way.
+        if doc_id in inv.texts.documents_with(s) and not inv.texts.marks_unsupported(s, [doc_id]):
             return s
     return None
 
