@@ -257,6 +257,19 @@ def test_accept_keeps_reviewed_drafts_with_their_provenance(shipit: Path, tmp_pa
     assert main(["golden", "accept", str(out), "--verdicts", str(sheet), "--out", str(out)]) == 2  # an input
 
 
+def test_a_missing_verdicts_file_is_bad_input(
+    shipit: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _drafted(shipit, tmp_path)
+    missing = str(tmp_path / "nope.jsonl")
+    assert (
+        main(["golden", "accept", str(out), "--verdicts", missing, "--out", str(tmp_path / "a.jsonl")]) == 2
+    )
+    assert main(["golden", "audit", str(out), "--verdicts", missing]) == 2
+    err = capsys.readouterr().err
+    assert "no verdicts file" in err and "Traceback" not in err
+
+
 # ----------------------------------------------------------------------------------------------- phrasing
 def test_llm_phrasing_changes_questions_and_no_label(shipit: Path, tmp_path: Path) -> None:
     with FakeOpenAI() as server:

@@ -70,6 +70,8 @@ def worksheet_rows(sample: Sequence[GoldenEntry]) -> list[dict[str, Any]]:
 def read_verdicts(path: Path, ids: Sequence[str], *, unfilled: bool = False) -> list[dict[str, Any]]:
     """The filled worksheet; every row needs a verdict (and a reason unless OK), every id must be in ``ids``.
     ``unfilled``: a row whose verdict is still null is kept as it is (a review in progress: not accepted)."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no verdicts file there; pass the filled worksheet (JSONL) with --verdicts")
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     known = set(ids)
