@@ -26,7 +26,10 @@ ROOT = HERE.parent
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 DOCS_PAGE = ROOT / "docs" / "benchmarks.md"
 # Scripts whose figures go to docs/benchmarks.md, each between its own markers, not into the README's block.
-DOC_BLOCKS = {"bench_paired_coverage.py": ("<!-- bench-paired:start -->", "<!-- bench-paired:end -->")}
+DOC_BLOCKS = {
+    "bench_paired_coverage.py": ("<!-- bench-paired:start -->", "<!-- bench-paired:end -->"),
+    "bench_drafting.py": ("<!-- drafting:start -->", "<!-- drafting:end -->"),
+}
 
 
 def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
@@ -77,6 +80,10 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
             ["bench_embed_isa.py", "--sample", "200", "--rounds", "1" if quick else "2"],
         ),
         ("Stage start-up: wall time, needed imports and the rest, per DVC stage", ["bench_stage_startup.py"]),
+        (
+            "Golden set drafting on the default corpus: time, recall, precision, ranking agreement with v2.1",
+            ["bench_drafting.py", *(["--boot", "500", "--coverage", "50"] if quick else [])],
+        ),
         (
             "engine=ray on one machine: index embedding (2 actors) vs engine=local, a seeded 2,000-chunk sample",
             ["bench_ray_index.py", "--chunks", "2000"],

@@ -5,6 +5,8 @@ It implements ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` with det
 - answer mode: the reply names the API identifiers found in the prompt's ``<passages>`` and ``<memory>``
   sections (so a memory leak shows up in the answer); with no identifier in either it replies
   ``I don't know``.
+- rewrite mode (the prompt has a ``<rewrite>`` section, the drafter's phrasing prompt): ``Quick question: ``
+  and the section's text, so a test can tell a rephrased question from the template;
 - judge mode (the prompt mentions ``"verdict"``): ``correct`` when every identifier of ``<reference>`` appears
   in ``<answer>``; ``judge_mode = "malformed"`` makes it reply prose instead of JSON, ``"seeded"`` flips about one
   verdict in two depending on the request's ``seed`` (an unstable judge).
@@ -160,6 +162,9 @@ class FakeOpenAI:
                 if digest[0] % 2 == 0:
                     ok, reason = not ok, f"flipped by seed {body.get('seed')}"
             return json.dumps({"verdict": "correct" if ok else "incorrect", "reason": reason})
+        rewrite = section(text, "rewrite").strip()
+        if rewrite:
+            return f"Quick question: {rewrite}"
         names = identifiers(section(text, "passages")) + identifiers(section(text, "memory"))
         names = list(dict.fromkeys(names))
         return f"Use {', '.join(names)}." if names else REFUSAL

@@ -337,7 +337,10 @@ PARSED_AT_MAIN = {
 def parsed_digest(path: Path) -> str:
     h = hashlib.sha256()
     for entry in parse_golden(path):
-        h.update(repr(dataclasses.asdict(entry)).encode())
+        fields = dataclasses.asdict(entry)
+        # Added after the digests were recorded: no shipped set holds a draft, so the field says nothing new.
+        assert fields.pop("draft") is False
+        h.update(repr(fields).encode())
     return h.hexdigest()
 
 

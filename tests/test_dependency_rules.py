@@ -4,6 +4,7 @@ inside functions and under TYPE_CHECKING included), resolved to absolute module 
 - scoring never imports the system under test (a scorer must not depend on what it grades);
 - the system never imports the harness or the scorers (a system never grades itself);
 - library code never imports the CLI;
+- drafting never imports the harness, the system under test or the scorers (labels come from the docs alone);
 - one module owns each heavy third-party client: mlflow (doceval/tracking), qdrant_client and qdrant_edge
   (the doceval/index/store package), openai (doceval/llm), ray (doceval/engine).
 """
@@ -57,6 +58,11 @@ RULES = [
         [p for p in MODULES if p not in modules_under("index/store")],
         ("qdrant_client", "qdrant_edge"),
     ),
+    (
+        "drafting never imports the harness, the system under test or the scorers",
+        modules_under("drafting"),
+        ("doceval.harness", "doceval.system", "doceval.scoring"),
+    ),
     ("only doceval/llm imports openai", [p for p in MODULES if p not in modules_under("llm")], ("openai",)),
     ("only doceval/engine imports ray", [p for p in MODULES if p not in modules_under("engine")], ("ray",)),
 ]
@@ -74,6 +80,7 @@ def test_the_rules_cover_the_modules_they_name() -> None:
     assert {"doceval.seam", "doceval.index.store", "doceval.llm.config", "doceval.tracking.runs"} <= names
     assert {"doceval.index.store.edge", "doceval.index.store.client"} <= names  # the two Qdrant importers
     assert "doceval.engine.cluster" in names  # the Ray importer
+    assert "doceval.drafting.differences" in names
 
 
 @pytest.mark.parametrize(

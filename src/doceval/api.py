@@ -89,6 +89,20 @@ def _name(fn: Any) -> str:
     return f"{module}:{getattr(fn, '__qualname__', type(fn).__name__)}"
 
 
+def _composed(
+    overrides: Sequence[str], retriever: object, k: int | None, allow_drafts: bool, track: bool
+) -> Config:
+    """conf/ + ``overrides`` + what the arguments set (k, a built-in retriever's name, no floors for a user's
+    callable unless ``overrides`` name some, drafts), with tracking on only when asked."""
+    extra = ([f"k={k}"] if k is not None else []) + (["allow_drafts=true"] if allow_drafts else [])
+    if isinstance(retriever, str):
+        extra.append(f"retriever={retriever}")
+    elif retriever is not None and not any(o.split("=", 1)[0].lstrip("+~") == "floors" for o in overrides):
+        extra.append("floors=zero")
+    cfg = compose([*overrides, *extra])
+    return dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=track))
+
+
 def evaluate(
     golden: str | Path,
     *,
@@ -104,6 +118,7 @@ def evaluate(
     progress: bool = False,
     resume: bool = False,
     fresh: bool = False,
+    allow_drafts: bool = False,
 ) -> Summary:
     """Evaluate a golden set (JSONL or JSON array) and return its summary.
 
@@ -119,21 +134,17 @@ def evaluate(
     - ``track``: log to MLflow. **Off by default**, whatever the configuration says: a test or a notebook
       writes no tracking store unless it asks (``track=True``, the store of ``tracking.uri``).
     - Journals (7.3): an interrupted run resumes; a finished one is redone unless ``resume``; ``fresh`` restarts.
+    - ``allow_drafts``: score unreviewed drafts (`doceval golden draft`) instead of refusing them.
     A user's callable runs without floors unless ``overrides`` name some: calibrated floors belong to the
     retriever they were calibrated for.
     """
     _check_evaluate_args(golden, retriever, agent, k, split, overrides, max_errors,
-                         judge=judge, warm_memory=warm_memory, track=track, progress=progress)  # fmt: skip
+                         judge=judge, warm_memory=warm_memory, track=track, progress=progress, allow_drafts=allow_drafts)  # fmt: skip
     if retriever is not None and agent is not None:
         raise UsageError("evaluate: pass retriever= or agent=, not both (an agent brings its own retrieval)")
-    extra = [f"k={k}"] if k is not None else []
+    cfg = _composed(overrides, retriever, k, allow_drafts, track)
     if isinstance(retriever, str):
-        extra.append(f"retriever={retriever}")  # a built-in: composed like `doceval eval retriever=NAME`
-        retriever = None
-    if retriever is not None and not any(o.split("=", 1)[0].lstrip("+~") == "floors" for o in overrides):
-        extra.append("floors=zero")
-    cfg = compose([*overrides, *extra])
-    cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=track))
+        retriever = None  # a built-in: composed like `doceval eval retriever=NAME`
     options = EvalOptions(
         golden=Path(golden),
         split="__config__" if split is None else (None if split == "all" else split),  # `eval --split`'s rule

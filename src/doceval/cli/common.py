@@ -41,6 +41,22 @@ def add_stage(sub: Any, name: str, func: Command, help_text: str) -> argparse.Ar
     return p
 
 
+def add_allow_drafts(p: argparse.ArgumentParser) -> None:
+    """``--allow-drafts``: score entries marked draft (unreviewed) instead of refusing them; the same as the
+    override ``allow_drafts=true`` (docs/design.md 3.5)."""
+    p.add_argument(
+        "--allow-drafts",
+        action="store_true",
+        help="score entries marked draft (written by `doceval golden draft`, not reviewed) instead of refusing "
+        "them; the summary records it (same as allow_drafts=true)",
+    )
+
+
+def with_drafts(overrides: list[str], args: argparse.Namespace) -> list[str]:
+    """The command's overrides, plus ``allow_drafts=true`` under ``--allow-drafts``."""
+    return [*overrides, "allow_drafts=true"] if getattr(args, "allow_drafts", False) else list(overrides)
+
+
 def stage_params(args: argparse.Namespace) -> Config:
     """params.yaml (or ``--params``) as the typed, frozen config the stages read, refused when stale against
     conf/ + doceval.yaml (doceval.config.drift)."""

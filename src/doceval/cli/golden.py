@@ -1,6 +1,6 @@
 """`doceval golden validate|template|split|audit|pool`: check a golden set against the design's rules and its
 scope labels against the corpus, write a template from a built corpus's ids, (re)assign split tags, audit labels,
-pool unjudged documents."""
+pool unjudged documents; `draft|review|accept` are registered from ``doceval.cli.drafting``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from doceval.cli import drafting
 from doceval.cli.common import Parser
 from doceval.cli.ids import FALLBACK_DOCS, default_docs_dir, document_ids
 from doceval.common.io import check_writable, jsonl_line, output_target, write_jsonl_atomic, write_text_atomic
@@ -53,10 +54,11 @@ def cmd_golden_validate(args: argparse.Namespace) -> int:
             corpus_ids=corpus_ids,
             default_pin=DEFAULT_PIN,
             ids_source=f"{args.ids} (--ids)",
+            allow_drafts=True,
         )
         checked = f" (relevant ids checked against {args.ids})"
     elif args.no_corpus:
-        entries = parse_golden(Path(args.path), default_pin=DEFAULT_PIN)
+        entries = parse_golden(Path(args.path), default_pin=DEFAULT_PIN, allow_drafts=True)
         checked = " (corpus not checked)"
     else:
         return _validate_against_corpus(args)
@@ -81,7 +83,8 @@ def _validate_against_corpus(args: argparse.Namespace) -> int:
     path = Path(args.path)
     corpus_dir = Path(args.corpus or DEFAULT_CORPUS)
     corpus = load_corpus(corpus_dir)
-    entries = parse_golden(path)  # relevant ids: with the scope rules (doceval.inputs.scope)
+    # Relevant ids: with the scope rules (doceval.inputs.scope). Drafts are validated like any entry.
+    entries = parse_golden(path, allow_drafts=True)
     md5 = labels_md5(path)
     report = scope_of(corpus, entries, path, md5)
     if args.record_findings:
@@ -117,7 +120,7 @@ def cmd_golden_audit(args: argparse.Namespace) -> int:
             [*read, *(("--verdicts", v) for v in args.verdicts or [])],
             "name another --out FILE",
         )
-    entries = parse_golden(Path(args.path))
+    entries = parse_golden(Path(args.path), allow_drafts=True)  # auditing drafts is reviewing them
     verdicts = args.verdicts or []
     if len(verdicts) == 1:
         summary = summarise(read_verdicts(Path(verdicts[0]), [e.id for e in entries]))
@@ -174,7 +177,7 @@ def cmd_golden_pool(args: argparse.Namespace) -> int:
         check_writable(args.out, f"--out {args.out}", fix)
         read: list[Named] = [("the golden set", args.golden), ("its qrels", qrels_path(Path(args.golden)))]
         refuse_overlap([("--out", args.out)], [*read, *(("a run", run) for run in args.runs)], fix)
-    entries = parse_golden(Path(args.golden))
+    entries = parse_golden(Path(args.golden), allow_drafts=True)
     rows = unjudged(entries, [load_summary(run) for run in args.runs], args.k)
     text = "".join(jsonl_line(r) for r in rows)
     if args.out:
@@ -275,6 +278,7 @@ def register(sub: Any) -> None:
     p.add_argument("path")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_golden_split)
+    drafting.register(golden)
 
 
 def _register_audit(golden: Any) -> None:

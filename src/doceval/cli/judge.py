@@ -9,7 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doceval.cli.common import stage_params, stale_on_failure
+from doceval.cli.common import add_allow_drafts, stage_params, stale_on_failure, with_drafts
 from doceval.common.io import check_writable, read_json, write_json_atomic
 from doceval.common.paths import Named, refuse_overlap
 from doceval.errors import UsageError
@@ -25,7 +25,7 @@ DEFAULT_LABELS = "data/judge/v1.jsonl"
 
 def _golden(cfg: Config, path: str | None) -> tuple[dict[str, Any], Path, str]:
     golden_path = Path(path or cfg.golden)
-    entries = parse_golden(golden_path)
+    entries = parse_golden(golden_path, allow_drafts=cfg.allow_drafts)
     return {e.id: e for e in entries}, golden_path, labels_md5(golden_path)
 
 
@@ -120,7 +120,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from doceval.harness.judging_runs import validate
 
     _split_positionals(args)
-    cfg = compose(args.overrides)
+    cfg = compose(with_drafts(args.overrides, args))
     repeats = _repeats(args.repeats)
     if args.no_track:
         cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
@@ -149,7 +149,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from doceval.harness.reference_calibration import calibrate_thresholds
 
     _split_positionals(args)
-    cfg = compose(args.overrides)
+    cfg = compose(with_drafts(args.overrides, args))
     rows, _, info = _labels(args, cfg)
     result = calibrate_thresholds(rows)
     print(f"reference judge on {info['path']} ({args.split}, {result['n']} rows): facts_threshold "
@@ -168,7 +168,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     if not args.words or "=" in args.words[0] and not Path(args.words[0]).exists():
         raise UsageError("judge rescore: name the SUMMARY to re-judge first, then any overrides")
     summary_arg, overrides = args.words[0], args.words[1:]
-    cfg = compose(overrides)
+    cfg = compose(with_drafts(overrides, args))
     if args.no_track:
         cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
     output = Path(args.output)
@@ -228,6 +228,7 @@ def register(sub: Any) -> None:
             "--golden", metavar="PATH", help="golden set the labels' entry ids name (default: `golden`)"
         )
         p.add_argument("--quiet", action="store_true", help="no progress bars")
+        add_allow_drafts(p)
 
     text = "the configured judge's agreement with labelled answers (kappa, confusion, per category, flips)"
     p = judge.add_parser("validate", help=text, description=text)
@@ -260,4 +261,5 @@ def register(sub: Any) -> None:
     p.add_argument("--golden", metavar="PATH", help="golden set (default: the one the summary names)")
     p.add_argument("--no-track", action="store_true", help="do not log the new run to MLflow")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_allow_drafts(p)
     p.set_defaults(func=cmd_rescore)

@@ -13,7 +13,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doceval.cli.common import PARAMS_DEFAULT, add_stage, print_headline, stage_params, stale_on_failure
+from doceval.cli.common import (
+    PARAMS_DEFAULT,
+    add_allow_drafts,
+    add_stage,
+    print_headline,
+    stage_params,
+    stale_on_failure,
+    with_drafts,
+)
 from doceval.cli.conversations import register_conversations
 from doceval.common.io import check_writable, output_folder, write_json_atomic
 from doceval.common.paths import refuse_overlap
@@ -191,7 +199,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from doceval.harness.floors import check_score_floor, parse_floor_flags
 
     check_score_floor(args.score_floor)  # before composing: a bad flag costs nothing
-    cfg = compose(args.overrides)
+    cfg = compose(with_drafts(args.overrides, args))
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: must be at least 1 (or omit it for every entry)")
     options = EvalOptions(
@@ -309,7 +317,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     # lazy: start-up (the sweep app loads hydra and the harness, ~1 s)
     from doceval.app.sweep import run_sweep
 
-    result = run_sweep(args.overrides, jobs=args.jobs, track=not args.no_track, progress=not args.quiet)
+    overrides = with_drafts(args.overrides, args)
+    result = run_sweep(overrides, jobs=args.jobs, track=not args.no_track, progress=not args.quiet)
     print(result["table"])
     print(f"{len(result['points'])} points in {result['seconds']:.1f} s -> {result['dir']}")
     if result["parent"]:
@@ -453,6 +462,7 @@ def _register_eval(sub: Any) -> None:
     )
     p.add_argument("--no-track", action="store_true", help="do not log the run to MLflow")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_allow_drafts(p)
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. retriever=bm25 k=10")
     p.set_defaults(func=cmd_eval)
 
@@ -473,5 +483,6 @@ def _register_sweep(sub: Any) -> None:
     )
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_allow_drafts(p)
     p.add_argument("overrides", nargs="+", help="Hydra overrides; comma lists / range() are swept")
     p.set_defaults(func=cmd_sweep)

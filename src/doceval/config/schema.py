@@ -60,14 +60,8 @@ def _threshold_names() -> tuple[str, ...]:
 
 # The calibration objectives by name (docs/design.md 5.3). Declared here, at the edge, so validation needs no
 # harness import; doceval.harness.floor_search defines one objective per name and checks the two agree at import.
-OBJECTIVE_NAMES = (
-    "max_refusal_at_overrefusal",
-    "min_overrefusal_at_refusal",
-    "decision_accuracy",
-    "hit_rate+refused_correctly",
-    "mrr+refused_correctly",
-    "recall+refused_correctly",
-)
+OBJECTIVE_NAMES = ("max_refusal_at_overrefusal", "min_overrefusal_at_refusal", "decision_accuracy",
+                   "hit_rate+refused_correctly", "mrr+refused_correctly", "recall+refused_correctly")  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------------ blocks
@@ -493,8 +487,9 @@ class Config:
     run: Run
     judge_validation: JudgeValidation
     golden: str = spec(nonempty=True, example="data/golden/v1.jsonl")
-    # The conversation golden set the `conversations` DVC stage replays (docs/design.md, conversations); null: the
-    # project has none (`doceval init` without --conversations), and `doceval conversations` says how to add one.
+    # The conversation set the `conversations` stage replays (null: none, `init` without --conversations); then
+    # allow_drafts: score entries marked "draft" (unreviewed) instead of refusing them (docs/design.md 3.5).
     golden_conversations: str | None = spec(nonempty=True, example="data/golden/conversations.jsonl")
+    allow_drafts: bool = spec(example="false")
     paths: Paths
     tracking: Tracking

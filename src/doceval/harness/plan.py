@@ -134,14 +134,14 @@ def load_inputs(
     the documents of the corpus at ``paths.docs`` (:func:`known_corpus`) gets that corpus, checked the same."""
     golden_path = options.golden or Path(cfg.golden)
     if not need_corpus:
-        entries = parse_golden(golden_path, default_pin=DEFAULT_PIN)
+        entries = parse_golden(golden_path, default_pin=DEFAULT_PIN, allow_drafts=cfg.allow_drafts)
         corpus = known_corpus(cfg, entries, golden_path)
         if corpus is None:
             return None, entries, golden_path, labels_md5(golden_path)
     else:
         corpus = load_corpus(Path(cfg.paths.docs))
     # Scope labels are checked against this corpus: a label wrong for it is an error, not a silent score.
-    entries, md5, _ = load_checked_golden(golden_path, corpus)
+    entries, md5, _ = load_checked_golden(golden_path, corpus, allow_drafts=cfg.allow_drafts)
     return corpus, entries, golden_path, md5
 
 

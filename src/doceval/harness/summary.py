@@ -217,6 +217,9 @@ def _config_block(
             # What judged_share is read against: graded judgments (qrels) or relevant ids only, and the pool.
             "qrels": qrels_path(plan.golden_path).is_file(),
             "pool": read_pool(plan.golden_path),
+            # Unreviewed entries scored (docs/design.md 3.5): allowed only with allow_drafts=true.
+            "allow_drafts": cfg.allow_drafts,
+            "drafts": sum(e.draft for e in plan.entries),
         },
         "candidates": {
             k2: meta.get(k2)

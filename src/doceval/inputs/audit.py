@@ -93,8 +93,11 @@ def turn_context(turn: GoldenEntry, conversation: Sequence[GoldenEntry]) -> dict
     }  # fmt: skip
 
 
-def read_verdicts(path: Path, ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The filled worksheet; every row needs a verdict (and a reason unless OK), every id must be in ``ids``."""
+def read_verdicts(path: Path, ids: Sequence[str], *, unfilled: bool = False) -> list[dict[str, Any]]:
+    """The filled worksheet; every row needs a verdict (and a reason unless OK), every id must be in ``ids``.
+    ``unfilled``: a row whose verdict is still null is kept as it is (a review in progress: not accepted)."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no verdicts file there; pass the filled worksheet (JSONL) with --verdicts")
     rows: list[dict[str, Any]] = []
     problems: list[str] = []
     known = set(ids)
@@ -104,6 +107,9 @@ def read_verdicts(path: Path, ids: Sequence[str]) -> list[dict[str, Any]]:
             continue
         if rec.get("id") not in known:
             problems.append(f"{path}:{lineno}: id: {rec.get('id')!r} is not an entry of the golden set")
+        if unfilled and rec.get("verdict") is None and isinstance(rec.get("id"), str):
+            rows.append(rec)
+            continue
         _check_verdict(rec, f"{path}:{lineno}", problems)
         rows.append(rec)
     if problems:

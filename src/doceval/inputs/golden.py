@@ -26,6 +26,7 @@ from doceval.inputs.conversation import (
     turn_field,
 )
 from doceval.inputs.conversation import statistics as conversation_statistics
+from doceval.inputs.drafts import check_draft_fields, refuse_drafts
 from doceval.inputs.qrels import load_grades, read_pool
 from doceval.inputs.records import Record, read_records, read_text_file
 
@@ -64,6 +65,7 @@ class GoldenEntry:
     turn: int = 1
     needs_memory: bool = False
     start_pin: tuple[str, str] | None = None
+    draft: bool = False  # unreviewed (`doceval golden draft`): refused unless allowed (doceval.inputs.drafts)
 
     @property
     def pin(self) -> str:
@@ -158,6 +160,7 @@ def parse_golden(
     *,
     default_pin: tuple[str, str] | None = None,
     ids_source: str | None = None,
+    allow_drafts: bool = False,
 ) -> list[GoldenEntry]:
     """Load and validate a golden set (JSONL or a JSON array); raise GoldenError listing every problem.
 
@@ -166,6 +169,7 @@ def parse_golden(
     of the entry's pin (``LIB@VERSION:...``). Given (your own documents, no doceval corpus): an entry without
     both gets this pin, and relevant ids are yours, in any form. ``ids_source`` names where ``corpus_ids``
     come from in messages (default: the built corpus). A conversation line yields its turns' entries, in order.
+    ``allow_drafts``: unless True, entries marked draft are refused (every loader passes through here).
     """
     _check_golden_path(path)
     where = str(path)
@@ -194,6 +198,8 @@ def parse_golden(
         raise GoldenError(list(dict.fromkeys(problems)))
     if not entries:
         raise UsageError(f"{path}: the golden set has no entries")
+    if not allow_drafts:
+        refuse_drafts(path, entries)
     grades = load_grades(path, {e.id: e for e in entries})
     if grades is not None:
         entries = [replace(e, qrels=grades.get(e.id, {})) for e in entries]
@@ -242,10 +248,12 @@ def _conversation_entries(record: Record, checks: _Checks, report: Report) -> li
     """A conversation line's turns, one entry each in order, with the conversation's id, the turn's position
     and need of memory, and the starting pin (turn 1's) that every probe of the conversation carries."""
     rec = record.value
-    turns = conversation_turns(rec, (*_FIELDS, *_OPTIONAL), report)
+    # `draft` and `provenance` belong to the conversation as a whole (one unit to review), not to its turns.
+    turns = conversation_turns(rec, (*_FIELDS, *_VERSION_STRINGS), report)
     cid = rec.get("id")
     if isinstance(cid, str) and cid.strip():
         checks.ids.claim(cid, record.position, report)
+    check_draft_fields(rec, report)
     out: list[GoldenEntry] = []
     for turn in turns:
 
@@ -258,6 +266,7 @@ def _conversation_entries(record: Record, checks: _Checks, report: Report) -> li
         start_pin = (out[0].library, out[0].version) if out else (entry.library, entry.version)
         entry = replace(
             entry,
+            draft=entry.draft or rec.get("draft") is True,
             extra={**conversation_extra(rec), **entry.extra},
             conversation=str(cid),
             turn=turn.number,
@@ -301,6 +310,7 @@ def _entry_of(
         extra={k: v for k, v in rec.items() if k not in _FIELDS and k not in _OPTIONAL},
         expected_any=_string_groups(rec.get("expected_any", []), report),
         allow_forbidden=tuple(_strings(rec.get("allow_forbidden", []), "allow_forbidden", report)),
+        draft=check_draft_fields(rec, report),
     )
     for name in entry.allow_forbidden:
         if name not in entry.forbidden_apis:
@@ -351,7 +361,8 @@ def _check_relevant_ids(
             )
 
 
-_OPTIONAL = ("expected_any", "allow_forbidden")  # optional version-string fields (docs/design.md section 3)
+_VERSION_STRINGS = ("expected_any", "allow_forbidden")  # optional version-string fields (design section 3)
+_OPTIONAL = (*_VERSION_STRINGS, "draft")
 
 
 def _strings(value: Any, name: str, report: Report) -> list[str]:
@@ -475,7 +486,7 @@ def write_splits(path: Path, seed: int = 0, *, default_pin: tuple[str, str] | No
 
     A JSONL file stays JSONL (one entry per line); a JSON array is rewritten as an indented JSON array.
     """
-    entries = parse_golden(path, known_splits=KNOWN_SPLITS, default_pin=default_pin)
+    entries = parse_golden(path, known_splits=KNOWN_SPLITS, default_pin=default_pin, allow_drafts=True)
     assignment = assign_splits(entries, seed)
     in_array, records = read_records(path)
     recs = [r.value for r in records]

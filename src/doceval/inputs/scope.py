@@ -427,11 +427,13 @@ def scope_of(corpus: Any, entries: Sequence[GoldenEntry], golden_path: Path, gol
     return _CHECKED[key]
 
 
-def load_checked_golden(golden_path: Path, corpus: Any) -> tuple[list[GoldenEntry], str, ScopeReport]:
+def load_checked_golden(
+    golden_path: Path, corpus: Any, *, allow_drafts: bool = False
+) -> tuple[list[GoldenEntry], str, ScopeReport]:
     """The golden set, validated (format, relevant ids) and its scope labels checked against ``corpus``; a
-    GoldenError (exit 2) lists every problem of either kind."""
+    GoldenError (exit 2) lists every problem of either kind. Drafts are refused unless ``allow_drafts``."""
     # Relevant ids are checked with the scope rules, so a pin the corpus lacks reads as that, not as typos.
-    entries = parse_golden(golden_path)
+    entries = parse_golden(golden_path, allow_drafts=allow_drafts)
     md5 = labels_md5(golden_path)
     report = scope_of(corpus, entries, golden_path, md5)
     raise_on_errors(report, golden_path)

@@ -43,7 +43,7 @@ def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
     )
     tracking.check_configured(cfg)
     golden_path = Path(cfg.golden)
-    golden = {e.id: e for e in parse_golden(golden_path)}
+    golden = {e.id: e for e in parse_golden(golden_path, allow_drafts=cfg.allow_drafts)}
     found = read_label_files([Path(p) for p in spec.labels], golden, spec.split)
     report = validate(found.rows, reference_judge(), progress=progress, seed=cfg.seed, files=found.files)
     report = {

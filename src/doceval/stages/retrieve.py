@@ -38,7 +38,7 @@ def run(cfg: Config, progress: bool = True) -> CandidateSet:
     refuse_stage_overlap(cfg, [("the candidate cache (paths.runs)", out)], without=("candidates",))
     corpus = load_corpus(Path(cfg.paths.docs))
     golden_path = Path(cfg.golden)
-    entries, golden_md5, _ = load_checked_golden(golden_path, corpus)
+    entries, golden_md5, _ = load_checked_golden(golden_path, corpus, allow_drafts=cfg.allow_drafts)
     cands = compute_candidates(cfg, corpus, entries, golden_path, golden_md5, progress)
     if cands.errors:  # the cache has no place for a failed call: it would read as a refusal
         first = next(iter(cands.errors.items()))
