@@ -85,9 +85,10 @@ def test_v1_scope_labels_hold_for_the_default_corpus(corpus) -> None:  # type: i
 
     entries, _, report = load_checked_golden(GOLDEN, corpus)
     assert len(entries) == 344 and report.errors == []
-    assert report.findings_file is not None and len(report.known) == 13
+    # 13 when it was frozen, and 7 more since a mark speaks only for its own document (issue 41 item 5)
+    assert report.findings_file is not None and len(report.known) == 20
     s = report.stats
-    assert (s["forbidden_names"], s["forbidden_in_pin_docs"], s["forbidden_deprecated"]) == (105, 28, 17)
+    assert (s["forbidden_names"], s["forbidden_in_pin_docs"], s["forbidden_deprecated"]) == (105, 28, 10)
     assert (s["expected_names"], s["expected_absent"], s["evidence_not_found"]) == (374, 24, 0)
     assert s["unindexed_library_indexed"] == 0
 

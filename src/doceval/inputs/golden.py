@@ -53,8 +53,10 @@ class GoldenEntry:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     # any one string of each group must appear in the answer (valid alternatives), e.g. [["scalars(", "execute("]]
     expected_any: tuple[tuple[str, ...], ...] = ()
-    # forbidden strings the entry knowingly keeps although its question or a relevant document contains them
+    # forbidden strings the entry keeps on purpose (its waivers, docs/design.md 3.3) and their reasons (none for
+    # the older list form)
     allow_forbidden: tuple[str, ...] = ()
+    allow_reasons: dict[str, str] = field(default_factory=dict, compare=False)
     qrels: dict[str, int] | None = field(default=None, compare=False)  # judged doc -> grade (the qrels file)
     # A turn of a conversation (docs/design.md section 3): its conversation's id, its position from 1, whether it
     # cannot be answered without an earlier turn, and the conversation's starting pin, which every probe of the
@@ -284,6 +286,7 @@ def _entry_of(
     library, version = (
         (rec["library"], rec["version"]) if "library" in rec or default_pin is None else default_pin
     )
+    waivers = _waivers(rec.get("allow_forbidden", []), report)
     entry = GoldenEntry(
         id=rec["id"],
         question=rec["question"],
@@ -299,7 +302,8 @@ def _entry_of(
         line=position,
         extra={k: v for k, v in rec.items() if k not in _FIELDS and k not in _OPTIONAL},
         expected_any=_string_groups(rec.get("expected_any", []), report),
-        allow_forbidden=tuple(_strings(rec.get("allow_forbidden", []), "allow_forbidden", report)),
+        allow_forbidden=tuple(waivers),
+        allow_reasons={name: why for name, why in waivers.items() if why},
     )
     for name in entry.allow_forbidden:
         if name not in entry.forbidden_apis:
@@ -353,11 +357,15 @@ def _check_relevant_ids(
 _OPTIONAL = ("expected_any", "allow_forbidden")  # optional version-string fields (docs/design.md section 3)
 
 
-def _strings(value: Any, name: str, report: Report) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
-        report(name, "must be a list of non-empty strings")
-        return []
-    return list(value)
+def _waivers(value: Any, report: Report) -> dict[str, str]:
+    """``allow_forbidden``: kept string -> reason (``{"= Column(": "why"}``), or the older list ("" each)."""
+    if isinstance(value, list) and all(isinstance(x, str) and x for x in value):
+        return dict.fromkeys(value, "")
+    if isinstance(value, dict) and all(k and isinstance(v, str) and v.strip() for k, v in value.items()):
+        return dict(value)
+    report("allow_forbidden", 'must map each kept forbidden string to its reason, e.g. {"= Column(": "why the '
+           'entry keeps it"} (or be the older list of strings)')  # fmt: skip
+    return {}
 
 
 def _string_groups(value: Any, report: Report) -> tuple[tuple[str, ...], ...]:
