@@ -23,14 +23,13 @@ from doceval.inputs.docs import Document, write_corpus
 from doceval.inputs.golden import (
     DEFAULT_PIN,
     GoldenError,
-    assign_splits,
     parse_golden,
     select_split,
     statistics,
-    write_splits,
 )
 from doceval.inputs.qrels import labels_md5
 from doceval.inputs.scope import find_all, pin_texts
+from doceval.inputs.splits import assign_splits, write_splits
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -327,9 +326,9 @@ PARSED_AT_MAIN = {
         "4021aefd64dbb1ff0834f6d194b601b6",
         "55526db58813252b5e4a150c834db9dc4cd63d800a1f9a9af0718c1781557b38",
     ),
-    "extended": (
-        "8aad8a90281db10a65ea02e6d9aa710d",
-        "d02c105ec25f049364c55fac9e0c4e7e03b1faaf29ea8aa3445c413af2ad64a9",
+    "extended": (  # recorded again with issue 41's waivers and the sqla20-002 relabel
+        "1a51d48b813a5f11bbc12234c0cf9e29",
+        "639f150a2d93b2b1ba47f2ea31b70e2e8c7af0afdeb977dc911d7ce3deedee17",
     ),
 }
 
@@ -340,6 +339,10 @@ def parsed_digest(path: Path) -> str:
         fields = dataclasses.asdict(entry)
         # Added after the digests were recorded: no shipped set holds a draft, so the field says nothing new.
         assert fields.pop("draft") is False
+        if not fields[
+            "allow_reasons"
+        ]:  # added since (issue 41: waivers' reasons); a set without any parses as before
+            del fields["allow_reasons"]
         h.update(repr(fields).encode())
     return h.hexdigest()
 

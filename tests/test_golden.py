@@ -10,7 +10,8 @@ import pytest
 
 from doceval.cli.main import main
 from doceval.errors import UsageError
-from doceval.inputs.golden import GoldenError, assign_splits, parse_golden, select_split, write_splits
+from doceval.inputs.golden import GoldenError, parse_golden, select_split
+from doceval.inputs.splits import assign_splits, write_splits
 
 CORPUS_IDS = {"lib@1.0:lib.a", "lib@1.0:lib.b", "lib@2.0:lib.a"}
 

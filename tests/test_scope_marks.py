@@ -16,7 +16,7 @@ from doceval.inputs.corpus import load_corpus
 from doceval.inputs.docs import Document, write_corpus
 from doceval.inputs.golden import parse_golden
 from doceval.inputs.marks import find_marks, governs
-from doceval.inputs.scope import find_all, pin_texts
+from doceval.inputs.scope import find_all, load_checked_golden, pin_texts
 
 # A made-up queue library: 2.0 removed `enqueue` (and documents it in prose that never says "deprecated").
 QUEUE_SUBMIT = (
@@ -59,9 +59,14 @@ Example::
 
 .. versionadded:: 3.0"""
 
+# jobs 3.0 removed `enqueue` on one page, and a recipe page still calls it with no word about it.
+JOBS_SUBMIT = "# Submitting jobs\n\n`enqueue` was removed in 3.0. Use `submit` instead."
+JOBS_RETRY = "# Retrying a job\n\nPut the job back with a delay::\n\n    q.enqueue(job, delay=30)"
+
 DOCS = {
     "queue@2.0": [("guide.submitting_jobs", QUEUE_SUBMIT), ("guide.options", QUEUE_OPTIONS)],
     "click@8.1.7": [("click.core.MultiCommand.result_callback", CLICK_RESULT_CALLBACK)],
+    "jobs@3.0": [("guide.submitting_jobs", JOBS_SUBMIT), ("recipes.retry", JOBS_RETRY)],
 }
 
 
@@ -168,12 +173,65 @@ def test_a_relevant_document_marks_only_the_names_it_governs(tmp_path: Path, cor
 
 
 def test_allow_forbidden_waives_forbidden_api_supported(tmp_path: Path, corpus_dir: Path) -> None:
-    row = _entry("style", "queue@2.0", "guide.submitting_jobs", ["submit("], allow_forbidden=["submit("])
+    why = "a style entry: the answer must not call submit() directly"
+    row = _entry("style", "queue@2.0", "guide.submitting_jobs", ["submit("], allow_forbidden={"submit(": why})
     plain = _entry("plain", "queue@2.0", "guide.submitting_jobs", ["submit("])
     assert _findings(tmp_path, corpus_dir, [row, plain]) == {
         ("forbidden_api_supported", "plain", "submit("),
         ("forbidden_in_relevant", "plain", "submit("),
     }
+
+
+# ------------------------------------------------------------- a mark speaks for its own document only
+
+
+def test_a_forbidden_name_one_page_marks_and_another_uses_unmarked_is_supported(
+    tmp_path: Path, corpus_dir: Path
+) -> None:
+    """On the start commit one marked page passed the name whatever the other pages of the pin showed."""
+    row = _entry("removed-api", "jobs@3.0", "guide.submitting_jobs", ["enqueue"])
+    path = tmp_path / "golden.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    found, stats = find_all(parse_golden(path), pin_texts(load_corpus(corpus_dir).partitions))
+    assert [(f.rule, f.detail) for f in found] == [("forbidden_api_supported", "enqueue")]
+    assert "1 of the 2 jobs@3.0 documents that use it carry no mark" in found[0].message
+    assert "jobs@3.0:recipes.retry" in found[0].message
+    assert (stats["forbidden_deprecated"], stats["forbidden_supported"]) == (0, 1)
+
+
+def test_a_waiver_with_a_reason_keeps_the_name_and_the_older_list_form_warns(
+    tmp_path: Path, corpus_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    why = "the retry recipe is a stale example; 3.0 removed enqueue"
+    rows = [
+        _entry(
+            "reasoned", "jobs@3.0", "guide.submitting_jobs", ["enqueue"], allow_forbidden={"enqueue": why}
+        ),
+        _entry("listed", "jobs@3.0", "guide.submitting_jobs", ["enqueue"], allow_forbidden=["enqueue"]),
+    ]
+    assert _findings(tmp_path, corpus_dir, rows) == {("waiver_without_reason", "listed", "enqueue")}
+    entries = parse_golden(tmp_path / "golden.jsonl")
+    assert entries[0].allow_reasons == {"enqueue": why} and entries[1].allow_reasons == {}
+    assert main(["golden", "validate", str(tmp_path / "golden.jsonl"), "--corpus", str(corpus_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "0 marked in every document that uses them, 2 not: 2 of those kept by a waiver" in out
+    assert "allow_forbidden: entry listed: keeps the forbidden 'enqueue' without saying why" in out
+    assert "reasoned" not in out
+
+
+@pytest.mark.parametrize(
+    "waiver", [{"enqueue": ""}, {"enqueue": 3}, {"": "why"}, "enqueue", [""], {"other": "why"}]
+)
+def test_a_waiver_without_a_reason_or_for_no_forbidden_string_is_a_usage_error(
+    tmp_path: Path, corpus_dir: Path, capsys: pytest.CaptureFixture[str], waiver: Any
+) -> None:
+    row = _entry("bad", "jobs@3.0", "guide.submitting_jobs", ["enqueue"], allow_forbidden=waiver)
+    path = tmp_path / "golden.jsonl"
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    assert main(["golden", "validate", str(path), "--corpus", str(corpus_dir)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:1: allow_forbidden:" in err and "Traceback" not in err
+    assert "not one of the entry's forbidden_apis" in err if waiver == {"other": "why"} else "reason" in err
 
 
 def test_golden_validate_accepts_the_removed_api_label(
@@ -184,7 +242,7 @@ def test_golden_validate_accepts_the_removed_api_label(
     row = _entry("q1", "queue@2.0", "guide.submitting_jobs", ["enqueue"], expected_apis=["submit"])
     path.write_text(json.dumps(row) + "\n", encoding="utf-8")
     assert main(["golden", "validate", str(path), "--corpus", str(corpus_dir)]) == 0
-    assert "1 marked deprecated there, 0 not" in capsys.readouterr().out
+    assert "1 marked in every document that uses them, 0 not" in capsys.readouterr().out
 
 
 # numpy 1.26.4 and pandas 1.5.3 docstrings as the extractor writes them (shortened): the deprecation of a
@@ -250,3 +308,56 @@ def test_previously_was_marks_the_old_name_only() -> None:
         and not governs(marks, "read_csv")
         and not governs(marks, "to_csv")
     )
+
+
+# ------------------------------------------------------------------------- the shipped golden sets
+
+# sqla20-002 as v2.1 labelled it at the start commit of issue 41 item 5 (its evidence left out): SQLAlchemy
+# 2.0.31 marks `= Column(` in 2 documents (an mssql parameter deprecation, synonym's "replaced with") and 32
+# other documents declare model columns with it, unmarked.
+SQLA20_002_AT_START = {
+    "id": "sqla20-002", "library": "sqlalchemy", "version": "2.0.31", "out_of_scope": False,
+    "question": "SQLAlchemy 2.0 declarative: how do I declare an integer primary key column and a string column "
+    "on a model, with typing?",
+    "relevant_ids": ["sqlalchemy@2.0.31:sqlalchemy.orm._orm_constructors.mapped_column"],
+    "reference_answer": "Use Mapped annotations with mapped_column(): `id: Mapped[int] = "
+    "mapped_column(primary_key=True)` and `name: Mapped[str] = mapped_column(String(50))`.",
+    "expected_apis": ["Mapped[", "mapped_column", "primary_key=True"],
+    "forbidden_apis": ["= Column(", "sa.Column(", "=Column("], "split": "test", "kind": "version_trap",
+}  # fmt: skip
+GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
+
+
+def test_sqla20_002_as_labelled_at_the_start_fails_the_stricter_check(
+    tmp_path: Path, real_corpus_dir: Path
+) -> None:
+    path = tmp_path / "golden.jsonl"
+    path.write_text(json.dumps(SQLA20_002_AT_START) + "\n", encoding="utf-8")
+    found, _ = find_all(parse_golden(path), pin_texts(load_corpus(real_corpus_dir).partitions))
+    supported = [f for f in found if f.rule == "forbidden_api_supported"]
+    assert [f.detail for f in supported] == ["= Column("]
+    assert "32 of the 34 sqlalchemy@2.0.31 documents that use it carry no mark" in supported[0].message
+
+
+def test_the_shipped_sets_no_longer_forbid_column_and_give_every_waiver_a_reason() -> None:
+    """The relabel (2.0 supports Column: sqla20-002 and the turn that carries its labels) and the waivers
+    recorded in v2.1.changes.md / conversations.changes.md / data/golden/README.md."""
+    for name in ("v2.1.jsonl", "conversations.jsonl", "extended.jsonl"):
+        entries = {e.id: e for e in parse_golden(GOLDEN / name)}
+        for e in entries.values():
+            assert set(e.allow_forbidden) == set(e.allow_reasons), (name, e.id)
+        relabelled = "conv-sqla14-01#3" if name == "conversations.jsonl" else "sqla20-002"
+        assert entries[relabelled].forbidden_apis == () and "Mapped[" in entries[relabelled].expected_apis
+    v21 = {e.id: e for e in parse_golden(GOLDEN / "v2.1.jsonl")}
+    assert "Base = declarative_base(" in v21["sqla20-001"].allow_reasons
+
+
+@pytest.mark.parametrize(("name", "known"), [("v1.jsonl", 20), ("v2.jsonl", 7)])
+def test_the_frozen_sets_keep_their_labels_and_record_the_stricter_findings(
+    name: str, known: int, real_corpus_dir: Path
+) -> None:
+    report = load_checked_golden(GOLDEN / name, load_corpus(real_corpus_dir))[2]
+    assert report.errors == [] and len(report.known) == known
+    assert ("sqla20-002", "forbidden_api_supported", "forbidden_apis", "= Column(") in {
+        f.key() for f in report.known
+    }

@@ -30,11 +30,11 @@ from doceval.inputs.golden import (
     parse_golden,
     read_ids,
     statistics,
-    write_splits,
 )
 from doceval.inputs.grading import check_grading, format_grading, strict_problems
 from doceval.inputs.qrels import checked_pairs, labels_md5, qrels_path, unjudged
 from doceval.inputs.scope import format_scope, raise_on_errors, record_findings, scope_of
+from doceval.inputs.splits import write_splits
 from doceval.inputs.standalone import format_standalone
 from doceval.inputs.template import template_text
 

@@ -107,7 +107,7 @@ def gone(inv: Inventory, name: str) -> bool:
     holders = inv.code.get(key, set())
     if any(inv.docs[d].name.casefold() == key for d in holders):
         return False
-    return all(inv.texts.marks_unsupported(name, [d]) for d in sorted(holders))
+    return all(not inv.texts.unmarked(name, [d]) for d in sorted(holders))
 
 
 def _from_statements(old: Inventory, new: Inventory) -> Iterator[Difference]:
@@ -166,9 +166,9 @@ def _retired(new: Inventory, name: str, doc_id: str) -> bool:
     if gone(new, name):
         return True
     if new.docs[doc_id].name.casefold() == name.casefold():
-        return new.texts.marks_unsupported(name, [doc_id])
+        return not new.texts.unmarked(name, [doc_id])
     own = [d for d in new.documenting(name) if new.docs[d].name.casefold() == name.casefold()]
-    return bool(own) and all(new.texts.marks_unsupported(name, [d]) for d in own)
+    return bool(own) and all(not new.texts.unmarked(name, [d]) for d in own)
 
 
 def _parameter_pair(old: Inventory, new: Inventory, doc_id: str, a: str, b: str) -> bool:

@@ -78,7 +78,7 @@ def holds_unmarked(inv: Inventory, doc_id: str, strings: list[str]) -> str | Non
     it), or None."""
     for s in strings:
         # The scope checks' own reading (PinText): whichever matcher they use, drafts are checked the same way.
-        if doc_id in inv.texts.documents_with(s) and not inv.texts.marks_unsupported(s, [doc_id]):
+        if doc_id in inv.texts.documents_with(s) and inv.texts.unmarked(s, [doc_id]):
             return s
     return None
 

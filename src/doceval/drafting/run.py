@@ -28,10 +28,11 @@ from doceval.drafting.outofscope import nonexistent, off_topic, unindexed, versi
 from doceval.drafting.traps import BUILDERS, conversation
 from doceval.errors import UsageError
 from doceval.inputs.corpus import load_corpus
-from doceval.inputs.golden import assign_splits, parse_golden
+from doceval.inputs.golden import parse_golden
 from doceval.inputs.grading import check_grading
 from doceval.inputs.qrels import checked_pairs, labels_md5, qrels_path
 from doceval.inputs.scope import PinText, check_scope, pin_texts
+from doceval.inputs.splits import assign_splits
 
 if TYPE_CHECKING:
     from doceval.llm import LLMConfig

@@ -71,7 +71,8 @@ def worksheet_rows(
          "out_of_scope": e.out_of_scope, "relevant_ids": list(e.relevant_ids),
          "grades": e.grades if not e.out_of_scope else {}, "reference_answer": e.reference_answer,
          "expected_apis": list(e.expected_apis), "expected_any": [list(g) for g in e.expected_any],
-         "forbidden_apis": list(e.forbidden_apis), "allow_forbidden": list(e.allow_forbidden),
+         "forbidden_apis": list(e.forbidden_apis),
+         "allow_forbidden": {n: e.allow_reasons.get(n, "") for n in e.allow_forbidden},  # each with its reason
          "verdict": None, "reason": None, **({"assessor": None} if assessor else {})}
         for e in sample
     ]  # fmt: skip

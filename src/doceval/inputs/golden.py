@@ -8,7 +8,6 @@ become one entry each, ``<conversation id>#<n>``, checked like any entry.
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -16,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from doceval.common.hints import rerun
-from doceval.common.io import json_text, jsonl_line, write_text_atomic
 from doceval.common.paths import input_file
 from doceval.errors import UsageError
 from doceval.inputs.conversation import (
@@ -54,8 +52,10 @@ class GoldenEntry:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     # any one string of each group must appear in the answer (valid alternatives), e.g. [["scalars(", "execute("]]
     expected_any: tuple[tuple[str, ...], ...] = ()
-    # forbidden strings the entry knowingly keeps although its question or a relevant document contains them
+    # forbidden strings the entry keeps on purpose (its waivers, docs/design.md 3.3) and their reasons (none for
+    # the older list form)
     allow_forbidden: tuple[str, ...] = ()
+    allow_reasons: dict[str, str] = field(default_factory=dict, compare=False)
     qrels: dict[str, int] | None = field(default=None, compare=False)  # judged doc -> grade (the qrels file)
     # A turn of a conversation (docs/design.md section 3): its conversation's id, its position from 1, whether it
     # cannot be answered without an earlier turn, and the conversation's starting pin, which every probe of the
@@ -294,6 +294,7 @@ def _entry_of(
     library, version = (
         (rec["library"], rec["version"]) if "library" in rec or default_pin is None else default_pin
     )
+    waivers = _waivers(rec.get("allow_forbidden", []), report)
     entry = GoldenEntry(
         id=rec["id"],
         question=rec["question"],
@@ -309,7 +310,8 @@ def _entry_of(
         line=position,
         extra={k: v for k, v in rec.items() if k not in _FIELDS and k not in _OPTIONAL},
         expected_any=_string_groups(rec.get("expected_any", []), report),
-        allow_forbidden=tuple(_strings(rec.get("allow_forbidden", []), "allow_forbidden", report)),
+        allow_forbidden=tuple(waivers),
+        allow_reasons={name: why for name, why in waivers.items() if why},
         draft=check_draft_fields(rec, report),
     )
     for name in entry.allow_forbidden:
@@ -365,11 +367,15 @@ _VERSION_STRINGS = ("expected_any", "allow_forbidden")  # optional version-strin
 _OPTIONAL = (*_VERSION_STRINGS, "draft")
 
 
-def _strings(value: Any, name: str, report: Report) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
-        report(name, "must be a list of non-empty strings")
-        return []
-    return list(value)
+def _waivers(value: Any, report: Report) -> dict[str, str]:
+    """``allow_forbidden``: kept string -> reason (``{"= Column(": "why"}``), or the older list ("" each)."""
+    if isinstance(value, list) and all(isinstance(x, str) and x for x in value):
+        return dict.fromkeys(value, "")
+    if isinstance(value, dict) and all(k and isinstance(v, str) and v.strip() for k, v in value.items()):
+        return dict(value)
+    report("allow_forbidden", 'must map each kept forbidden string to its reason, e.g. {"= Column(": "why the '
+           'entry keeps it"} (or be the older list of strings)')  # fmt: skip
+    return {}
 
 
 def _string_groups(value: Any, report: Report) -> tuple[tuple[str, ...], ...]:
@@ -448,50 +454,3 @@ def format_statistics(stats: dict[str, dict[str, int]]) -> str:
         width = max((len(k) for k in table), default=0)
         lines += [f"  {k:<{width}}  {v:>5}" for k, v in table.items()]
     return "\n".join(lines)
-
-
-def assign_splits(entries: Sequence[GoldenEntry], seed: int = 0) -> dict[str, str]:
-    """Entry id (a conversation's id for its turns) -> split. Stratified calibration/test assignment: per
-    (library@version, kind) stratum, a seeded shuffle, then alternate. Odd strata give their extra entry
-    alternately to each split, so the halves stay balanced. Entries about unindexed libraries (kind
-    ``unindexed_library``) form one stratum whatever their library. A conversation is one unit (its split is
-    never per turn), stratified by its starting pin under the kind ``conversation``.
-    """
-    strata: dict[tuple[str, str], list[str]] = {}
-    for e in sorted(entries, key=lambda e: e.id):
-        if e.conversation is not None:
-            if e.turn == 1:
-                strata.setdefault(
-                    ("@".join(e.start_pin or (e.library, e.version)), "conversation"), []
-                ).append(e.conversation)
-            continue
-        # Questions about unindexed libraries name one library each: stratify them by kind alone.
-        pin = "(unindexed)" if e.kind == "unindexed_library" else e.pin
-        strata.setdefault((pin, e.kind), []).append(e.id)
-    assignment: dict[str, str] = {}
-    extra_to_calibration = True
-    for key in sorted(strata):
-        ids = strata[key]
-        random.Random(f"{seed}:{key[0]}:{key[1]}").shuffle(ids)
-        first, second = ("calibration", "test") if extra_to_calibration else ("test", "calibration")
-        for i, entry_id in enumerate(ids):
-            assignment[entry_id] = first if i % 2 == 0 else second
-        if len(ids) % 2:
-            extra_to_calibration = not extra_to_calibration
-    return assignment
-
-
-def write_splits(path: Path, seed: int = 0, *, default_pin: tuple[str, str] | None = None) -> dict[str, int]:
-    """Rewrite ``path`` with ``split`` tags from :func:`assign_splits`, keeping entry order and other fields.
-
-    A JSONL file stays JSONL (one entry per line); a JSON array is rewritten as an indented JSON array.
-    """
-    entries = parse_golden(path, known_splits=KNOWN_SPLITS, default_pin=default_pin, allow_drafts=True)
-    assignment = assign_splits(entries, seed)
-    in_array, records = read_records(path)
-    recs = [r.value for r in records]
-    for rec in recs:
-        rec["split"] = assignment[rec["id"]]
-    text = json_text(recs, indent=2) + "\n" if in_array else "".join(jsonl_line(rec) for rec in recs)
-    write_text_atomic(path, text)  # a failed write leaves the golden set as it was, never half of it
-    return dict(Counter(assignment.values()))

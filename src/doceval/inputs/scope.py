@@ -10,21 +10,26 @@ refusal_rate and overrefusal_rate. :func:`check_scope` reads every entry against
 | ``relevant_id_missing`` | a relevant id that is not a document of the corpus | error, any set |
 | ``nonexistent_api_unnamed`` | a ``nonexistent_api`` entry that names no API in ``forbidden_apis`` | error |
 | ``nonexistent_api_documented`` | a ``nonexistent_api`` entry whose API occurs in its pin's documents | error |
-| ``forbidden_api_supported`` | an in-scope entry forbids an API its pin documents and never marks unsupported | error |
+| ``forbidden_api_supported`` | an in-scope entry forbids an API that a document of its pin uses unmarked | error |
 | ``evidence_not_found`` | an evidence quote that does not occur in the document it is for | error |
 | ``expected_api_absent`` | an ``expected_apis`` string that occurs nowhere in the pin's documents | warning |
 | ``forbidden_in_question`` | a forbidden string the entry's own question contains | error (graded sets) |
 | ``forbidden_in_relevant`` | a forbidden string in a relevant document that does not mark it unsupported | error (graded) |
 | ``expected_conflict`` | an expected string (or ``expected_any`` alternative) that contains a forbidden one | warning |
+| ``waiver_without_reason`` | an ``allow_forbidden`` string given in the older list form, with no reason | warning |
 
-The version-string rules (``forbidden_in_*``) are errors for golden sets with graded judgments (v2 and later,
-a ``NAME.qrels.jsonl`` beside them) and warnings for older sets; an entry keeps such a string on purpose by
-listing it in ``allow_forbidden``, which waives ``forbidden_api_supported`` too.
+A forbidden string counts as unsupported only where every document of the pin that uses it marks it: a mark
+speaks for its own document, so a deprecation on one page says nothing about the pages that still show ``x`` in
+use. The version-string rules (``forbidden_in_*``) are errors for golden sets with graded
+judgments (v2 and later, a ``NAME.qrels.jsonl`` beside them) and warnings for older sets. An entry keeps a
+forbidden string on purpose with a waiver, ``"allow_forbidden": {"x(": "why"}``, which waives all three
+``forbidden_*`` rules for that string; the older list form (``["x("]``) still waives them, with a warning.
 
-A frozen golden set (v1: its md5 anchors the headline history) keeps the findings it had when it was frozen:
-they are recorded, with its md5, in ``<name>.findings.json`` next to it, and reported as warnings while the
-file is unchanged. Every new finding, and every finding of a new golden set, is an error. The first three rules
-can never be recorded: a label that is wrong for the configured corpus is wrong for any golden set.
+A frozen golden set (v1, v2: their md5s anchor the headline history) is never edited: its findings are
+recorded, with its md5, in ``<name>.findings.json`` next to it (when it was frozen, and again when a stricter
+rule finds more), and reported as warnings while the file is unchanged. Every new finding, and every finding of
+a new golden set, is an error. The first three rules can never be recorded: a label that is wrong for the
+configured corpus is wrong for any golden set.
 
 API names are found by the one rule version_correctness scores answers with (:mod:`doceval.common.apimatch`:
 case-insensitive, as names not glued to a longer identifier, ``DeclarativeBase`` is not in
@@ -50,7 +55,7 @@ from doceval.inputs.marks import Mark, find_marks, governs
 from doceval.inputs.qrels import labels_md5
 
 ALWAYS_ERRORS = frozenset({"indexed_but_unindexed", "pin_not_indexed", "relevant_id_missing"})
-WARNINGS = frozenset({"expected_api_absent", "expected_conflict"})
+WARNINGS = frozenset({"expected_api_absent", "expected_conflict", "waiver_without_reason"})
 VERSION_STRING_RULES = frozenset({"forbidden_in_question", "forbidden_in_relevant"})
 RULES = (
     "indexed_but_unindexed",
@@ -64,6 +69,7 @@ RULES = (
     "forbidden_in_question",
     "forbidden_in_relevant",
     "expected_conflict",
+    "waiver_without_reason",
 )
 FINDINGS_SUFFIX = ".findings.json"
 
@@ -82,7 +88,7 @@ class Finding:
         return (self.entry_id, self.rule, self.field, self.detail)
 
     def problem(self, path: str, known: bool = False) -> Problem:
-        tail = " (recorded when the golden set was frozen)" if known else f"; fix: {self.fix}"
+        tail = " (recorded for the frozen golden set)" if known else f"; fix: {self.fix}"
         return Problem(path, self.line, self.field, f"entry {self.entry_id}: {self.message}{tail}")
 
 
@@ -108,10 +114,11 @@ class PinText:
     def uses(self, doc_id: str, name: str) -> bool:
         return occurs(name, self._folded.get(doc_id, ""))
 
-    def marks_unsupported(self, name: str, doc_ids: Iterable[str]) -> bool:
-        """Whether one of the documents marks ``name`` itself as not supported (removed, renamed, replaced,
-        no longer, deprecated: doceval.inputs.marks); a mark elsewhere on the page says nothing about it."""
-        return any(governs(self.marks_of(d), name) for d in doc_ids)
+    def unmarked(self, name: str, doc_ids: Iterable[str]) -> list[str]:
+        """The documents among ``doc_ids`` in which no mark governs ``name`` itself (removed, renamed, replaced,
+        no longer, deprecated: doceval.inputs.marks): a mark elsewhere on the page, or in another document,
+        says nothing about the use of ``name`` in this one."""
+        return [d for d in doc_ids if not governs(self.marks_of(d), name)]
 
     def marks_of(self, doc_id: str) -> list[Mark]:
         if doc_id not in self._marks:
@@ -160,6 +167,7 @@ def find_all(
             "forbidden_in_pin_docs",
             "forbidden_deprecated",
             "forbidden_supported",
+            "forbidden_waived",
             "expected_names",
             "expected_absent",
             "evidence_quotes",
@@ -174,6 +182,11 @@ def find_all(
         def add(rule: str, field_name: str, detail: str, message: str, fix: str, e: GoldenEntry = e) -> None:
             findings.append(Finding(rule, e.id, e.line, field_name, detail, message, fix))
 
+        for name in e.allow_forbidden:
+            if name not in e.allow_reasons:
+                add("waiver_without_reason", "allow_forbidden", name,
+                    f"keeps the forbidden {name!r} without saying why (allow_forbidden as a list of strings)",
+                    f"give the reason: \"allow_forbidden\": {{{json.dumps(name)}: \"why the entry keeps it\"}}")  # fmt: skip
         docs = pins.get(e.pin)
         if e.out_of_scope:
             _out_of_scope_findings(e, docs, stats, add)
@@ -234,17 +247,17 @@ def _api_findings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add: _Ad
         if not holders:
             continue
         stats["forbidden_in_pin_docs"] += 1
-        if docs.marks_unsupported(name, holders):
+        unmarked = docs.unmarked(name, holders)
+        if not unmarked:
             stats["forbidden_deprecated"] += 1
             continue
         stats["forbidden_supported"] += 1
         if name in e.allow_forbidden:
-            continue  # the entry keeps the string on purpose, as for the other forbidden rules
-        add("forbidden_api_supported", "forbidden_apis", name,
-            f"forbids {name!r}, which {e.pin} documents without marking it removed, renamed or deprecated "
-            f"(e.g. {', '.join(holders[:3])})",
+            stats["forbidden_waived"] += 1
+            continue  # the entry keeps the string on purpose (its waiver), as for the other forbidden rules
+        add("forbidden_api_supported", "forbidden_apis", name, _supported_message(e, name, holders, unmarked),
             "drop the name from forbidden_apis (the version supports it), or forbid the API the version "
-            "really lacks, or list it in allow_forbidden")  # fmt: skip
+            f"really lacks, or keep it with a reason: \"allow_forbidden\": {{{json.dumps(name)}: \"why\"}}")  # fmt: skip
     for name in e.expected_apis:
         stats["expected_names"] += 1
         if not docs.mentions(name):
@@ -252,6 +265,23 @@ def _api_findings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add: _Ad
             add("expected_api_absent", "expected_apis", name,
                 f"expects {name!r}, which occurs nowhere in {e.pin}'s documents",
                 "check the spelling; a usage string (e.g. `future=True`) may be fine")  # fmt: skip
+
+
+def _supported_message(e: GoldenEntry, name: str, holders: list[str], unmarked: list[str]) -> str:
+    """Why ``name`` reads as supported: no document of the pin marks it, or only some do (a mark governs the
+    document it is in; the others still show the name in use)."""
+    where = ", ".join(unmarked[:3])
+    if len(unmarked) == len(holders):
+        return (
+            f"forbids {name!r}, which {e.pin} documents without marking it removed, renamed or deprecated "
+            f"(e.g. {where})"
+        )
+    marked = [d for d in holders if d not in unmarked]
+    return (
+        f"forbids {name!r}, but {len(unmarked)} of the {len(holders)} {e.pin} documents that use it carry no "
+        f"mark for it (e.g. {where}); it is marked only in {', '.join(marked[:2])}"
+        f"{' ...' if len(marked) > 2 else ''}, and a mark speaks for its own document"
+    )
 
 
 def _evidence_findings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add: _Add) -> None:
@@ -280,13 +310,13 @@ def _version_strings(e: GoldenEntry, docs: PinText, stats: dict[str, int], add: 
             stats["forbidden_in_question"] += 1
             add("forbidden_in_question", "forbidden_apis", name,
                 f"forbids {name!r}, which its own question contains: an answer quoting the question fails",
-                "narrow the string (e.g. the call form), drop it, or list it in allow_forbidden")  # fmt: skip
+                "narrow the string (e.g. the call form), drop it, or keep it with a reason in allow_forbidden")  # fmt: skip
         for doc_id in e.relevant_ids:
-            if docs.uses(doc_id, name) and not docs.marks_unsupported(name, [doc_id]):
+            if docs.uses(doc_id, name) and docs.unmarked(name, [doc_id]):
                 stats["forbidden_in_relevant"] += 1
                 add("forbidden_in_relevant", "forbidden_apis", name,
                     f"forbids {name!r}, which its relevant document {doc_id} uses without marking it not supported",
-                    "narrow the string, drop it, or list it in allow_forbidden")  # fmt: skip
+                    "narrow the string, drop it, or keep it with a reason in allow_forbidden")  # fmt: skip
                 break
     expected = [*e.expected_apis, *(alt for group in e.expected_any for alt in group)]
     for want in expected:
@@ -370,7 +400,8 @@ def record_findings(report: ScopeReport, golden_path: Path, golden_md5: str) -> 
     data = {
         "golden": golden_path.name,
         "golden_md5": golden_md5,
-        "note": "findings this golden set had when it was frozen: reported as warnings while its md5 matches",
+        "note": "findings of this frozen golden set (never edited) under the scope rules when recorded: reported "
+        "as warnings while its md5 matches",
         "findings": [
             {
                 "id": f.entry_id,
@@ -396,15 +427,15 @@ def format_scope(report: ScopeReport, golden_path: Path) -> list[str]:
         f"  nonexistent_api names: {s['nonexistent_api_names']} ({s['nonexistent_api_documented']} documented "
         "in their pin)",
         f"  forbidden names of in-scope entries: {s['forbidden_names']}; in their own pin's documents: "
-        f"{s['forbidden_in_pin_docs']} ({s['forbidden_deprecated']} marked deprecated there, "
-        f"{s['forbidden_supported']} not)",
+        f"{s['forbidden_in_pin_docs']} ({s['forbidden_deprecated']} marked in every document that uses them, "
+        f"{s['forbidden_supported']} not: {s['forbidden_waived']} of those kept by a waiver)",
         f"  expected names: {s['expected_names']}; absent from their pin's documents: {s['expected_absent']}",
         f"  evidence quotes: {s['evidence_quotes']}; not found in their document: {s['evidence_not_found']}",
     ]
     if report.known:
         lines.append(
-            f"{len(report.known)} known finding(s), recorded in {report.findings_file} when the golden set was "
-            "frozen (warnings):"
+            f"{len(report.known)} known finding(s) of the frozen golden set, recorded in {report.findings_file} "
+            "(warnings):"
         )
         lines += [f"  warning: {f.problem(str(golden_path), known=True)}" for f in report.known]
     if report.warnings:
