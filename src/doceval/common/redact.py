@@ -1,20 +1,22 @@
 """One scrubber for everything doceval records or prints: summaries, MLflow params/tags/artifacts, messages.
 
-What counts as a secret:
+What counts as a secret (docs/design.md section 8.6):
 
 - the credentials of a URL: ``user:password@`` (or a bare ``token@``) and the value of any query parameter
-  named like a secret (``api_key``, ``token``, ``secret``, ``password``, ``sig``, ...), wherever the URL
-  appears in a string (``redact_url``, ``redact_urls``);
-- the value of a config key named like a secret (``api_key``, ``apikey``, ``password``, ``secret``, ...),
-  except ``*_env`` keys, which only name a variable (``secret_key``);
+  whose name is secret by the one name rule (:func:`doceval.common.secret_rule.secret_name`: ``api_key``,
+  ``token``, ``jwt``, ``sig``, ...), wherever the URL appears in a string (``redact_url``, ``redact_urls``);
+- the value of a config key, at any depth (a user's kwargs included), whose name is secret by the same rule
+  (``*_env`` keys only name a variable; a config's ``secrets:`` list adds names);
 - known secret values: the contents of the variables named by ``*_env`` keys and of the usual key variables
-  (``DEFAULT_SECRET_ENV``), and the credentials of URLs found in the configuration (``secret_values``);
-  a value shorter than ``MIN_SUBSTRING_SECRET`` only counts when a whole string equals it.
+  (``DEFAULT_SECRET_ENV``), the credentials of URLs found in the configuration and in any environment
+  variable (``MLFLOW_TRACKING_URI``, ``RAY_ADDRESS``, ...); a value shorter than ``MIN_SUBSTRING_SECRET`` only
+  counts when a whole string equals it.
 
 Every secret doceval learns during a run is registered once (:func:`register_secret`, :func:`register_config`,
-:func:`register_overrides`): header values with and without their scheme prefix (``Bearer``), the Basic token
-derived from a URL's userinfo and its decoded parts, URL credentials, values of secret-named keys (retriever
-and agent kwargs included). Every writer then passes what it writes through the registry: :func:`scrub_data`
+:func:`register_overrides`, :func:`register_environment`): header values with and without their scheme prefix
+(``Bearer``), the Basic token derived from a URL's userinfo and its decoded parts, URL credentials, values of
+secret-named keys, each with its encoded forms (:func:`doceval.common.secret_rule.derived_forms`: base64,
+``quote_plus``, JSON and ``\\/`` escapes, ``repr``). Every writer then passes what it writes through the registry: :func:`scrub_data`
 for data text (answers, questions, journals: only known values are replaced, a URL in a doc stays as written),
 :func:`scrub_message` for messages (known values, URL credentials, key-shaped strings), :func:`scrub` and
 :func:`redact_text` for config blocks and MLflow (both include the registered values), and
@@ -30,11 +32,14 @@ import copy
 import logging
 import os
 import re
+import sys
 import threading
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import is_dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
+
+from doceval.common.secret_rule import derived_forms, extend_secret_names, secret_name
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -47,30 +52,15 @@ MIN_SUBSTRING_SECRET = 8  # shorter secrets are only matched as whole values
 # Shorter values are not registered: masking every "0" or "ab" in the data would corrupt it, protect nothing.
 MIN_REGISTERED_SECRET = 4
 
-# Query parameter names whose values are credentials (api_key, access_token, X-Amz-Signature, sig, pass...).
-SECRET_QUERY = re.compile(r"key|token|secret|pass|sig|auth|cred", re.IGNORECASE)
-# Config key names whose values are credentials (matched on the lowercased dotted key).
-_SECRET_KEY_WORDS = ("api_key", "apikey", "password", "passwd", "secret", "private_key", "access_key",
-                     "access_token", "auth_token", "credential")  # fmt: skip
 # A URL inside free text: scheme://, then anything up to whitespace, a quote or an angle bracket.
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]+")
 _USERINFO = re.compile(r"(//)[^/?#@]*@")  # fallback for a URL urlsplit rejects
 
 
-def secret_key(key: str) -> bool:
-    """A config key whose value must never be recorded: names an API key, password, secret, token or
-    credential; a ``*_env`` key only names an environment variable and is fine."""
-    low = str(key).lower()
-    last = low.rsplit(".", 1)[-1]
-    if last.endswith("_env"):
-        return False
-    return last == "token" or any(word in low for word in _SECRET_KEY_WORDS)
-
-
 def _secret_param(piece: str) -> bool:
-    """``name=value`` (one query parameter as written) whose name looks like a credential's."""
+    """``name=value`` (one query parameter as written) whose name is secret by the one name rule."""
     name, sep, _ = piece.partition("=")
-    return bool(sep) and bool(SECRET_QUERY.search(urllib.parse.unquote_plus(name)))
+    return bool(sep) and secret_name(urllib.parse.unquote_plus(name))
 
 
 def _has_credentials(parts: urllib.parse.SplitResult) -> bool:
@@ -125,7 +115,7 @@ def url_credentials(url: str) -> list[str]:
         user, sep, password = userinfo.partition(":")
         found += [password] if sep else [user]
     for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
-        if SECRET_QUERY.search(key):
+        if secret_name(key):
             found.append(value)
     out: list[str] = []
     for raw in found:
@@ -250,7 +240,7 @@ def scrub(obj: Any, secrets: Iterable[str] = (), *, drop_secret_keys: bool = Tru
             out: dict[Any, Any] = {}
             for k, v in value.items():
                 key = redact_text(k, secrets) if isinstance(k, str) else k
-                if secret_key(str(k)):
+                if secret_name(str(k)):
                     if not drop_secret_keys:
                         out[key] = REDACTED
                     continue
@@ -278,7 +268,8 @@ _KEYLIKE = re.compile(r"\b(sk-|Bearer\s+|Basic\s+)[A-Za-z0-9_\-.+/=*]{8,}")
 
 def _secret_forms(value: str) -> set[str]:
     """``value`` and what the same secret looks like elsewhere: percent-encoded and decoded, without its
-    scheme prefix (``Bearer x`` -> ``x``), and a Basic token's decoded ``user:password`` and password."""
+    scheme prefix (``Bearer x`` -> ``x``), a Basic token's decoded ``user:password`` and password, and each of
+    these encoded (:func:`~doceval.common.secret_rule.derived_forms`)."""
     forms = {value, urllib.parse.unquote(value), urllib.parse.quote(value, safe="")}
     match = _SCHEME_VALUE.match(value.strip())
     if match is not None:
@@ -291,7 +282,8 @@ def _secret_forms(value: str) -> set[str]:
                 decoded = ""
             user, sep, password = decoded.partition(":")
             forms.update({decoded, password} if sep else {decoded})
-    return {f for f in forms if len(f.strip()) >= MIN_REGISTERED_SECRET}
+    forms = {f for f in forms if len(f.strip()) >= MIN_REGISTERED_SECRET}
+    return forms.union(*(derived_forms(f) for f in forms))
 
 
 def register_secret(value: Any) -> None:
@@ -323,7 +315,7 @@ def _secret_items(obj: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
     if isinstance(obj, Mapping):
         for k, v in obj.items():
             key = f"{prefix}.{k}" if prefix else str(k)
-            if secret_key(key) and isinstance(v, str | int | float) and not isinstance(v, bool) and str(v):
+            if secret_name(key) and isinstance(v, str | int | float) and not isinstance(v, bool) and str(v):
                 yield key, str(v)
             else:
                 yield from _secret_items(v, key)
@@ -338,8 +330,14 @@ def register_config(*configs: Config | Mapping[Any, Any], environ: Mapping[str, 
     """Register every secret a configuration (a typed :class:`~doceval.config.schema.Config`, or the mapping
     composition validates) holds or points at: the contents of ``*_env`` variables (and ``DEFAULT_SECRET_ENV``),
     URL credentials, and the values of secret-named keys at any depth (a retriever's ``kwargs.token``), plus the
-    Basic token a URL's userinfo becomes."""
+    Basic token a URL's userinfo becomes; the names of a ``secrets:`` list join the rule first, and the
+    environment's URL credentials are registered too (:func:`register_environment`)."""
     configs = tuple(_plain(c) for c in configs)
+    for composed in configs:  # the `secrets:` list, read before composition has typed it (compose calls here)
+        listed = composed.get("secrets") if isinstance(composed, Mapping) else None
+        if isinstance(listed, list | tuple):
+            extend_secret_names(str(n) for n in listed)
+    register_environment(environ)
     found = [value for cfg in configs for _, value in _secret_items(cfg) if value]
     found += env_secret_values(*configs, environ=environ) + url_secret_values(*configs)
     for value in found:
@@ -360,15 +358,24 @@ def _register_userinfo(url: str) -> None:
         register_basic_token(urllib.parse.unquote(user or ""), urllib.parse.unquote(password or ""))
 
 
+_LIST_ITEM = re.compile(r"[^\s,\[\]'\"]+")
+
+
 def register_overrides(overrides: Iterable[str]) -> None:
     """Register secrets in command-line overrides before anything parses them (a Hydra syntax error quotes
-    the override): the value of a secret-named key and the credentials of a URL, as written."""
+    the override): the value of a secret-named key and the credentials of a URL, as written. A ``secrets=``
+    override's names join the rule first, so the other overrides are judged by it."""
+    overrides = [str(o) for o in overrides]
     for override in overrides:
-        key, sep, value = str(override).partition("=")
+        key, sep, value = override.partition("=")
+        if sep and key.strip().lstrip("+~") == "secrets":
+            extend_secret_names(_LIST_ITEM.findall(value))
+    for override in overrides:
+        key, sep, value = override.partition("=")
         if not sep:
             continue
         value = value.strip().strip("'\"")
-        if secret_key(key.lstrip("+~")):
+        if secret_name(key.lstrip("+~")):
             register_secret(value)
             register_secret(value.rstrip(_TRAILING))
         for m in _URL_IN_TEXT.finditer(value):
@@ -376,6 +383,24 @@ def register_overrides(overrides: Iterable[str]) -> None:
             for cred in url_credentials(url):
                 register_secret(cred)
             _register_userinfo(url)
+
+
+def register_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Register the credentials of every URL in an environment variable (``MLFLOW_TRACKING_URI``,
+    ``RAY_ADDRESS``, a proxy): MLflow, Ray and urllib read them without doceval seeing the value, and print
+    them ("View run at: http://user:password@..."). Also the contents of ``DEFAULT_SECRET_ENV``."""
+    env = os.environ if environ is None else environ
+    for value in env_secret_values(environ=env):
+        register_secret(value)
+    for value in env.values():
+        if "://" not in value:
+            continue
+        for m in _URL_IN_TEXT.finditer(value):
+            url = m.group(0).rstrip(_TRAILING)
+            for cred in url_credentials(url):
+                register_secret(cred)
+            if "@" in url:
+                _register_userinfo(url)
 
 
 def known_secrets() -> list[str]:
@@ -433,6 +458,30 @@ def scrub_message(text: str) -> str:
     return _KEYLIKE.sub(lambda m: m.group(1) + MASK, text)
 
 
+class ScrubbingStream:
+    """A text stream (stdout, stderr) whose writes are scrubbed of every registered secret first, so no print,
+    progress bar or library message (MLflow's "View run at" line, a user's ``print(repr(token))``) shows one."""
+
+    def __init__(self, stream: TextIO | Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(scrub_data(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # fileno, flush, isatty, encoding...: the real stream's
+        return getattr(self._stream, name)
+
+
+def scrub_stdio() -> None:
+    """Put :class:`ScrubbingStream` in front of this process's stdout and stderr (once): a worker process
+    (a sweep point) that prints for the user code it runs."""
+    if not isinstance(sys.stdout, ScrubbingStream):
+        sys.stdout = ScrubbingStream(sys.stdout)
+    if not isinstance(sys.stderr, ScrubbingStream):
+        sys.stderr = ScrubbingStream(sys.stderr)
+
+
 _log_scrubber_installed = False
 
 
@@ -459,7 +508,26 @@ def install_log_scrubber() -> None:
     logging.setLogRecordFactory(scrubbed_record)
 
 
-def secret_locations(cfg: Config) -> list[str]:
-    """The dotted keys of ``cfg`` that hold a secret as written: a secret-named key with a value, or a string
-    with URL credentials. A file that is committed (params.yaml) must hold none of them."""
-    return [key for key, _ in _secret_items(_plain(cfg))]
+def secret_locations(cfg: Config | Mapping[str, Any]) -> list[str]:
+    """The dotted keys of ``cfg`` that hold a secret as written: a secret-named key with a value, a string with
+    URL credentials, or a string holding a registered secret in any of its forms. A file that is committed
+    (params.yaml) must hold none of them."""
+    plain = _plain(cfg)
+    found = [key for key, _ in _secret_items(plain)]
+    secrets = known_secrets()
+    for key, value in _string_items(plain):
+        if key not in found and leaks(value, secrets):
+            found.append(key)
+    return found
+
+
+def _string_items(obj: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
+    """``(dotted key, string)`` for every string value at any depth."""
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            yield from _string_items(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(obj, list | tuple):
+        for i, v in enumerate(obj):
+            yield from _string_items(v, f"{prefix}[{i}]")
+    elif isinstance(obj, str):
+        yield prefix, obj

@@ -478,3 +478,6 @@ class Config:
     golden_conversations: str = spec(nonempty=True, example="data/golden/conversations.jsonl")
     paths: Paths
     tracking: Tracking
+    # More names the secret rule covers (docs/design.md 8.6), e.g. +secrets=[session_id]: a key, kwarg, header
+    # or query parameter with one of these names is secret too. Left out of conf/: the rule alone applies.
+    secrets: tuple[str, ...] | None = spec(None, nonempty=True, example="['session_id']")

@@ -13,10 +13,10 @@ from doceval.common.redact import (
     redact_text,
     redact_url,
     scrub,
-    secret_key,
     secret_values,
     url_secret_values,
 )
+from doceval.common.secret_rule import secret_name
 
 __all__ = [
     "DEFAULT_SECRET_ENV",
@@ -28,7 +28,7 @@ __all__ = [
     "redact_text",
     "redact_url",
     "scrub",
-    "secret_key",
+    "secret_name",
     "secret_values",
     "url_secret_values",
 ]
