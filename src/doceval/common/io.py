@@ -369,13 +369,62 @@ def write_jsonl_atomic(path: Path, records: Iterable[Any]) -> None:
     write_text_atomic(path, "".join(jsonl_line(r) for r in records))
 
 
+# The deepest nesting of [ and { doceval reads from a file or a reply: deeper JSON is refused where it is read
+# (Python's parser and every walker here recurse once per level; 100k levels would end in a RecursionError).
+MAX_JSON_DEPTH = 100
+# A JSON string (escapes included) or a bracket: what counting the nesting needs to see.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` with the nesting bounded by ``MAX_JSON_DEPTH``: deeper JSON is a
+    ``json.JSONDecodeError`` at the bracket that goes too deep, so every reader's "file:line: not valid JSON"
+    handling names where it is."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise _too_deep(text) from None
+    if deeper_than(data, MAX_JSON_DEPTH):
+        raise _too_deep(text)
+    return data
+
+
+def deeper_than(data: Any, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether a JSON-like value nests mappings and lists more than ``limit`` levels (counted without
+    recursion: the value may come from a user's function, deeper than Python's stack)."""
+    containers = (Mapping, list, tuple)
+    stack: list[tuple[Any, int]] = [(data, 1)] if isinstance(data, containers) else []
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = value.values() if isinstance(value, Mapping) else value
+        stack.extend((c, depth + 1) for c in children if isinstance(c, containers))
+    return False
+
+
+def _too_deep(text: str | bytes) -> json.JSONDecodeError:
+    doc = text.decode("utf-8", "replace") if isinstance(text, bytes | bytearray) else text
+    depth, pos = 0, 0
+    for match in _JSON_TOKEN.finditer(doc):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                pos = match.start()
+                break
+        elif token in "]}":
+            depth -= 1
+    return json.JSONDecodeError(f"nested deeper than {MAX_JSON_DEPTH} levels of [ and {{", doc, pos)
+
+
 def read_json(path: Path, what: str, rerun: str | None = None) -> Any:
     """Read a JSON file or raise a UsageError naming it (and the stage that makes it)."""
     hint = f" Run `{rerun}` to (re)build it." if rerun else ""
     if not path.is_file():
         raise UsageError(f"{path}: {what} not found.{hint}")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}:{exc.lineno}: {what} is not valid JSON ({exc.msg}).{hint}") from exc
 
@@ -395,7 +444,7 @@ def iter_jsonl(path: Path, rerun: str | None = None) -> Iterator[tuple[int, Any]
             if not line.strip():
                 continue
             try:
-                yield lineno, json.loads(line)
+                yield lineno, loads(line)
             except json.JSONDecodeError as exc:
                 raise UsageError(f"{path}:{lineno}: not valid JSON ({exc.msg}); {fix}") from exc
 
@@ -409,7 +458,7 @@ def scan_jsonl(path: Path) -> Iterator[tuple[int, Any, str | None]]:
             if not line.strip():
                 continue
             try:
-                yield lineno, json.loads(line), None
+                yield lineno, loads(line), None
             except json.JSONDecodeError as exc:
                 yield lineno, None, f"not valid JSON: {exc.msg} at column {exc.colno}"
 

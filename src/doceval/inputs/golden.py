@@ -193,7 +193,7 @@ def parse_golden(
         raise GoldenError(list(dict.fromkeys(problems)))
     if not entries:
         raise UsageError(f"{path}: the golden set has no entries")
-    grades = load_grades(path, {e.id: e for e in entries})
+    grades = load_grades(path, {e.id: e for e in entries}, corpus_ids, ids_source)
     if grades is not None:
         entries = [replace(e, qrels=grades.get(e.id, {})) for e in entries]
     return entries

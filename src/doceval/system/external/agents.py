@@ -21,7 +21,7 @@ from doceval.common.concurrency import (
     DeadlineCaller,
     timeout_of,
 )
-from doceval.common.io import json_text
+from doceval.common.io import MAX_JSON_DEPTH, deeper_than, json_text
 from doceval.common.targets import load_target, provenance_of
 from doceval.config import schema
 from doceval.errors import UsageError
@@ -123,7 +123,10 @@ class FunctionAgent:
         return reply
 
     def _check_size(self, reply: Any) -> None:
-        # The same cap as an HTTP reply's body: a huge answer would be copied into the journal and the summary.
+        # The same bounds as an HTTP reply's: nesting (every walker of a reply recurses once per level) and the
+        # size (a huge answer would be copied into the journal and the summary).
+        if deeper_than(reply):
+            raise AgentCallError(f"malformed: the reply nests deeper than {MAX_JSON_DEPTH} levels")
         try:
             size = len(json.dumps(reply, ensure_ascii=False, default=lambda _: None).encode("utf-8"))
         except (TypeError, ValueError):
