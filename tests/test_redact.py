@@ -127,7 +127,11 @@ def _forms() -> dict[str, str]:
              "JSON": json.dumps(TOKEN), "JSON ASCII": json.dumps(TOKEN, ensure_ascii=True),
              "JSON with \\/": json.dumps(TOKEN).replace("/", "\\/"),
              "user:pass": f"{USER}:{PASSWORD}"}  # fmt: skip
-    for name, text in (("token", TOKEN), ("Bearer token", f"Bearer {TOKEN}"), ("user:pass", f"{USER}:{PASSWORD}")):
+    for name, text in (
+        ("token", TOKEN),
+        ("Bearer token", f"Bearer {TOKEN}"),
+        ("user:pass", f"{USER}:{PASSWORD}"),
+    ):
         for i, encoded in enumerate(_b64(text)):
             forms[f"base64 {i} of {name}"] = encoded
             forms[f"base64 {i} of {name}, \\/"] = encoded.replace("/", "\\/")

@@ -517,7 +517,9 @@ def test_header_variables_of_an_http_agent_are_secrets(monkeypatch: pytest.Monke
 # ------------------------------------------------------------------------------------------- issue 39 H6, H12
 
 TRACKING_PASSWORD = "Tr4ck1ng-Pa55w0rd-0451"
-TINY_DOCS = {"pydantic@2.8.2": [("pydantic.main.BaseModel.model_dump", "def model_dump(self)\n\nA dict of the model.")]}
+TINY_DOCS = {
+    "pydantic@2.8.2": [("pydantic.main.BaseModel.model_dump", "def model_dump(self)\n\nA dict of the model.")]
+}
 TINY_GOLDEN = json.dumps({"id": "a1", "question": "dict of the model", "library": "pydantic", "version": "2.8.2",
                           "relevant_ids": ["pydantic@2.8.2:pydantic.main.BaseModel.model_dump"], "split": "test",
                           "kind": "lookup", "reference_answer": "model_dump", "out_of_scope": False,
@@ -553,7 +555,10 @@ def test_a_tracking_uri_that_answers_but_is_not_mlflow(
         with pytest.raises(UsageError, match="answers, but not as an MLflow tracking server"):
             tracking.check_reachable(uri)
         monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-        for argv in (["history", "--metric", "hit_rate"], ["eval", "--quiet", "retriever=bm25", "floors=zero"]):
+        for argv in (
+            ["history", "--metric", "hit_rate"],
+            ["eval", "--quiet", "retriever=bm25", "floors=zero"],
+        ):
             forget_secrets()
             assert main(argv) == 2, argv
             out, err = capfd.readouterr()
@@ -563,7 +568,10 @@ def test_a_tracking_uri_that_answers_but_is_not_mlflow(
 
 @pytest.mark.slow
 def test_mlflow_never_prints_the_credentials_of_its_tracking_uri(
-    tmp_path: Path, mlflow_server: Server | None, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    mlflow_server: Server | None,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     """H6: MLflow itself prints "View run ... at: http://user:pass@host/..." for an http store: the
     credentials of MLFLOW_TRACKING_URI are registered from the environment and masked in what it prints."""
