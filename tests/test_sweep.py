@@ -42,7 +42,7 @@ def test_points_that_differ_in_a_secret_get_ordinal_labels() -> None:
         ["k=1", "+retriever.kwargs.token=<redacted#1>"],
         ["k=1", "+retriever.kwargs.token=<redacted#2>"],
         ["k=2", "+retriever.kwargs.token=<redacted#1>"],  # the same value, the same label: never a digest
-        ["k=2", "agent.url=<redacted#3>"],
+        ["k=2", "agent.url=<redacted#1>"],  # numbered per key
     ]
     forget_secrets()
 

@@ -110,17 +110,18 @@ def sweep_points(overrides: Sequence[str]) -> tuple[list[list[str]], set[str]]:
 
 def shown_points(points: Sequence[Sequence[str]]) -> list[list[str]]:
     """Each point's overrides as runs, rows and messages name them: a value that holds a secret (a key secret by
-    the one name rule, a registered value, URL credentials) becomes ``<redacted#n>``, n numbering this sweep's
-    distinct secret values in launch order, so points that differ only in a secret stay apart. Never a digest:
-    a hash of a short token can be reversed by trying candidates."""
-    ordinals: dict[str, int] = {}
+    the one name rule, a registered value, URL credentials) becomes ``<redacted#n>``, n numbering that key's
+    distinct values in this sweep's launch order, so points that differ only in a secret stay apart. Never a
+    digest: a hash of a short token can be reversed by trying candidates."""
+    ordinals: dict[str, dict[str, int]] = {}
     shown: list[list[str]] = []
     for point in points:
         row = []
         for override in point:
             key, sep, value = override.partition("=")
             if sep and (secret_name(key.lstrip("+~")) or redact_text(value) != value):
-                override = f"{key}=<redacted#{ordinals.setdefault(value, len(ordinals) + 1)}>"
+                seen = ordinals.setdefault(key, {})
+                override = f"{key}=<redacted#{seen.setdefault(value, len(seen) + 1)}>"
             row.append(override)
         shown.append(row)
     return shown

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import is_dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from doceval.common.secret_rule import derived_forms, extend_secret_names, secret_name
+from doceval.common.secret_rule import derived_forms, extend_secret_names, forget_secret_names, secret_name
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -409,11 +409,13 @@ def known_secrets() -> list[str]:
 
 
 def forget_secrets() -> None:
-    """Empty the registry (tests; a long-lived process between unrelated runs)."""
+    """Empty the registry, and the names a ``secrets:`` list added to the rule (tests; a long-lived process
+    between unrelated runs)."""
     global _sorted_cache
     with _registry_lock:
         _registry.clear()
         _sorted_cache = []
+    forget_secret_names()
 
 
 def _with_registered(secrets: Iterable[str]) -> list[str]:

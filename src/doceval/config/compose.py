@@ -88,7 +88,11 @@ def compose(
         raise UsageError(_yaml_error(exc, conf_dir)) from None
     except (OSError, UnicodeDecodeError) as exc:
         where = getattr(exc, "filename", None) or _undecodable(conf_dir) or f"a file under {conf_dir}/"
-        why = f"not UTF-8 text: {exc.reason}" if isinstance(exc, UnicodeDecodeError) else exc.strerror or str(exc)
+        why = (
+            f"not UTF-8 text: {exc.reason}"
+            if isinstance(exc, UnicodeDecodeError)
+            else exc.strerror or str(exc)
+        )
         raise UsageError(f"{where}: cannot read the Hydra config ({why}); fix or restore it") from None
     except MissingConfigException as exc:
         raise UsageError(scrub_message(f"config override: {_first_line(exc)}")) from None

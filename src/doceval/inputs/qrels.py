@@ -155,7 +155,9 @@ def check_against_entries(
         elif e.out_of_scope and j.grade > 0:
             problems.append((j.line, "grade", f"{j.entry_id} is out of scope: no document can answer it"))
         elif doc_ids is not None and j.doc_id not in doc_ids:
-            problems.append((j.line, "doc_id", f"{j.doc_id!r} is not in {ids_source}; fix the id or drop the line"))
+            problems.append(
+                (j.line, "doc_id", f"{j.doc_id!r} is not in {ids_source}; fix the id or drop the line")
+            )
     for eid, e in entries.items():
         answers = {d for d, g in grades.get(eid, {}).items() if g >= ANSWERS}
         if set(e.relevant_ids) != answers:
@@ -183,7 +185,9 @@ def load_grades(
     if not path.is_file():
         return None
     judgments, problems = read_qrels(path)
-    problems += check_against_entries(judgments, entries, golden_path, doc_ids, ids_source or "the built corpus")
+    problems += check_against_entries(
+        judgments, entries, golden_path, doc_ids, ids_source or "the built corpus"
+    )
     if problems:
         lines = [
             f"  {path}:{line}: {field}: {message}" if line else f"  {message}"
