@@ -18,7 +18,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, TypeVar
 
-from doceval.common.io import jsonl_line, loads
+from doceval.common.bounded_json import loads
+from doceval.common.io import jsonl_line
 from doceval.common.locking import FileLock
 from doceval.common.redact import scrub_data
 from doceval.errors import UsageError

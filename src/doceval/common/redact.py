@@ -1,33 +1,26 @@
 """One scrubber for everything doceval records or prints: summaries, MLflow params/tags/artifacts, messages.
 
-What counts as a secret (docs/design.md section 8.6):
-
-- the credentials of a URL: ``user:password@`` (or a bare ``token@``) and the value of any query parameter
-  whose name is secret by the one name rule (:func:`doceval.common.secret_rule.secret_name`: ``api_key``,
-  ``token``, ``jwt``, ``sig``, ...), wherever the URL appears in a string (``redact_url``, ``redact_urls``);
-- the value of a config key, at any depth (a user's kwargs included), whose name is secret by the same rule
-  (``*_env`` keys only name a variable; a config's ``secrets:`` list adds names);
-- known secret values: the contents of the variables named by ``*_env`` keys and of the usual key variables
-  (``DEFAULT_SECRET_ENV``), the credentials of URLs found in the configuration and in any environment
-  variable (``MLFLOW_TRACKING_URI``, ``RAY_ADDRESS``, ...); a value shorter than ``MIN_SUBSTRING_SECRET`` only
-  counts when a whole string equals it.
+What counts as a secret (docs/design.md section 8.6; the rule itself is :mod:`doceval.common.secret_rule`):
+the credentials of a URL (``user:password@``, a bare ``token@``, and the value of a query parameter whose name
+is secret by the one name rule) wherever the URL appears in a string (``redact_url``, ``redact_urls``); the
+value of a config key at any depth (a user's kwargs included) whose name is secret by the same rule; known
+secret values: the contents of the variables named by ``*_env`` keys and of ``DEFAULT_SECRET_ENV``, the
+credentials of URLs in the configuration and in any environment variable (``MLFLOW_TRACKING_URI``,
+``RAY_ADDRESS``); a value shorter than ``MIN_SUBSTRING_SECRET`` only counts when a whole string equals it.
 
 Every secret doceval learns during a run is registered once (:func:`register_secret`, :func:`register_config`,
-:func:`register_overrides`, :func:`register_environment`): header values with and without their scheme prefix
-(``Bearer``), the Basic token derived from a URL's userinfo and its decoded parts, URL credentials, values of
-secret-named keys, each with its encoded forms (:func:`doceval.common.secret_rule.derived_forms`: base64,
-``quote_plus``, JSON and ``\\/`` escapes, ``repr``). Every writer then passes what it writes through the registry: :func:`scrub_data`
-for data text (answers, questions, journals: only known values are replaced, a URL in a doc stays as written),
-:func:`scrub_message` for messages (known values, URL credentials, key-shaped strings), :func:`scrub` and
-:func:`redact_text` for config blocks and MLflow (both include the registered values), and
-:func:`install_log_scrubber` for every log record. ``scrub(obj, secrets)`` applies all of it to a JSON-like
-object. Standard library only.
+:func:`register_overrides`, :func:`register_environment`) with its other forms (``secret_forms``: without its
+scheme, a Basic token's parts, base64, ``quote_plus``, JSON and ``\\/`` escapes, ``repr``). Every writer then
+passes what it writes through the registry: :func:`scrub_data` for data text (answers, questions, journals:
+only known values are replaced, a URL in a doc stays as written), :func:`scrub_message` for messages (known
+values, URL credentials, key-shaped strings), :func:`scrub` and :func:`redact_text` for config blocks and
+MLflow (both include the registered values), :class:`ScrubbingStream` for stdout and stderr, and
+:func:`install_log_scrubber` for every log record. Standard library only.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import copy
 import logging
 import os
@@ -39,18 +32,21 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import is_dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from doceval.common.secret_rule import derived_forms, extend_secret_names, forget_secret_names, secret_name
+from doceval.common.secret_rule import (
+    MIN_REGISTERED_SECRET,
+    env_secret_values,
+    extend_secret_names,
+    forget_secret_names,
+    secret_forms,
+    secret_name,
+)
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
 
 REDACTED = "<redacted>"  # a secret value, or the value of a secret-named key
 MASK = "***"  # a URL's credentials, a secret query value
-# Always treated as secret sources, whether or not the config names them (defence in depth).
-DEFAULT_SECRET_ENV = ("OPENAI_API_KEY", "QDRANT_API_KEY", "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD")
 MIN_SUBSTRING_SECRET = 8  # shorter secrets are only matched as whole values
-# Shorter values are not registered: masking every "0" or "ab" in the data would corrupt it, protect nothing.
-MIN_REGISTERED_SECRET = 4
 
 # A URL inside free text: scheme://, then anything up to whitespace, a quote or an angle bracket.
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]+")
@@ -150,31 +146,6 @@ def url_secret_values(*objs: Any) -> list[str]:
     return sorted(out, key=len, reverse=True)
 
 
-def _env_names(obj: Any, out: set[str]) -> None:
-    if isinstance(obj, Mapping):
-        for k, v in obj.items():
-            if str(k).lower().endswith("_env") and isinstance(v, str) and v:
-                out.add(v)
-            elif str(k).lower().endswith("_env") and isinstance(v, Mapping):
-                # e.g. agent.headers_env: {Authorization: MY_AGENT_TOKEN}: every value names a secret variable
-                out.update(str(name) for name in v.values() if isinstance(name, str) and name)
-            _env_names(v, out)
-    elif isinstance(obj, list | tuple):
-        for v in obj:
-            _env_names(v, out)
-
-
-def env_secret_values(*configs: Any, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Contents of the environment variables named by ``*_env`` keys (and of ``DEFAULT_SECRET_ENV``),
-    longest first."""
-    env = os.environ if environ is None else environ
-    names: set[str] = set(DEFAULT_SECRET_ENV)
-    for cfg in configs:
-        _env_names(cfg, names)
-    values = {env.get(n, "") for n in names}
-    return sorted((v for v in values if v.strip()), key=len, reverse=True)
-
-
 def _plain(obj: Any) -> Any:
     """A typed config object (a :class:`~doceval.config.schema.Config` or one of its blocks) as the mapping it
     records (``config_dict``), so the walkers here see its keys; anything else as it is."""
@@ -264,30 +235,8 @@ _sorted_cache: list[str] = []
 # string is several times faster than a substring test per form): long values anywhere, short ones whole.
 _matcher: re.Pattern[str] | None = None
 _whole: frozenset[str] = frozenset()
-# An Authorization-style value: a scheme word, then the credential a reply may quote without it.
-_SCHEME_VALUE = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]*)\s+(\S.*)$")
 # Key-shaped strings in messages only (never in data text: "sk-learn" is a word in docs).
 _KEYLIKE = re.compile(r"\b(sk-|Bearer\s+|Basic\s+)[A-Za-z0-9_\-.+/=*]{8,}")
-
-
-def _secret_forms(value: str) -> set[str]:
-    """``value`` and what the same secret looks like elsewhere: percent-encoded and decoded, without its
-    scheme prefix (``Bearer x`` -> ``x``), a Basic token's decoded ``user:password`` and password, and each of
-    these encoded (:func:`~doceval.common.secret_rule.derived_forms`)."""
-    forms = {value, urllib.parse.unquote(value), urllib.parse.quote(value, safe="")}
-    match = _SCHEME_VALUE.match(value.strip())
-    if match is not None:
-        scheme, credential = match.group(1), match.group(2).strip()
-        forms.add(credential)
-        if scheme.lower() == "basic":
-            try:
-                decoded = base64.b64decode(credential, validate=True).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError, ValueError):
-                decoded = ""
-            user, sep, password = decoded.partition(":")
-            forms.update({decoded, password} if sep else {decoded})
-    forms = {f for f in forms if len(f.strip()) >= MIN_REGISTERED_SECRET}
-    return forms.union(*(derived_forms(f) for f in forms))
 
 
 def register_secret(value: Any) -> None:
@@ -296,7 +245,7 @@ def register_secret(value: Any) -> None:
     if value is None or isinstance(value, bool) or len(str(value).strip()) < MIN_REGISTERED_SECRET:
         return
     global _sorted_cache
-    forms = _secret_forms(str(value))
+    forms = secret_forms(str(value))
     with _registry_lock:
         if forms <= _registry:
             return

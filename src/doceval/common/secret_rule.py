@@ -12,18 +12,23 @@ names an environment variable, never holds a secret, and is exempt. A config's `
 (``+secrets=[session_id]``) adds names: each is split the same way and matches wherever its segments appear in
 that order in one part of a dotted name.
 
-:func:`derived_forms` is what one secret value looks like after the encodings an assistant or a library applies
-to it; every registered value is registered with them (:mod:`doceval.common.redact`). Standard library only.
+:func:`secret_forms` is what one secret value looks like elsewhere (with its scheme or without, decoded, and
+after the encodings an assistant or a library applies to it: :func:`derived_forms`); every registered value is
+registered with them (:mod:`doceval.common.redact`). :func:`env_secret_values` are the secret values the
+environment holds. Standard library only.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
+import os
 import re
 import threading
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 # A segment that makes a name secret wherever it stands.
 SECRET_WORDS = frozenset(
@@ -35,6 +40,12 @@ KEY_QUALIFIERS = frozenset({"api", "private", "access"})
 ENV_SUFFIX = "env"  # ``*_env``: the name of an environment variable, exempt
 # Shorter values get no derived forms: they are only matched as a whole string (doceval.common.redact).
 MIN_DERIVED = 8
+# Shorter values are not registered: masking every "0" or "ab" in the data would corrupt it, protect nothing.
+MIN_REGISTERED_SECRET = 4
+# Always treated as secret sources, whether or not the config names them (defence in depth).
+DEFAULT_SECRET_ENV = ("OPENAI_API_KEY", "QDRANT_API_KEY", "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD")
+# An Authorization-style value: a scheme word, then the credential a reply may quote without it.
+_SCHEME_VALUE = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]*)\s+(\S.*)$")
 
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _PARTS = re.compile(r"[.\[\]]+")  # dotted keys and list positions: each part is checked on its own
@@ -126,3 +137,48 @@ def derived_forms(value: str) -> set[str]:
     forms |= {form.replace("/", "\\/") for form in (*forms, value) if "/" in form}
     forms.discard(value)
     return forms
+
+
+def secret_forms(value: str) -> set[str]:
+    """``value`` and what the same secret looks like elsewhere: percent-encoded and decoded, without its
+    scheme prefix (``Bearer x`` -> ``x``), a Basic token's decoded ``user:password`` and password, and each of
+    these encoded (:func:`derived_forms`); forms shorter than ``MIN_REGISTERED_SECRET`` are left out."""
+    forms = {value, urllib.parse.unquote(value), urllib.parse.quote(value, safe="")}
+    match = _SCHEME_VALUE.match(value.strip())
+    if match is not None:
+        scheme, credential = match.group(1), match.group(2).strip()
+        forms.add(credential)
+        if scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(credential, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError, ValueError):
+                decoded = ""
+            user, sep, password = decoded.partition(":")
+            forms.update({decoded, password} if sep else {decoded})
+    forms = {f for f in forms if len(f.strip()) >= MIN_REGISTERED_SECRET}
+    return forms.union(*(derived_forms(f) for f in forms))
+
+
+def _env_names(obj: Any, out: set[str]) -> None:
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            if str(k).lower().endswith("_env") and isinstance(v, str) and v:
+                out.add(v)
+            elif str(k).lower().endswith("_env") and isinstance(v, Mapping):
+                # e.g. agent.headers_env: {Authorization: MY_AGENT_TOKEN}: every value names a secret variable
+                out.update(str(name) for name in v.values() if isinstance(name, str) and name)
+            _env_names(v, out)
+    elif isinstance(obj, list | tuple):
+        for v in obj:
+            _env_names(v, out)
+
+
+def env_secret_values(*configs: Any, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Contents of the environment variables named by ``*_env`` keys of ``configs`` (mappings) and of
+    ``DEFAULT_SECRET_ENV``, longest first."""
+    env = os.environ if environ is None else environ
+    names: set[str] = set(DEFAULT_SECRET_ENV)
+    for block in configs:
+        _env_names(block, names)
+    values = {env.get(n, "") for n in names}
+    return sorted((v for v in values if v.strip()), key=len, reverse=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from doceval.common.io import loads
+from doceval.common.bounded_json import loads
 from doceval.errors import UsageError
 
 

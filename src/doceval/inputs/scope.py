@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from doceval.common.bounded_json import loads
 from doceval.common.hints import rerun
-from doceval.common.io import loads, write_json_atomic
+from doceval.common.io import write_json_atomic
 from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry, GoldenError, Problem, parse_golden
 from doceval.inputs.marks import Mark, find_marks, governs

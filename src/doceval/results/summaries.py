@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from doceval.common.io import finite_or_null, loads
+from doceval.common.bounded_json import loads
+from doceval.common.io import finite_or_null
 from doceval.errors import UsageError
 from doceval.scoring.registry import METRIC_NAMES
 

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from doceval.common.io import loads
+from doceval.common.bounded_json import loads
 from doceval.common.redact import redact_url, scrub_message
 from doceval.config import schema
 from doceval.llm import LLMConfig, LLMError, PromptTemplate, TemplatedChat

@@ -4,10 +4,8 @@ tracking modules use (there is no second implementation here)."""
 from __future__ import annotations
 
 from doceval.common.redact import (
-    DEFAULT_SECRET_ENV,
     MIN_SUBSTRING_SECRET,
     REDACTED,
-    env_secret_values,
     leaks,
     redact_bytes,
     redact_text,
@@ -16,7 +14,7 @@ from doceval.common.redact import (
     secret_values,
     url_secret_values,
 )
-from doceval.common.secret_rule import secret_name
+from doceval.common.secret_rule import DEFAULT_SECRET_ENV, env_secret_values, secret_name
 
 __all__ = [
     "DEFAULT_SECRET_ENV",

@@ -15,13 +15,14 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from doceval.common.bounded_json import MAX_JSON_DEPTH, deeper_than
 from doceval.common.concurrency import (
     DEFAULT_TIMEOUT_S,
     CallTimedOut,
     DeadlineCaller,
     timeout_of,
 )
-from doceval.common.io import MAX_JSON_DEPTH, deeper_than, json_text
+from doceval.common.io import json_text
 from doceval.common.targets import load_target, provenance_of
 from doceval.config import schema
 from doceval.errors import UsageError

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from doceval.common.io import loads
+from doceval.common.bounded_json import loads
 from doceval.common.redact import (
     redact_url,
     register_basic_token,
