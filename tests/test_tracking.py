@@ -440,18 +440,7 @@ def test_ensure_store_idempotent_and_concurrent(tmp_path: Path) -> None:
 def test_real_mlflow_server(tmp_path: Path, mlflow_server: Server | None) -> None:
     assert mlflow_server is not None
     uri = mlflow_server.uri
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=1) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            pass
-        if mlflow_server.proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail("mlflow server did not start:\n" + mlflow_server.log.read_text()[-3000:])
-        time.sleep(0.25)
-
+    _wait_for(mlflow_server)
     tracking.check_reachable(uri)
     tracking.ensure_store(uri, tmp_path)
     run_id = tracking.log_run(make_summary("test"), uri=uri, root=tmp_path, run_name="via-server",

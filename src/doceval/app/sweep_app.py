@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from doceval.common.hints import rerun
 from doceval.common.io import write_json_atomic
-from doceval.common.redact import register_config, register_overrides
+from doceval.common.redact import register_config, register_overrides, scrub_stdio
 from doceval.config.compose import validate_config
 from doceval.config.project import with_project
 from doceval.config.schema import Config
@@ -100,6 +100,7 @@ def main(dcfg: DictConfig) -> None:
     hc = HydraConfig.get()
     job_id = str(hc.job.num)
     register_overrides(list(hc.overrides.task))  # a point is a process of its own: its writers scrub them all
+    scrub_stdio()  # and what it prints: the user's code it runs may print a secret (its log is shown on failure)
     # The project's doceval.yaml overrides came first and are the same at every point: the point's own are
     # what name its run.
     shared = set(with_project([]))

@@ -86,7 +86,12 @@ def compose(
         return validate_config({str(k): v for k, v in data.items()})
     except yaml.YAMLError as exc:  # a conf/ file that is not YAML (Hydra lets the parser's error through)
         raise UsageError(_yaml_error(exc, conf_dir)) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except MissingConfigException as exc:
+        raise UsageError(scrub_message(f"config override: {_first_line(exc)}")) from None
+    except (ConfigCompositionException, OmegaConfBaseException, HydraException) as exc:
+        text = f"config override: {_first_line(exc)} (see conf/ for the groups and keys)"
+        raise UsageError(scrub_message(text)) from None
+    except (OSError, UnicodeDecodeError) as exc:  # after Hydra's: MissingConfigException is an OSError
         where = getattr(exc, "filename", None) or _undecodable(conf_dir) or f"a file under {conf_dir}/"
         why = (
             f"not UTF-8 text: {exc.reason}"
@@ -94,11 +99,6 @@ def compose(
             else exc.strerror or str(exc)
         )
         raise UsageError(f"{where}: cannot read the Hydra config ({why}); fix or restore it") from None
-    except MissingConfigException as exc:
-        raise UsageError(scrub_message(f"config override: {_first_line(exc)}")) from None
-    except (ConfigCompositionException, OmegaConfBaseException, HydraException) as exc:
-        text = f"config override: {_first_line(exc)} (see conf/ for the groups and keys)"
-        raise UsageError(scrub_message(text)) from None
     except UsageError as exc:  # the schema's message quotes the value: a URL's password, a token
         raise UsageError(scrub_message(str(exc))) from None
 
