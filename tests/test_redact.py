@@ -156,12 +156,14 @@ def test_credentials_in_environment_urls_are_registered() -> None:
     """H6: MLflow printed "View run at: http://user:pass@..." from MLFLOW_TRACKING_URI; Ray reads RAY_ADDRESS."""
     register_environment({"MLFLOW_TRACKING_URI": "http://bob:Tr4ck1ngPa55@mlflow.internal:5000",
                           "RAY_ADDRESS": "ray://ray:R4yClust3rKey@head:10001",
-                          "HTTPS_PROXY": "http://proxy.local:3128/?token=pr0xyT0ken99", "HOME": "/root"})  # fmt: skip
+                          "HTTPS_PROXY": "http://proxy.local:3128/?token=pr0xyT0ken99", "HOME": "/root",
+                          "GIT_REMOTE": "ssh://deployer@git.internal/repo"})  # fmt: skip
     line = "View run x at: http://bob:Tr4ck1ngPa55@mlflow.internal:5000/#/experiments/1"
     printed = scrub_data(line)
     assert "Tr4ck1ngPa55" not in printed and "mlflow.internal:5000/#/experiments/1" in printed
     assert "R4yClust3rKey" not in scrub_data("joined ray://ray:R4yClust3rKey@head:10001")
     assert "pr0xyT0ken99" not in scrub_data("proxy pr0xyT0ken99")
+    assert scrub_data("the deployer account") == "the deployer account"  # an ssh user name is no credential
     basic = base64.b64encode(b"bob:Tr4ck1ngPa55").decode()
     assert basic not in scrub_data(f"Authorization: Basic {basic}")
 

@@ -340,17 +340,19 @@ def register_overrides(overrides: Iterable[str]) -> None:
 
 
 def register_environment(environ: Mapping[str, str] | None = None) -> None:
-    """Register the credentials of every URL in an environment variable (``MLFLOW_TRACKING_URI``,
-    ``RAY_ADDRESS``, a proxy): MLflow, Ray and urllib read them without doceval seeing the value, and print
-    them ("View run at: http://user:password@..."). Also the contents of ``DEFAULT_SECRET_ENV``."""
+    """Register ``DEFAULT_SECRET_ENV`` and the credentials of every URL in an environment variable (MLflow and
+    Ray read ``MLFLOW_TRACKING_URI``, ``RAY_ADDRESS`` and print them); a bare ``user@`` only in an http(s) or ray
+    URL (``https://TOKEN@host``: ``ssh://git@host`` names an account)."""
     env = os.environ if environ is None else environ
     for value in env_secret_values(environ=env):
         register_secret(value)
     for value in env.values():
-        if "://" not in value:
-            continue
-        for m in _URL_IN_TEXT.finditer(value):
+        for m in _URL_IN_TEXT.finditer(value) if "://" in value else ():
             url = m.group(0).rstrip(_TRAILING)
+            scheme, _, rest = url.partition("://")
+            account = ":" not in rest.split("/")[0].rpartition("@")[0]  # a user name alone
+            if account and scheme.lower() not in ("http", "https", "ray"):
+                url = _USERINFO.sub(r"\1", url)
             for cred in url_credentials(url):
                 register_secret(cred)
             if "@" in url:
