@@ -85,6 +85,8 @@ class FakeAgent:
                 elif fault == "bad_sources":
                     payload["sources"] = "pydantic@2.8.2:a"
                 data = b"{not json" if fault == "bad_json" else json.dumps(payload).encode()
+                if fault == "deep":  # valid JSON nested 100k levels deep (json.loads: RecursionError)
+                    data = data[:-1] + b', "debug": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
                 if fault is not None and fault.startswith("score="):
                     # The first source's score written as raw JSON text: NaN, -Infinity, 1e400 (what other
                     # JSON encoders emit), which json.dumps cannot produce from a number.

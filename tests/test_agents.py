@@ -137,6 +137,28 @@ def test_faults_become_per_entry_errors_and_transient_ones_are_retried(
     assert_no_secret(errors, caplog.text)
 
 
+def test_a_reply_nested_100k_deep_is_a_counted_system_error(server: FakeAgent, tmp_path: Path) -> None:
+    """Issue 39 H10: 100k-deep JSON in the probe reply was a RecursionError (exit 1); in any reply, or from a
+    user's function, it is one entry's system error, the run goes on."""
+    server.always = {"deep": "deep", "doceval connectivity check: please ignore": "deep"}
+    agent = HttpAgent(server.url, timeout_s=5, max_retries=0)
+    agent.check()  # the probe's reply is malformed: a warning, never a crash
+    out = run_external([Probe("d", "deep", "pydantic", "2.8.2"), Probe("ok", "ok", "pydantic", "2.8.2")], agent,
+                       journal_path=tmp_path / "journal.jsonl", progress=False)  # fmt: skip
+    error = out.responses["d"].error or ""
+    assert error.startswith("malformed:") and "nested deeper than 100 levels" in error
+    assert out.responses["ok"].error is None and out.n_errors == 1
+    deep: dict[str, Any] = {}
+    for _ in range(100_000):
+        deep = {"a": deep}
+    reply = {"answer": "x", "sources": [], "refused": False, "debug": deep}
+    own = function_agent(lambda **_: reply if _["question"] == "deep" else {**reply, "debug": 1})
+    out = run_external([Probe("d", "deep", "pydantic", "2.8.2"), Probe("ok", "ok", "pydantic", "2.8.2")], own,
+                       progress=False)  # fmt: skip
+    assert (out.responses["d"].error or "").startswith("malformed: the reply nests deeper than 100 levels")
+    assert out.responses["ok"].error is None
+
+
 def test_the_journal_resumes_ok_entries_and_retries_errored_ones(server: FakeAgent, tmp_path: Path) -> None:
     journal = tmp_path / "journal.jsonl"
     agent = make_agent(http_cfg(server.url, max_retries=0))

@@ -3,6 +3,7 @@ are usage errors that list the options."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,37 @@ def test_params_check_detects_drift(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert main(["params", "--check"]) == 2
     assert main(["params"]) == 0
     assert main(["params", "--check"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("damage", "expected"),
+    [
+        ("append", "conf/config.yaml:{line}: not valid YAML (expected ',' or ']'"),
+        ("not utf-8", "conf/config.yaml: cannot read the Hydra config (not UTF-8 text"),
+        ("a directory", "conf/config.yaml: is not a file (a directory or a dangling link)"),
+    ],
+)
+def test_an_invalid_conf_config_yaml_is_exit_2_naming_it(
+    damage: str,
+    expected: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 39 H12: a YAML error in ./conf/config.yaml was a traceback (exit 1); one that is a directory was
+    silently passed over for the shipped conf/."""
+    shutil.copytree(ROOT / "conf", tmp_path / "conf")
+    config = tmp_path / "conf" / "config.yaml"
+    lines = len(config.read_text(encoding="utf-8").splitlines())
+    if damage == "append":
+        config.write_text(config.read_text(encoding="utf-8") + "k: [1\n", encoding="utf-8")
+    elif damage == "not utf-8":
+        config.write_bytes(config.read_bytes() + b"note: \xff\xfe\n")
+    else:
+        config.unlink()
+        config.mkdir()
+    monkeypatch.chdir(tmp_path)
+    for argv in (["params"], ["eval", "--no-track", "k=3"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert expected.format(line=lines + 2) in err and "Traceback" not in err

@@ -392,3 +392,18 @@ def test_one_run_budget_stops_answering_or_judging_cleanly_and_resumes(
         answers_usd
     )  # resumed answers' cost kept
     assert summary["config"]["run"]["budget_usd"] is None
+
+
+def test_overrides_and_flags_mix_in_any_order(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 39 H21: overrides after a flag were "unrecognized arguments"; they join the others in the order
+    given, and --floor's LIB=VALUE stays the flag's (never read as an override)."""
+    argv = ["eval", "retriever=bm25", "--no-track", "k=3", "--output", "mixed.json", "--floor", "pydantic=0.3",
+            "floors=zero", "--quiet", "--split", "test", "k=2"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    recorded = json.loads((project / "mixed.json").read_text())["config"]
+    assert recorded["k"] == 2  # the later override wins, as Hydra applies them in order
+    assert recorded["retriever"]["name"] == "bm25"
+    assert recorded["floors"]["per_library"] == {"pydantic": 0.3} and recorded["floors"]["source"] == "cli"
+    with pytest.raises(SystemExit) as usage:  # argparse's exit, after its message
+        main(["eval", "k=3", "--output", "x.json", "--no-such-flag", "floors=zero"])
+    assert usage.value.code == 2 and "unrecognized arguments: --no-such-flag" in capsys.readouterr().err

@@ -10,7 +10,10 @@ import pytest
 
 from doceval.cli.main import main
 from doceval.errors import UsageError
+from doceval.inputs.corpus import load_corpus
+from doceval.inputs.docs import Document, write_corpus
 from doceval.inputs.golden import GoldenError, parse_golden, select_split
+from doceval.inputs.scope import load_checked_golden
 from doceval.inputs.splits import assign_splits, write_splits
 
 CORPUS_IDS = {"lib@1.0:lib.a", "lib@1.0:lib.b", "lib@2.0:lib.a"}
@@ -295,3 +298,48 @@ def test_cli_golden_validate_checks_ids_against_the_built_corpus(tmp_path, capsy
     bad = write(tmp_path, [entry(relevant_ids=["lib@1.0:lib.b"])])
     assert main(["golden", "validate", str(bad), "--corpus", str(tmp_path / "docs")]) == 2
     assert "'lib@1.0:lib.b' is not in the built corpus" in capsys.readouterr().err
+
+
+def test_an_extra_field_nested_100k_deep_is_exit_2_naming_its_line(tmp_path, capsys):
+    """Issue 39 H10: json.loads raised RecursionError (exit 1, a traceback); nesting is bounded where it is
+    read, and the line is named like any other bad JSON (a JSON array names its line too)."""
+    deep = json.dumps(entry(id="q2"))[:-1] + ', "notes": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    path = write(tmp_path, [entry(), deep])
+    assert main(["golden", "validate", str(path), "--no-corpus"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{path}:2: (json): not valid JSON: nested deeper than 100 levels" in err and "Traceback" not in err
+    )
+    array = tmp_path / "golden.json"
+    array.write_text("[\n" + json.dumps(entry()) + ",\n" + deep + "\n]\n", encoding="utf-8")
+    assert main(["golden", "validate", str(array), "--no-corpus"]) == 2
+    assert f"{array}:3: (json): not valid JSON: nested deeper than 100 levels" in capsys.readouterr().err
+    shallow = write(tmp_path, [entry(notes=json.loads("[" * 99 + "]" * 99))])  # 100 levels with the entry
+    assert main(["golden", "validate", str(shallow), "--no-corpus"]) == 0
+
+
+def test_a_qrels_judgment_of_a_missing_document_is_an_error(tmp_path, capsys):
+    """Issue 39 H18: a qrels line naming a document of the right pin that the built corpus lacks passed
+    validation (only relevant ids were checked for existence); it is an error of every validation against
+    documents (the corpus, an --ids file, and a run), as relevant_id_missing is."""
+    docs = [Document(f"lib@1.0:lib.{n}", "lib", "1.0", f"lib.{n}", "function", f"def lib.{n}()\n\nDoes {n}.")
+            for n in ("a", "b")]  # fmt: skip
+    write_corpus({"lib@1.0": docs}, tmp_path / "docs", 1500, {})
+    path = write(tmp_path, [entry()])
+    judged = [{"id": "q1", "doc_id": "lib@1.0:lib.a", "grade": 2, "judged_by": "me", "reason": "answers"},
+              {"id": "q1", "doc_id": "lib@1.0:lib.b", "grade": 0, "judged_by": "me", "reason": "other API"}]  # fmt: skip
+    qrels = tmp_path / "golden.qrels.jsonl"
+    qrels.write_text("".join(json.dumps(j) + "\n" for j in judged), encoding="utf-8")
+    assert main(["golden", "validate", str(path), "--corpus", str(tmp_path / "docs")]) == 0
+    capsys.readouterr()
+    judged[1]["doc_id"] = "lib@1.0:lib.typo"  # the right pin, no such document
+    qrels.write_text("".join(json.dumps(j) + "\n" for j in judged), encoding="utf-8")
+    assert main(["golden", "validate", str(path), "--corpus", str(tmp_path / "docs")]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:1: qrels: entry q1: 'lib@1.0:lib.typo' is judged in the qrels (grade 0)" in err
+    with pytest.raises(GoldenError, match="is judged in the qrels"):  # what every run loads its labels with
+        load_checked_golden(path, load_corpus(tmp_path / "docs"))
+    ids = tmp_path / "ids.txt"
+    ids.write_text("lib@1.0:lib.a\nlib@1.0:lib.b\n", encoding="utf-8")
+    assert main(["golden", "validate", str(path), "--ids", str(ids)]) == 2
+    assert f"{qrels}:2: doc_id: 'lib@1.0:lib.typo' is not in {ids} (--ids)" in capsys.readouterr().err

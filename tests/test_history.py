@@ -247,3 +247,18 @@ def test_runs_say_what_they_are(project: Path) -> None:
         note.startswith(f"hit_rate {hit:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]")
         and "answer_accuracy not judged" in note
     )
+
+
+def test_same_golden_without_the_configured_golden_set_is_exit_2(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39 H12: --same-golden hashes the configured golden set; without it, FileNotFoundError was a
+    traceback (exit 1). The message names the file and the ways out."""
+    (project / "data" / "golden" / "v2.1.jsonl").unlink()
+    assert main(["history", "--same-golden", "--tracking-uri", f"sqlite:///{project / 'mlruns.db'}"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "--same-golden: the configured golden set data/golden/v2.1.jsonl (the `golden` key) cannot be read"
+        in err
+    )
+    assert "--golden-md5" in err and "Traceback" not in err

@@ -412,6 +412,24 @@ def test_validate_reports_components_the_paired_bootstrap_and_each_label_file(
     assert f"{second} (6 rows):" in out
 
 
+@pytest.mark.slow
+def test_a_lone_surrogate_in_a_label_file_is_judged_not_a_crash(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39 H11: a candidate (or reference) holding a lone surrogate ("\\ud800" in the JSON) crashed the
+    offline judge's tokenizer; it is read as the text \\udXXX, like a reply's in a run."""
+    path = _labels_file(project)
+    lines = path.read_text().splitlines()
+    lines[0] = lines[0].replace("for that.", "for that \\ud800 here.")  # a JSON escape: a lone surrogate
+    path.write_text("\n".join(lines) + "\n")
+    args = ["judge", "validate", str(path), "judge=reference", "--quiet", "--no-track", "--output", "r.json"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    rows = json.loads((project / "r.json").read_text())["rows"]
+    assert len(rows) == 6 and all(r["similarity"] is not None for r in rows)
+
+
 def test_label_files_that_cannot_be_read_together_are_named(project: Path) -> None:
     from doceval.inputs.judge_labels import read_label_files
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from fake_agent import serving
 from openai_server import FakeOpenAI, embed_vector
 
 from doceval.errors import UsageError
@@ -297,3 +299,37 @@ def test_prompt_template_sections_and_id(tmp_path: Path) -> None:
         PromptTemplate.load(str(bad)).render(question="q")
     with pytest.raises(UsageError, match="not a shipped template"):
         PromptTemplate.load("missing.txt")
+
+
+class _DeepReply(BaseHTTPRequestHandler):
+    """An OpenAI-compatible server whose chat reply carries a field nested 100k levels deep."""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = (
+            b'{"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [{"index": 0, '
+            b'"finish_reason": "stop", "message": {"role": "assistant", "content": "hi"}}], "extra": '
+            + b"[" * 100_000
+            + b"]" * 100_000
+            + b"}"
+        )
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_a_reply_nested_100k_deep_is_a_failed_call_not_a_crash(tmp_path: Path) -> None:
+    """Issue 39 H10, for an LLM server: the client's JSON parser raised RecursionError through every handler;
+    it is a malformed reply (retried, then an LLMError the run counts)."""
+    with serving(_DeepReply) as srv:
+        base = {"model": "m", "base_url": f"http://127.0.0.1:{srv.server_address[1]}/v1", "max_retries": 1,
+                "retry_base_delay_s": 0.01, "retry_max_delay_s": 0.02, "timeout_s": 5, "cache_path": None}  # fmt: skip
+        client = ChatClient(LLMConfig.from_mapping(base, "answerer"), "answerer")
+        with pytest.raises(LLMError, match="nested too deep"):
+            client.complete(MESSAGES)
+        assert client.ledger.snapshot()["answerer"]["requests"] == 2

@@ -14,10 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_conversation_surfaces import GOLDEN as CONVERSATIONS
+from test_conversation_surfaces import MemoryAssistant
 from test_eval_cli import DOCS
 from test_guards import ROWS, _golden_text
 from tiny_project import make_tiny_project
 
+import doceval
 import doceval.harness.candidates as candidates_module
 import doceval.inputs.corpus as corpus_module
 import doceval.inputs.golden as golden_module
@@ -138,3 +141,26 @@ def _params(root: Path) -> Config:
     from doceval.config.compose import load_params
 
     return load_params(root / "params.yaml")
+
+
+def test_limit_keeps_every_conversation_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 39 H14: --limit 1 kept turn 1 of a 3-turn conversation and reported all_turns_correct for it.
+    A limit counts the golden set's records: a conversation is one, with all its turns (the dry run too)."""
+    path = tmp_path / "golden.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in CONVERSATIONS), encoding="utf-8")
+    one = doceval.evaluate(path, agent=MemoryAssistant(), k=2, overrides=["limit=1"])
+    assert [e["id"] for e in one["entries"]] == ["conv-a#1", "conv-a#2", "conv-a#3"]
+    assert one["metrics"]["conversations"]["n_conversations"] == 1
+    two = doceval.evaluate(path, agent=MemoryAssistant(), k=2, overrides=["limit=2"])
+    assert [e["id"] for e in two["entries"]] == ["conv-a#1", "conv-a#2", "conv-a#3", "q-single"]
+    (tmp_path / "conv_agent.py").write_text(
+        "def answer(question, library, version, session_id):\n"
+        "    return {'answer': 'x', 'sources': [], 'refused': True}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    code = main(["eval", "--dry-run", "--golden", str(path), "--split", "all", "--limit", "1", "agent=function",
+                 "agent.target=conv_agent:answer"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0 and "system     (your assistant)             3" in out

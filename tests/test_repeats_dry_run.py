@@ -5,6 +5,7 @@ OpenAI-compatible server with the shipped answerer and judge configs."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,22 @@ def test_dry_run_prints_requests_tokens_and_cost_per_role_and_calls_nothing(
     assert int(lines["judge"][4].replace(",", "")) == judge_completion
     assert float(lines["judge"][5]) == pytest.approx(judge_completion * 2.0 / 1000, abs=1e-4)
     assert "estimated cost" in out and "nothing was sent" in out
+
+
+@pytest.mark.parametrize("system", [["agent=function", "agent.target=my_assistant:answer"],
+                                    ["agent=http", "agent.url=http://127.0.0.1:9/ask"],
+                                    ["retriever=function", "retriever.target=my_assistant:retrieve"]])  # fmt: skip
+def test_dry_run_of_a_users_system_needs_no_built_corpus(
+    project: Path, capsys: pytest.CaptureFixture[str], system: list[str]
+) -> None:
+    """Issue 39 H15: the dry run demanded data/docs (a built corpus) that the real run of a user's assistant or
+    retriever function does not need; it reads what that run reads. Nothing is called (the URL is dead)."""
+    shutil.rmtree(project / "data" / "docs")
+    (project / "my_assistant.py").write_text("def answer(**_):\n    raise AssertionError('called')\n"
+                                             "def retrieve(question, k):\n    raise AssertionError('called')\n")  # fmt: skip
+    assert main(["eval", "--dry-run", "--split", "test", "--no-judge", *system]) == 0
+    out = capsys.readouterr().out
+    assert "estimated cost" in out
 
 
 @pytest.mark.parametrize("repeats", ["0", "-1"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import http.server
 import io
 import json
 import multiprocessing as mp
@@ -22,13 +23,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_agent import serving
 from mlflow.tracking import MlflowClient
+from tiny_project import make_tiny_project
 
 import doceval
 from doceval import tracking
+from doceval.cli.main import main
+from doceval.common.redact import forget_secrets
 from doceval.errors import UsageError
 
 SENTINEL = "sk-doceval-sentinel-7f3a9c1e55d2"
+# The tests that need the real `mlflow server` (started once for the module, only when one of them is selected).
+SERVER_TESTS = ("test_real_mlflow_server", "test_mlflow_never_prints_the_credentials_of_its_tracking_uri")
 
 
 @pytest.fixture(autouse=True)
@@ -100,7 +107,7 @@ def mlflow_server(
 ) -> Iterator[Server | None]:
     """A real `mlflow server` on a free 127.0.0.1 port, started when this module starts (it takes ~20 s to
     boot on a small machine, so it boots while the other tests run) and only if test (c) is selected."""
-    if not any(item.name == "test_real_mlflow_server" for item in request.session.items):
+    if not any(item.name in SERVER_TESTS for item in request.session.items):
         yield None
         return
     base = tmp_path_factory.mktemp("server")
@@ -433,18 +440,7 @@ def test_ensure_store_idempotent_and_concurrent(tmp_path: Path) -> None:
 def test_real_mlflow_server(tmp_path: Path, mlflow_server: Server | None) -> None:
     assert mlflow_server is not None
     uri = mlflow_server.uri
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=1) as resp:
-                if resp.status == 200:
-                    break
-        except OSError:
-            pass
-        if mlflow_server.proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail("mlflow server did not start:\n" + mlflow_server.log.read_text()[-3000:])
-        time.sleep(0.25)
-
+    _wait_for(mlflow_server)
     tracking.check_reachable(uri)
     tracking.ensure_store(uri, tmp_path)
     run_id = tracking.log_run(make_summary("test"), uri=uri, root=tmp_path, run_name="via-server",
@@ -505,3 +501,93 @@ def test_header_variables_of_an_http_agent_are_secrets(monkeypatch: pytest.Monke
     assert "agent-secret-123456" not in json.dumps(
         tracking.scrub({"note": "Bearer agent-secret-123456"}, secrets)
     )
+
+
+# ------------------------------------------------------------------------------------------- issue 39 H6, H12
+
+TRACKING_PASSWORD = "Tr4ck1ng-Pa55w0rd-0451"
+TINY_DOCS = {
+    "pydantic@2.8.2": [("pydantic.main.BaseModel.model_dump", "def model_dump(self)\n\nA dict of the model.")]
+}
+TINY_GOLDEN = json.dumps({"id": "a1", "question": "dict of the model", "library": "pydantic", "version": "2.8.2",
+                          "relevant_ids": ["pydantic@2.8.2:pydantic.main.BaseModel.model_dump"], "split": "test",
+                          "kind": "lookup", "reference_answer": "model_dump", "out_of_scope": False,
+                          "expected_apis": ["model_dump"], "forbidden_apis": []}) + "\n"  # fmt: skip
+
+
+class _NotMlflow(http.server.BaseHTTPRequestHandler):
+    """A web server that answers everything (its /health too) with a 404 page, as a wrong port would."""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        body = b"<!DOCTYPE html><html><body><h1>404 Not Found</h1></body></html>"
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET
+
+
+def test_a_tracking_uri_that_answers_but_is_not_mlflow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """H12: a URI where some web server answers: exit 2 naming it (credentials masked) and the fix, for every
+    command that reads or writes runs (history was a traceback, exit 1)."""
+    make_tiny_project(tmp_path, TINY_DOCS, TINY_GOLDEN)
+    monkeypatch.chdir(tmp_path)
+    with serving(_NotMlflow) as server:
+        uri = f"http://alice:{TRACKING_PASSWORD}@127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(UsageError, match="answers, but not as an MLflow tracking server"):
+            tracking.check_reachable(uri)
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+        for argv in (
+            ["history", "--metric", "hit_rate"],
+            ["eval", "--quiet", "retriever=bm25", "floors=zero"],
+        ):
+            forget_secrets()
+            assert main(argv) == 2, argv
+            out, err = capfd.readouterr()
+            assert "not as an MLflow tracking server" in err and "Traceback" not in out + err
+            assert TRACKING_PASSWORD not in out + err and "<!DOCTYPE" not in err
+
+
+@pytest.mark.slow
+def test_mlflow_never_prints_the_credentials_of_its_tracking_uri(
+    tmp_path: Path,
+    mlflow_server: Server | None,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """H6: MLflow itself prints "View run ... at: http://user:pass@host/..." for an http store: the
+    credentials of MLFLOW_TRACKING_URI are registered from the environment and masked in what it prints."""
+    assert mlflow_server is not None
+    _wait_for(mlflow_server)
+    make_tiny_project(tmp_path, TINY_DOCS, TINY_GOLDEN)
+    monkeypatch.chdir(tmp_path)
+    host = mlflow_server.uri.split("://", 1)[1]
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"http://alice:{TRACKING_PASSWORD}@{host}")
+    forget_secrets()
+    code = main(["eval", "--quiet", "--output", "run.json", "retriever=bm25", "floors=zero"])
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert "View run" in out + err  # MLflow printed its line: the path under test ran
+    assert TRACKING_PASSWORD not in out + err and "Traceback" not in out + err
+    assert TRACKING_PASSWORD not in (tmp_path / "run.json").read_text()
+
+
+def _wait_for(server: Server) -> None:
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(f"{server.uri}/health", timeout=1) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        if server.proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail("mlflow server did not start:\n" + server.log.read_text()[-3000:])
+        time.sleep(0.25)

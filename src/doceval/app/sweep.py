@@ -25,10 +25,12 @@ from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from doceval.app.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, FAILED_SUFFIX
+from doceval.app.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, ENV_SHOWN, FAILED_SUFFIX
 from doceval.common.hints import rerun
 from doceval.common.io import check_writable, write_text_atomic
 from doceval.common.progress import Progress
+from doceval.common.redact import redact_text
+from doceval.common.secret_rule import secret_name
 from doceval.common.table import format_table
 from doceval.config.compose import check_override_syntax, compose, find_conf_dir
 from doceval.config.project import with_project
@@ -106,6 +108,25 @@ def sweep_points(overrides: Sequence[str]) -> tuple[list[list[str]], set[str]]:
     return [list(point) for point in itertools.product(*lists.values())], swept
 
 
+def shown_points(points: Sequence[Sequence[str]]) -> list[list[str]]:
+    """Each point's overrides as runs, rows and messages name them: a value that holds a secret (a key secret by
+    the one name rule, a registered value, URL credentials) becomes ``<redacted#n>``, n numbering that key's
+    distinct values in this sweep's launch order, so points that differ only in a secret stay apart. Never a
+    digest: a hash of a short token can be reversed by trying candidates."""
+    ordinals: dict[str, dict[str, int]] = {}
+    shown: list[list[str]] = []
+    for point in points:
+        row = []
+        for override in point:
+            key, sep, value = override.partition("=")
+            if sep and (secret_name(key.lstrip("+~")) or redact_text(value) != value):
+                seen = ordinals.setdefault(key, {})
+                override = f"{key}=<redacted#{seen.setdefault(value, len(seen) + 1)}>"
+            row.append(override)
+        shown.append(row)
+    return shown
+
+
 def _label(point: Sequence[str], swept_keys: set[str]) -> str:
     """A point's swept values, e.g. ``k=3 floors.global=0.2``: what tells it from the other points."""
     return " ".join(o for o in point if o.split("=", 1)[0] in swept_keys) or "(base)"
@@ -118,6 +139,8 @@ def validate_points(points: Sequence[Sequence[str]], swept_keys: set[str]) -> Co
     caches: dict[Path, CandidateSet] = {}
     notes: dict[str, None] = {}
     first: Config | None = None
+    # Composing a point registers its secret values: the labels below are made once all are known.
+    shown = shown_points(points)
     for i, point in enumerate(points):
         captured = io.StringIO()  # plan notes, shown once below rather than once per point
         try:
@@ -126,7 +149,7 @@ def validate_points(points: Sequence[Sequence[str]], swept_keys: set[str]) -> Co
                 _check_point(cfg, caches, first_point=i == 0)
         except UsageError as exc:
             raise UsageError(
-                f"sweep point {i + 1} of {len(points)} ({_label(point, swept_keys)}): {exc}\n"
+                f"sweep point {i + 1} of {len(points)} ({_label(shown[i], swept_keys)}): {exc}\n"
                 "fix or drop that value; nothing was run or written"
             ) from None
         finally:
@@ -200,7 +223,7 @@ def run_sweep(
         from doceval.app.sweep_ray import run_sweep_ray
 
         return run_sweep_ray(final, cfg, overrides, root, track, progress)
-    _, swept_keys = sweep_points(final)
+    planned, swept_keys = sweep_points(final)
     sweep_dir = root / "eval" / "sweeps" / time.strftime("%Y%m%d-%H%M%S")
     tracked = track and cfg.tracking.enabled
     uri = None
@@ -211,7 +234,8 @@ def run_sweep(
         uri = tracking.tracking_uri(cfg.tracking.uri, root)
         tracking.check_reachable(uri, write=True)  # before any folder or run is made
     check_writable(sweep_dir, str(sweep_dir), f"make {sweep_dir.parent} writable (sweeps write there)")
-    env = {**os.environ, ENV_DIR: str(sweep_dir), ENV_ROOT: str(root)}
+    env = {**os.environ, ENV_DIR: str(sweep_dir), ENV_ROOT: str(root),
+           ENV_SHOWN: json.dumps(shown_points(planned))}  # fmt: skip
     parent = None
     if tracked and uri is not None:
         # start_parent creates the store before any parallel writer starts: first-time sqlite creation races.

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from doceval.common.hints import rerun
 from doceval.common.io import write_json_atomic
-from doceval.common.redact import register_config, register_overrides
+from doceval.common.redact import register_config, register_overrides, scrub_stdio
 from doceval.config.compose import validate_config
 from doceval.config.project import with_project
 from doceval.config.schema import Config
@@ -30,6 +30,8 @@ from doceval.scoring.registry import names
 ENV_PARENT = "DOCEVAL_SWEEP_PARENT"
 ENV_DIR = "DOCEVAL_SWEEP_DIR"
 ENV_ROOT = "DOCEVAL_PROJECT_ROOT"
+# Every point's overrides as `doceval sweep` names them (JSON, by job): secret values as <redacted#n>.
+ENV_SHOWN = "DOCEVAL_SWEEP_SHOWN"
 FAILED_SUFFIX = ".failed"  # points/<job>.failed: JSON {job, overrides, error, usage_error}
 
 
@@ -81,6 +83,17 @@ def _tracked(cfg: Config, root: Path) -> tuple[str, str] | None:
     return parent, tracking.tracking_uri(cfg.tracking.uri, root)
 
 
+def _shown(overrides: list[str], job_id: str) -> list[str]:
+    """The point's overrides with each one holding a secret replaced by the sweep's label for it
+    (``key=<redacted#n>``, doceval.app.sweep.shown_points), so its run, row and point file tell it apart."""
+    try:
+        labels = json.loads(os.environ.get(ENV_SHOWN) or "[]")[int(job_id)]
+    except (ValueError, IndexError, TypeError):
+        return overrides
+    by_key = {str(o).partition("=")[0].lstrip("+~"): str(o) for o in labels if "=<redacted#" in str(o)}
+    return [by_key.get(o.partition("=")[0].lstrip("+~"), o) for o in overrides]
+
+
 @hydra.main(config_path=None, config_name="config", version_base="1.3")
 def main(dcfg: DictConfig) -> None:
     root = Path(os.environ.get(ENV_ROOT, os.getcwd()))
@@ -91,10 +104,11 @@ def main(dcfg: DictConfig) -> None:
     hc = HydraConfig.get()
     job_id = str(hc.job.num)
     register_overrides(list(hc.overrides.task))  # a point is a process of its own: its writers scrub them all
+    scrub_stdio()  # and what it prints: the user's code it runs may print a secret (its log is shown on failure)
     # The project's doceval.yaml overrides came first and are the same at every point: the point's own are
     # what name its run.
     shared = set(with_project([]))
-    overrides = [o for o in hc.overrides.task if o not in shared]
+    overrides = _shown([o for o in hc.overrides.task if o not in shared], job_id)
     register_config(data)
     sweep_dir = Path(os.environ.get(ENV_DIR, hc.sweep.dir))
     out_dir = sweep_dir / "points" / job_id

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doceval.app.sweep import abandon, count_points, point_failed, sweep_points, write_outputs
+from doceval.app.sweep import abandon, count_points, point_failed, shown_points, sweep_points, write_outputs
 from doceval.app.sweep_app import FAILED_SUFFIX, run_point
 from doceval.common.io import check_writable, write_json_atomic
 from doceval.common.progress import Progress
@@ -84,11 +84,13 @@ def point_specs(
     """One spec per point, in the local sweep's job order; a point's ``engine`` overrides give way to
     ``engine=local``, and are not part of its name (its run is named as in a local sweep)."""
     points, _ = sweep_points(final)
+    shown = shown_points(points)  # a secret value as <redacted#n>: points that differ only in it stay apart
     project = project_file()
     specs = []
     for job, point in enumerate(points):
-        name = [o for o in point if not _is_engine_key(o)]
-        specs.append(PointSpec(str(job), [*name, "engine=local"], name, str(root),
+        name = [o for o in shown[job] if not _is_engine_key(o)]
+        own = [o for o in point if not _is_engine_key(o)]
+        specs.append(PointSpec(str(job), [*own, "engine=local"], name, str(root),
                                str(find_conf_dir().resolve()), str(project.resolve()) if project else None,
                                str(sweep_dir), tracked))  # fmt: skip
     return specs

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -102,9 +103,9 @@ def print_headline(summary: Mapping[str, Any], conversations: bool = True) -> No
         rows.append([one_line(label), f"{value:.4f}", ci_text, method, n])
     print("\n".join(format_table(("metric", "value", "95% CI", "interval", "n"), rows, left=(0, 2, 3))))
     if rel1_note(summary):
-        print(rel1_note(summary))
+        _note(rel1_note(summary))
     if m.get("judged_share") is not None:
-        print(one_line(judged_share_note(recorded, k)))
+        _note(judged_share_note(recorded, k))
     c = m["counts"]
     print(
         f"entries={c['n_entries']} in_scope={c['n_in_scope']} out_of_scope={c['n_out_of_scope']} "
@@ -112,11 +113,16 @@ def print_headline(summary: Mapping[str, Any], conversations: bool = True) -> No
     )
     for why in sorted(set(unmeasured.values())):
         listed = ", ".join(k for k, v in unmeasured.items() if v == why)
-        print(f"not measured: {listed}: {one_line(why)}")
+        _note(f"not measured: {listed}: {why}")
     if "conversations" in m and conversations:
         _print_conversations(m, k, shown_metrics(summary), judged_share_label(recorded, k))
     if not summary.get("complete", True):
-        print(f"INCOMPLETE: {one_line(summary['incomplete']['reason'])}")
+        _note(f"INCOMPLETE: {summary['incomplete']['reason']}")
+
+
+def _note(text: str) -> None:
+    """A note under a table, on one logical line wrapped to the terminal tables' 120 columns."""
+    print(textwrap.fill(one_line(text), width=120, break_on_hyphens=False))
 
 
 def _unmeasured_text(m: Mapping[str, Any], key: str) -> str:

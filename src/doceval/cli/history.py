@@ -75,7 +75,15 @@ def cmd_history(args: argparse.Namespace) -> int:
         # lazy: start-up (Hydra and the config schema, ~0.5 s)
         from doceval.config.compose import compose
 
-        family["golden_md5"] = labels_md5(Path(compose([]).golden))
+        golden = Path(compose([]).golden)
+        try:
+            family["golden_md5"] = labels_md5(golden)
+        except OSError as exc:
+            raise UsageError(
+                f"--same-golden: the configured golden set {golden} (the `golden` key) cannot be read "
+                f"({exc.strerror or exc}); run history where it is (the project root), set golden=PATH in "
+                "doceval.yaml, or pass --golden-md5 MD5 (a run's golden_md5 tag)"
+            ) from None
     root = Path.cwd()
     uri = tracking.tracking_uri(args.tracking_uri, root)
     split = None if args.split == "all" else args.split

@@ -21,12 +21,11 @@ import select
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
 
 from doceval.cli import beir, golden, history, ids, judge, pipeline, project, results
 from doceval.cli.common import Parser
 from doceval.common.io import TERMINAL_ERRORS
-from doceval.common.redact import register_overrides, scrub_data, scrub_message
+from doceval.common.redact import ScrubbingStream, register_environment, register_overrides, scrub_message
 from doceval.errors import EXIT_UNEXPECTED, EXIT_USAGE, GateFailed, RunIncomplete, UsageError
 
 DESCRIPTION = "doceval: evaluate documentation assistants against a labelled golden set"
@@ -88,45 +87,36 @@ def _escape_unencodable() -> None:
             stream.reconfigure(errors=TERMINAL_ERRORS)  # type: ignore[union-attr]
 
 
-class _ScrubbingStream:
-    """stdout/stderr for the length of a command: every registered secret (doceval.common.redact) is
-    masked in whatever is written, so no print, progress bar or library message can show one."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        self._stream.write(scrub_data(text))
-        return len(text)
-
-    def __getattr__(self, name: str) -> Any:  # fileno, flush, isatty, encoding...: the real stream's
-        return getattr(self._stream, name)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     _escape_unencodable()
     stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = _ScrubbingStream(stdout), _ScrubbingStream(stderr)
+    # stdout/stderr for the length of a command: every registered secret is masked in whatever is written.
+    sys.stdout, sys.stderr = ScrubbingStream(stdout), ScrubbingStream(stderr)
     try:
         return _main(argv)
     finally:
         # A stdout discarded after a broken pipe stays discarded; otherwise the caller's streams come back.
-        if isinstance(sys.stdout, _ScrubbingStream):
+        if isinstance(sys.stdout, ScrubbingStream):
             sys.stdout = stdout
         sys.stderr = stderr
 
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    register_overrides(argv if argv is not None else sys.argv[1:])  # before argparse or Hydra can quote one
+    # Before argparse or Hydra can quote one, and before MLflow or Ray read (and print) a URL's credentials.
+    register_environment()
+    register_overrides(argv if argv is not None else sys.argv[1:])
     try:
         args, extra = parser.parse_known_args(argv)
-        # argparse cannot take positionals after options once it has filled a positional list: commands
-        # that read `[LABELS] [OVERRIDES]` (judge) collect the later words themselves; anything else is an error.
-        if extra and (not hasattr(args, "words") or any(w.startswith("-") for w in extra)):
+        # argparse cannot take positionals after options once it has filled a positional list: overrides
+        # after a flag (`eval k=3 --output x agent=http`) join the ones before it, in the order given, and
+        # commands that read `[LABELS] [OVERRIDES]` (judge) collect the later words themselves. A flag's own
+        # value (`--floor LIB=VALUE`) is argparse's and never gets here; an unknown flag is an error.
+        collects = "overrides" if hasattr(args, "overrides") else "words" if hasattr(args, "words") else None
+        if extra and (collects is None or any(w.startswith("-") for w in extra)):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
-        if extra:
-            args.words = [*args.words, *extra]
+        if extra and collects is not None:
+            setattr(args, collects, [*getattr(args, collects), *extra])
     except SystemExit as exc:  # --help or a usage error: still flush here (``doceval --help | head``)
         code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else EXIT_USAGE
         raise SystemExit(_flush_stdout(code)) from None

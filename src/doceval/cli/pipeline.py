@@ -298,12 +298,13 @@ def _evaluate_repeats(cfg: Config, options: EvalOptions, repeats: int) -> dict[s
 def _dry_run(cfg: Config, options: EvalOptions, repeats: int) -> int:
     # lazy: start-up (the harness loads numpy)
     from doceval.harness.dry_run import estimate, format_estimate
-    from doceval.harness.plan import load_inputs, split_of
+    from doceval.harness.plan import limited, load_inputs, needs_corpus, split_of
 
-    corpus, entries, golden_path, _ = load_inputs(cfg, options, need_corpus=True)
-    entries = select_split(entries, split_of(cfg, options), golden_path)
-    if options.limit is not None:
-        entries = entries[: options.limit]
+    # The inputs the run itself reads: a user's assistant or retriever function needs no built corpus.
+    corpus, entries, golden_path, _ = load_inputs(cfg, options, needs_corpus(cfg, options))
+    split = split_of(cfg, options)
+    limit = options.limit if options.limit is not None else cfg.limit
+    entries = limited(select_split(entries, split, golden_path), limit, split, options.limit is not None)
     chunks = list(corpus.first_chunks.values()) if corpus is not None else []
     mean_chars = sum(len(c) for c in chunks) / len(chunks) if chunks else 1000.0
     external = cfg.agent.name != "docchat"
@@ -410,7 +411,9 @@ def _register_eval(sub: Any) -> None:
     )
     p.add_argument("--output", default="eval/runs/latest.json", metavar="PATH", help="summary JSON to write")
     p.add_argument("--no-judge", action="store_true", help="skip the LLM judge (answer_accuracy: not judged)")
-    p.add_argument("--limit", type=int, metavar="N", help="only the first N entries of the split")
+    p.add_argument(
+        "--limit", type=int, metavar="N", help="only the first N entries of the split (a conversation is one)"
+    )
     p.add_argument(
         "--split", metavar="NAME", help="split to score (calibration, test, all); default from config"
     )

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from doceval.common.bounded_json import loads
 from doceval.common.paths import file_kind, os_problem
 from doceval.common.redact import scrub_data
 from doceval.errors import UsageError
@@ -389,7 +390,7 @@ def read_json(path: Path, what: str, rerun: str | None = None) -> Any:
     if not path.is_file():
         raise UsageError(f"{path}: {what} not found.{hint}")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise UsageError(f"{path}:{exc.lineno}: {what} is not valid JSON ({exc.msg}).{hint}") from exc
 
@@ -409,7 +410,7 @@ def iter_jsonl(path: Path, rerun: str | None = None) -> Iterator[tuple[int, Any]
             if not line.strip():
                 continue
             try:
-                yield lineno, json.loads(line)
+                yield lineno, loads(line)
             except json.JSONDecodeError as exc:
                 raise UsageError(f"{path}:{lineno}: not valid JSON ({exc.msg}); {fix}") from exc
 
@@ -423,7 +424,7 @@ def scan_jsonl(path: Path) -> Iterator[tuple[int, Any, str | None]]:
             if not line.strip():
                 continue
             try:
-                yield lineno, json.loads(line), None
+                yield lineno, loads(line), None
             except json.JSONDecodeError as exc:
                 yield lineno, None, f"not valid JSON: {exc.msg} at column {exc.colno}"
 

@@ -7,17 +7,20 @@ clean line and that record is simply redone.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, TypeVar
 
+from doceval.common.bounded_json import loads
 from doceval.common.io import jsonl_line
+from doceval.common.locking import FileLock
 from doceval.common.redact import scrub_data
 from doceval.errors import UsageError
 
@@ -33,21 +36,24 @@ def load_records(path: Path, parse: Callable[[dict[str, Any]], T], what: str) ->
     ``parse`` turns one JSON object into a record and raises KeyError/TypeError/ValueError on another shape;
     such a line (or invalid JSON) anywhere but a torn last line is a UsageError naming ``file:line``.
     """
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return []
-    raw = path.read_bytes()
-    if raw and not raw.endswith(b"\n"):
-        keep = raw.rfind(b"\n") + 1
-        log.warning("%s: dropping a partly written last line (that entry will be redone)", path)
-        with path.open("r+b") as fh:
-            fh.truncate(keep)
-        raw = raw[:keep]
+    try:
+        raw = path.read_bytes()
+        if raw and not raw.endswith(b"\n"):
+            keep = raw.rfind(b"\n") + 1
+            log.warning("%s: dropping a partly written last line (that entry will be redone)", path)
+            with path.open("r+b") as fh:
+                fh.truncate(keep)
+            raw = raw[:keep]
+    except OSError as exc:
+        raise journal_error(path, exc) from None
     records: list[T] = []
     for lineno, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = loads(line)
             if not isinstance(data, dict):
                 raise TypeError("not a JSON object")
             records.append(parse(data))
@@ -56,6 +62,18 @@ def load_records(path: Path, parse: Callable[[dict[str, Any]], T], what: str) ->
                 f"{path}:{lineno}: not {what} ({exc}); delete the journal to start over"
             ) from None
     return records
+
+
+def journal_error(path: Path, exc: OSError) -> UsageError:
+    """An OS error on a journal (a directory or a device where the file should be, no permission, a full
+    disk) as the usage error that names the path and the fix."""
+    what = (
+        "is a directory, not a journal file" if path.is_dir() else f"cannot be used ({exc.strerror or exc})"
+    )
+    return UsageError(
+        f"{path}: {what}; move it away (the run writes its journal there), or set paths.runs to a folder "
+        "doceval can write"
+    )
 
 
 class Journal:
@@ -68,8 +86,11 @@ class Journal:
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
         if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._fh = path.open("a", encoding="utf-8")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self._fh = path.open("a", encoding="utf-8")
+            except OSError as exc:
+                raise journal_error(path, exc) from None
 
     @property
     def active(self) -> bool:
@@ -162,3 +183,27 @@ def mark_finished(plan: JournalPlan, record: Mapping[str, Any]) -> None:
     tmp = plan.run_dir / f".{FINISHED_MARKER}.{os.getpid()}"
     tmp.write_text(json.dumps(dict(record), sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, plan.run_dir / FINISHED_MARKER)
+
+
+JOURNAL_LOCK = "journal.lock"  # beside a run's journals, held (flock) by the one run writing them
+
+
+@contextlib.contextmanager
+def journal_lock(run_dir: Path | None) -> Iterator[None]:
+    """Hold the lock of the journals in ``run_dir`` for the block: a second run of the same configuration
+    started meanwhile exits 2 naming the first instead of asking the system again into the same journal."""
+    if run_dir is None:
+        yield
+        return
+    lock = FileLock(
+        run_dir / JOURNAL_LOCK,
+        f"the journals in {run_dir}",
+        "another run of this configuration is writing them; wait for it to finish, then rerun this command "
+        "(it picks up what that run journaled)",
+    )
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(lock.hold(timeout_s=0))
+        except OSError as exc:  # the folder cannot be made or written: not the block's errors
+            raise journal_error(run_dir / JOURNAL_LOCK, exc) from None
+        yield

@@ -1,76 +1,62 @@
 """One scrubber for everything doceval records or prints: summaries, MLflow params/tags/artifacts, messages.
 
-What counts as a secret:
-
-- the credentials of a URL: ``user:password@`` (or a bare ``token@``) and the value of any query parameter
-  named like a secret (``api_key``, ``token``, ``secret``, ``password``, ``sig``, ...), wherever the URL
-  appears in a string (``redact_url``, ``redact_urls``);
-- the value of a config key named like a secret (``api_key``, ``apikey``, ``password``, ``secret``, ...),
-  except ``*_env`` keys, which only name a variable (``secret_key``);
-- known secret values: the contents of the variables named by ``*_env`` keys and of the usual key variables
-  (``DEFAULT_SECRET_ENV``), and the credentials of URLs found in the configuration (``secret_values``);
-  a value shorter than ``MIN_SUBSTRING_SECRET`` only counts when a whole string equals it.
+What counts as a secret (docs/design.md section 8.6; the rule itself is :mod:`doceval.common.secret_rule`):
+the credentials of a URL (``user:password@``, a bare ``token@``, and the value of a query parameter whose name
+is secret by the one name rule) wherever the URL appears in a string (``redact_url``, ``redact_urls``); the
+value of a config key at any depth (a user's kwargs included) whose name is secret by the same rule; known
+secret values: the contents of the variables named by ``*_env`` keys and of ``DEFAULT_SECRET_ENV``, the
+credentials of URLs in the configuration and in any environment variable (``MLFLOW_TRACKING_URI``,
+``RAY_ADDRESS``); a value shorter than ``MIN_SUBSTRING_SECRET`` only counts when a whole string equals it.
 
 Every secret doceval learns during a run is registered once (:func:`register_secret`, :func:`register_config`,
-:func:`register_overrides`): header values with and without their scheme prefix (``Bearer``), the Basic token
-derived from a URL's userinfo and its decoded parts, URL credentials, values of secret-named keys (retriever
-and agent kwargs included). Every writer then passes what it writes through the registry: :func:`scrub_data`
-for data text (answers, questions, journals: only known values are replaced, a URL in a doc stays as written),
-:func:`scrub_message` for messages (known values, URL credentials, key-shaped strings), :func:`scrub` and
-:func:`redact_text` for config blocks and MLflow (both include the registered values), and
-:func:`install_log_scrubber` for every log record. ``scrub(obj, secrets)`` applies all of it to a JSON-like
-object. Standard library only.
+:func:`register_overrides`, :func:`register_environment`) with its other forms (``secret_forms``: without its
+scheme, a Basic token's parts, base64, ``quote_plus``, JSON and ``\\/`` escapes, ``repr``). Every writer then
+passes what it writes through the registry: :func:`scrub_data` for data text (answers, questions, journals:
+only known values are replaced, a URL in a doc stays as written), :func:`scrub_message` for messages (known
+values, URL credentials, key-shaped strings), :func:`scrub` and :func:`redact_text` for config blocks and
+MLflow (both include the registered values), :class:`ScrubbingStream` for stdout and stderr, and
+:func:`install_log_scrubber` for every log record. Standard library only.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
 import copy
 import logging
 import os
 import re
+import sys
 import threading
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import is_dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
+
+from doceval.common.secret_rule import (
+    MIN_REGISTERED_SECRET,
+    env_secret_values,
+    extend_secret_names,
+    forget_secret_names,
+    secret_forms,
+    secret_name,
+)
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
 
 REDACTED = "<redacted>"  # a secret value, or the value of a secret-named key
 MASK = "***"  # a URL's credentials, a secret query value
-# Always treated as secret sources, whether or not the config names them (defence in depth).
-DEFAULT_SECRET_ENV = ("OPENAI_API_KEY", "QDRANT_API_KEY", "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD")
 MIN_SUBSTRING_SECRET = 8  # shorter secrets are only matched as whole values
-# Shorter values are not registered: masking every "0" or "ab" in the data would corrupt it, protect nothing.
-MIN_REGISTERED_SECRET = 4
 
-# Query parameter names whose values are credentials (api_key, access_token, X-Amz-Signature, sig, pass...).
-SECRET_QUERY = re.compile(r"key|token|secret|pass|sig|auth|cred", re.IGNORECASE)
-# Config key names whose values are credentials (matched on the lowercased dotted key).
-_SECRET_KEY_WORDS = ("api_key", "apikey", "password", "passwd", "secret", "private_key", "access_key",
-                     "access_token", "auth_token", "credential")  # fmt: skip
 # A URL inside free text: scheme://, then anything up to whitespace, a quote or an angle bracket.
 _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s\"'<>`]+")
 _USERINFO = re.compile(r"(//)[^/?#@]*@")  # fallback for a URL urlsplit rejects
 
 
-def secret_key(key: str) -> bool:
-    """A config key whose value must never be recorded: names an API key, password, secret, token or
-    credential; a ``*_env`` key only names an environment variable and is fine."""
-    low = str(key).lower()
-    last = low.rsplit(".", 1)[-1]
-    if last.endswith("_env"):
-        return False
-    return last == "token" or any(word in low for word in _SECRET_KEY_WORDS)
-
-
 def _secret_param(piece: str) -> bool:
-    """``name=value`` (one query parameter as written) whose name looks like a credential's."""
+    """``name=value`` (one query parameter as written) whose name is secret by the one name rule."""
     name, sep, _ = piece.partition("=")
-    return bool(sep) and bool(SECRET_QUERY.search(urllib.parse.unquote_plus(name)))
+    return bool(sep) and secret_name(urllib.parse.unquote_plus(name))
 
 
 def _has_credentials(parts: urllib.parse.SplitResult) -> bool:
@@ -125,7 +111,7 @@ def url_credentials(url: str) -> list[str]:
         user, sep, password = userinfo.partition(":")
         found += [password] if sep else [user]
     for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
-        if SECRET_QUERY.search(key):
+        if secret_name(key):
             found.append(value)
     out: list[str] = []
     for raw in found:
@@ -158,31 +144,6 @@ def url_secret_values(*objs: Any) -> list[str]:
                 for m in _URL_IN_TEXT.finditer(s):
                     out.update(v for v in url_credentials(m.group(0)) if len(v) >= MIN_SUBSTRING_SECRET)
     return sorted(out, key=len, reverse=True)
-
-
-def _env_names(obj: Any, out: set[str]) -> None:
-    if isinstance(obj, Mapping):
-        for k, v in obj.items():
-            if str(k).lower().endswith("_env") and isinstance(v, str) and v:
-                out.add(v)
-            elif str(k).lower().endswith("_env") and isinstance(v, Mapping):
-                # e.g. agent.headers_env: {Authorization: MY_AGENT_TOKEN}: every value names a secret variable
-                out.update(str(name) for name in v.values() if isinstance(name, str) and name)
-            _env_names(v, out)
-    elif isinstance(obj, list | tuple):
-        for v in obj:
-            _env_names(v, out)
-
-
-def env_secret_values(*configs: Any, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Contents of the environment variables named by ``*_env`` keys (and of ``DEFAULT_SECRET_ENV``),
-    longest first."""
-    env = os.environ if environ is None else environ
-    names: set[str] = set(DEFAULT_SECRET_ENV)
-    for cfg in configs:
-        _env_names(cfg, names)
-    values = {env.get(n, "") for n in names}
-    return sorted((v for v in values if v.strip()), key=len, reverse=True)
 
 
 def _plain(obj: Any) -> Any:
@@ -250,7 +211,7 @@ def scrub(obj: Any, secrets: Iterable[str] = (), *, drop_secret_keys: bool = Tru
             out: dict[Any, Any] = {}
             for k, v in value.items():
                 key = redact_text(k, secrets) if isinstance(k, str) else k
-                if secret_key(str(k)):
+                if secret_name(str(k)):
                     if not drop_secret_keys:
                         out[key] = REDACTED
                     continue
@@ -270,28 +231,12 @@ def scrub(obj: Any, secrets: Iterable[str] = (), *, drop_secret_keys: bool = Tru
 _registry: set[str] = set()
 _registry_lock = threading.Lock()
 _sorted_cache: list[str] = []
-# An Authorization-style value: a scheme word, then the credential a reply may quote without it.
-_SCHEME_VALUE = re.compile(r"^([A-Za-z][A-Za-z0-9_\-]*)\s+(\S.*)$")
+# The registry as one matcher (a registered value in its forms is a few dozen strings: one regex pass over a
+# string is several times faster than a substring test per form): long values anywhere, short ones whole.
+_matcher: re.Pattern[str] | None = None
+_whole: frozenset[str] = frozenset()
 # Key-shaped strings in messages only (never in data text: "sk-learn" is a word in docs).
 _KEYLIKE = re.compile(r"\b(sk-|Bearer\s+|Basic\s+)[A-Za-z0-9_\-.+/=*]{8,}")
-
-
-def _secret_forms(value: str) -> set[str]:
-    """``value`` and what the same secret looks like elsewhere: percent-encoded and decoded, without its
-    scheme prefix (``Bearer x`` -> ``x``), and a Basic token's decoded ``user:password`` and password."""
-    forms = {value, urllib.parse.unquote(value), urllib.parse.quote(value, safe="")}
-    match = _SCHEME_VALUE.match(value.strip())
-    if match is not None:
-        scheme, credential = match.group(1), match.group(2).strip()
-        forms.add(credential)
-        if scheme.lower() == "basic":
-            try:
-                decoded = base64.b64decode(credential, validate=True).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError, ValueError):
-                decoded = ""
-            user, sep, password = decoded.partition(":")
-            forms.update({decoded, password} if sep else {decoded})
-    return {f for f in forms if len(f.strip()) >= MIN_REGISTERED_SECRET}
 
 
 def register_secret(value: Any) -> None:
@@ -300,12 +245,13 @@ def register_secret(value: Any) -> None:
     if value is None or isinstance(value, bool) or len(str(value).strip()) < MIN_REGISTERED_SECRET:
         return
     global _sorted_cache
-    forms = _secret_forms(str(value))
+    forms = secret_forms(str(value))
     with _registry_lock:
         if forms <= _registry:
             return
         _registry.update(forms)
         _sorted_cache = sorted(_registry, key=len, reverse=True)
+        _compile_registry()
     install_log_scrubber()
 
 
@@ -323,7 +269,7 @@ def _secret_items(obj: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
     if isinstance(obj, Mapping):
         for k, v in obj.items():
             key = f"{prefix}.{k}" if prefix else str(k)
-            if secret_key(key) and isinstance(v, str | int | float) and not isinstance(v, bool) and str(v):
+            if secret_name(key) and isinstance(v, str | int | float) and not isinstance(v, bool) and str(v):
                 yield key, str(v)
             else:
                 yield from _secret_items(v, key)
@@ -338,8 +284,14 @@ def register_config(*configs: Config | Mapping[Any, Any], environ: Mapping[str, 
     """Register every secret a configuration (a typed :class:`~doceval.config.schema.Config`, or the mapping
     composition validates) holds or points at: the contents of ``*_env`` variables (and ``DEFAULT_SECRET_ENV``),
     URL credentials, and the values of secret-named keys at any depth (a retriever's ``kwargs.token``), plus the
-    Basic token a URL's userinfo becomes."""
+    Basic token a URL's userinfo becomes; the names of a ``secrets:`` list join the rule first, and the
+    environment's URL credentials are registered too (:func:`register_environment`)."""
     configs = tuple(_plain(c) for c in configs)
+    for composed in configs:  # the `secrets:` list, read before composition has typed it (compose calls here)
+        listed = composed.get("secrets") if isinstance(composed, Mapping) else None
+        if isinstance(listed, list | tuple):
+            extend_secret_names(str(n) for n in listed)
+    register_environment(environ)
     found = [value for cfg in configs for _, value in _secret_items(cfg) if value]
     found += env_secret_values(*configs, environ=environ) + url_secret_values(*configs)
     for value in found:
@@ -360,15 +312,24 @@ def _register_userinfo(url: str) -> None:
         register_basic_token(urllib.parse.unquote(user or ""), urllib.parse.unquote(password or ""))
 
 
+_LIST_ITEM = re.compile(r"[^\s,\[\]'\"]+")
+
+
 def register_overrides(overrides: Iterable[str]) -> None:
     """Register secrets in command-line overrides before anything parses them (a Hydra syntax error quotes
-    the override): the value of a secret-named key and the credentials of a URL, as written."""
+    the override): the value of a secret-named key and the credentials of a URL, as written. A ``secrets=``
+    override's names join the rule first, so the other overrides are judged by it."""
+    overrides = [str(o) for o in overrides]
     for override in overrides:
-        key, sep, value = str(override).partition("=")
+        key, sep, value = override.partition("=")
+        if sep and key.strip().lstrip("+~") == "secrets":
+            extend_secret_names(_LIST_ITEM.findall(value))
+    for override in overrides:
+        key, sep, value = override.partition("=")
         if not sep:
             continue
         value = value.strip().strip("'\"")
-        if secret_key(key.lstrip("+~")):
+        if secret_name(key.lstrip("+~")):
             register_secret(value)
             register_secret(value.rstrip(_TRAILING))
         for m in _URL_IN_TEXT.finditer(value):
@@ -378,17 +339,40 @@ def register_overrides(overrides: Iterable[str]) -> None:
             _register_userinfo(url)
 
 
+def register_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Register ``DEFAULT_SECRET_ENV`` and the credentials of every URL in an environment variable (MLflow and
+    Ray read ``MLFLOW_TRACKING_URI``, ``RAY_ADDRESS`` and print them); a bare ``user@`` only in an http(s) or ray
+    URL (``https://TOKEN@host``: ``ssh://git@host`` names an account)."""
+    env = os.environ if environ is None else environ
+    for value in env_secret_values(environ=env):
+        register_secret(value)
+    for value in env.values():
+        for m in _URL_IN_TEXT.finditer(value) if "://" in value else ():
+            url = m.group(0).rstrip(_TRAILING)
+            scheme, _, rest = url.partition("://")
+            account = ":" not in rest.split("/")[0].rpartition("@")[0]  # a user name alone
+            if account and scheme.lower() not in ("http", "https", "ray"):
+                url = _USERINFO.sub(r"\1", url)
+            for cred in url_credentials(url):
+                register_secret(cred)
+            if "@" in url:
+                _register_userinfo(url)
+
+
 def known_secrets() -> list[str]:
     """The registered secrets, longest first (so a secret inside a longer one is replaced whole)."""
     return _sorted_cache
 
 
 def forget_secrets() -> None:
-    """Empty the registry (tests; a long-lived process between unrelated runs)."""
+    """Empty the registry, and the names a ``secrets:`` list added to the rule (tests; a long-lived process
+    between unrelated runs)."""
     global _sorted_cache
     with _registry_lock:
         _registry.clear()
         _sorted_cache = []
+        _compile_registry()
+    forget_secret_names()
 
 
 def _with_registered(secrets: Iterable[str]) -> list[str]:
@@ -398,25 +382,32 @@ def _with_registered(secrets: Iterable[str]) -> list[str]:
     return sorted(set(given) | set(_sorted_cache), key=len, reverse=True)
 
 
-def _replace_known(text: str, secrets: list[str]) -> str:
-    for s in secrets:
-        if text == s:
-            return REDACTED
-        if len(s) >= MIN_SUBSTRING_SECRET and s in text:
-            text = text.replace(s, REDACTED)
-    return text
+def _compile_registry() -> None:
+    """Rebuild the matcher from the registry (called with the registry's lock held). Longest first, so a
+    secret inside a longer one is replaced whole."""
+    global _matcher, _whole
+    long = [s for s in _sorted_cache if len(s) >= MIN_SUBSTRING_SECRET]
+    _matcher = re.compile("|".join(map(re.escape, long))) if long else None
+    _whole = frozenset(_sorted_cache)
+
+
+def _replace_registered(text: str) -> str:
+    """``text`` with every registered secret replaced: a whole string equal to one, or a long one anywhere."""
+    if text in _whole:
+        return REDACTED
+    matcher = _matcher
+    return text if matcher is None else matcher.sub(REDACTED, text)
 
 
 def scrub_data(obj: Any) -> Any:
     """``obj`` (a string or JSON-like value) with every registered secret replaced by ``<redacted>``; nothing
     else changes (data text keeps the URLs it quotes). Returns ``obj`` itself when nothing is registered."""
-    secrets = _sorted_cache
-    if not secrets:
+    if not _sorted_cache:
         return obj
 
     def walk(value: Any) -> Any:
         if isinstance(value, str):
-            return _replace_known(value, secrets)
+            return _replace_registered(value)
         if isinstance(value, Mapping):
             return {walk(k) if isinstance(k, str) else k: walk(v) for k, v in value.items()}
         if isinstance(value, list | tuple):
@@ -429,8 +420,32 @@ def scrub_data(obj: Any) -> Any:
 def scrub_message(text: str) -> str:
     """A message safe to print or log: registered secrets, URL credentials and key-shaped strings
     (``sk-...``, ``Bearer ...``) masked."""
-    text = _replace_known(redact_urls(text), _sorted_cache)
+    text = _replace_registered(redact_urls(text))
     return _KEYLIKE.sub(lambda m: m.group(1) + MASK, text)
+
+
+class ScrubbingStream:
+    """A text stream (stdout, stderr) whose writes are scrubbed of every registered secret first, so no print,
+    progress bar or library message (MLflow's "View run at" line, a user's ``print(repr(token))``) shows one."""
+
+    def __init__(self, stream: TextIO | Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(scrub_data(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # fileno, flush, isatty, encoding...: the real stream's
+        return getattr(self._stream, name)
+
+
+def scrub_stdio() -> None:
+    """Put :class:`ScrubbingStream` in front of this process's stdout and stderr (once): a worker process
+    (a sweep point) that prints for the user code it runs."""
+    if not isinstance(sys.stdout, ScrubbingStream):
+        sys.stdout = ScrubbingStream(sys.stdout)
+    if not isinstance(sys.stderr, ScrubbingStream):
+        sys.stderr = ScrubbingStream(sys.stderr)
 
 
 _log_scrubber_installed = False
@@ -459,7 +474,26 @@ def install_log_scrubber() -> None:
     logging.setLogRecordFactory(scrubbed_record)
 
 
-def secret_locations(cfg: Config) -> list[str]:
-    """The dotted keys of ``cfg`` that hold a secret as written: a secret-named key with a value, or a string
-    with URL credentials. A file that is committed (params.yaml) must hold none of them."""
-    return [key for key, _ in _secret_items(_plain(cfg))]
+def secret_locations(cfg: Config | Mapping[str, Any]) -> list[str]:
+    """The dotted keys of ``cfg`` that hold a secret as written: a secret-named key with a value, a string with
+    URL credentials, or a string holding a registered secret in any of its forms. A file that is committed
+    (params.yaml) must hold none of them."""
+    plain = _plain(cfg)
+    found = [key for key, _ in _secret_items(plain)]
+    secrets = known_secrets()
+    for key, value in _string_items(plain):
+        if key not in found and leaks(value, secrets):
+            found.append(key)
+    return found
+
+
+def _string_items(obj: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
+    """``(dotted key, string)`` for every string value at any depth."""
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            yield from _string_items(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(obj, list | tuple):
+        for i, v in enumerate(obj):
+            yield from _string_items(v, f"{prefix}[{i}]")
+    elif isinstance(obj, str):
+        yield prefix, obj

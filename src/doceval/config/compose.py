@@ -18,7 +18,8 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 import yaml
 
 from doceval.common.hints import params_command
-from doceval.common.redact import register_config, register_overrides, scrub_message, secret_key
+from doceval.common.redact import register_config, register_overrides, scrub_message
+from doceval.common.secret_rule import secret_name
 from doceval.config import schema
 from doceval.config.objects import build_config, config_dict, yaml_key
 from doceval.config.project import OVERRIDES_MARK, merge_overrides, project_overrides
@@ -39,6 +40,10 @@ def find_conf_dir() -> Path:
     the installed package, so a user's own project needs no copy of conf/ (its differences live in doceval.yaml;
     paths in the config stay relative to the working directory: the user's golden set, eval/ and mlruns/). A
     $DOCEVAL_CONF without a config.yaml is an error, never skipped: the user asked for that folder."""
+    local = CONF_DIR / "config.yaml"
+    if (local.exists() or local.is_symlink()) and not local.is_file():
+        raise UsageError(f"{local}: is not a file (a directory or a dangling link); make it the Hydra config "
+                         f"file, or remove {CONF_DIR}/ to use doceval's shipped conf/")  # fmt: skip
     named = os.environ.get(CONF_ENV)
     if named and not (Path(named) / "config.yaml").is_file():
         what = "is not a folder" if not Path(named).is_dir() else "has no config.yaml"
@@ -85,13 +90,41 @@ def compose(
         assert isinstance(data, dict)
         register_config(data)
         return validate_config({str(k): v for k, v in data.items()})
+    except yaml.YAMLError as exc:  # a conf/ file that is not YAML (Hydra lets the parser's error through)
+        raise UsageError(_yaml_error(exc, conf_dir)) from None
     except MissingConfigException as exc:
         raise UsageError(scrub_message(f"config override: {_first_line(exc)}")) from None
     except (ConfigCompositionException, OmegaConfBaseException, HydraException) as exc:
         text = f"config override: {_first_line(exc)} (see conf/ for the groups and keys)"
         raise UsageError(scrub_message(text)) from None
+    except (OSError, UnicodeDecodeError) as exc:  # after Hydra's: MissingConfigException is an OSError
+        where = getattr(exc, "filename", None) or _undecodable(conf_dir) or f"a file under {conf_dir}/"
+        why = (
+            f"not UTF-8 text: {exc.reason}"
+            if isinstance(exc, UnicodeDecodeError)
+            else exc.strerror or str(exc)
+        )
+        raise UsageError(f"{where}: cannot read the Hydra config ({why}); fix or restore it") from None
     except UsageError as exc:  # the schema's message quotes the value: a URL's password, a token
         raise UsageError(scrub_message(str(exc))) from None
+
+
+def _undecodable(conf_dir: Path) -> str | None:
+    """The first YAML file under ``conf_dir`` that is not UTF-8 (Hydra's decode error does not name it)."""
+    for path in sorted(conf_dir.rglob("*.yaml")):
+        try:
+            path.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            return str(path)
+    return None
+
+
+def _yaml_error(exc: yaml.YAMLError, conf_dir: Path) -> str:
+    """A YAML error in a conf/ file as ``file:line: not valid YAML (what)``, with the fix."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"{mark.name}:{mark.line + 1}" if mark is not None else f"a file under {conf_dir}/"
+    what = " ".join(str(getattr(exc, "problem", None) or exc).split())
+    return f"{where}: not valid YAML ({what}); fix that line of the Hydra config (or restore it from git)"
 
 
 GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
@@ -146,7 +179,7 @@ def _hydra_detail(exc: BaseException) -> str:
 
 
 def _secret_key(key: str) -> bool:
-    return secret_key(key.strip().lstrip("+~"))
+    return secret_name(key.strip().lstrip("+~"))
 
 
 def _path_arg(value: Any, function: str, name: str, example: str) -> Path:

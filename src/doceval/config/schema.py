@@ -493,3 +493,6 @@ class Config:
     allow_drafts: bool = spec(example="false")
     paths: Paths
     tracking: Tracking
+    # More names the secret rule covers (docs/design.md 8.6), e.g. +secrets=[session_id]: a key, kwarg, header
+    # or query parameter with one of these names is secret too. Left out of conf/: the rule alone applies.
+    secrets: tuple[str, ...] | None = spec(None, nonempty=True, example="['session_id']")

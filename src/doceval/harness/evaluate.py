@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from doceval.common.journal import mark_finished, plan_journals
+from doceval.common.journal import journal_lock, mark_finished, plan_journals
 from doceval.common.provenance import source_hash
 from doceval.common.redact import register_config
 from doceval.config import schema
@@ -434,6 +434,15 @@ def evaluate(cfg: Config, options: EvalOptions | None = None, plan: RunPlan | No
         print_note(f"{', '.join(names('answer_text'))}: not measured: {unknown_text}")
         setup = dataclasses.replace(setup, judge=None, judge_cfg=schema.JudgeNone(name="none"))
     journals = [p for p in (setup.agent_journal, setup.judge_journal) if p is not None]
+    run_dir = journals[0].parent if journals else None
+    # One run at a time writes a run's journals: a second identical run exits 2 naming the first.
+    with journal_lock(run_dir):
+        return _journaled_run(cfg, options, plan, setup, unknown_text, journals)
+
+
+def _journaled_run(cfg: Config, options: EvalOptions, plan: RunPlan, setup: AgentSetup, unknown_text: str | None,
+                   journals: list[Path]) -> dict[str, Any]:  # fmt: skip
+    """The system asked (or replayed from its journals), then scored, under the run's journal lock."""
     reuse = plan_journals(journals[0].parent if journals else None, journals, resume=options.resume,
                           fresh=options.fresh)  # fmt: skip
     ledger = open_ledger(setup, plan)

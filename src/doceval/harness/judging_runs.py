@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from doceval.common.journal import journal_lock
 from doceval.common.redact import scrub, secret_values
 from doceval.config import schema
 from doceval.config.objects import config_dict
@@ -223,9 +224,10 @@ def rescore(
         for e in todo
     }
     try:
-        outcome = judge_answers(probes, answers, {g.id: g.reference_answer for g in order}, judge, ledger=ledger,
-                                journal_path=journal, max_concurrency=cfg.run.max_concurrency,
-                                progress=progress)  # fmt: skip
+        with journal_lock(journal.parent):  # one rescore at a time writes this journal
+            outcome = judge_answers(probes, answers, {g.id: g.reference_answer for g in order}, judge,
+                                    ledger=ledger, journal_path=journal, max_concurrency=cfg.run.max_concurrency,
+                                    progress=progress)  # fmt: skip
     finally:
         close = getattr(judge, "close", None)
         if close is not None:

@@ -30,6 +30,7 @@ from doceval.harness.candidates import (
     score_range_of,
 )
 from doceval.harness.floors import Floors, check_floors, resolve_floors
+from doceval.inputs.conversation import first_records, records_of
 from doceval.inputs.corpus import Corpus, load_corpus
 from doceval.inputs.golden import DEFAULT_PIN, GoldenEntry, parse_golden, select_split
 from doceval.inputs.qrels import labels_md5
@@ -323,16 +324,20 @@ def _check_limits(cfg: Config, options: EvalOptions) -> tuple[int, int | None]:
     return k, None if limit is None else int(limit)
 
 
-def _limited(
-    entries: list[GoldenEntry], limit: int | None, split: str | None, from_flag: bool
+def limited(
+    entries: list[GoldenEntry], limit: int | None, split: str | None, from_flag: bool = True
 ) -> list[GoldenEntry]:
+    """The first ``limit`` entries of the split, a conversation counting as one entry with all its turns
+    (never cut: its turns are scored together, all_turns_correct among them)."""
     if limit is None:
         return entries
-    if limit > len(entries):
+    records = len(records_of(entries))
+    if limit > records:
         flag = f"--limit {limit}" if from_flag else f"limit={limit}"
         where = "every split" if split is None else f"split {split!r}"
-        print_note(f"{flag} is more than the {len(entries)} entries of {where}: scoring all {len(entries)}")
-    return entries[:limit]
+        what = "entries" if records == len(entries) else "entries (a conversation counts as one)"
+        print_note(f"{flag} is more than the {records} {what} of {where}: scoring all {records}")
+    return first_records(entries, limit)
 
 
 # The floors of a plan that awaits a user's retriever: settled from its scores once it has run.
@@ -349,7 +354,7 @@ def plan_run(cfg: Config, options: EvalOptions) -> RunPlan:
     check_one_system(cfg, options)
     agent = _external_agent(cfg, options)
     corpus, all_entries, golden_path, golden_md5 = load_inputs(cfg, options, needs_corpus(cfg, options))
-    entries = _limited(select_split(all_entries, split, golden_path), limit, split, options.limit is not None)
+    entries = limited(select_split(all_entries, split, golden_path), limit, split, options.limit is not None)
     if options.standalone:
         entries, all_entries = _standalone(options, entries, golden_path), standalone_entries(all_entries)
     builtin = agent is None and not uses_function_retriever(cfg, options)

@@ -10,9 +10,9 @@ an entry record, which the golden set parser then checks like any single-questio
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 CONVERSATION_KIND = "conversation"
 TURN_SEPARATOR = "#"  # a turn's id is the conversation's id, this, and its position from 1
@@ -183,3 +183,26 @@ def statistics(entries: Iterable[_TurnLike]) -> dict[str, int]:
 
 def _type_name(value: Any) -> str:
     return "nothing" if value is None else type(value).__name__
+
+
+class _Selectable(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def conversation(self) -> str | None: ...
+
+
+S = TypeVar("S", bound=_Selectable)
+
+
+def records_of(entries: Iterable[_Selectable]) -> list[str]:
+    """The golden set's records among ``entries``, in order: a single question's id, or a conversation's id
+    once for all its turns."""
+    return list(dict.fromkeys(e.conversation if e.conversation is not None else e.id for e in entries))
+
+
+def first_records(entries: Sequence[S], limit: int) -> list[S]:
+    """The entries of the first ``limit`` records (:func:`records_of`): a conversation is kept whole or not at
+    all, so no run scores turn 1 of a 2-turn conversation as if it were the conversation."""
+    kept = set(records_of(entries)[:limit])
+    return [e for e in entries if (e.conversation if e.conversation is not None else e.id) in kept]

@@ -200,7 +200,7 @@ def parse_golden(
         raise UsageError(f"{path}: the golden set has no entries")
     if not allow_drafts:
         refuse_drafts(path, entries)
-    grades = load_grades(path, {e.id: e for e in entries})
+    grades = load_grades(path, {e.id: e for e in entries}, corpus_ids, ids_source)
     if grades is not None:
         entries = [replace(e, qrels=grades.get(e.id, {})) for e in entries]
     read_pool(path)  # checked with the labels, so a bad pool record stops a run before it starts

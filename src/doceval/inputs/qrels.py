@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,11 +162,16 @@ def checked_pairs(golden_path: Path) -> dict[tuple[str, str], tuple[str, ...]]:
 
 
 def check_against_entries(
-    judgments: Sequence[Judgment], entries: Mapping[str, Any], golden_path: Path
+    judgments: Sequence[Judgment],
+    entries: Mapping[str, Any],
+    golden_path: Path,
+    doc_ids: Collection[str] | None = None,
+    ids_source: str = "the built corpus",
 ) -> list[tuple[int, str, str]]:
     """Problems ``(line, field, message)`` between the qrels and the golden entries (``id -> GoldenEntry``):
-    judgments of unknown entries or of another pin's documents, and entries whose ``relevant_ids`` are not
-    exactly their grade-2 documents (the qrels are authoritative)."""
+    judgments of unknown entries, of another pin's documents or (``doc_ids`` given: the ids a validation
+    checks against) of documents that do not exist, and entries whose ``relevant_ids`` are not exactly their
+    grade-2 documents (the qrels are authoritative)."""
     problems: list[tuple[int, str, str]] = []
     grades = grades_by_entry(judgments)
     conversations = {getattr(e, "conversation", None) for e in entries.values()}
@@ -186,6 +191,10 @@ def check_against_entries(
             problems.append((j.line, "doc_id", f"{j.doc_id!r} is not a document of {e.pin}"))
         elif e.out_of_scope and j.grade > 0:
             problems.append((j.line, "grade", f"{j.entry_id} is out of scope: no document can answer it"))
+        elif doc_ids is not None and j.doc_id not in doc_ids:
+            problems.append(
+                (j.line, "doc_id", f"{j.doc_id!r} is not in {ids_source}; fix the id or drop the line")
+            )
     for eid, e in entries.items():
         answers = {d for d, g in grades.get(eid, {}).items() if g >= ANSWERS}
         if set(e.relevant_ids) != answers:
@@ -201,14 +210,21 @@ def check_against_entries(
     return problems
 
 
-def load_grades(golden_path: Path, entries: Mapping[str, Any]) -> dict[str, dict[str, int]] | None:
+def load_grades(
+    golden_path: Path,
+    entries: Mapping[str, Any],
+    doc_ids: Collection[str] | None = None,
+    ids_source: str | None = None,
+) -> dict[str, dict[str, int]] | None:
     """Per-entry grades from the qrels beside the golden set (None: it has none); UsageError naming the
-    qrels file's line and field for every problem."""
+    qrels file's line and field for every problem (``doc_ids``: every judged document must be one of them)."""
     path = qrels_path(golden_path)
     if not path.is_file():
         return None
     judgments, problems = read_qrels(path)
-    problems += check_against_entries(judgments, entries, golden_path)
+    problems += check_against_entries(
+        judgments, entries, golden_path, doc_ids, ids_source or "the built corpus"
+    )
     if problems:
         lines = [
             f"  {path}:{line}: {field}: {message}" if line else f"  {message}"

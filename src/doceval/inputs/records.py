@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from doceval.common.bounded_json import loads
 from doceval.errors import UsageError
 
 
@@ -63,7 +64,7 @@ def read_records(path: Path) -> tuple[bool, list[Record]]:
     text = read_text_file(path, "golden set", "one JSON object per line, or a JSON array of entries")
     if text.lstrip().startswith("["):
         try:
-            data = json.loads(text)
+            data = loads(text)
         except json.JSONDecodeError as exc:
             bad = f"not valid JSON: {exc.msg} at column {exc.colno} (the file is read as a JSON array)"
             return True, [Record(exc.lineno, None, bad, in_array=False)]
@@ -73,7 +74,7 @@ def read_records(path: Path) -> tuple[bool, list[Record]]:
         if not line.strip():
             continue
         try:
-            records.append(Record(lineno, json.loads(line), None, in_array=False))
+            records.append(Record(lineno, loads(line), None, in_array=False))
         except json.JSONDecodeError as exc:
             records.append(
                 Record(lineno, None, f"not valid JSON: {exc.msg} at column {exc.colno}", in_array=False)

@@ -8,6 +8,7 @@ refusal_rate and overrefusal_rate. :func:`check_scope` reads every entry against
 | ``indexed_but_unindexed`` | an ``unindexed_library`` entry whose pin the corpus indexes | error, any set |
 | ``pin_not_indexed`` | an in-scope entry whose pin the corpus does not index | error, any set |
 | ``relevant_id_missing`` | a relevant id that is not a document of the corpus | error, any set |
+| ``judged_id_missing`` | a document the qrels judge (any grade) that is not a document of the corpus | error, any set |
 | ``nonexistent_api_unnamed`` | a ``nonexistent_api`` entry that names no API in ``forbidden_apis`` | error |
 | ``nonexistent_api_documented`` | a ``nonexistent_api`` entry whose API occurs in its pin's documents | error |
 | ``forbidden_api_supported`` | an in-scope entry forbids an API that a document of its pin uses unmarked | error |
@@ -28,7 +29,7 @@ forbidden string on purpose with a waiver, ``"allow_forbidden": {"x(": "why"}``,
 A frozen golden set (v1, v2: their md5s anchor the headline history) is never edited: its findings are
 recorded, with its md5, in ``<name>.findings.json`` next to it (when it was frozen, and again when a stricter
 rule finds more), and reported as warnings while the file is unchanged. Every new finding, and every finding of
-a new golden set, is an error. The first three rules can never be recorded: a label that is wrong for the
+a new golden set, is an error. The first four rules can never be recorded: a label that is wrong for the
 configured corpus is wrong for any golden set.
 
 API names are found by the one rule version_correctness scores answers with (:mod:`doceval.common.apimatch`:
@@ -47,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from doceval.common.apimatch import fold, mentions, occurs
+from doceval.common.bounded_json import loads
 from doceval.common.hints import rerun
 from doceval.common.io import write_json_atomic
 from doceval.errors import UsageError
@@ -54,13 +56,16 @@ from doceval.inputs.golden import GoldenEntry, GoldenError, Problem, parse_golde
 from doceval.inputs.marks import Mark, find_marks, governs
 from doceval.inputs.qrels import labels_md5
 
-ALWAYS_ERRORS = frozenset({"indexed_but_unindexed", "pin_not_indexed", "relevant_id_missing"})
+ALWAYS_ERRORS = frozenset(
+    {"indexed_but_unindexed", "pin_not_indexed", "relevant_id_missing", "judged_id_missing"}
+)
 WARNINGS = frozenset({"expected_api_absent", "expected_conflict", "waiver_without_reason"})
 VERSION_STRING_RULES = frozenset({"forbidden_in_question", "forbidden_in_relevant"})
 RULES = (
     "indexed_but_unindexed",
     "pin_not_indexed",
     "relevant_id_missing",
+    "judged_id_missing",
     "nonexistent_api_unnamed",
     "nonexistent_api_documented",
     "forbidden_api_supported",
@@ -188,6 +193,8 @@ def find_all(
                     f"keeps the forbidden {name!r} without saying why (allow_forbidden as a list of strings)",
                     f"give the reason: \"allow_forbidden\": {{{json.dumps(name)}: \"why the entry keeps it\"}}")  # fmt: skip
         docs = pins.get(e.pin)
+        if docs is not None:
+            _judged_findings(e, docs, add)
         if e.out_of_scope:
             _out_of_scope_findings(e, docs, stats, add)
             continue
@@ -208,6 +215,17 @@ def find_all(
 
 # Records one finding of the entry being checked: rule, field, detail, message, fix.
 _Add = Callable[[str, str, str, str, str], None]
+
+
+def _judged_findings(e: GoldenEntry, docs: PinText, add: _Add) -> None:
+    """A document the qrels judge for the entry (grade 0 or 1: the grade-2 ones are its relevant ids, checked
+    as such) that is not in the corpus: the judgment is about nothing, and a pool built on it is wrong."""
+    for doc_id in sorted(set(e.qrels or {}) - set(e.relevant_ids)):
+        if doc_id not in docs.docs:
+            add("judged_id_missing", "qrels", doc_id,
+                f"{doc_id!r} is judged in the qrels (grade {(e.qrels or {})[doc_id]}) but is not in the built corpus",
+                f"fix its doc_id in the qrels file beside the golden set, or drop that line (rebuild with "
+                f"{rerun('docs')} if the corpus is stale)")  # fmt: skip
 
 
 def _out_of_scope_findings(e: GoldenEntry, docs: PinText | None, stats: dict[str, int], add: _Add) -> None:
@@ -335,7 +353,7 @@ def _load_recorded(path: Path, golden_md5: str) -> tuple[set[tuple[str, str, str
     if not path.is_file():
         return None, None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads(path.read_text(encoding="utf-8"))
         recorded = {
             (str(f["id"]), str(f["rule"]), str(f["field"]), str(f["detail"])) for f in data["findings"]
         }

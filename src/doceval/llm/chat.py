@@ -148,14 +148,17 @@ class ChatClient:
         if params["response_format"] is not None:
             extra["response_format"] = params["response_format"]
         with self._slots:
-            resp = self._client.chat.completions.create(
-                model=params["model"],
-                messages=params["messages"],
-                temperature=params["temperature"],
-                max_tokens=params["max_tokens"],
-                timeout=self.cfg.timeout_s,
-                **extra,
-            )
+            try:
+                resp = self._client.chat.completions.create(
+                    model=params["model"],
+                    messages=params["messages"],
+                    temperature=params["temperature"],
+                    max_tokens=params["max_tokens"],
+                    timeout=self.cfg.timeout_s,
+                    **extra,
+                )
+            except RecursionError:  # the client's JSON parser, on a reply nested 100k levels deep
+                raise _Malformed("reply JSON nested too deep to read") from None
         choices = getattr(resp, "choices", None)
         if not choices or choices[0].message is None or choices[0].message.content is None:
             raise _Malformed("reply has no choices[0].message.content")

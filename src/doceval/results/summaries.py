@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from doceval.common.bounded_json import loads
 from doceval.common.io import finite_or_null
 from doceval.common.paths import input_file
 from doceval.errors import UsageError
@@ -46,7 +47,7 @@ def load_summary(path_or_run_id: str | Path, mlflow_loader: MlflowLoader | None 
         raise UsageError(f"{path}: run summary not found; {_FIX}, or an MLflow run id (32 hex characters)")
     try:
         # An older doceval wrote NaN and -Infinity (an assistant's floors): read as the null written now.
-        data = finite_or_null(json.loads(path.read_text(encoding="utf-8")))
+        data = finite_or_null(loads(path.read_text(encoding="utf-8")))
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: not a text file, so not a run summary; {_FIX}") from exc
     except json.JSONDecodeError as exc:

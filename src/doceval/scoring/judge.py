@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from doceval.common.bounded_json import loads
 from doceval.common.redact import redact_url, scrub_message
 from doceval.config import schema
 from doceval.llm import LLMConfig, LLMError, PromptTemplate, TemplatedChat
@@ -42,7 +43,7 @@ def parse_verdict(reply: str) -> tuple[bool, str]:
     if start < 0 or end <= start:
         raise ValueError("no JSON object in the reply")
     try:
-        data = json.loads(text[start : end + 1])
+        data = loads(text[start : end + 1])
     except json.JSONDecodeError as exc:
         raise ValueError(f"invalid JSON ({exc.msg})") from None
     if not isinstance(data, dict):

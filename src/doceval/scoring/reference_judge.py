@@ -20,6 +20,7 @@ import numpy as np
 
 from doceval.common.apimatch import RULE as MATCH_RULE
 from doceval.common.apimatch import fold, occurs
+from doceval.common.io import escape_surrogates
 from doceval.scoring.key_facts import KeyFacts, extract
 from doceval.scoring.metrics import contains_apis
 from doceval.seam import Probe
@@ -93,8 +94,9 @@ class ReferenceJudge:
             return np.zeros(0, dtype=np.float64)
         with self._lock:
             model = self._encoder()
-            answers = model.encode([a for a, _ in pairs])
-            references = model.encode([r for _, r in pairs])
+            # No tokenizer takes a lone surrogate (a label file's "\ud800", an assistant's reply): as \udXXX text.
+            answers = model.encode([escape_surrogates(a) for a, _ in pairs])
+            references = model.encode([escape_surrogates(r) for _, r in pairs])
         return np.asarray(np.sum(answers * references, axis=1), dtype=np.float64)
 
     def judge(self, probe: Probe, answer: str, reference: str) -> tuple[bool | None, str | None, str | None]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from doceval.common.naming import canonical_system
+from doceval.common.redact import redact_url
 from doceval.errors import UsageError
 from doceval.tracking.store import _client
 from doceval.tracking.uris import check_reachable, experiment_name
@@ -72,15 +73,16 @@ def load_history(
     root = root or Path.cwd()
     check_reachable(uri)
     client = _client(uri)
-    experiment = client.get_experiment_by_name(experiment_name(split))
-    if experiment is None:
-        return []
     try:
+        experiment = client.get_experiment_by_name(experiment_name(split))
+        if experiment is None:
+            return []
         runs = client.search_runs(
             [experiment.experiment_id], "attributes.status = 'FINISHED'", max_results=5000
         )
     except MlflowException as exc:
-        raise UsageError(f"reading the tracked runs failed: {exc}") from None
+        message = " ".join(exc.message.split("Response body")[0].split())  # not a page of HTML
+        raise UsageError(f"reading the tracked runs in {redact_url(uri)} failed: {message}") from None
     usable = [r for r in runs if "mlflow.parentRunId" not in r.data.tags and r.data.tags.get("git_commit")]
     if not usable:
         return []

@@ -30,7 +30,7 @@ from doceval.tracking.secrets import (
     redact_text,
     redact_url,
     scrub,
-    secret_key,
+    secret_name,
     secret_values,
 )
 from doceval.tracking.shaping import (
@@ -269,7 +269,7 @@ def start_parent(name: str, *, uri: str, root: Path | None = None, split: str | 
         **(tags or {}),
     }
     clean = {sanitize_key(k): redact_text(str(v), secrets)[:MAX_TAG_LEN] for k, v in all_tags.items()
-             if v is not None and not secret_key(str(k)) and not leaks(str(v), env_secrets)}  # fmt: skip
+             if v is not None and not secret_name(str(k)) and not leaks(str(v), env_secrets)}  # fmt: skip
     with _store_lock(uri):
         client = _client(uri)
         experiment_id = _experiment_id(client, experiment_name(split), uri)

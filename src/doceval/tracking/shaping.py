@@ -18,7 +18,7 @@ from doceval.common.redact import scrub_data
 from doceval.config.compose import flatten
 from doceval.scoring.conversation_names import conversation_figures
 from doceval.scoring.registry import names
-from doceval.tracking.secrets import leaks, redact_bytes, redact_text, secret_key, url_secret_values
+from doceval.tracking.secrets import leaks, redact_bytes, redact_text, secret_name, url_secret_values
 
 MAX_PARAM_LEN = 6000  # mlflow.utils.validation.MAX_PARAM_VAL_LENGTH
 MAX_TAG_LEN = 8000  # MAX_TAG_VAL_LENGTH
@@ -71,7 +71,7 @@ def build_params(
     masked = [*secrets, *url_secret_values(source)]
     params: dict[str, str] = {}
     for key, value in flatten(source).items():
-        if not key or secret_key(key):
+        if not key or secret_name(key):
             continue
         text = _param_value(value)
         if leaks(text, secrets) or (isinstance(value, str) and leaks(value, secrets)):
@@ -223,7 +223,7 @@ def build_tags(recorded: Mapping[str, Any], metrics: Mapping[str, Any], extra: M
     masked = [*secrets, *url_secret_values(recorded, dict(extra or {}))]
     out: dict[str, str] = {}
     for key, value in tags.items():
-        if value is None or secret_key(str(key)):
+        if value is None or secret_name(str(key)):
             continue
         text = value if isinstance(value, str) else json.dumps(value, default=str)
         if leaks(text, secrets):

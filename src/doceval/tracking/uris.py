@@ -5,6 +5,7 @@ written (its folder, its artifacts folder, the database file).
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import urllib.error
@@ -250,13 +251,11 @@ def check_reachable(uri: str, timeout_s: float = 5, *, write: bool = False) -> N
         return
     parts = urllib.parse.urlsplit(uri)
     netloc = parts.netloc.rpartition("@")[2]  # credentials are not needed: any HTTP answer will do
-    url = (
-        urllib.parse.urlunsplit(parts._replace(netloc=netloc, query="", fragment="")).rstrip("/") + "/health"
-    )
+    base = urllib.parse.urlunsplit(parts._replace(netloc=netloc, query="", fragment="")).rstrip("/")
 
     def probe() -> None:
         try:
-            with urllib.request.urlopen(url, timeout=timeout_s):
+            with urllib.request.urlopen(base + "/health", timeout=timeout_s):
                 pass
         except urllib.error.HTTPError:
             pass  # the server answered
@@ -267,3 +266,38 @@ def check_reachable(uri: str, timeout_s: float = 5, *, write: bool = False) -> N
             f"MLflow tracking URI {_display(uri)} cannot be reached ({error}); start the server, {NO_TRACK}, "
             "or unset MLFLOW_TRACKING_URI (or set tracking.uri)"
         )
+    answered: list[str] = []
+    _in_thread(lambda: answered.append(_not_mlflow(base, timeout_s)), timeout_s, "doceval-mlflow-api-probe")
+    if answered and answered[0]:
+        raise UsageError(
+            f"MLflow tracking URI {_display(uri)} answers, but not as an MLflow tracking server ({answered[0]}); "
+            f"check its host, port and path (the URL `mlflow server` prints), {NO_TRACK}, or unset "
+            "MLFLOW_TRACKING_URI (or set tracking.uri)"
+        )
+
+
+# An MLflow server answers this with JSON (the experiment, or error_code RESOURCE_DOES_NOT_EXIST).
+_MLFLOW_API_PROBE = "/api/2.0/mlflow/experiments/get-by-name?experiment_name=Default"
+
+
+def _not_mlflow(base: str, timeout_s: float) -> str:
+    """What answered at ``base`` instead of MLflow's REST API ("" when it is MLflow, or cannot be told: a
+    server asking for credentials may be MLflow behind authentication)."""
+    try:
+        with urllib.request.urlopen(base + _MLFLOW_API_PROBE, timeout=timeout_s) as reply:
+            status, body, kind = reply.status, reply.read(65536), reply.headers.get_content_type()
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            return ""
+        status, body, kind = exc.code, exc.read(65536), exc.headers.get_content_type()
+    except (OSError, ValueError):
+        return ""  # a failure after /health answered: MLflow's own client reports it
+    try:
+        is_json = isinstance(json.loads(body), dict)
+    except ValueError:
+        is_json = False
+    return (
+        ""
+        if is_json
+        else f"HTTP {status} with {kind or 'no content type'} on {_MLFLOW_API_PROBE.split('?')[0]}"
+    )

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from doceval.common.bounded_json import MAX_JSON_DEPTH, deeper_than
 from doceval.common.concurrency import (
     DEFAULT_TIMEOUT_S,
     CallTimedOut,
@@ -132,7 +133,10 @@ class FunctionAgent:
         return reply
 
     def _check_size(self, reply: Any) -> None:
-        # The same cap as an HTTP reply's body: a huge answer would be copied into the journal and the summary.
+        # The same bounds as an HTTP reply's: nesting (every walker of a reply recurses once per level) and the
+        # size (a huge answer would be copied into the journal and the summary).
+        if deeper_than(reply):
+            raise AgentCallError(f"malformed: the reply nests deeper than {MAX_JSON_DEPTH} levels")
         try:
             size = len(json.dumps(reply, ensure_ascii=False, default=lambda _: None).encode("utf-8"))
         except (TypeError, ValueError):
@@ -210,12 +214,14 @@ def make_agent(cfg: schema.Agent) -> ExternalAgent | None:
         if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
             raise UsageError(f"agent.kwargs={kwargs!r}: expected a mapping of keyword arguments for the factory "
                              "(set them as +agent.kwargs.NAME=VALUE)")  # fmt: skip
+        # The settings are checked before the user's code runs (a factory may be slow, or fail for its own reasons).
+        timeout_s, cap = timeout_of(cfg.timeout_s, "agent.timeout_s"), reply_cap(cfg.max_reply_bytes)
         fn, origin = resolve_target(target.strip(), kwargs)
         return FunctionAgent(
             fn,
             target.strip(),
-            timeout_s=timeout_of(cfg.timeout_s, "agent.timeout_s"),  # None: no deadline
-            max_reply_bytes=reply_cap(cfg.max_reply_bytes),
+            timeout_s=timeout_s,  # None: no deadline
+            max_reply_bytes=cap,
             kwargs=kwargs,
             origin=origin,
         )

@@ -33,13 +33,14 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from doceval.common.bounded_json import loads
 from doceval.common.redact import (
-    SECRET_QUERY,
     redact_url,
     register_basic_token,
     register_secret,
     scrub,
     scrub_message,
+    url_credentials,
 )
 from doceval.common.retry import Classification, RetriesExhausted, RetryPolicy, call_with_retries
 from doceval.errors import UsageError
@@ -239,9 +240,8 @@ class HttpAgent:
             token = register_basic_token(user, password)
             self._headers.setdefault("Authorization", f"Basic {token}")
             parts = parts._replace(netloc=parts.netloc.rsplit("@", 1)[1])
-        for key, value in urllib.parse.parse_qsl(parts.query):
-            if SECRET_QUERY.search(key):
-                register_secret(value)
+        for credential in url_credentials(url):  # secret-named query values (the one name rule)
+            register_secret(credential)
         self._url = urllib.parse.urlunsplit(parts)
         self.url = redact_url(url)  # for messages and provenance
         self.timeout_s = float(timeout_s)
@@ -391,7 +391,7 @@ class HttpAgent:
         with self._opener.open(request, timeout=self.timeout_s) as reply:
             raw = self._read_capped(reply, deadline)
         try:
-            data = json.loads(raw)
+            data = loads(raw)  # nesting bounded: a 100k-deep reply is malformed, not a RecursionError
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             snippet = self._redact(raw[:80].decode("utf-8", "replace"))
             raise AgentCallError(f"malformed: the reply is not JSON ({exc}); it starts {snippet!r}") from None
