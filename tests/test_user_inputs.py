@@ -18,8 +18,8 @@ from doceval.inputs.golden import (
     read_ids,
     select_split,
     statistics,
-    write_splits,
 )
+from doceval.inputs.splits import write_splits
 
 
 def entry(**overrides) -> dict:
