@@ -108,7 +108,7 @@ def test_the_evaluate_stage_loads_each_input_once(
     corpus = count_calls(monkeypatch, corpus_module, "load_corpus")
     candidates = count_calls(monkeypatch, candidates_module, "load_candidates")
     assert main(["evaluate", "--quiet"]) == 0
-    assert golden == Counter({"data/golden/v2.1.jsonl": 1})
+    assert golden == Counter({"data/golden/v2.1.jsonl False": 1})  # the path, allow_drafts=False
     assert corpus == Counter({"data/docs": 1})
     assert candidates == Counter({"data/runs": 1})
     trade = json.loads((root / "eval" / "tradeoff" / "tradeoff.json").read_text())
