@@ -8,6 +8,7 @@ listed, with its reason, in the set's changes file."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,9 @@ import pytest
 from doceval.cli.main import main
 from doceval.common.apimatch import fold, glued
 from doceval.inputs.docs import Document, write_corpus
-from doceval.inputs.golden import GoldenEntry
+from doceval.inputs.golden import GoldenEntry, parse_golden
 from doceval.inputs.qrels import qrels_path
-from doceval.inputs.selfcheck import INSIDE_NAME, reference_findings
+from doceval.inputs.selfcheck import INSIDE_NAME, REFERENCE_FAILS, reference_findings
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 PIN = "orm@2.0"
@@ -126,3 +127,23 @@ def test_the_warning_is_printed_and_does_not_fail_strict(
     assert _validate(path, corpus_dir, "--strict") == 0
     out = capsys.readouterr().out
     assert "entry a: its reference answer names 'autobegin', which holds the expected 'begin'" in out
+
+
+# "- `ENTRY` keeps `STRING in API`: REASON": a read expected_inside_name warning, in a changes file's section
+_KEPT = re.compile(r"^- `([^`]+)` keeps `([^`]+)`: (.{20,})$")
+
+
+@pytest.mark.parametrize(
+    ("name", "changes"),
+    [("v2.1.jsonl", "v2.1.changes.md"), ("conversations.jsonl", "conversations.changes.md")],
+)
+def test_the_shipped_sets_pass_their_own_strings_and_every_warning_left_is_read(
+    name: str, changes: str
+) -> None:
+    found: list[tuple[str, str, str]] = []
+    for e in parse_golden(GOLDEN / name):
+        reference_findings(e, lambda rule, field, detail, *_, e=e: found.append((rule, e.id, detail)))
+    assert [f for f in found if f[0] == REFERENCE_FAILS] == []
+    text = (GOLDEN / changes).read_text(encoding="utf-8")
+    kept = {(m[1], m[2]) for line in text.splitlines() if (m := _KEPT.match(line))}
+    assert {(eid, detail) for rule, eid, detail in found if rule == INSIDE_NAME} == kept
