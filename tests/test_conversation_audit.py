@@ -150,7 +150,9 @@ def _meets_target(wrong: int, n: int, hi: float) -> bool:
 
 
 @pytest.mark.parametrize("n", sorted(ROUNDS))
-def test_each_completed_audit_round_matches_its_readme_row(n: int, capsys: pytest.CaptureFixture[str]) -> None:
+def test_each_completed_audit_round_matches_its_readme_row(
+    n: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     wrong, turns, lo, hi = _completed(n)
     a, b = _sheets(n)
     argv = ["golden", "audit", str(GOLDEN / "conversations.jsonl"), "--verdicts", str(a), "--verdicts", str(b),
@@ -162,7 +164,9 @@ def test_each_completed_audit_round_matches_its_readme_row(n: int, capsys: pytes
     assert f"target (WRONG at most 2%, upper bound at most 5%): {'met' if met else 'not met'}" in out
     readme = (GOLDEN / "README.md").read_text(encoding="utf-8")
     row = next(line for line in readme.splitlines() if re.match(rf"\| (\*\*)?{ROUNDS[n]} audit\b", line))
-    assert re.search(rf"\b{wrong} of {turns}\b", row) and f"{wrong / turns:.1%} ({lo:.1%}–{hi:.1%})" in row, row
+    assert re.search(rf"\b{wrong} of {turns}\b", row) and f"{wrong / turns:.1%} ({lo:.1%}–{hi:.1%})" in row, (
+        row
+    )
     target = row.rstrip(" |").rsplit("|", 1)[1]  # the row's last column says whether the round met the target
     assert ("not met" in target) is (not met) and ("met" in target), row
 
