@@ -178,3 +178,17 @@ def test_the_latest_audit_round_meets_the_target() -> None:
     )
     wrong, turns, _, hi = _completed(latest)
     assert _meets_target(wrong, turns, hi), (wrong, turns, hi)
+
+
+def test_a_prepared_round_s_blank_sheets_show_the_file_as_it_stands(tmp_path: Path) -> None:
+    """The latest round's sheets, while blank, are what `golden audit --all` writes from the labels now: a label
+    changed after they were written would be audited in its old form."""
+    latest = max(ROUNDS)
+    sheets = _sheets(latest)
+    if any(r["verdict"] is not None for p in sheets for r in _read(p)):
+        pytest.skip(f"round {latest} is being filled: its sheets keep the labels as they were audited")
+    fresh = tmp_path / "fresh.jsonl"
+    assert main(["golden", "audit", str(GOLDEN / "conversations.jsonl"), "--all", "--out", str(fresh)]) == 0
+    for sheet in sheets:
+        assert _read(sheet) == _read(fresh), f"{sheet.name} is stale: write it again (data/golden/README.md)"
+    assert _adjudication(latest).read_text(encoding="utf-8") == ""
