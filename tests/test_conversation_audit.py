@@ -1,8 +1,10 @@
-"""The conversation set's second audit (issue 41, item 4), prepared for two assessors: `doceval golden audit --all`
+"""The conversation set's audits of every turn by two assessors (issue 41, item 4): `doceval golden audit --all`
 writes a sheet of every turn with its conversation's context and a blank assessor column, and `--verdicts A
 --verdicts B --adjudication FILE` reads both filled sheets and the adjudication of their disagreements into the
-audit table's WRONG rate and Wilson bound. Checked on a small fixture here; over the real verdict files once the
-assessors have filled them (data/golden/README.md, "The second conversation audit")."""
+audit table's WRONG rate and Wilson bound. Checked on a small fixture here; over the real verdict files of each
+round once the assessors have filled them (data/golden/README.md, "The conversation audits"): every completed
+round's row is recomputed from its three files, and the target is judged on the latest round only (round 2 did
+not meet it and was fixed; round 3 audits the fixed file)."""
 
 from __future__ import annotations
 
@@ -19,8 +21,15 @@ from doceval.cli.main import main
 from doceval.inputs.golden import parse_golden
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
-SHEETS = [GOLDEN / "audit" / f"conversations-2.{name}.jsonl" for name in ("A", "B")]
-ADJUDICATION = GOLDEN / "audit" / "conversations-2.adjudication.jsonl"
+ROUNDS = {2: "second", 3: "third"}  # round -> the word its README row starts with; the last is the latest
+
+
+def _sheets(n: int) -> list[Path]:
+    return [GOLDEN / "audit" / f"conversations-{n}.{name}.jsonl" for name in ("A", "B")]
+
+
+def _adjudication(n: int) -> Path:
+    return GOLDEN / "audit" / f"conversations-{n}.adjudication.jsonl"
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -120,27 +129,66 @@ def test_two_assessors_and_an_adjudication_give_the_audit_table_s_figures(
     assert "both name assessor 'assessor A'" in capsys.readouterr().err
 
 
-def test_the_real_second_audit_meets_its_target_and_matches_the_readme(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    a, b = (_read(p) for p in SHEETS)
+def _completed(n: int) -> tuple[int, int, float, float]:
+    """Round ``n``'s (WRONG, turns, Wilson low, Wilson high) from its three files; skips while a verdict is blank."""
+    a, b = (_read(p) for p in _sheets(n))
     blank = sum(r["verdict"] is None for r in (*a, *b))
     if blank:
         pytest.skip(
-            f"the second conversation audit is prepared, not done: {blank} of {len(a) + len(b)} verdicts in "
-            f"{SHEETS[0].name} and {SHEETS[1].name} are blank (the assessors fill them: data/golden/README.md)"
+            f"the {ROUNDS[n]} conversation audit is prepared, not done: {blank} of {len(a) + len(b)} verdicts in "
+            f"{_sheets(n)[0].name} and {_sheets(n)[1].name} are blank (the assessors fill them: data/golden/README.md)"
         )
     turns = [e.id for e in parse_golden(GOLDEN / "conversations.jsonl")]
     assert sorted(r["id"] for r in a) == sorted(r["id"] for r in b) == sorted(turns) and len(turns) >= 144
-    ruling = _read(ADJUDICATION)
-    final = final_verdicts(a, b, ruling)
-    wrong, n = sum(v == "WRONG" for v in final.values()), len(final)
-    lo, hi = wilson_by_hand(wrong, n)
-    assert wrong / n <= 0.02 and hi <= 0.05, (wrong, n, hi)
-    argv = ["golden", "audit", str(GOLDEN / "conversations.jsonl"), "--verdicts", str(SHEETS[0]),
-            "--verdicts", str(SHEETS[1]), "--adjudication", str(ADJUDICATION)]  # fmt: skip
+    final = final_verdicts(a, b, _read(_adjudication(n)))
+    wrong, n_turns = sum(v == "WRONG" for v in final.values()), len(final)
+    return (wrong, n_turns, *wilson_by_hand(wrong, n_turns))
+
+
+def _meets_target(wrong: int, n: int, hi: float) -> bool:
+    return wrong / n <= 0.02 and hi <= 0.05
+
+
+@pytest.mark.parametrize("n", sorted(ROUNDS))
+def test_each_completed_audit_round_matches_its_readme_row(
+    n: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wrong, turns, lo, hi = _completed(n)
+    a, b = _sheets(n)
+    argv = ["golden", "audit", str(GOLDEN / "conversations.jsonl"), "--verdicts", str(a), "--verdicts", str(b),
+            "--adjudication", str(_adjudication(n))]  # fmt: skip
     assert main(argv) == 0
-    assert f"{wrong / n:.1%} (95% Wilson interval {lo:.1%} to {hi:.1%})" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"{wrong / turns:.1%} (95% Wilson interval {lo:.1%} to {hi:.1%})" in out
+    met = _meets_target(wrong, turns, hi)
+    assert f"target (WRONG at most 2%, upper bound at most 5%): {'met' if met else 'not met'}" in out
     readme = (GOLDEN / "README.md").read_text(encoding="utf-8")
-    row = next(line for line in readme.splitlines() if line.startswith("| **second audit**"))
-    assert re.search(rf"\b{wrong} of {n}\b", row) and f"{wrong / n:.1%} ({lo:.1%}–{hi:.1%})" in row, row
+    row = next(line for line in readme.splitlines() if re.match(rf"\| (\*\*)?{ROUNDS[n]} audit\b", line))
+    assert re.search(rf"\b{wrong} of {turns}\b", row) and f"{wrong / turns:.1%} ({lo:.1%}–{hi:.1%})" in row, (
+        row
+    )
+    target = row.rstrip(" |").rsplit("|", 1)[1]  # the row's last column says whether the round met the target
+    assert ("not met" in target) is (not met) and ("met" in target), row
+
+
+def test_the_latest_audit_round_meets_the_target() -> None:
+    latest = max(ROUNDS)
+    assert all(p.is_file() for p in (*_sheets(latest), _adjudication(latest))), (
+        f"round {latest}'s sheets are not prepared (data/golden/README.md)"
+    )
+    wrong, turns, _, hi = _completed(latest)
+    assert _meets_target(wrong, turns, hi), (wrong, turns, hi)
+
+
+def test_a_prepared_round_s_blank_sheets_show_the_file_as_it_stands(tmp_path: Path) -> None:
+    """The latest round's sheets, while blank, are what `golden audit --all` writes from the labels now: a label
+    changed after they were written would be audited in its old form."""
+    latest = max(ROUNDS)
+    sheets = _sheets(latest)
+    if any(r["verdict"] is not None for p in sheets for r in _read(p)):
+        pytest.skip(f"round {latest} is being filled: its sheets keep the labels as they were audited")
+    fresh = tmp_path / "fresh.jsonl"
+    assert main(["golden", "audit", str(GOLDEN / "conversations.jsonl"), "--all", "--out", str(fresh)]) == 0
+    for sheet in sheets:
+        assert _read(sheet) == _read(fresh), f"{sheet.name} is stale: write it again (data/golden/README.md)"
+    assert _adjudication(latest).read_text(encoding="utf-8") == ""

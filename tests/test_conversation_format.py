@@ -237,7 +237,10 @@ def test_scope_rules_check_each_turn_against_its_own_pin(
     forbids the same string on 2.8, whose page does not mention it: fine (each turn is checked on its pin)."""
     turns = [
         turn(
-            "pydantic 2.8: how do I dump a model?", forbidden_apis=[".dict("], expected_apis=["model_dump("]
+            "pydantic 2.8: how do I dump a model?",
+            forbidden_apis=[".dict("],
+            expected_apis=["model_dump("],
+            reference_answer="call m.model_dump()",
         ),
         turn("and in 1.10?", "pydantic@1.10", needs_memory=True, forbidden_apis=[".dict("]),
     ]

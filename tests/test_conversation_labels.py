@@ -1,14 +1,18 @@
 """Conversation labels at the bar (issue 41, item 4): the turns whose labels came from a source entry that asks
-more (or less) than the turn does are fixed, each as conversations.changes.md records it."""
+more (or less) than the turn does are fixed, and so are the second audit's WRONG turns, each as
+conversations.changes.md records it."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 from doceval.inputs.golden import GoldenEntry, parse_golden
 from doceval.scoring.metrics import contains_apis
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
+AUDIT = GOLDEN / "audit"
 
 
 def _turns() -> dict[str, GoldenEntry]:
@@ -50,3 +54,47 @@ def test_every_label_change_of_the_sweep_is_recorded_with_its_reason() -> None:
     sweep = changes[changes.index("## Issue 41 label sweep") :]
     for turn in ("conv-pyd1-06#3", "conv-sqla14-01#3", "conv-pyd2-06#2", "conv-mm3-05#3"):
         assert f"- `{turn}` (" in sweep, turn
+
+
+# The second audit's WRONG turns (data/golden/audit/conversations-2.*): each right answer the assessors named now
+# passes, and the wrong answer the label was written against still fails.
+RIGHT_AND_WRONG = {
+    "conv-pyd1-06#2": ("m.json(exclude_unset=True)", "m.model_dump(exclude_unset=True)"),
+    "conv-pyd1-06#3": ("m.model_dump_json(exclude_unset=True)", "m.dict(exclude_unset=True)"),
+    "conv-sqla14-01#1": ("@registry().as_declarative_base()\nclass Base: ...", "class Base(DeclarativeBase): ..."),
+    "conv-sqla20-01#2": ("Yes: in 1.4 the legacy form still works, deprecated.", None),
+    "conv-sqla20-02#1": ("No; keep autocommit False and use Session(engine, autobegin=False).",
+                         "Session(engine, autocommit=True)"),
+    "conv-sqla20-04#2": ("session.scalar(stmt), or session.scalars(stmt).first()", "session.execute(stmt).all()"),
+    "conv-sqla20-04#3": ("session.scalars(stmt).one_or_none()", "result.scalar()"),
+    "conv-mm2-04#1": ("@validates('n')\ndef check(self, n): ... raise ValidationError('> 0')", "Range(min=0)"),
+    "conv-mm3-04#1": ("author = fields.Int(attribute='author.id', dump_only=True)", "fields.Nested(AuthorSchema)"),
+}  # fmt: skip
+
+
+def test_the_second_audit_s_right_answers_pass_and_the_wrong_ones_still_fail() -> None:
+    turns = _turns()
+    for tid, (right, wrong) in RIGHT_AND_WRONG.items():
+        assert _passes(turns[tid], right), tid
+        assert wrong is None or not _passes(turns[tid], wrong), tid
+    scalar = turns["conv-sqla20-04#2"]  # the scalar() documents answer "one value or None" and are graded 2
+    assert scalar.grades["sqlalchemy@2.0.31:sqlalchemy.engine.result.Result.scalar"] == 2
+    typed = turns["conv-sqla14-01#3"]  # the only document with both typed columns that was graded below 2
+    assert "sqlalchemy@2.0.31:sqlalchemy.util._collections.merge_lists_w_ordering" in typed.relevant_ids
+    # Rejected, with its reason in the changes file: load's document gives the 2.21 (data, errors) return.
+    assert "marshmallow@2.21.0:marshmallow.schema.BaseSchema.load" in turns["conv-mm2-05#1"].relevant_ids
+
+
+def test_every_wrong_turn_of_the_second_audit_is_answered_in_the_changes_file() -> None:
+    rows = [
+        json.loads(line) for line in (AUDIT / "conversations-2.adjudication.jsonl").read_text().splitlines()
+    ]
+    sheets = [[json.loads(line) for line in (AUDIT / f"conversations-2.{n}.jsonl").read_text().splitlines()]
+              for n in ("A", "B")]  # fmt: skip
+    wrong = {r["id"] for r in rows if r["verdict"] == "WRONG"}
+    wrong |= {a["id"] for a, b in zip(*sheets, strict=True) if a["verdict"] == b["verdict"] == "WRONG"}
+    assert len(wrong) == 11
+    changes = (GOLDEN / "conversations.changes.md").read_text(encoding="utf-8")
+    section = changes[changes.index("## After the second audit") :]
+    for tid in wrong:
+        assert re.search(rf"^- `{re.escape(tid)}` \((adopted|adjusted|rejected)", section, re.M), tid

@@ -115,7 +115,7 @@ def test_v2_rules_are_errors_for_a_graded_set_and_warnings_for_an_older_one(
     rows = [_entry("q", question="how do I use lib.save?", forbidden_apis=["lib.save"]),
             _entry("ok", question="how do I use lib.save?", forbidden_apis=["lib.save"], allow_forbidden=["lib.save"]),
             _entry("c", expected_apis=["load"], expected_any=[["dump(", "lib.save"]], forbidden_apis=["lib.save"],
-                   allow_forbidden=["lib.save"])]  # fmt: skip
+                   allow_forbidden=["lib.save"], reference_answer="lib.load it, lib.dump(it) back")]  # fmt: skip
     golden = _golden(tmp_path, rows)
     assert main(["golden", "validate", str(golden), "--corpus", str(corpus_dir)]) == 0  # an older set: warns
     out = capsys.readouterr().out

@@ -34,7 +34,7 @@ def corpus_dir(tmp_path: Path) -> Path:
 
 def _entry(eid: str, **fields: Any) -> dict[str, Any]:
     base = {"id": eid, "question": f"question {eid}?", "library": "lib", "version": "1.0", "out_of_scope": False,
-            "relevant_ids": [f"{PIN}:lib.load"], "reference_answer": "use lib.load", "expected_apis": [".load("],
+            "relevant_ids": [f"{PIN}:lib.load"], "reference_answer": "use lib.load(path)", "expected_apis": [".load("],
             "forbidden_apis": [], "split": "test", "kind": "lookup"}  # fmt: skip
     return {**base, **fields}
 

@@ -111,7 +111,9 @@ def test_a_clean_set_passes_and_prints_statistics_and_warnings(
         _entry("glued-ok", forbidden_apis=["SpecialFormat"]),  # only inside SomeSpecialFormat: not the name
         _oos("nx-ok", "nonexistent_api", forbidden_apis=["lib.save"]),
         _oos("u-ok", "unindexed_library", library="other", version="9"),
-        _entry("expects-absent", expected_apis=["load", "mode='r'"]),
+        _entry(
+            "expects-absent", expected_apis=["load", "mode='r'"], reference_answer="lib.load(p, mode='r')"
+        ),
     ]
     assert _validate(_golden(tmp_path, rows), corpus_dir) == 0
     out = capsys.readouterr().out

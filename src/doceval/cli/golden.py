@@ -34,6 +34,7 @@ from doceval.inputs.golden import (
 from doceval.inputs.grading import check_grading, format_grading, strict_problems
 from doceval.inputs.qrels import checked_pairs, labels_md5, qrels_path, unjudged
 from doceval.inputs.scope import format_scope, raise_on_errors, record_findings, scope_of
+from doceval.inputs.selfcheck import STRICT_RULES
 from doceval.inputs.splits import write_splits
 from doceval.inputs.standalone import format_standalone
 from doceval.inputs.template import template_text
@@ -95,8 +96,10 @@ def _validate_against_corpus(args: argparse.Namespace) -> int:
         return 0
     doc_ids = {pin: part.doc_ids for pin, part in corpus.partitions.items()}
     grading = check_grading(entries, doc_ids, checked_pairs(path))
-    # Every error at once: the scope errors, and under --strict the grading rules' findings.
-    raise_on_errors(report, path, strict_problems(grading, str(path)) if args.strict else ())
+    # Every error at once: the scope errors, and under --strict the grading rules' findings and the warnings
+    # --strict makes errors (a reference answer that fails its own strings, in an older set).
+    made_errors = [f.problem(str(path)) for f in report.warnings if f.rule in STRICT_RULES]
+    raise_on_errors(report, path, [*strict_problems(grading, str(path)), *made_errors] if args.strict else ())
     print(f"{path}: {len(entries)} entries, valid against {corpus_dir} ({len(corpus.pins)} pins)")
     print(format_statistics(statistics(entries)))
     _print_lines(format_standalone(entries, str(path)))

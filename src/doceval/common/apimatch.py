@@ -43,9 +43,8 @@ def _is_word(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
 
 
-@lru_cache(maxsize=8192)
-def name_pattern(name: str) -> re.Pattern[str]:
-    """``name`` compiled under the rule (module docstring), to search casefolded text with."""
+def _body(name: str) -> tuple[str, str, str]:
+    """The folded name as a regex without its boundaries, and its first and last character."""
     parts = _SPACE.split(fold(name).strip())
     body = ""
     for i, part in enumerate(parts):
@@ -53,7 +52,13 @@ def name_pattern(name: str) -> re.Pattern[str]:
             glued = _is_word(parts[i - 1][-1:]) and _is_word(part[:1])
             body += r"\s+" if glued else r"\s*"
         body += re.escape(part)
-    first, last = parts[0][:1], parts[-1][-1:]
+    return body, parts[0][:1], parts[-1][-1:]
+
+
+@lru_cache(maxsize=8192)
+def name_pattern(name: str) -> re.Pattern[str]:
+    """``name`` compiled under the rule (module docstring), to search casefolded text with."""
+    body, first, last = _body(name)
     left = r"(?<!\w)" if _is_word(first) else ""
     right = r"(?!\w)" if _is_word(last) else ""
     return re.compile(left + body + right)
@@ -71,6 +76,29 @@ def occurs(name: str, folded_text: str) -> bool:
     if not name.strip():
         return False
     return _anchor(name) in folded_text and name_pattern(name).search(folded_text) is not None
+
+
+def glued(name: str, folded_text: str) -> list[tuple[int, int]]:
+    """Where ``name`` is written in ``folded_text`` (already :func:`fold`-ed) but glued to a longer identifier,
+    so the rule does not find it there (``model_dump`` in ``model_dump_json``, ``begin`` in ``autobegin``):
+    the (start, end) of each such longer identifier, in order. An empty name is glued nowhere."""
+    if not name.strip() or _anchor(name) not in folded_text:
+        return []
+    body, first, last = _body(name)
+    out: list[tuple[int, int]] = []
+    for m in re.finditer(body, folded_text):
+        start, end = m.start(), m.end()
+        left = _is_word(first) and start > 0 and _is_word(folded_text[start - 1])
+        right = _is_word(last) and end < len(folded_text) and _is_word(folded_text[end])
+        if not (left or right):
+            continue
+        while start > 0 and _is_word(folded_text[start - 1]):
+            start -= 1
+        while end < len(folded_text) and _is_word(folded_text[end]):
+            end += 1
+        if (start, end) not in out:
+            out.append((start, end))
+    return out
 
 
 def mentions(text: str, name: str) -> bool:

@@ -18,10 +18,12 @@ refusal_rate and overrefusal_rate. :func:`check_scope` reads every entry against
 | ``forbidden_in_relevant`` | a forbidden string in a relevant document that does not mark it unsupported | error (graded) |
 | ``expected_conflict`` | an expected string (or ``expected_any`` alternative) that contains a forbidden one | warning |
 | ``waiver_without_reason`` | an ``allow_forbidden`` string given in the older list form, with no reason | warning |
+| ``reference_fails_strings`` | the reference answer fails its own version strings | error (graded, ``--strict``) |
+| ``expected_inside_name`` | the reference names an API holding an expected string glued to a longer name | warning |
 
 A forbidden string counts as unsupported only where every document of the pin that uses it marks it: a mark
 speaks for its own document, so a deprecation on one page says nothing about the pages that still show ``x`` in
-use. The version-string rules (``forbidden_in_*``) are errors for golden sets with graded
+use. The version-string rules (``forbidden_in_*``, ``reference_fails_strings``: :mod:`doceval.inputs.selfcheck`) are errors for golden sets with graded
 judgments (v2 and later, a ``NAME.qrels.jsonl`` beside them) and warnings for older sets. An entry keeps a
 forbidden string on purpose with a waiver, ``"allow_forbidden": {"x(": "why"}``, which waives all three
 ``forbidden_*`` rules for that string; the older list form (``["x("]``) still waives them, with a warning.
@@ -55,12 +57,13 @@ from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry, GoldenError, Problem, parse_golden
 from doceval.inputs.marks import Mark, find_marks, governs
 from doceval.inputs.qrels import labels_md5
+from doceval.inputs.selfcheck import INSIDE_NAME, REFERENCE_FAILS, STRICT_RULES, reference_findings
 
 ALWAYS_ERRORS = frozenset(
     {"indexed_but_unindexed", "pin_not_indexed", "relevant_id_missing", "judged_id_missing"}
 )
-WARNINGS = frozenset({"expected_api_absent", "expected_conflict", "waiver_without_reason"})
-VERSION_STRING_RULES = frozenset({"forbidden_in_question", "forbidden_in_relevant"})
+WARNINGS = frozenset({"expected_api_absent", "expected_conflict", "waiver_without_reason", INSIDE_NAME})
+VERSION_STRING_RULES = frozenset({"forbidden_in_question", "forbidden_in_relevant", REFERENCE_FAILS})
 RULES = (
     "indexed_but_unindexed",
     "pin_not_indexed",
@@ -75,6 +78,8 @@ RULES = (
     "forbidden_in_relevant",
     "expected_conflict",
     "waiver_without_reason",
+    REFERENCE_FAILS,
+    INSIDE_NAME,
 )
 FINDINGS_SUFFIX = ".findings.json"
 
@@ -192,6 +197,7 @@ def find_all(
                 add("waiver_without_reason", "allow_forbidden", name,
                     f"keeps the forbidden {name!r} without saying why (allow_forbidden as a list of strings)",
                     f"give the reason: \"allow_forbidden\": {{{json.dumps(name)}: \"why the entry keeps it\"}}")  # fmt: skip
+        reference_findings(e, add)
         docs = pins.get(e.pin)
         if docs is not None:
             _judged_findings(e, docs, add)
@@ -382,10 +388,12 @@ def check_scope(
     warnings: list[Finding] = []
     graded = any(e.qrels is not None for e in entries)
     for f in findings:
-        if f.rule in WARNINGS or (f.rule in VERSION_STRING_RULES and not graded):
+        if f.rule in WARNINGS:
             warnings.append(f)
         elif recorded is not None and f.rule not in ALWAYS_ERRORS and f.key() in recorded:
             known.append(f)
+        elif f.rule in VERSION_STRING_RULES and not graded:
+            warnings.append(f)
         else:
             errors.append(f)
     return ScopeReport(errors, known, warnings, stats, fpath if recorded is not None else None, note)
@@ -411,8 +419,10 @@ def record_findings(report: ScopeReport, golden_path: Path, golden_md5: str) -> 
             f"{golden_path}: {len(blocking)} scope label(s) are wrong for this corpus and cannot be recorded "
             f"(e.g. {blocking[0].problem(str(golden_path))}); fix them first"
         )
+    strict = [f for f in report.warnings if f.rule in STRICT_RULES]  # errors under --strict: frozen too
     keep = sorted(
-        (f for f in [*report.errors, *report.known] if f.rule not in WARNINGS), key=lambda f: (f.line, f.rule)
+        (f for f in [*report.errors, *report.known, *strict] if f.rule not in WARNINGS),
+        key=lambda f: (f.line, f.rule),
     )
     path = findings_path(golden_path)
     data = {
