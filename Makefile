@@ -39,7 +39,7 @@ format: setup  ## apply ruff's fixes and formatting
 params: setup  ## recompose params.yaml from conf/
 	$(VENV)/doceval params
 
-bench: setup  ## run benchmarks/ and write the figures into the README and docs/benchmarks.md (add ARGS=--scifact PATH)
+bench: setup  ## run benchmarks/ and write the figures into docs/benchmarks.md (add ARGS=--scifact PATH)
 	$(VENV)/python benchmarks/run_all.py $(ARGS)
 
 mlflow-ui: setup  ## the MLflow UI on http://127.0.0.1:5000 over ./mlruns

@@ -3,7 +3,7 @@
     python benchmarks/device_check.py [--sample 2000] [--precision fp32,bf16_weights]
 
 A manual check, outside CI (there is no GPU there). It needs the corpus (`dvc repro docs`) and a CUDA build of
-torch (README, "A GPU"). On a machine where torch sees no GPU it says so and exits 0.
+torch (docs/gpu.md). On a machine where torch sees no GPU it says so and exits 0.
 
 1. Speed: the same seeded sample of corpus chunks encoded by CPU fp32 (the committed headline's embedder) and by
    each device precision, after a warm-up; chunks per second and the speed-up.
@@ -58,7 +58,7 @@ def main() -> int:
     import torch
 
     if not torch.cuda.is_available():
-        print(f"no GPU: torch {torch.__version__} sees no CUDA device (the CPU build never does; README, 'A GPU'"
+        print(f"no GPU: torch {torch.__version__} sees no CUDA device (the CPU build never does; docs/gpu.md"
               " says how to install a CUDA build); nothing to check")  # fmt: skip
         return 0
     from doceval.config.compose import compose, load_params

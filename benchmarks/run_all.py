@@ -1,13 +1,14 @@
-"""Run the benchmark suite and write its figures into the README's benchmark section (and docs/benchmarks.md).
+"""Run the benchmark suite and write its figures into docs/benchmarks.md.
 
-    python benchmarks/run_all.py [--scifact PATH/TO/scifact] [--quick] [--no-readme] [--only SCRIPT ...]
+    python benchmarks/run_all.py [--scifact PATH/TO/scifact] [--quick] [--no-write] [--only SCRIPT ...]
 
 Each benchmark is a script in this folder that prints its own table, with every ratio measured side by side
 in the same run. This runs them one after another (so they do not compete for the two cores), collects their
-output and replaces the block between the README's `<!-- bench:start -->` and `<!-- bench:end -->` markers.
-With ``--only bench_intervals.py`` (repeatable) it runs just those scripts and replaces just their sub-blocks
-(``**TITLE** (N s)`` and its fenced output), leaving the rest of the block as it was. A script named in
-:data:`DOC_BLOCKS` writes into docs/benchmarks.md instead, between markers of its own.
+output and replaces the block between docs/benchmarks.md's `<!-- bench:start -->` and `<!-- bench:end -->`
+markers (section "The suite"). With ``--only bench_intervals.py`` (repeatable) it runs just those scripts and
+replaces just their sub-blocks (``**TITLE** (N s)`` and its fenced output), leaving the rest of the block as it
+was. A script named in :data:`DOC_BLOCKS` writes into a section of its own on the same page, between its own
+markers. Nothing is written into README.md: it keeps one headline table and points here.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 DOCS_PAGE = ROOT / "docs" / "benchmarks.md"
-# Scripts whose figures go to docs/benchmarks.md, each between its own markers, not into the README's block.
+# Scripts whose figures go to a section of their own on docs/benchmarks.md, between their own markers, not into
+# the suite's block.
 DOC_BLOCKS = {
     "bench_paired_coverage.py": ("<!-- bench-paired:start -->", "<!-- bench-paired:end -->"),
     "bench_drafting.py": ("<!-- drafting:start -->", "<!-- drafting:end -->"),
@@ -105,7 +107,7 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
 
 
 def sub_block(title: str, seconds: float, output: str) -> list[str]:
-    """One benchmark's lines in the README block: its bold title with the time taken, then its output."""
+    """One benchmark's lines in the suite's block: its bold title with the time taken, then its output."""
     return [f"**{title}** ({seconds:.0f} s)", "", "```", output, "```"]
 
 
@@ -123,7 +125,7 @@ def _sub_block_span(lines: Sequence[str], title: str) -> tuple[int, int] | None:
 
 
 def splice_sub_blocks(text: str, blocks: Sequence[tuple[str, list[str]]]) -> str:
-    """``text`` (the whole README) with each (title, lines) sub-block replaced inside the bench markers, or
+    """``text`` (the whole page) with each (title, lines) sub-block replaced inside the bench markers, or
     appended at the end of the marked region when it is not there yet; everything else stays as it was."""
     if START not in text or END not in text:
         raise ValueError(f"add {START} and {END} markers to the benchmark section")
@@ -152,18 +154,26 @@ def replace_marked(text: str, start: str, end: str, lines: Sequence[str]) -> str
     return head + start + "\n" + "\n".join(lines) + "\n" + end + tail
 
 
-def write_doc_blocks(done: Sequence[tuple[str, str, list[str]]], measured: str) -> None:
-    """Each (script, title, sub-block) of DOC_BLOCKS into docs/benchmarks.md, between the script's markers."""
-    text = DOCS_PAGE.read_text(encoding="utf-8")
+def with_doc_blocks(text: str, done: Sequence[tuple[str, str, list[str]]], measured: str) -> str:
+    """``text`` (docs/benchmarks.md) with each (script, title, sub-block) of DOC_BLOCKS between its markers."""
     for script, _, lines in done:
         start, end = DOC_BLOCKS[script]
         text = replace_marked(text, start, end, [measured, "", *lines])
-    DOCS_PAGE.write_text(text, encoding="utf-8")
-    print(f"wrote the figures of {', '.join(s for s, _, _ in done)} into {DOCS_PAGE}")
+    return text
+
+
+def with_suite_block(text: str, done: Sequence[tuple[str, list[str]]], blocks: list[str], only: bool) -> str:
+    """``text`` (docs/benchmarks.md) with the suite's block rewritten: whole, or with ``--only`` just the
+    sub-blocks of the scripts that ran."""
+    if START not in text or END not in text:
+        raise ValueError(f'{DOCS_PAGE}: add {START} and {END} markers to the section "The suite"')
+    if only:
+        return splice_sub_blocks(text, done)
+    return replace_marked(text, START, END, blocks)
 
 
 def run_one(title: str, cmd: list[str], env: dict[str, str]) -> tuple[list[str], bool]:
-    """Run one benchmark script; its README sub-block and whether it exited 0."""
+    """Run one benchmark script; its sub-block and whether it exited 0."""
     print(f"== {title}", flush=True)
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, str(HERE / cmd[0]), *cmd[1:]], cwd=ROOT, env=env,
@@ -187,16 +197,18 @@ def main() -> None:
         "--quick", action="store_true", help="index a 2,000-chunk sample; skip the clean-clone run"
     )
     parser.add_argument(
-        "--no-readme",
+        "--no-write",
+        "--no-readme",  # its name while the suite's block lived in README.md
+        dest="no_write",
         action="store_true",
-        help="print the figures; write neither README.md nor docs/benchmarks.md",
+        help="print the figures; leave docs/benchmarks.md as it is",
     )
     parser.add_argument(
         "--only",
         action="append",
         metavar="SCRIPT",
-        help="run just this suite script (e.g. bench_intervals.py; repeatable) and replace just its README "
-        "sub-block (or its docs/benchmarks.md block)",
+        help="run just this suite script (e.g. bench_intervals.py; repeatable) and replace just its sub-block "
+        "of docs/benchmarks.md (or its own section's block)",
     )
     args = parser.parse_args()
     runs = suite(args.scifact, args.quick)
@@ -223,20 +235,17 @@ def main() -> None:
             continue
         done.append((title, lines))
         blocks += [*lines, ""]
-    if to_docs and not args.no_readme:
-        write_doc_blocks(to_docs, blocks[0])
-    if done and not args.no_readme:
-        readme = ROOT / "README.md"
-        text = readme.read_text()  # read now: the benchmarks take minutes and others may edit the README
-        if START not in text or END not in text:
-            sys.exit(f"{readme}: add {START} and {END} markers to the benchmark section")
-        if args.only:
-            readme.write_text(splice_sub_blocks(text, done))
-        else:
-            head, rest = text.split(START, 1)
-            _, tail = rest.split(END, 1)
-            readme.write_text(head + START + "\n" + "\n".join(blocks) + "\n" + END + tail)
-        print(f"wrote the figures into {readme}")
+    if (to_docs or done) and not args.no_write:
+        text = DOCS_PAGE.read_text(encoding="utf-8")  # read now: the benchmarks take minutes, others edit it
+        if to_docs:
+            text = with_doc_blocks(text, to_docs, blocks[0])
+        if done:
+            try:
+                text = with_suite_block(text, done, blocks, bool(args.only))
+            except ValueError as err:
+                sys.exit(str(err))
+        DOCS_PAGE.write_text(text, encoding="utf-8")
+        print(f"wrote the figures into {DOCS_PAGE}")
     if failed:
         sys.exit(f"benchmarks that exited non-zero (missed a target or failed): {', '.join(failed)}")
 

@@ -1,4 +1,4 @@
-"""The README's two MLflow screenshots (docs/img/), taken with headless Chromium on a running MLflow UI.
+"""The two MLflow screenshots of docs/mlflow.md (docs/img/), taken with headless Chromium on a running MLflow UI.
 
     make repro                      # the evaluate stage logs the test run with its entry traces
     make mlflow-ui &                # http://127.0.0.1:5000 over ./mlruns

@@ -1,5 +1,5 @@
 """Tests for the pure parts of benchmarks/bench_intervals.py (exact coverage, window means) and of
-benchmarks/run_all.py (the ``--only`` splice of one README sub-block)."""
+benchmarks/run_all.py (the ``--only`` splice of one sub-block of docs/benchmarks.md's suite block)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 
 from doceval.scoring.proportions import wilson
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
 
 
 @functools.cache
@@ -130,3 +131,16 @@ def test_splice_needs_the_markers() -> None:
     run_all = _load("run_all")
     with pytest.raises(ValueError, match="markers"):
         run_all.splice_sub_blocks("# no markers\n", [("x", ["**x** (1 s)"])])
+
+
+def test_the_suite_block_lives_in_docs_benchmarks_not_in_the_readme() -> None:
+    """Issue 40, C12: on main `make bench` rewrote a 515-line block between markers in README.md."""
+    run_all = _load("run_all")
+    assert run_all.START not in (ROOT / "README.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert page.count(run_all.START) == 1 and page.count(run_all.END) == 1
+    done = [("Interval coverage", run_all.sub_block("Interval coverage", 61.4, "new coverage"))]
+    whole = run_all.with_suite_block(README, done, ["Measured today.", "", *done[0][1]], only=False)
+    assert "Measured today." in whole and "old coverage" not in whole and "**Index stage**" not in whole
+    spliced = run_all.with_suite_block(README, done, [], only=True)
+    assert "new coverage" in spliced and "**Index stage** (40 s)" in spliced and "## After" in spliced

@@ -42,7 +42,7 @@ def test_a_cuda_device_without_cuda_is_refused_and_auto_falls_back_to_cpu() -> N
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the refusal cannot happen here")
-    with pytest.raises(UsageError, match=r"embedder.device=cuda: torch sees no CUDA device"):
+    with pytest.raises(UsageError, match=r"embedder.device=cuda: torch sees no CUDA device.*docs/gpu.md"):
         resolve_device("cuda")
     assert resolve_device("auto") == "cpu"
     with pytest.raises(UsageError, match="embedder.device='tpu'"):
@@ -68,7 +68,7 @@ def test_bf16_on_a_cpu_without_native_bf16_warns_with_the_measured_slowdown(prec
     assert proc.returncode == 0, proc.stderr
     assert f"embedder.precision={precision} on a CPU without native bf16" in proc.stderr
     assert "slower than fp32 on AVX2-only CPUs" in proc.stderr and "3-4x (bf16 weights)" in proc.stderr
-    assert "README" in proc.stderr and "embedder=minilm (fp32)" in proc.stderr
+    assert "docs/portability.md" in proc.stderr and "embedder=minilm (fp32)" in proc.stderr
     assert proc.stdout.split()[:2] == [precision, "cpu"]
 
 
@@ -93,3 +93,4 @@ def test_device_check_says_there_is_no_gpu_and_exits_0_on_a_cpu_only_machine() -
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("no GPU: torch") and "sees no CUDA device" in proc.stdout
+    assert "docs/gpu.md" in proc.stdout

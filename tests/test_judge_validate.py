@@ -369,12 +369,14 @@ def test_the_bar_for_printing_answer_accuracy_and_the_reports_wording() -> None:
 
 
 def test_the_documented_agreement_is_the_pipelines() -> None:
-    """The figures in the READMEs are the ones the judge stage last wrote (eval/judge/reference.json)."""
+    """The figures in docs/judge.md, docs/results.md and data/judge/README.md are the ones the judge stage last
+    wrote (eval/judge/reference.json)."""
     report = json.loads((ROOT / "eval" / "judge" / "reference.json").read_text())
     a = report["agreement"]
     lo, hi = a["kappa_ci95"]
     figure = f"{a['kappa']:.3f} [{lo:.3f}, {hi:.3f}]"
-    assert figure in (ROOT / "README.md").read_text()
+    for page in ("judge.md", "results.md"):
+        assert figure in (ROOT / "docs" / page).read_text(), page
     assert f"{a['kappa']:.3f} ({lo:.3f}–{hi:.3f})" in (ROOT / "data" / "judge" / "README.md").read_text()
 
 

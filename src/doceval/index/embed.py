@@ -48,7 +48,7 @@ class StreamingEmbedder(Embedder, Protocol):
 # autocast; bf16_weights: the weights themselves cast to bf16 once; auto: bf16_weights where bf16 is native, else
 # fp32 (what it chose is in the fingerprint, hence the manifest and the summary).
 PRECISIONS = ("fp32", "bf16", "bf16_weights", "auto")
-# The measured slowdown of emulated bf16 (README, "The same headline on every CPU": speed per CPU class).
+# The measured slowdown of emulated bf16 (docs/portability.md, "Speed per CPU class").
 EMULATED_BF16_SLOWDOWN = "3-4x (bf16 weights) and 4.4-5.5x (bf16 autocast) slower than fp32 on AVX2-only CPUs"
 
 
@@ -159,7 +159,7 @@ def _warn_if_emulated(precision: str, device: str) -> None:
     if not cpu.native_bf16:
         log.warning(
             "embedder.precision=%s on a CPU without native bf16 (%s): bf16 is emulated here, measured %s "
-            '(README, "The same headline on every CPU"); embedder=minilm (fp32) is the fast and portable choice',
+            "(docs/portability.md); embedder=minilm (fp32) is the fast and portable choice",
             precision,
             cpu.describe(),
             EMULATED_BF16_SLOWDOWN,

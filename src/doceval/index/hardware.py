@@ -58,7 +58,7 @@ class CpuCapability:
 
     @property
     def machine_class(self) -> str:
-        """The README's class names: AMX, AVX-512 BF16, AVX-512, AVX2, or no vector ISA (default)."""
+        """The class names of docs/portability.md: AMX, AVX-512 BF16, AVX-512, AVX2, or no vector ISA (default)."""
         if self.isa == "AVX512":
             if self.native_bf16:
                 cap = (self.onednn_cap or "").upper()
@@ -94,8 +94,8 @@ def resolve_device(device: str) -> str:
         return "cuda" if cuda_available() else "cpu"
     if device == "cuda" and not cuda_available():
         raise UsageError(
-            "embedder.device=cuda: torch sees no CUDA device (the CPU build of torch never does; the README's "
-            "'A GPU' section says how to install a CUDA build); use embedder.device=cpu or auto"
+            "embedder.device=cuda: torch sees no CUDA device (the CPU build of torch never does; docs/gpu.md "
+            "says how to install a CUDA build); use embedder.device=cpu or auto"
         )
     if device not in ("cpu", "cuda"):
         raise UsageError(f"embedder.device={device!r}: choose one of auto, cpu, cuda")
