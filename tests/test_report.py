@@ -440,7 +440,8 @@ def test_shipped_gate_config_loads() -> None:
     drift = {"enabled": False, "metrics": ["hit_rate", "refused_correctly"], "tolerance": 0.02, "window": 10,
              "reference": "best"}  # fmt: skip
     loaded = config_dict(report.load_gate_config(DEFAULT_GATE))
-    assert loaded == {**GATE, "drift": drift, "max_system_errors": 0}
+    assert loaded == {**GATE, "drift": drift, "max_system_errors": 0,
+                      "for_assistants": {"refused_correctly": "refusal_rate"}}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------- report.md, plot

@@ -162,3 +162,23 @@ def mark_finished(plan: JournalPlan, record: Mapping[str, Any]) -> None:
     tmp = plan.run_dir / f".{FINISHED_MARKER}.{os.getpid()}"
     tmp.write_text(json.dumps(dict(record), sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, plan.run_dir / FINISHED_MARKER)
+
+
+def journal_note(usage: Any) -> str | None:
+    """One console line saying how many entries came from a journal, and why (the summary's
+    ``config.usage``); None when none did and the run started afresh for no reason worth stating."""
+    if not isinstance(usage, dict) or not isinstance(usage.get("journal"), dict):
+        return None
+    entries, verdicts = usage.get("resumed", 0), usage.get("resumed_verdicts", 0)
+    mode, where = usage["journal"].get("mode"), usage["journal"].get("dir")
+    if entries or verdicts:
+        why = "a finished run, --resume" if mode == "resume-finished" else "an interrupted run"
+        return (f"journal: {entries} entries and {verdicts} verdicts replayed from {where} ({why}); "
+                "--fresh asks the system again")  # fmt: skip
+    if mode == "rerun":
+        return (
+            f"journal: the earlier run of this configuration had finished; asked the system again ({where})"
+        )
+    if mode == "fresh":
+        return f"journal: --fresh: earlier journals set aside in {where}/previous"
+    return None

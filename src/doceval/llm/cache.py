@@ -81,6 +81,33 @@ class ResponseCache:
         return f"ResponseCache({str(self.path)!r})"
 
 
+def observed_completions(path: str | Path | None, model: str, template_id: str) -> tuple[float, int] | None:
+    """The mean completion tokens of the replies a cache holds for ``model`` and ``template_id`` (a template's
+    name and content hash), and how many; None without a cache file or such a reply. Read only: a dry run
+    creates nothing."""
+    if not path or not Path(path).is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = db.execute("SELECT value FROM responses").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    tokens = []
+    for (text,) in rows:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if value.get("model") == model and value.get("template") == template_id:
+            count = value.get("completion_tokens")
+            if isinstance(count, int) and not isinstance(count, bool):
+                tokens.append(count)
+    return (sum(tokens) / len(tokens), len(tokens)) if tokens else None
+
+
 _OPEN: dict[Path, tuple[ResponseCache, int]] = {}
 _OPEN_LOCK = threading.Lock()
 
