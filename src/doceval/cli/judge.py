@@ -13,7 +13,7 @@ from doceval.cli.common import stage_params, stale_on_failure
 from doceval.common.io import check_writable, read_json, write_json_atomic
 from doceval.common.paths import Named, refuse_overlap
 from doceval.errors import GateFailed, RunIncomplete, UsageError
-from doceval.inputs.golden import parse_golden
+from doceval.inputs.golden import DEFAULT_PIN, parse_golden
 from doceval.inputs.judge_labels import read_label_files
 from doceval.inputs.qrels import labels_md5
 
@@ -23,9 +23,11 @@ if TYPE_CHECKING:
 DEFAULT_LABELS = "data/judge/v1.jsonl"
 
 
-def _golden(cfg: Config, path: str | None) -> tuple[dict[str, Any], Path, str]:
+def _golden(cfg: Config, path: str | None, own_ids: bool = False) -> tuple[dict[str, Any], Path, str]:
+    """The golden set by entry id; ``own_ids``: entries may leave out library/version, as `doceval eval` reads a
+    user's own golden set (a rescore of their assistant's run)."""
     golden_path = Path(path or cfg.golden)
-    entries = parse_golden(golden_path)
+    entries = parse_golden(golden_path, default_pin=DEFAULT_PIN) if own_ids else parse_golden(golden_path)
     return {e.id: e for e in entries}, golden_path, labels_md5(golden_path)
 
 
@@ -208,7 +210,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
             raise UsageError(f"{summary_path}: not a doceval summary (no config block)")
         recorded = summary["config"]  # the answering run's recorded configuration
         golden_path = args.golden or (recorded.get("golden") or {}).get("path") or cfg.golden
-        golden, _, golden_md5 = _golden(cfg, golden_path)
+        golden, _, golden_md5 = _golden(cfg, golden_path, own_ids=True)
         new = rescore(summary, summary_path, golden, golden_md5, cfg.judge, cfg=cfg, progress=not args.quiet)
         write_json_atomic(output, new)
     tracking.log_configured_run(cfg, new, {}, run_name=output.stem, tags={"stage": "rescore"})

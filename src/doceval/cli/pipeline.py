@@ -256,13 +256,14 @@ def _dry_run(cfg: Config, options: EvalOptions, repeats: int) -> int:
     from doceval.harness.dry_run import estimate, format_estimate, journaled_entries
     from doceval.harness.plan import load_inputs, split_of
 
-    corpus, entries, golden_path, _ = load_inputs(cfg, options, need_corpus=True)
+    external = cfg.agent.name != "docchat"
+    # doceval's answerer reads passages (their mean length sizes its prompts); a user's assistant needs no corpus
+    corpus, entries, golden_path, _ = load_inputs(cfg, options, need_corpus=not external)
     entries = select_split(entries, split_of(cfg, options), golden_path)
     if options.limit is not None:
         entries = entries[: options.limit]
     chunks = list(corpus.first_chunks.values()) if corpus is not None else []
     mean_chars = sum(len(c) for c in chunks) / len(chunks) if chunks else 1000.0
-    external = cfg.agent.name != "docchat"
     held, consulted = journaled_entries(cfg, options, repeats)
     rows = estimate(cfg, entries, mean_chunk_chars=mean_chars, external_agent=external,
                     judged=not options.no_judge, repeats=repeats, journaled=held)  # fmt: skip
