@@ -448,13 +448,14 @@ def test_a14_the_dry_run_consults_journals_and_cache_and_takes_per_million_price
     assert actual["requests"] == N_IN_SCOPE
     after = dry()
     assert after["judge"][3] == str(N_IN_SCOPE) and after["judge"][4] == "0"  # a rerun pays for nothing
-    observed = actual["completion_tokens"] / N_IN_SCOPE
-    assert f"observed mean {observed:.1f} over {N_IN_SCOPE} cached replies" in after["out"][0]
-    # another configuration (its own journals) is estimated from the observed mean, not max_tokens
+    prompt, completion = (actual[k] / N_IN_SCOPE for k in ("prompt_tokens", "completion_tokens"))
+    rule = f"observed means over {N_IN_SCOPE} cached replies: prompt {prompt:.1f}, completion {completion:.1f}"
+    assert rule in after["out"][0]
+    # another configuration (its own journals) is estimated from the observed means, not max_tokens
     fresh = dry("judge.max_tokens=300")
-    assert fresh["judge"][3] == "0" and int(fresh["judge"][5].replace(",", "")) == round(
-        N_IN_SCOPE * observed
-    )
+    assert fresh["judge"][3] == "0"
+    assert int(fresh["judge"][5].replace(",", "")) == round(N_IN_SCOPE * completion)
+    assert int(fresh["judge"][4].replace(",", "")) == round(N_IN_SCOPE * prompt)
     assert main(["eval", "--dry-run", *system, "judge.price_per_1k_completion=2.0"]) == 2
     assert (
         "set one (a provider's price per million tokens goes in price_per_1m_completion"

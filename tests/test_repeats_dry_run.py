@@ -95,7 +95,7 @@ def test_dry_run_prints_requests_tokens_and_cost_per_role_and_calls_nothing(
     assert int(lines["judge"][5].replace(",", "")) == judge_completion
     assert float(lines["judge"][6]) == pytest.approx(judge_completion * 2.0 / 1000, abs=1e-4)
     assert "estimated cost" in out and "nothing was sent" in out
-    assert "judge completions per request: max_tokens (no cached replies" in out
+    assert "judge tokens per request: prompts: characters / 4; completions: max_tokens" in out
 
 
 @pytest.mark.parametrize("repeats", ["0", "-1"])

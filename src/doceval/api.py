@@ -321,9 +321,10 @@ def gate(
     gate file is), or the path of a conf/gate YAML file or of a params.yaml (its ``gate`` block); default: the
     gate composed from conf/ + doceval.yaml, as ``doceval gate`` applies it.
 
-    ``baseline``: a summary the non-regression rule compares against. With ``thresholds``, the composed gate's
-    ``non_regression`` block (metrics, tolerance, mode, alpha) is applied, and the result's notes say so; with a
-    ``config`` whose non_regression is disabled it raises (the baseline would be ignored)."""
+    ``baseline``: a summary the non-regression rule compares against. With ``thresholds`` or the composed gate,
+    the composed gate's ``non_regression`` block (metrics, tolerance, mode, alpha) is applied (enabled), and the
+    result's notes say so; an explicit ``config`` whose non_regression is disabled raises (the baseline would
+    be ignored)."""
     if thresholds is not None and not isinstance(thresholds, Mapping):
         raise _bad(
             "gate", "thresholds", thresholds, "a mapping of metric name to number", "{'hit_rate': 0.6}"
@@ -334,7 +335,7 @@ def gate(
     base = None if baseline is None else _summary(baseline, "gate", "baseline")
     rules, notes = _gate_config(thresholds, config), []
     if base is not None and not rules.non_regression.enabled:
-        if thresholds is None:
+        if thresholds is None and config is not None:
             raise UsageError(
                 "gate(baseline=...): the gate's non_regression is disabled, so the baseline would be ignored; "
                 "enable it in the config (non_regression: {enabled: true, metrics: [...]}) or drop baseline="

@@ -7,10 +7,10 @@ The stated rules (docs/design.md section 8.1):
   the entries this configuration's journals already hold (an earlier or interrupted run with the same run key:
   its answerer and judge requests are the ones the response cache holds, so a rerun pays nothing for them;
   an assistant that answers differently this time makes its judge requests new ones);
-- prompt tokens: 4 characters a token of the rendered prompts of the requests to send (the answerer's with
-  ``max_passages`` passages of the corpus's mean chunk length);
-- completion tokens per request: the mean of the replies the response cache holds for the role's model and
-  template (at least ``MIN_OBSERVED``), else ``max_tokens`` (an upper bound, said so);
+- tokens per request to send: the means of the replies the response cache holds for the role's model and
+  template (at least ``MIN_OBSERVED``); else prompts at 4 characters a token of the rendered templates (the
+  answerer's with ``max_passages`` passages of the corpus's mean chunk length, the judge's with an answer of
+  ``max_tokens`` or ``UNBOUNDED_ANSWER_TOKENS``) and completions at ``max_tokens`` (upper bounds, said so);
 - cost: from the configured prices (per 1M tokens, or per 1k).
 
 Nothing is retrieved, embedded, sent or written.
@@ -27,7 +27,7 @@ from doceval.common.journal import load_records
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.inputs.golden import GoldenEntry
-from doceval.llm.cache import observed_completions
+from doceval.llm.cache import observed_usage
 from doceval.llm.prompts import PromptTemplate
 from doceval.seam import Reply
 
@@ -53,22 +53,34 @@ def _prompt_tokens(template: PromptTemplate, **values: str) -> int:
     return sum(_tokens(m["content"]) for m in template.render(**values))
 
 
-def completion_rule(llm: LLMConfig, template: PromptTemplate) -> tuple[float, str]:
-    """Completion tokens per request and the rule that gave them (observed mean, else max_tokens)."""
-    seen = observed_completions(llm.cache_path, llm.model, template.template_id)
-    if seen is not None and seen[1] >= MIN_OBSERVED:
-        return seen[0], f"observed mean {seen[0]:.1f} over {seen[1]} cached replies"
-    return float(llm.max_tokens), "max_tokens (no cached replies of this model and template: an upper bound)"
+def usage_rule(llm: LLMConfig, template: PromptTemplate) -> tuple[float, float, str] | None:
+    """Prompt and completion tokens per request observed in the response cache for the role's model and
+    template (at least MIN_OBSERVED replies), with the rule's words; None: not observed."""
+    seen = observed_usage(llm.cache_path, llm.model, template.template_id)
+    if seen is None or seen[2] < MIN_OBSERVED:
+        return None
+    prompt, completion, n = seen
+    return (
+        prompt,
+        completion,
+        f"observed means over {n} cached replies: prompt {prompt:.1f}, completion {completion:.1f}",
+    )
 
 
 def _row(role: str, llm: LLMConfig, template: PromptTemplate, per_entry: Mapping[str, int],
          journaled: Journaled) -> dict[str, Any]:  # fmt: skip
-    """One role's estimate: ``per_entry`` prompt tokens of the entries it would be asked about, per repeat."""
+    """One role's estimate: ``per_entry`` prompt tokens of the entries it would be asked about (characters / 4),
+    per repeat, unless the cache observed this model and template."""
     requests = len(per_entry) * len(journaled)
     todo = [i for held in journaled for i in per_entry if i not in held.get(role, set())]
-    prompt = sum(per_entry[i] for i in todo)
-    per_request, rule = completion_rule(llm, template)
-    completion = round(len(todo) * per_request)
+    observed = usage_rule(llm, template)
+    if observed is None:
+        prompt = sum(per_entry[i] for i in todo)
+        completion = len(todo) * llm.max_tokens
+        rule = "prompts: characters / 4; completions: max_tokens (no cached replies of this model and template: an upper bound)"
+    else:
+        prompt, completion = round(len(todo) * observed[0]), round(len(todo) * observed[1])
+        rule = observed[2]
     return {"role": role, "model": llm.model, "requests": requests, "cached": requests - len(todo),
             "prompt_tokens": prompt, "completion_tokens": completion, "completion_rule": rule,
             "cost_usd": llm.cost_usd(prompt, completion)}  # fmt: skip
@@ -173,7 +185,7 @@ def format_estimate(
                      f"{num(r['prompt_tokens']):>11s} {num(r['completion_tokens']):>15s} {cost:>9s}")  # fmt: skip
     for r in rows:
         if r.get("completion_rule"):
-            lines.append(f"  {r['role']} completions per request: {r['completion_rule']}")
+            lines.append(f"  {r['role']} tokens per request: {r['completion_rule']}")
     if not rows:
         lines.append("(no LLM role is configured: the run makes no LLM requests)")
     lines.append(f"estimated cost: {total:.4f} USD (from the configured price_per_1m_* or price_per_1k_*; 0 when "

@@ -81,10 +81,10 @@ class ResponseCache:
         return f"ResponseCache({str(self.path)!r})"
 
 
-def observed_completions(path: str | Path | None, model: str, template_id: str) -> tuple[float, int] | None:
-    """The mean completion tokens of the replies a cache holds for ``model`` and ``template_id`` (a template's
-    name and content hash), and how many; None without a cache file or such a reply. Read only: a dry run
-    creates nothing."""
+def observed_usage(path: str | Path | None, model: str, template_id: str) -> tuple[float, float, int] | None:
+    """The mean prompt and completion tokens of the replies a cache holds for ``model`` and ``template_id`` (a
+    template's name and content hash), and how many; None without a cache file or such a reply. Read only: a
+    dry run creates nothing."""
     if not path or not Path(path).is_file():
         return None
     try:
@@ -95,17 +95,19 @@ def observed_completions(path: str | Path | None, model: str, template_id: str) 
             db.close()
     except sqlite3.Error:
         return None
-    tokens = []
+    seen: list[tuple[int, int]] = []
     for (text,) in rows:
         try:
             value = json.loads(text)
         except ValueError:
             continue
         if value.get("model") == model and value.get("template") == template_id:
-            count = value.get("completion_tokens")
-            if isinstance(count, int) and not isinstance(count, bool):
-                tokens.append(count)
-    return (sum(tokens) / len(tokens), len(tokens)) if tokens else None
+            prompt, completion = value.get("prompt_tokens"), value.get("completion_tokens")
+            if all(isinstance(t, int) and not isinstance(t, bool) for t in (prompt, completion)):
+                seen.append((prompt, completion))
+    if not seen:
+        return None
+    return sum(p for p, _ in seen) / len(seen), sum(c for _, c in seen) / len(seen), len(seen)
 
 
 _OPEN: dict[Path, tuple[ResponseCache, int]] = {}
