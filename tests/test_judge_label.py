@@ -196,3 +196,13 @@ def test_a12_the_judge_span_is_the_real_call_after_the_answer_with_what_was_sent
         prompt = "\n".join(m["content"] for m in sent["messages"])
         assert f"<reference>\n{e['reference_answer']}\n</reference>" in prompt and e["question"] in prompt
     assert judged == summary["metrics"]["counts"]["n_judged"] > 0
+
+
+def test_the_documented_v3_figures_are_the_judge_stage_s() -> None:
+    """data/judge/README.md's v3 row quotes eval/judge/reference_held_out.json."""
+    report = json.loads(HELD_OUT.read_text())
+    a, beats = report["agreement"], report["beats_strings"]
+    (lo, hi), (dlo, dhi) = a["kappa_ci95"], beats["ci95"]
+    row = (f"| {a['kappa']:.3f} ({lo:.3f}–{hi:.3f}) | {a['accuracy']:.3f} | "
+           f"{report['version_strings_alone']['kappa']:.3f} | {beats['difference']:+.3f} ({dlo:+.3f}, {dhi:+.3f}) |")  # fmt: skip
+    assert row in (ROOT / "data" / "judge" / "README.md").read_text()
