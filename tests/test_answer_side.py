@@ -449,7 +449,9 @@ def test_a14_the_dry_run_consults_journals_and_cache_and_takes_per_million_price
     after = dry()
     assert after["judge"][3] == str(N_IN_SCOPE) and after["judge"][4] == "0"  # a rerun pays for nothing
     prompt, completion = (actual[k] / N_IN_SCOPE for k in ("prompt_tokens", "completion_tokens"))
-    rule = f"observed means over {N_IN_SCOPE} cached replies: prompt {prompt:.1f}, completion {completion:.1f}"
+    rule = (
+        f"observed means over {N_IN_SCOPE} cached replies: prompt {prompt:.1f}, completion {completion:.1f}"
+    )
     assert rule in after["out"][0]
     # another configuration (its own journals) is estimated from the observed means, not max_tokens
     fresh = dry("judge.max_tokens=300")

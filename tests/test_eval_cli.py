@@ -344,7 +344,8 @@ def test_judge_errors_are_counted_and_excluded_from_accuracy(
     in_scope_answered = [e for e in rows if not e["refused"] and not e["out_of_scope"]]
     assert m["counts"]["judge_errors"] == len(in_scope_answered) and m["counts"]["n_judged"] == 0
     assert all(
-        e["verdict"] is None and e["judge_error"].startswith("malformed judge output") for e in in_scope_answered
+        e["verdict"] is None and e["judge_error"].startswith("malformed judge output")
+        for e in in_scope_answered
     )
     assert in_scope_answered and all(e["scores"]["answer_accuracy"] is None for e in in_scope_answered)
     assert m["not_judged"] is False

@@ -38,7 +38,9 @@ def test_repeats_answer_and_judge_each_entry_n_times_with_distinct_seeds(
     # repeat 0 sends the single run's request: no seed where the configuration sets none
     texts = [(b.get("seed"), "\n".join(m["content"] for m in b["messages"])) for b in openai_server.bodies]
     seeds = sorted({(seed, '"verdict"' in text) for seed, text in texts}, key=repr)
-    assert seeds == sorted([(None, False), (None, True), (1, False), (1, True), (2, False), (2, True)], key=repr)
+    assert seeds == sorted(
+        [(None, False), (None, True), (1, False), (1, True), (2, False), (2, True)], key=repr
+    )
     assert openai_server.chat_requests == 3 * (len(answered) + len(judged))
     assert rep["n"] == 3 and len(set(rep["run_keys"])) == 3 and rep["repeat0"] == "the single run's request"
     acc = rep["metrics"]["answer_accuracy"]
