@@ -16,6 +16,7 @@ from mlflow import MlflowClient
 from openai_server import FakeOpenAI
 from test_eval_cli import llm_overrides, overrides
 from test_judge_validate import project as project  # noqa: F401 - the tiny project, references naming their API
+from test_traces import _run, _traces
 from test_traces import store as store  # noqa: F401 - a real sqlite MLflow store, copied per test
 from test_traces import template_db as template_db  # noqa: F401
 
@@ -33,6 +34,10 @@ def _held_out_kappa() -> str:
     (lo, hi), (dlo, dhi) = a["kappa_ci95"], beats["ci95"]
     return (f"kappa {a['kappa']:.3f} [{lo:.3f}, {hi:.3f}] on data/judge/v3.jsonl (all, 48 rows); judge - strings "
             f"{beats['difference']:+.3f} [{dlo:+.3f}, {dhi:+.3f}]")  # fmt: skip
+
+
+def _eval(output: str, *args: str) -> None:
+    assert main(["eval", "--no-track", "--quiet", "--split", "all", "--output", output, *args]) == 0
 
 
 def test_the_held_out_file_is_the_offline_judge_s_and_below_the_bar() -> None:
@@ -57,21 +62,7 @@ def _offline_judged(project: Path, server: FakeOpenAI) -> dict[str, Any]:
     from doceval.scoring.judge import judge_id
     from doceval.stages.judge import reference_judge
 
-    assert (
-        main(
-            [
-                "eval",
-                "--no-track",
-                "--quiet",
-                "--split",
-                "all",
-                "--output",
-                "run.json",
-                *llm_overrides(server),
-            ]
-        )
-        == 0
-    )
+    _eval("run.json", *llm_overrides(server))
     summary = json.loads((project / "run.json").read_text())
     offline = reference_judge()
     summary["config"]["judge"], summary["config"]["judge_id"] = config_dict(offline), judge_id(offline)
@@ -145,18 +136,7 @@ def test_v8_an_eval_with_the_offline_judge_prints_it_a_heuristic(
     run's judge identity."""
     (project / "eval" / "judge").mkdir(parents=True)
     shutil.copy(HELD_OUT, project / "eval" / "judge" / HELD_OUT.name)
-    args = [
-        "eval",
-        "--no-track",
-        "--quiet",
-        "--split",
-        "all",
-        "--output",
-        "ref.json",
-        *overrides(),
-        "judge=reference",
-    ]
-    assert main(args) == 0
+    _eval("ref.json", *overrides(), "judge=reference")
     summary = json.loads((project / "ref.json").read_text())
     assert summary["metrics"]["answer_accuracy"] is not None
     assert summary["config"]["judge_evidence"]["status"] == "below_bar"
@@ -177,9 +157,7 @@ def test_a12_the_judge_span_is_the_real_call_after_the_answer_with_what_was_sent
     summary = json.loads((project / "llm.json").read_text())
     entries = {e["id"]: e for e in summary["entries"]}
     client = MlflowClient(store)
-    exp = client.get_experiment_by_name("doceval-test")
-    run = next(r for r in client.search_runs([exp.experiment_id]) if "llm" in r.info.run_name)
-    traces = client.search_traces(locations=[exp.experiment_id], run_id=run.info.run_id, max_results=100)
+    traces = _traces(client, _run(client, "llm"))
     judged = 0
     for t in traces:
         e = entries[t.info.tags["doceval.entry_id"]]

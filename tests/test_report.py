@@ -268,7 +268,7 @@ def test_format_compare_lines() -> None:
         "-",
     ]
     assert _row(text, "hit_rate")[6:8] == ["1.000", "1.000"]  # p and its Holm adjustment next to the interval
-    assert "p_holm: Holm-adjusted over the 8 metrics of this table (its family;" in text
+    assert "p_holm: Holm-adjusted over the 8 metrics of this table (its family);" in text
     lines = text.splitlines()
     table = [line for line in lines if not line.startswith("unanswerable:")]  # those hold full doc ids
     assert all(len(line) <= 120 for line in table)

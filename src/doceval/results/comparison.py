@@ -354,7 +354,8 @@ def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
         "change = new - baseline over the n entries scored in both runs. method: each row's 95% interval of",
         "the change + its test of p (two-sided, no change), as that row computed them;",
         f"p_holm: Holm-adjusted over the {sum(r.p_value is not None for r in result.rows)} metrics of this table "
-        "(its family; the gate's non-regression p adjusts over the gate's own metrics, named on its line).",
+        "(its family);",
+        "the gate line's adjusted p is Holm over the gate's own non-regression metrics, named there.",
         "W/T/L = entries where new is better/equal/worse; * lower is better.",
         *([note] if (note := result.rel1_note) else []),
         "",
