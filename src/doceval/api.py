@@ -199,7 +199,8 @@ def _judge_wanted(judge: Any, overrides: Sequence[str]) -> bool:
     (``judge=openai``, ``judge.model=...``). ``judge=False`` beside such an override raises: one of the two is
     a mistake, and silently running no judge would hide it."""
     if judge is not None and not isinstance(judge, bool):
-        raise _bad("evaluate", "judge", judge, "True, False or None", "judge=True")
+        raise _bad("evaluate", "judge", judge, "True or False (None: judge when the overrides choose a judge)",
+                   "judge=True")  # fmt: skip
     chosen = [o for o in overrides if o.split("=", 1)[0].lstrip("+~").split(".")[0] == "judge"]
     if judge is False and chosen:
         raise UsageError(
