@@ -135,10 +135,10 @@ def run(cfg: Config, gate_source: str = "params.yaml") -> tuple[Path, GateResult
     if conversations.is_file():
         lines += conversation_lines(load_summary(conversations), conversations)
     for key in ("judge", "judge_held_out"):
-        if files[key].is_file():
-            lines += judge_agreement_lines(
-                read_json(files[key], "judge validation", rerun=stage_command("judge"))
-            )
+        found = files[key].is_file()
+        validation = read_json(files[key], "judge validation", rerun=stage_command("judge")) if found else {}
+        if "agreement" in validation:  # a held-out report without label files holds no validation
+            lines += judge_agreement_lines(validation)
     lines += ["", "## Gate", "", f"`{verdict.line}`", "", f"Rules from {md_code(verdict.source)}.", ""]
     lines += [f"- {f}" for f in verdict.failures]
     write_text_atomic(report, "\n".join(lines) + "\n")
