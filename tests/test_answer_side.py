@@ -463,3 +463,56 @@ def test_a14_the_dry_run_consults_journals_and_cache_and_takes_per_million_price
         "set one (a provider's price per million tokens goes in price_per_1m_completion"
         in capsys.readouterr().err
     )
+
+
+def test_a2_history_and_drift_split_the_family_by_judge(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tracked runs judged by judge A, then a run judged by judge B with a lower answer_accuracy: drift does not
+    set B's figure against A's, and history shows A's runs as another judge's (n/a)."""
+    from test_history import _git
+
+    from doceval.tracking import log_run
+
+    assert main(eval_args("--split", "test", *overrides())) == 0
+    base = json.loads((project / "out.json").read_text())
+    uri = f"sqlite:///{project / 'mlruns.db'}"
+    _git(project, "init", "-q")
+
+    def judged(accuracy: float, judge: str, commit: str) -> dict[str, Any]:
+        s = copy.deepcopy(base)
+        s["metrics"]["answer_accuracy"], s["metrics"]["not_judged"] = accuracy, False
+        s["config"]["judge_id"] = {"hash": judge * 16, "identity": {"name": "openai", "model": judge}}
+        s["config"]["provenance"] = {**s["config"]["provenance"], "git_commit": commit, "git_dirty": False}
+        return dict(s)
+
+    for i in range(3):
+        _git(project, "commit", "-q", "--allow-empty", "-m", f"c{i}", date=f"2026-11-{i + 1:02d}T12:00:00")
+        log_run(judged(0.9, "a", _git(project, "rev-parse", "HEAD")), uri=uri, root=project, run_name=f"a{i}")
+    now = judged(0.5, "b", "f" * 40)
+    _write(project / "now.json", now)
+    (project / "gate.yaml").write_text("thresholds: {hit_rate: 0.0}\ndrift: {enabled: true, metrics: "
+                                       "[answer_accuracy], tolerance: 0.02, window: 10}\n")  # fmt: skip
+    capsys.readouterr()
+    assert main(["gate", "now.json", "--config", "gate.yaml", "--tracking-uri", uri]) == 0
+    assert "answer_accuracy drifted" not in capsys.readouterr().out
+    _git(project, "commit", "-q", "--allow-empty", "-m", "c3", date="2026-11-04T12:00:00")
+    log_run(judged(0.5, "b", _git(project, "rev-parse", "HEAD")), uri=uri, root=project, run_name="b0")
+    assert main(["history", "--tracking-uri", uri, "--metric", "answer_accuracy", "--plot", "h.png"]) == 0
+    out = capsys.readouterr().out
+    assert f"answer_accuracy: n/a for 3 run(s) judged by another judge ({'a' * 16})" in out
+
+
+def test_a2_summaries_recorded_before_repeat_0_changed_are_matched_by_the_stated_rule() -> None:
+    from doceval.common.naming import judge_hash
+    from doceval.results.judges import judge_key
+
+    identity = {"name": "openai", "model": "m", "seed": None, "temperature": 0.0}
+    single = {"config": {"judge_id": {"hash": judge_hash(identity), "identity": identity}}}
+    old_identity = {**identity, "seed": 0}  # repeat 0 asked with seed 0 before the change
+    old = {"config": {"judge_id": {"hash": judge_hash(old_identity), "identity": old_identity}},
+           "repeats": {"n": 3}}  # fmt: skip
+    assert judge_key(old) == judge_key(single)
+    # a summary with the marker, or a single run that set seed 0, is read as recorded
+    assert judge_key({**old, "repeats": {"n": 3, "repeat0": "the single run's request"}}) != judge_key(single)
+    assert judge_key({"config": old["config"]}) != judge_key(single)
