@@ -28,7 +28,7 @@ from local_server import local_server
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-START, END = "<!-- bench:dry-run:start -->", "<!-- bench:dry-run:end -->"
+START, END = "<!-- dry-run:start -->", "<!-- dry-run:end -->"
 N_IN, N_OUT = 30, 6
 
 
@@ -89,7 +89,7 @@ def measure(base_url: str) -> list[str]:
 def write_block(lines: list[str]) -> Path:
     """Replace (or append) this benchmark's block in docs/benchmarks.md."""
     path = ROOT / "docs" / "benchmarks.md"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    text = path.read_text() if path.exists() else "# doceval — benchmarks\n"
     block = "\n".join([START, "## The dry run against the run it estimates (`benchmarks/bench_dry_run.py`)", "",
                        *lines, END])  # fmt: skip
     if START in text and END in text:
