@@ -31,6 +31,7 @@ DOCS_PAGE = ROOT / "docs" / "benchmarks.md"
 DOC_BLOCKS = {
     "bench_paired_coverage.py": ("<!-- bench-paired:start -->", "<!-- bench-paired:end -->"),
     "bench_drafting.py": ("<!-- drafting:start -->", "<!-- drafting:end -->"),
+    "bench_dry_run.py": ("<!-- dry-run:start -->", "<!-- dry-run:end -->"),
 }
 
 
@@ -85,6 +86,10 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
         (
             "Golden set drafting on the default corpus: time, recall, precision, ranking agreement with v2.1",
             ["bench_drafting.py", *(["--boot", "500", "--coverage", "50"] if quick else [])],
+        ),
+        (
+            "The dry run's estimate against the run it estimates (tokens, cost, the cache)",
+            ["bench_dry_run.py"],
         ),
         (
             "engine=ray on one machine: index embedding (2 actors) vs engine=local, a seeded 2,000-chunk sample",

@@ -290,21 +290,22 @@ def test_llm_eval_answers_then_judges_and_resumes_from_both_journals(
     m, usage, rows = summary["metrics"], summary["config"]["usage"], summary["entries"]
     answered = [e for e in rows if not e["refused"]]
     assert answered and any(e["refused"] for e in rows)  # u1 is refused by the router
-    # Judged once per answer given; a refused entry never reaches the judge.
-    assert sorted(judge_prompts(openai_server)) == sorted(e["answer"] for e in answered)
+    judged = [e for e in answered if not e["out_of_scope"]]  # an out-of-scope answer is never judged
+    # Judged once per in-scope answer given; a refused entry never reaches the judge.
+    assert sorted(judge_prompts(openai_server)) == sorted(e["answer"] for e in judged)
     assert all(e["verdict"] is None and e["judge_error"] is None for e in rows if e["refused"])
     assert (
         m["not_judged"] is False
-        and m["counts"]["n_judged"] == len(answered)
+        and m["counts"]["n_judged"] == len(judged)
         and m["counts"]["judge_errors"] == 0
     )
     assert m["answer_accuracy"] is not None
     assert usage["by_role"]["answerer"]["requests"] == len(answered)
-    assert usage["by_role"]["judge"]["requests"] == len(answered)
+    assert usage["by_role"]["judge"]["requests"] == len(judged)
     assert usage["this_invocation"] == usage["by_role"] and usage["resumed"] == 0
     run_dir = project / "data" / "runs" / "eval" / summary["config"]["run_key"]
     assert len((run_dir / "journal.jsonl").read_text().splitlines()) == len(rows)
-    assert len((run_dir / "judge.jsonl").read_text().splitlines()) == len(answered)
+    assert len((run_dir / "judge.jsonl").read_text().splitlines()) == len(judged)
 
     # The run finished: the same command asks the system again (doceval's LLM calls hit their cache), the
     # finished run's journals set aside in previous/ (issue 27: a redeployed system is never scored stale).
@@ -321,7 +322,7 @@ def test_llm_eval_answers_then_judges_and_resumes_from_both_journals(
     assert again["config"]["usage"]["journal"]["mode"] == "resume-finished"
     assert openai_server.requests == 0 and again["config"]["usage"]["this_invocation"] == {}
     assert again["config"]["usage"]["resumed"] == len(rows)
-    assert again["config"]["usage"]["resumed_verdicts"] == len(answered)
+    assert again["config"]["usage"]["resumed_verdicts"] == len(judged)
     # The whole run's cost, resumed included: the run replayed is the rerun, whose calls hit the LLM cache.
     assert again["config"]["usage"]["by_role"] == rerun["config"]["usage"]["by_role"]
     assert again["entries"] == rerun["entries"]
@@ -340,12 +341,12 @@ def test_judge_errors_are_counted_and_excluded_from_accuracy(
     assert main(eval_args("--split", "test", *llm_overrides(openai_server))) == 0
     summary = json.loads((project / "out.json").read_text())
     m, rows = summary["metrics"], summary["entries"]
-    answered = [e for e in rows if not e["refused"]]
-    assert m["counts"]["judge_errors"] == len(answered) and m["counts"]["n_judged"] == 0
+    in_scope_answered = [e for e in rows if not e["refused"] and not e["out_of_scope"]]
+    assert m["counts"]["judge_errors"] == len(in_scope_answered) and m["counts"]["n_judged"] == 0
     assert all(
-        e["verdict"] is None and e["judge_error"].startswith("malformed judge output") for e in answered
+        e["verdict"] is None and e["judge_error"].startswith("malformed judge output")
+        for e in in_scope_answered
     )
-    in_scope_answered = [e for e in answered if not e["out_of_scope"]]
     assert in_scope_answered and all(e["scores"]["answer_accuracy"] is None for e in in_scope_answered)
     assert m["not_judged"] is False
 
@@ -370,15 +371,21 @@ def test_one_run_budget_stops_answering_or_judging_cleanly_and_resumes(
             eval_args("--split", "test", *llm_overrides(openai_server, *prices, f"++run.budget_usd={value}"))
         )
 
-    assert run(answers_usd / 10) == 2
+    # A budget stop is an incomplete run (exit 4, issue 42 A9), its summary written and marked so.
+    assert run(answers_usd / 10) == 4
     err = capsys.readouterr().err
-    assert "the agent stopped before answering" in err and f"run.budget_usd={answers_usd / 10}" in err
-    assert "rerun the same command to resume" in err and not (project / "out.json").exists()
+    assert "run incomplete" in err and f"run.budget_usd={answers_usd / 10} was reached" in err
+    stopped = json.loads((project / "out.json").read_text())
+    assert stopped["complete"] is False and "the agent answered" in stopped["incomplete"]["reason"]
+    assert "rerun to resume" in stopped["incomplete"]["reason"]
     assert openai_server.chat_requests == 0  # the first answer could already exceed it: nothing was sent
 
-    assert run(2 * answers_usd + judge_usd / 10) == 2
+    assert run(2 * answers_usd + judge_usd / 10) == 4
     err = capsys.readouterr().err
-    assert "the judge stopped before judging" in err and "run.budget_usd=" in err and "judge.jsonl" in err
+    stopped = json.loads((project / "out.json").read_text())
+    reason = stopped["incomplete"]["reason"]
+    assert "run incomplete" in err and "0 of 2 answers judged" in reason and "judge.jsonl" in reason
+    assert stopped["complete"] is False and stopped["metrics"]["answer_accuracy"] is None
     answered = openai_server.chat_requests
     assert answered > 0 and not judge_prompts(openai_server)  # every answer, and not one verdict
 
@@ -387,7 +394,8 @@ def test_one_run_budget_stops_answering_or_judging_cleanly_and_resumes(
     summary = json.loads((project / "out.json").read_text())
     usage = summary["config"]["usage"]
     assert usage["resumed"] == len(summary["entries"]) and "answerer" not in usage["this_invocation"]
-    assert usage["this_invocation"]["judge"]["requests"] == openai_server.chat_requests == answered
+    judged = [e for e in summary["entries"] if not e["refused"] and not e["out_of_scope"]]
+    assert usage["this_invocation"]["judge"]["requests"] == openai_server.chat_requests == len(judged) > 0
     assert usage["by_role"]["answerer"]["cost_usd"] == pytest.approx(
         answers_usd
     )  # resumed answers' cost kept

@@ -255,7 +255,9 @@ def test_a_lone_surrogate_in_a_reply_is_escaped_in_every_output(
     summary = strict(text)
     assert summary["entries"][0]["answer"] == "model_dump \ud800 tail"  # the escape reads back as it was
     assert summary["entries"][0]["extra"] == {"extra_note": "\udfff"}
-    assert all(e["system_error"] is None and e["verdict"] is not None for e in summary["entries"])
+    assert all(e["system_error"] is None for e in summary["entries"])
+    # out-of-scope answers are never judged (issue 42 A11)
+    assert all(e["verdict"] is not None for e in summary["entries"] if not e["out_of_scope"])
     assert any("\\ud800" in p.read_text(encoding="utf-8") for p in journals(project))
     assert all(strict_lines(p) for p in journals(project))
     # JUnit XML, report.md, the terminal, a run read back from MLflow.

@@ -91,18 +91,66 @@ def test_the_v3_categories_are_label_categories(category: str) -> None:
     assert category in CATEGORIES
 
 
-def test_v3_rows_merged_in_the_label_format_load(tmp_path: Path) -> None:
-    """The merge the README describes (sheet + writer + the two labellers' files -> v3.jsonl), with a stand-in
-    verdict: the format and every row's entry, category and split must pass the loader's checks."""
-    writer = _jsonl(JUDGE / "v3.writer.jsonl")
+MERGED_FIELDS = ("id", "entry_id", "pin", "question", "category", "candidate", "verdict", "reason",
+                 "second_reason", "split", "labelled_by")  # fmt: skip
+LABELLERS = (
+    "labeller-a",
+    "labeller-b",
+)  # the first labeller's reason is `reason`, the second's `second_reason`
+LABELLED_BY = (
+    "doceval team, 2026-12-06: written by judgedata without reading the reference answers; labelled by "
+    "labeller-a and labeller-b, each blind to category, reference answers and each other; no disagreements to "
+    "adjudicate (the two labellers agreed on all 48 rows)"
+)
+
+
+def merge_v3() -> str:
+    """data/judge/v3.jsonl exactly as the README's "Merging" steps build it from the parts: one row per writer
+    row in id order, entry/pin/category/split from the writer file, question and candidate from the sheet, the
+    agreed verdict, the first labeller's reason and the second's. Raises on a disagreement (none was found:
+    an adjudicator would have to decide it, recorded in `adjudication`)."""
+    writer = sorted(_jsonl(JUDGE / "v3.writer.jsonl"), key=lambda r: r["id"])
     sheet = {r["id"]: r for r in _jsonl(JUDGE / "v3.sheet.jsonl")}
-    merged = [{"id": w["id"], "entry_id": w["entry_id"], "pin": w["pin"], "question": sheet[w["id"]]["question"],
-               "category": w["category"], "candidate": sheet[w["id"]]["candidate"], "verdict": "incorrect",
-               "reason": "stand-in", "second_reason": "stand-in", "split": w["split"],
-               "labelled_by": "format check only"} for w in writer]  # fmt: skip
-    path = tmp_path / "v3.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in merged), encoding="utf-8")
-    rows = read_labels(path, {e.id: e for e in parse_golden(GOLDEN)})
+    first, second = ({r["id"]: r for r in _jsonl(JUDGE / f"v3.labels.{who}.jsonl")} for who in LABELLERS)
+    rows = []
+    for w in writer:
+        a, b = first[w["id"]], second[w["id"]]
+        if a["verdict"] != b["verdict"]:
+            raise AssertionError(f"{w['id']}: the labellers disagree; it needs an adjudication")
+        values = {**w, "question": sheet[w["id"]]["question"], "candidate": sheet[w["id"]]["candidate"],
+                  "verdict": a["verdict"], "reason": a["reason"], "second_reason": b["reason"],
+                  "labelled_by": LABELLED_BY}  # fmt: skip
+        rows.append({key: values[key] for key in MERGED_FIELDS})
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+
+def test_v3_jsonl_is_the_merge_of_its_parts() -> None:
+    """The shipped v3.jsonl rebuilds byte for byte from the sheet, the writer file and the two label files."""
+    assert (JUDGE / "v3.jsonl").read_text(encoding="utf-8") == merge_v3()
+
+
+def test_the_two_v3_labellers_agree_on_every_row_and_with_the_categories() -> None:
+    """Step 1: agreement and Cohen's kappa of the two labellers (48/48, kappa 1.0: nothing to adjudicate);
+    step 3: the labels against the writer's categories (every correct category labelled correct, every
+    partial and other_version incorrect: no row to list)."""
+    from doceval.scoring.agreement import cohen_kappa
+
+    first, second = ({r["id"]: r["verdict"] == "correct" for r in _jsonl(JUDGE / f"v3.labels.{who}.jsonl")}
+                     for who in LABELLERS)  # fmt: skip
+    ids = [r["id"] for r in _jsonl(JUDGE / "v3.writer.jsonl")]
+    assert sorted(first) == sorted(second) == sorted(ids)
+    assert sum(first[i] == second[i] for i in ids) == 48
+    assert cohen_kappa([first[i] for i in ids], [second[i] for i in ids]) == 1.0
+    correct_categories = {"concise_correct", "alternative_correct", "verbose_correct"}
+    differs = [r["id"] for r in _jsonl(JUDGE / "v3.jsonl") if (r["verdict"] == "correct")
+               != (r["category"] in correct_categories)]  # fmt: skip
+    assert differs == []
+
+
+def test_v3_loads_in_the_label_format_with_its_entries_categories_and_splits() -> None:
+    rows = read_labels(JUDGE / "v3.jsonl", {e.id: e for e in parse_golden(GOLDEN)})
     assert len(rows) == 48
     assert Counter(r.category for r in rows) == {"partial": 12, "other_version": 12, "concise_correct": 8,
                                                  "alternative_correct": 8, "verbose_correct": 8}  # fmt: skip
+    assert Counter(r.split for r in rows) == {"calibration": 24, "test": 24}
+    assert sum(r.correct for r in rows) == 24

@@ -265,7 +265,8 @@ def test_rescore_rejudges_a_recorded_run_without_calling_the_system(
     new = json.loads((project / "rescored.json").read_text())
     bodies = ["\n".join(m["content"] for m in b["messages"]) for b in openai_server.bodies]
     assert bodies and all('"verdict"' in b for b in bodies)  # only the judge was asked
-    answered = [e for e in new["entries"] if not e["refused"]]
+    # out-of-scope answers are not judged (issue 42 A11): no metric reads their verdict
+    answered = [e for e in new["entries"] if not e["refused"] and not e["out_of_scope"]]
     assert len(bodies) == len(answered) and new["metrics"]["counts"]["n_judged"] == len(answered)
     assert new["metrics"]["answer_accuracy"] is not None and new["metrics"]["not_judged"] is False
     assert [e["answer"] for e in new["entries"]] == [e["answer"] for e in first["entries"]]

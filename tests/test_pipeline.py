@@ -148,6 +148,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shipped = "labels: [data/judge/v1.jsonl, data/judge/v2.jsonl]"
     assert shipped in config
     config = config.replace(shipped, "labels: [data/judge/v1.jsonl]")
+    held_out = "held_out: [data/judge/v3.jsonl]"  # no file held out as a whole here: the stage says so
+    assert held_out in config
+    config = config.replace(held_out, "held_out: []")
     (root / "conf" / "config.yaml").write_text(config)
     run(["doceval", "params"], root)
     run(["git", "add", "-A"], root)

@@ -34,18 +34,27 @@ def test_repeats_answer_and_judge_each_entry_n_times_with_distinct_seeds(
     summary = json.loads((project / "out.json").read_text())
     rep = summary["repeats"]
     answered = [e for e in summary["entries"] if not e["refused"]]
-    # every repeat asked the answerer and the judge again, with its own seed (so no cache hit between repeats)
+    judged = [e for e in answered if not e["out_of_scope"]]  # out-of-scope answers are never judged
+    # every repeat asked the answerer and the judge again, with its own seed (so no cache hit between repeats);
+    # repeat 0 sends the single run's request: no seed where the configuration sets none
     texts = [(b.get("seed"), "\n".join(m["content"] for m in b["messages"])) for b in openai_server.bodies]
-    seeds = sorted({(seed, '"verdict"' in text) for seed, text in texts})
-    assert seeds == [(0, False), (0, True), (1, False), (1, True), (2, False), (2, True)]
-    assert openai_server.chat_requests == 3 * 2 * len(answered)
-    assert rep["n"] == 3 and len(set(rep["run_keys"])) == 3
+    seeds = sorted({(seed, '"verdict"' in text) for seed, text in texts}, key=repr)
+    assert seeds == sorted(
+        [(None, False), (None, True), (1, False), (1, True), (2, False), (2, True)], key=repr
+    )
+    assert openai_server.chat_requests == 3 * (len(answered) + len(judged))
+    assert rep["n"] == 3 and len(set(rep["run_keys"])) == 3 and rep["repeat0"] == "the single run's request"
     acc = rep["metrics"]["answer_accuracy"]
     assert len(acc["values"]) == 3 and acc["mean"] == pytest.approx(sum(acc["values"]) / 3)
     assert acc["min"] <= acc["mean"] <= acc["max"]
-    # the unstable judge flips verdicts between repeats: those entries are listed as flaky
+    # the unstable judge flips verdicts between repeats: those entries are listed as flaky, as verdict flips
+    # on the same answer (the answerer is deterministic), not answer changes
     assert rep["flaky"] and all("verdict" in f["changed"] for f in rep["flaky"])
-    assert summary["metrics"]["answer_accuracy"] == acc["values"][0]  # the headline figures are repeat 0's
+    assert all(f["what"] == "verdict only" and not f["answer_changed"] for f in rep["flaky"])
+    # the headline is each entry's mean over the repeats (issue 42 A4), and the metrics their mean
+    scores = [e["scores"]["answer_accuracy"] for e in summary["entries"]]
+    measured = [v for v in scores if v is not None]
+    assert summary["metrics"]["answer_accuracy"] == pytest.approx(sum(measured) / len(measured))
     out = capsys.readouterr().out
     assert "repeats 3" in out and "flaky entries" in out
     md = render_report(summary)
@@ -80,13 +89,16 @@ def test_dry_run_prints_requests_tokens_and_cost_per_role_and_calls_nothing(
     lines = {
         line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("answerer", "judge"))
     }
-    assert lines["answerer"][2] == str(2 * n_test) and lines["judge"][2] == str(2 * n_test)
-    answerer_prompt = int(lines["answerer"][3].replace(",", ""))
-    assert float(lines["answerer"][5]) == pytest.approx(answerer_prompt / 1000, abs=1e-4)
-    judge_completion = 2 * n_test * 256  # the shipped judge's max_tokens
-    assert int(lines["judge"][4].replace(",", "")) == judge_completion
-    assert float(lines["judge"][5]) == pytest.approx(judge_completion * 2.0 / 1000, abs=1e-4)
+    n_in_scope = 2  # a1, a2: out-of-scope answers are never judged
+    assert lines["answerer"][2] == str(2 * n_test) and lines["judge"][2] == str(2 * n_in_scope)
+    assert lines["answerer"][3] == "0" and lines["judge"][3] == "0"  # no journal of this configuration yet
+    answerer_prompt = int(lines["answerer"][4].replace(",", ""))
+    assert float(lines["answerer"][6]) == pytest.approx(answerer_prompt / 1000, abs=1e-4)
+    judge_completion = 2 * n_in_scope * 256  # the shipped judge's max_tokens: no cached reply to observe
+    assert int(lines["judge"][5].replace(",", "")) == judge_completion
+    assert float(lines["judge"][6]) == pytest.approx(judge_completion * 2.0 / 1000, abs=1e-4)
     assert "estimated cost" in out and "nothing was sent" in out
+    assert "judge tokens per request: prompts: characters / 4; completions: max_tokens" in out
 
 
 @pytest.mark.parametrize("system", [["agent=function", "agent.target=my_assistant:answer"],

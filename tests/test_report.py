@@ -269,7 +269,7 @@ def test_format_compare_lines() -> None:
         "-",
     ]
     assert _row(text, "hit_rate")[6:8] == ["1.000", "1.000"]  # p and its Holm adjustment next to the interval
-    assert "p_holm: Holm-adjusted for the 8 metrics compared." in text
+    assert "p_holm: Holm-adjusted over the 8 metrics of this table (its family);" in text
     lines = text.splitlines()
     table = [line for line in lines if not line.startswith("unanswerable:")]  # those hold full doc ids
     # Fits a 120-column terminal, with mrr's "too few differing entries (n=2)" in place of its interval.
@@ -447,7 +447,8 @@ def test_shipped_gate_config_loads() -> None:
     drift = {"enabled": False, "metrics": ["hit_rate", "refused_correctly"], "tolerance": 0.02, "window": 10,
              "reference": "best"}  # fmt: skip
     loaded = config_dict(report.load_gate_config(DEFAULT_GATE))
-    assert loaded == {**GATE, "drift": drift, "max_system_errors": 0}
+    assert loaded == {**GATE, "drift": drift, "max_system_errors": 0,
+                      "for_assistants": {"refused_correctly": "refusal_rate"}}  # fmt: skip
 
 
 # ------------------------------------------------------------------------------------------- report.md, plot

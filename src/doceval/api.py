@@ -29,11 +29,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from doceval.common.journal import journal_note
+from doceval.common.notes import collected_notes
 from doceval.config.compose import compose, load_params
 from doceval.config.schema import Config, Gate, RetrieverFunction
 from doceval.errors import UsageError
 from doceval.harness.evaluate import evaluate as evaluate_config
 from doceval.harness.plan import EvalOptions
+from doceval.harness.repeats import evaluate_repeats
 from doceval.results import CompareResult, GateResult, check_gate_config, load_gate_config
 from doceval.results import compare as compare_summaries
 from doceval.results import gate as gate_summary
@@ -56,7 +59,10 @@ __all__ = [
 class Summary(dict[str, Any]):
     """A run summary (docs/design.md section 4.1): the JSON object ``doceval eval --output`` writes, as a dict
     (``json.dump`` it, index it), with its blocks as attributes: ``metrics`` (values, counts, intervals),
-    ``config`` (the effective configuration), ``entries`` (one row per golden entry), ``complete``."""
+    ``config`` (the effective configuration), ``entries`` (one row per golden entry), ``complete``; and
+    ``notes``: what the run said on stderr as ``note:`` lines (not part of the dict: the file has no such key)."""
+
+    notes: list[str] = []  # noqa: RUF012 - a class-level default; evaluate() sets each instance's own list
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -111,7 +117,7 @@ def evaluate(
     k: int | None = None,
     split: str | None = None,
     overrides: Sequence[str] = (),
-    judge: bool = False,
+    judge: bool | None = None,
     warm_memory: bool = False,
     max_errors: int | None = None,
     track: bool = False,
@@ -119,6 +125,7 @@ def evaluate(
     resume: bool = False,
     fresh: bool = False,
     allow_drafts: bool = False,
+    repeats: int = 1,
 ) -> Summary:
     """Evaluate a golden set (JSONL or JSON array) and return its summary.
 
@@ -130,16 +137,23 @@ def evaluate(
     - Neither: the configured system (conf/ + ``overrides``, e.g. ``["retriever=bm25"]``).
     - ``k`` (default: the config's); ``split``: ``"calibration"``, ``"test"`` or ``"all"`` (every entry), by
       default the configured one (``split=test`` as shipped), as ``doceval eval``; untagged entries belong to
-      every split. ``judge``: the configured judge, off by default (answer_accuracy "not judged").
+      every split. ``judge``: the configured judge; off by default (answer_accuracy "not judged") unless
+      ``overrides`` choose one (``["judge=openai", ...]``: it runs); ``judge=False`` with such an override
+      raises (one of them is a mistake).
+    - ``repeats``: answer and judge every entry N times (``doceval eval --repeats N``): each entry scored by its
+      mean over the repeats, the spread and the flaky entries in the summary's ``repeats`` block.
     - ``track``: log to MLflow. **Off by default**, whatever the configuration says: a test or a notebook
       writes no tracking store unless it asks (``track=True``, the store of ``tracking.uri``).
     - Journals (7.3): an interrupted run resumes; a finished one is redone unless ``resume``; ``fresh`` restarts.
     - ``allow_drafts``: score unreviewed drafts (`doceval golden draft`) instead of refusing them.
     A user's callable runs without floors unless ``overrides`` name some: calibrated floors belong to the
-    retriever they were calibrated for.
+    retriever they were calibrated for. Every note the CLI would print on stderr is in the result's ``notes``.
     """
-    _check_evaluate_args(golden, retriever, agent, k, split, overrides, max_errors,
-                         judge=judge, warm_memory=warm_memory, track=track, progress=progress, allow_drafts=allow_drafts)  # fmt: skip
+    _check_evaluate_args(golden, retriever, agent, k, split, overrides, max_errors, warm_memory=warm_memory,
+                         track=track, progress=progress, resume=resume, fresh=fresh, allow_drafts=allow_drafts)  # fmt: skip
+    judge = _judge_wanted(judge, overrides)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise _bad("evaluate", "repeats", repeats, "an integer >= 1", "repeats=3")
     if retriever is not None and agent is not None:
         raise UsageError("evaluate: pass retriever= or agent=, not both (an agent brings its own retrieval)")
     cfg = _composed(overrides, retriever, k, allow_drafts, track)
@@ -155,6 +169,21 @@ def evaluate(
         resume=resume,
         fresh=fresh,
     )
+    cfg = _users_system(cfg, options, retriever, agent)
+    with collected_notes() as notes:
+        summary = Summary(evaluate_repeats(cfg, options, repeats))
+    journal = journal_note((summary.get("config") or {}).get("usage"))
+    summary.notes = [*notes, *([journal] if journal else [])]
+    if track:
+        # lazy: start-up (mlflow, ~2 s): an untracked evaluation never loads it
+        from doceval import tracking
+
+        tracking.log_configured_run(cfg, summary, {}, run_name=None, tags={"stage": "api"})
+    return summary
+
+
+def _users_system(cfg: Config, options: EvalOptions, retriever: Any, agent: Any) -> Config:
+    """The user's callable as the system under test: ``options`` gain it, and the config names it."""
     if retriever is not None:
         # lazy: start-up (a user's callable needs none of this when the configured system runs)
         from doceval.system.retrievers.function import FunctionRetriever
@@ -173,13 +202,23 @@ def evaluate(
         from doceval.system.external.agents import function_agent
 
         options.agent = function_agent(agent, name=_name(agent))
-    summary = evaluate_config(cfg, options)
-    if track:
-        # lazy: start-up (mlflow, ~2 s): an untracked evaluation never loads it
-        from doceval import tracking
+    return cfg
 
-        tracking.log_configured_run(cfg, summary, {}, run_name=None, tags={"stage": "api"})
-    return Summary(summary)
+
+def _judge_wanted(judge: Any, overrides: Sequence[str]) -> bool:
+    """Whether ``evaluate`` runs the judge: ``judge`` when given; None: only when ``overrides`` choose one
+    (``judge=openai``, ``judge.model=...``). ``judge=False`` beside such an override raises: one of the two is
+    a mistake, and silently running no judge would hide it."""
+    if judge is not None and not isinstance(judge, bool):
+        raise _bad("evaluate", "judge", judge, "True or False (None: judge when the overrides choose a judge)",
+                   "judge=True")  # fmt: skip
+    chosen = [o for o in overrides if o.split("=", 1)[0].lstrip("+~").split(".")[0] == "judge"]
+    if judge is False and chosen:
+        raise UsageError(
+            f"evaluate(judge=False, overrides=[{chosen[0]!r}, ...]): the overrides choose a judge but judge=False "
+            "runs none; pass judge=True to run it, or drop the judge override"
+        )
+    return bool(judge) or (judge is None and bool(chosen))
 
 
 # ------------------------------------------------------------------------------ checking the arguments
@@ -285,12 +324,19 @@ def gate(
     *,
     config: Gate | Config | Mapping[str, Any] | str | Path | None = None,
     baseline: Mapping[str, Any] | str | Path | None = None,
+    allow_different_k: bool = False,
+    allow_different_judge: bool = False,
 ) -> GateResult:
-    """The CI gate (``doceval gate``): ``thresholds`` such as ``{"hit_rate": 0.6}`` (non-regression and drift
-    off), or a gate ``config``: a :class:`~doceval.config.schema.Gate` (``cfg.gate`` of a composed config), a
-    whole :class:`~doceval.config.schema.Config` (its gate), a mapping written like conf/gate/default.yaml
-    (checked as a gate file is), or the path of a conf/gate YAML file or of a params.yaml (its ``gate`` block);
-    default: the gate composed from conf/ + doceval.yaml, as ``doceval gate`` applies it."""
+    """The CI gate (``doceval gate``): ``thresholds`` such as ``{"hit_rate": 0.6}`` (drift off), or a gate
+    ``config``: a :class:`~doceval.config.schema.Gate` (``cfg.gate`` of a composed config), a whole
+    :class:`~doceval.config.schema.Config` (its gate), a mapping written like conf/gate/default.yaml (checked as a
+    gate file is), or the path of a conf/gate YAML file or of a params.yaml (its ``gate`` block); default: the
+    gate composed from conf/ + doceval.yaml, as ``doceval gate`` applies it.
+
+    ``baseline``: a summary the non-regression rule compares against. With ``thresholds`` or the composed gate,
+    the composed gate's ``non_regression`` block (metrics, tolerance, mode, alpha) is applied (enabled), and the
+    result's notes say so; an explicit ``config`` whose non_regression is disabled raises (the baseline would
+    be ignored)."""
     if thresholds is not None and not isinstance(thresholds, Mapping):
         raise _bad(
             "gate", "thresholds", thresholds, "a mapping of metric name to number", "{'hit_rate': 0.6}"
@@ -299,7 +345,21 @@ def gate(
         raise _bad("gate", "config", config, "a gate config (schema.Gate, a Config, a mapping) or a conf/gate "
                    "YAML path", "config='conf/gate/default.yaml'")  # fmt: skip
     base = None if baseline is None else _summary(baseline, "gate", "baseline")
-    return gate_summary(_summary(summary, "gate", "summary"), _gate_config(thresholds, config), baseline=base)
+    rules, notes = _gate_config(thresholds, config), []
+    if base is not None and not rules.non_regression.enabled:
+        if thresholds is None and config is not None:
+            raise UsageError(
+                "gate(baseline=...): the gate's non_regression is disabled, so the baseline would be ignored; "
+                "enable it in the config (non_regression: {enabled: true, metrics: [...]}) or drop baseline="
+            )
+        composed = compose([]).gate.non_regression
+        rules = dataclasses.replace(rules, non_regression=dataclasses.replace(composed, enabled=True))
+        notes.append(f"baseline= given: non_regression of the composed gate applied ({', '.join(composed.metrics)}, "
+                     f"{composed.mode}, tolerance {composed.tolerance:g}, alpha {composed.alpha:g})")  # fmt: skip
+    result = gate_summary(_summary(summary, "gate", "summary"), rules, baseline=base,
+                          allow_different_k=allow_different_k, allow_different_judge=allow_different_judge)  # fmt: skip
+    result.notes[:0] = notes
+    return result
 
 
 def _gate_config(

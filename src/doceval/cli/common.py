@@ -11,7 +11,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doceval.common.naming import floors_label, judged_share_label, judged_share_note, system_label
+from doceval.common.naming import (
+    ASSISTANT_LEGEND,
+    floors_label,
+    is_assistant,
+    judged_share_label,
+    judged_share_note,
+    system_label,
+)
 from doceval.common.table import format_table
 from doceval.common.text import one_line
 from doceval.errors import EXIT_USAGE
@@ -77,8 +84,8 @@ def print_headline(summary: Mapping[str, Any], conversations: bool = True) -> No
     ``conversations``, a conversation block's tables). Values from the summary are printed with control
     characters escaped (doceval.common.text.one_line)."""
     # lazy: start-up (the metric registry imports numpy; `doceval --help` must not pay for it)
-    from doceval.results.summaries import rel1_note, shown_metrics
-    from doceval.scoring.registry import BY_NAME
+    from doceval.results.judges import answer_label
+    from doceval.results.summaries import metric_labels, rel1_note, shown_metrics
 
     m = summary["metrics"]
     recorded = summary["config"]  # the configuration the run recorded, not a config object
@@ -88,24 +95,28 @@ def print_headline(summary: Mapping[str, Any], conversations: bool = True) -> No
         f"floors={one_line(floors_label(recorded['floors']))}"
     )
     rows: list[list[str]] = []
-    unmeasured = m.get("not_measured") or {}
+    labels = metric_labels(summary)
     for key in shown_metrics(summary):
-        metric = BY_NAME[key]
         value = m[key]
         n = str(m["counts"].get(f"n_{key}", ""))
-        label = judged_share_label(recorded, k) if key == "judged_share" else metric.label(k)
         if value is None:
-            rows.append([label, _unmeasured_text(m, key), "", "", n])
+            rows.append([one_line(labels[key]), _unmeasured_text(m, key), "", "", n])
             continue
         ci = m["ci95"].get(key)
         ci_text = f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
         method = one_line((m.get("ci_method") or {}).get(key) or "")
-        rows.append([one_line(label), f"{value:.4f}", ci_text, method, n])
+        rows.append([one_line(labels[key]), f"{value:.4f}", ci_text, method, n])
     print("\n".join(format_table(("metric", "value", "95% CI", "interval", "n"), rows, left=(0, 2, 3))))
     if rel1_note(summary):
         _note(rel1_note(summary))
     if m.get("judged_share") is not None:
         _note(judged_share_note(recorded, k))
+    if is_assistant(recorded):
+        _note(ASSISTANT_LEGEND)
+    judge_line = answer_label(summary)[1]
+    if judge_line:
+        _note(f"answer_accuracy: {judge_line}")
+    unmeasured = m.get("not_measured") or {}
     c = m["counts"]
     print(
         f"entries={c['n_entries']} in_scope={c['n_in_scope']} out_of_scope={c['n_out_of_scope']} "

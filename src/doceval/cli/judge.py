@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 from doceval.cli.common import add_allow_drafts, stage_params, stale_on_failure, with_drafts
 from doceval.common.io import check_writable, read_json, write_json_atomic
 from doceval.common.paths import Named, refuse_overlap
-from doceval.errors import UsageError
-from doceval.inputs.golden import parse_golden
+from doceval.errors import GateFailed, RunIncomplete, UsageError
+from doceval.inputs.golden import DEFAULT_PIN, parse_golden
 from doceval.inputs.judge_labels import read_label_files
 from doceval.inputs.qrels import labels_md5
 
@@ -23,9 +23,14 @@ if TYPE_CHECKING:
 DEFAULT_LABELS = "data/judge/v1.jsonl"
 
 
-def _golden(cfg: Config, path: str | None) -> tuple[dict[str, Any], Path, str]:
+def _golden(cfg: Config, path: str | None, own_ids: bool = False) -> tuple[dict[str, Any], Path, str]:
+    """The golden set by entry id; ``own_ids``: entries may leave out library/version, as `doceval eval` reads a
+    user's own golden set (a rescore of their assistant's run)."""
     golden_path = Path(path or cfg.golden)
-    entries = parse_golden(golden_path, allow_drafts=cfg.allow_drafts)
+    if own_ids:
+        entries = parse_golden(golden_path, default_pin=DEFAULT_PIN, allow_drafts=cfg.allow_drafts)
+    else:
+        entries = parse_golden(golden_path, allow_drafts=cfg.allow_drafts)
     return {e.id: e for e in entries}, golden_path, labels_md5(golden_path)
 
 
@@ -117,7 +122,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     # lazy: start-up (the config schema, the harness and the judges load yaml, numpy and maybe openai)
     from doceval import tracking
     from doceval.config.compose import compose
+    from doceval.harness.judge_evidence import evidence_dir, record_name, record_validation
     from doceval.harness.judging_runs import validate
+    from doceval.scoring.agreement import trusted
+    from doceval.scoring.judge import judge_id
 
     _split_positionals(args)
     cfg = compose(with_drafts(args.overrides, args))
@@ -131,16 +139,36 @@ def cmd_validate(args: argparse.Namespace) -> int:
         refuse_overlap([("--output", args.output)], [*read, golden], "name another --output")
     tracking.check_configured(cfg)
     rows, files, info = _labels(args, cfg)
+    # Recorded by the judge's identity, where a run with this judge reads it as its evidence (design 4.4).
+    record = evidence_dir(cfg.paths.eval) / record_name({"judge": judge_id(cfg.judge), "labels": info})
+    check_writable(record, str(record), "make paths.eval writable (judge validations are recorded there)")
+    refuse_overlap([("the recorded validation", record)], [*[("the labels", p) for p in args.labels]],
+                   "set paths.eval to another folder")  # fmt: skip
     report = validate(rows, cfg.judge, repeats=repeats, max_concurrency=cfg.run.max_concurrency,
                       progress=not args.quiet, seed=cfg.seed, files=files)  # fmt: skip
-    report = {"labels": info, **report}
+    held_out = set(cfg.judge_validation.held_out)
+    report = {"labels": {**info, **({"held_out": True} if set(args.labels) <= held_out else {})}, **report}
     if args.output:
         write_json_atomic(Path(args.output), report)
+    recorded = record_validation(report, cfg.paths.eval)
     tracking.log_configured_judge_validation(cfg, report)
     print("\n".join(_format(report)))
+    print(f"bar: {_verdict_line(report)}")
+    print(f"recorded: {recorded} (runs with judge {report['judge']['hash']} read it)")
     if args.output:
         print(f"report: {args.output}")
+    if args.strict and not trusted(report)[0]:
+        raise GateFailed(f"doceval judge validate --strict: judge {report['judge']['hash']} is below the bar")
     return 0
+
+
+def _verdict_line(report: dict[str, Any]) -> str:
+    """The verdict of the project's bar (doceval.scoring.agreement.trusted) on one validation report."""
+    # lazy: start-up (the agreement figures load numpy; `doceval --help` must not)
+    from doceval.scoring.agreement import BAR, trusted
+
+    ok, why = trusted(report)
+    return f"{'CLEARED' if ok else 'BELOW THE BAR'} ({BAR}): {why}"
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -185,7 +213,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
             raise UsageError(f"{summary_path}: not a doceval summary (no config block)")
         recorded = summary["config"]  # the answering run's recorded configuration
         golden_path = args.golden or (recorded.get("golden") or {}).get("path") or cfg.golden
-        golden, _, golden_md5 = _golden(cfg, golden_path)
+        golden, _, golden_md5 = _golden(cfg, golden_path, own_ids=True)
         new = rescore(summary, summary_path, golden, golden_md5, cfg.judge, cfg=cfg, progress=not args.quiet)
         write_json_atomic(output, new)
     tracking.log_configured_run(cfg, new, {}, run_name=output.stem, tags={"stage": "rescore"})
@@ -196,20 +224,21 @@ def cmd_rescore(args: argparse.Namespace) -> int:
           f"{'not judged' if old is None else f'{old:.3f}'}), judged {m['counts']['n_judged']}, "
           f"judge errors {m['counts']['judge_errors']}; judge {new['config']['judge_id']['hash']}")  # fmt: skip
     print(f"summary: {output}")
+    if new.get("complete") is False:
+        raise RunIncomplete(f"doceval judge rescore: incomplete: {new['incomplete']['reason']} ({output})")
     return 0
 
 
 def cmd_agreement(args: argparse.Namespace) -> int:
     # lazy: start-up (the judge stage and the agreement figures load numpy)
-    from doceval.scoring.agreement import reported_figure, trusted
+    from doceval.scoring.agreement import reported_figure
     from doceval.stages import judge as stage
 
     report = stage.run(stage_params(args), progress=not args.quiet)
-    ok, why = trusted(report)
-    a = report["agreement"]
-    print(f"reference judge on {report['labels']['path']} ({report['labels']['split']}): kappa {a['kappa']:.3f}, "
-          f"accuracy {a['accuracy']:.3f}; {'clears the bar' if ok else 'below the bar'}: {why}; the answer "
-          f"figure reported: {reported_figure(report)}")  # fmt: skip
+    for block in (report, report.get("held_out")):
+        if block:
+            print(f"reference judge on {block['labels']['path']} ({block['labels']['split']}): "
+                  f"{_verdict_line(block)}; the answer figure reported: {reported_figure(block)}")  # fmt: skip
     return 0
 
 
@@ -235,6 +264,9 @@ def register(sub: Any) -> None:
     p.add_argument("--repeats", type=int, default=1, metavar="N", help="judge each row N times (flip rate)")
     p.add_argument("--output", metavar="PATH", help="also write the report as JSON")
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow (experiment doceval-judge)")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 3 when the judge is below the project's bar (kappa and beating version strings, "
+                   "doceval.scoring.agreement.trusted)")  # fmt: skip
     common(p, "test")
     p.set_defaults(func=cmd_validate)
 

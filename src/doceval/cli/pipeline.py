@@ -24,6 +24,7 @@ from doceval.cli.common import (
 )
 from doceval.cli.conversations import register_conversations
 from doceval.common.io import check_writable, output_folder, write_json_atomic
+from doceval.common.journal import journal_note
 from doceval.common.paths import refuse_overlap
 from doceval.common.redact import secret_locations
 from doceval.errors import EXIT_USAGE, RunIncomplete, UsageError
@@ -232,7 +233,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     refuse_overlap([("--output", args.output)], configured_inputs(cfg, options.golden), fix)
     tracking.check_configured(cfg)
     with stale_on_failure(output, "eval"):
-        summary = _evaluate_repeats(cfg, options, args.repeats)
+        # lazy: start-up (the harness loads numpy and the system's libraries)
+        from doceval.harness.repeats import evaluate_repeats
+
+        summary = evaluate_repeats(cfg, options, args.repeats)
         write_json_atomic(output, summary)
     # Written and logged before anything is printed: a reader that stops early (| head) loses only lines.
     tracking.log_configured_run(cfg, summary, {}, run_name=output.stem, tags={"stage": "eval"})
@@ -255,51 +259,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def journal_note(usage: Any) -> str | None:
-    """One console line saying how many entries came from a journal, and why (the summary's
-    ``config.usage``); None when none did and the run started afresh for no reason worth stating."""
-    if not isinstance(usage, dict) or not isinstance(usage.get("journal"), dict):
-        return None
-    entries, verdicts = usage.get("resumed", 0), usage.get("resumed_verdicts", 0)
-    mode, where = usage["journal"].get("mode"), usage["journal"].get("dir")
-    if entries or verdicts:
-        why = "a finished run, --resume" if mode == "resume-finished" else "an interrupted run"
-        return (f"journal: {entries} entries and {verdicts} verdicts replayed from {where} ({why}); "
-                "--fresh asks the system again")  # fmt: skip
-    if mode == "rerun":
-        return (
-            f"journal: the earlier run of this configuration had finished; asked the system again ({where})"
-        )
-    if mode == "fresh":
-        return f"journal: --fresh: earlier journals set aside in {where}/previous"
-    return None
-
-
-def _evaluate_repeats(cfg: Config, options: EvalOptions, repeats: int) -> dict[str, Any]:
-    """One evaluation, or ``repeats`` of them (each with its own seeds and journals) combined."""
-    # lazy: start-up (the harness loads numpy and the system's libraries)
-    from doceval.harness.evaluate import evaluate
-    from doceval.harness.repeats import combine, repeat_config, sampled_roles
-
-    if repeats == 1:
-        return evaluate(cfg, options)
-    external = cfg.agent.name != "docchat"
-    roles = sampled_roles(cfg, external)
-    if not roles:
-        print("note: --repeats: nothing in this run is sampled (no LLM role, doceval's own agent): the repeats "
-              "will agree", file=sys.stderr)  # fmt: skip
-    summaries = [
-        evaluate(repeat_config(cfg, r), dataclasses.replace(options, repeat=r)) for r in range(repeats)
-    ]
-    note = "repeat r: seed = (seed or 0) + r for " + (", ".join(roles) if roles else "no role")
-    return combine(summaries, note)
-
-
 def _dry_run(cfg: Config, options: EvalOptions, repeats: int) -> int:
     # lazy: start-up (the harness loads numpy)
-    from doceval.harness.dry_run import estimate, format_estimate
+    from doceval.harness.dry_run import estimate, format_estimate, journaled_entries
     from doceval.harness.plan import limited, load_inputs, needs_corpus, split_of
 
+    external = cfg.agent.name != "docchat"
     # The inputs the run itself reads: a user's assistant or retriever function needs no built corpus.
     corpus, entries, golden_path, _ = load_inputs(cfg, options, needs_corpus(cfg, options))
     split = split_of(cfg, options)
@@ -307,10 +272,10 @@ def _dry_run(cfg: Config, options: EvalOptions, repeats: int) -> int:
     entries = limited(select_split(entries, split, golden_path), limit, split, options.limit is not None)
     chunks = list(corpus.first_chunks.values()) if corpus is not None else []
     mean_chars = sum(len(c) for c in chunks) / len(chunks) if chunks else 1000.0
-    external = cfg.agent.name != "docchat"
+    held, consulted = journaled_entries(cfg, options, repeats)
     rows = estimate(cfg, entries, mean_chunk_chars=mean_chars, external_agent=external,
-                    judged=not options.no_judge, repeats=repeats)  # fmt: skip
-    print("\n".join(format_estimate(rows, len(entries), repeats)))
+                    judged=not options.no_judge, repeats=repeats, journaled=held)  # fmt: skip
+    print("\n".join(format_estimate(rows, len(entries), repeats, consulted)))
     return 0
 
 

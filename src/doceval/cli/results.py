@@ -85,6 +85,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         allow_different_golden=args.allow_different_golden,
         allow_different_k=args.allow_different_k,
         allow_different_corpus=args.allow_different_corpus,
+        allow_different_judge=args.allow_different_judge,
         n_boot=args.bootstrap,
         seed=args.seed,
         base_label=args.base,
@@ -93,7 +94,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     verdict = (
         None
         if gate_cfg is None
-        else gate(new, gate_cfg, baseline=base, allow_different_k=args.allow_different_k, source=source)
+        else gate(
+            new,
+            gate_cfg,
+            baseline=base,
+            allow_different_k=args.allow_different_k,
+            source=source,
+            allow_different_judge=args.allow_different_judge,
+        )  # fmt: skip
     )
     print(format_compare(result, None if verdict is None else verdict.line))
     if verdict is not None:
@@ -124,12 +132,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
     baseline = None if args.baseline is None else load_summary(args.baseline, loader)
     history = _drift_history(gate_cfg, summary, args.tracking_uri) if gate_cfg.drift.enabled else None
     verdict = gate(summary, gate_cfg, baseline=baseline, allow_different_k=args.allow_different_k,
-                   history=history, source=source)  # fmt: skip
+                   history=history, source=source, allow_different_judge=args.allow_different_judge)  # fmt: skip
     if args.junit:
         # lazy: start-up (as above)
         from doceval.results.junit import junit_xml
 
-        write_text_atomic(Path(args.junit), junit_xml(verdict, summary))
+        write_text_atomic(Path(args.junit), junit_xml(verdict, summary, baseline=baseline))
     print(verdict.line)
     print(f"  rules from: {source}")
     for f in verdict.failures:
@@ -165,13 +173,18 @@ def _drift_history(gate_cfg: Gate, summary: Mapping[str, Any], uri_flag: str | N
     tracking = importlib.import_module("doceval.tracking")
     # lazy: start-up (doceval.tracking.history loads mlflow, ~2 s)
     from doceval.results.history import family_of
+    from doceval.results.judges import judge_key
     from doceval.tracking.history import load_history
 
     root = Path.cwd()
     family = family_of(summary)
     split = None if family["split"] == "all" else family["split"]
+    # answer_accuracy drifts only against runs of the same judge (another judge is another scale)
     rows: list[dict[str, Any]] = load_history(tracking.tracking_uri(uri_flag, root), split=split,
-                                              metrics=list(gate_cfg.drift.metrics), family=family, root=root)  # fmt: skip
+                                              metrics=[*dict.fromkeys([*gate_cfg.drift.metrics,
+                                                                       *gate_cfg.for_assistants.values()])],
+                                              family=family, root=root,
+                                              judge_hash=judge_key(summary) or "")  # fmt: skip
     commit = ((summary.get("config") or {}).get("provenance") or {}).get("git_commit")
     return [r for r in rows if not (commit and r["commit"] == commit)]
 
@@ -182,6 +195,8 @@ def _allow_k_flag(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compare runs cut at different k (refused by default: hit_rate@3 and hit_rate@10 differ in kind)",
     )
+    p.add_argument("--allow-different-judge", action="store_true", help="set answer_accuracy from two different "
+                   "judges side by side (refused by default: another judge is another scale)")  # fmt: skip
 
 
 def _overrides(p: argparse.ArgumentParser) -> None:

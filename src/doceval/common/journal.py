@@ -207,3 +207,23 @@ def journal_lock(run_dir: Path | None) -> Iterator[None]:
         except OSError as exc:  # the folder cannot be made or written: not the block's errors
             raise journal_error(run_dir / JOURNAL_LOCK, exc) from None
         yield
+
+
+def journal_note(usage: Any) -> str | None:
+    """One console line saying how many entries came from a journal, and why (the summary's
+    ``config.usage``); None when none did and the run started afresh for no reason worth stating."""
+    if not isinstance(usage, dict) or not isinstance(usage.get("journal"), dict):
+        return None
+    entries, verdicts = usage.get("resumed", 0), usage.get("resumed_verdicts", 0)
+    mode, where = usage["journal"].get("mode"), usage["journal"].get("dir")
+    if entries or verdicts:
+        why = "a finished run, --resume" if mode == "resume-finished" else "an interrupted run"
+        return (f"journal: {entries} entries and {verdicts} verdicts replayed from {where} ({why}); "
+                "--fresh asks the system again")  # fmt: skip
+    if mode == "rerun":
+        return (
+            f"journal: the earlier run of this configuration had finished; asked the system again ({where})"
+        )
+    if mode == "fresh":
+        return f"journal: --fresh: earlier journals set aside in {where}/previous"
+    return None

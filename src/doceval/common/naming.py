@@ -3,6 +3,8 @@ name and the ``system`` tag `doceval history --system` filters on)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -100,3 +102,31 @@ def judged_share_note(recorded: Mapping[str, Any], k: Any) -> str:
                 f"k = {depth}, it says nothing of how complete the judgments are for another system.")  # fmt: skip
     return (f"{what}, {pooled}. This run's {system} was not pooled: below 1, the other retrieval metrics may "
             "undercount (`doceval golden pool` lists what to grade).")  # fmt: skip
+
+
+# refused_correctly of a user's assistant (agent=function|http) is computed on the sources it returned, not on
+# its reply: what every table calls it there (docs/design.md section 4), and the legend under them.
+ASSISTANT_REFUSED_CORRECTLY = "no sources on out-of-scope entries"
+ASSISTANT_LEGEND = (
+    "refused_correctly for an assistant: the share of out-of-scope questions it cited no sources for, not whether "
+    "it refused; its own refusal is refusal_rate"
+)
+
+
+def is_assistant(recorded: Mapping[str, Any]) -> bool:
+    """Whether a summary's recorded ``config`` is a user's assistant (``agent=function|http``): its retrieval is
+    the sources it returned (a summary written before ``system`` was recorded: its ``agent:`` retriever)."""
+    agent = (recorded.get("system") or {}).get("agent") or {}
+    if agent.get("name"):
+        return str(agent["name"]) != "docchat"
+    retriever = recorded.get("retriever")
+    name = retriever.get("name") if isinstance(retriever, Mapping) else retriever
+    return str(name or "").startswith("agent:")
+
+
+def judge_hash(identity: Mapping[str, Any] | None) -> str | None:
+    """16 hex digits naming a judge: two answer_accuracy figures with different hashes came from different
+    judges and are not comparable."""
+    if identity is None:
+        return None
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]

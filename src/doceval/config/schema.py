@@ -343,6 +343,7 @@ class Gate:
     max_system_errors: int = spec(ge=0, example="0")  # more entries with a system error: the gate fails
     non_regression: NonRegression = spec()
     drift: Drift = spec()
+    for_assistants: Mapping[str, str] = spec(keys=_metric_names, choices=_metric_names)  # design 8.3
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -380,11 +381,12 @@ class Tracking:
 
 @dataclass(frozen=True, kw_only=True)
 class JudgeValidation:
-    """What the `judge` DVC stage measures the offline judge against (docs/design.md section 4.4)."""
+    """What the `judge` DVC stage measures the offline judge against (design 4.4): ``labels`` (each and together)
+    on their ``split``; ``held_out``, files held out as a whole (never calibrated on), on every row."""
 
-    # Several label files (v1, then v2, ...): the stage reports each and all of them together.
     labels: tuple[str, ...] = spec(nonempty=True, example="[data/judge/v1.jsonl]")
     split: str = spec(choices=("calibration", "test", "all"), example="test")
+    held_out: tuple[str, ...] = spec(example="[data/judge/v3.jsonl]")
 
 
 @dataclass(frozen=True, kw_only=True)

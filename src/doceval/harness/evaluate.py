@@ -25,20 +25,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from doceval.common.journal import journal_lock, mark_finished, plan_journals
+from doceval.common.notes import print_note
 from doceval.common.provenance import source_hash
 from doceval.common.redact import register_config
 from doceval.config import schema
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.harness.candidates import turn_queries
-from doceval.harness.plan import EvalOptions, RunPlan, plan_run, print_note, retrieve_live
+from doceval.harness.plan import EvalOptions, RunPlan, plan_run, retrieve_live
+from doceval.harness.retrieval_scores import RetrievalScores, score_retrieval, score_sources
 from doceval.harness.summary import answerer_record, build_summary, system_block
 from doceval.llm import Ledger
 from doceval.scoring.judge import Judge, make_judge
 from doceval.scoring.judging import JudgeRecord, JudgingOutcome, judge_answers, load_verdicts
-from doceval.scoring.metrics import build_matrix, cut
 from doceval.scoring.reference_judge import version_strings
-from doceval.scoring.registry import ANSWER_NAMES, RETRIEVAL_NAMES, answer_scores, names, retrieval_scores
+from doceval.scoring.registry import ANSWER_NAMES, answer_scores, names
 from doceval.seam import Reply
 from doceval.system.docchat.answerers import Answerer, make_answerer
 from doceval.system.docchat.runner import RemoteUnits, load_journal, run_agent
@@ -52,57 +53,6 @@ __all__ = ["EvalOptions", "evaluate"]
 
 def run_key(parts: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-@dataclass(frozen=True)
-class RetrievalScores:
-    per_entry: dict[str, np.ndarray]  # every retrieval metric of the registry, NaN where it does not apply
-    retrieved: dict[str, list[tuple[str, float | None]]]  # R per entry id (after floors and k), rank order
-
-
-def _score(
-    plan: RunPlan, ranked: list[list[tuple[str, float]]]
-) -> tuple[dict[str, np.ndarray], list[list[tuple[str, float]]]]:
-    """The registry's retrieval metrics over ranked lists, and R (after floors and k) per entry."""
-    entries = plan.entries
-    matrix = build_matrix(ranked, [e.grades for e in entries], plan.threshold)
-    floor_vec = plan.floors.vector(entries)
-    if plan.signal != "score" and plan.signal_values is not None:
-        # lazy: start-up (the trade-off and floor search, ~35 ms, load only for a per-question signal)
-        from doceval.harness.tradeoff import signal_floor_vector
-
-        values = np.array([plan.signal_values[e.id] for e in entries])
-        floor_vec = signal_floor_vector(plan.signal, values, floor_vec)
-    out_of_scope = np.array([e.out_of_scope for e in entries], dtype=bool)
-    per = retrieval_scores(matrix, floor_vec, plan.k, out_of_scope=out_of_scope)
-    in_r = cut(matrix, floor_vec, plan.k)
-    rows = [[(matrix.doc_ids[i][j], float(matrix.scores[i, j])) for j in np.flatnonzero(in_r[i])]
-            for i in range(len(entries))]  # fmt: skip
-    return {m: per[m] for m in RETRIEVAL_NAMES}, rows
-
-
-def score_retrieval(plan: RunPlan) -> RetrievalScores:
-    """Per-entry retrieval scores from the candidates, the floors and the cut at k. R is also what the agent's
-    search tool returns, so retrieval and answers are scored on the same passages."""
-    assert plan.candidates is not None
-    per, rows = _score(plan, [plan.candidates.ranked[e.id] for e in plan.entries])
-    # A retriever that returns bare ids has no scores to show: its rank-keeping stand-ins are not reported.
-    keep = plan.scored
-    retrieved = {e.id: [(d, s if keep else None) for d, s in rows[i]] for i, e in enumerate(plan.entries)}
-    return RetrievalScores(per, retrieved)
-
-
-def score_sources(plan: RunPlan, replies: Mapping[str, Reply]) -> RetrievalScores:
-    """Retrieval scores from the sources an assistant returned, in its order, cut at k (no floors: it applies
-    its own). Scores it did not give are kept as None; ranks stand in for them inside the matrix."""
-    ranked = []
-    for e in plan.entries:
-        sources = replies[e.id].sources
-        ranked.append([(s.id, float(len(sources) - i)) for i, s in enumerate(sources)])
-    per, rows = _score(plan, ranked)
-    given = {e.id: {s.id: s.score for s in replies[e.id].sources} for e in plan.entries}
-    retrieved = {e.id: [(d, given[e.id].get(d)) for d, _ in rows[i]] for i, e in enumerate(plan.entries)}
-    return RetrievalScores(per, retrieved)
 
 
 # The code the journals' answers and verdicts depend on: a change to it starts a new run directory.
@@ -154,20 +104,41 @@ def reset_mode(how: EvalOptions | AgentSetup) -> str:
 def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetup:
     """Build the answerer and judge (a bad model config fails here, before anything is spent) and the run key
     naming the journals' directory: what changes an answer or a verdict, not the budget (raising it resumes)."""
-    answerer_cfg = cfg.answerer if plan.agent is None else None
-    judge_cfg: schema.Judge = schema.JudgeNone(name="none") if options.no_judge else cfg.judge
+    answerer_cfg, judge_cfg, warm = _roles(cfg, options, plan)
     budget = cfg.run.budget_usd
     answerer = make_answerer(answerer_cfg) if answerer_cfg is not None else None
     judge = make_judge(judge_cfg, version_strings(plan.entries))
-    warm = options.warm_memory or not cfg.memory.isolate
     if warm and options.memory_reset:
         raise UsageError(
             "--memory-reset needs_memory with warm memory (--warm-memory or memory.isolate=false): a turn "
             "cannot be asked without context while one memory spans the run; drop one of them"
         )
-    # The key hashes the blocks as the summary records them (config_dict): a run key does not change with the code
-    # that reads them.
-    key = run_key(
+    key = run_key_of(cfg, options, plan)
+    run_dir = options.run_dir or Path(cfg.paths.runs) / "eval" / key
+    # The journals make LLM and assistant runs resumable; an offline, unjudged run of doceval's agent costs
+    # milliseconds to redo, and fsyncing every entry would dominate a sweep point.
+    offline = isinstance(answerer_cfg, schema.AnswererExtractive) and judge is None
+    journal, judge_journal = (None, None) if offline else (run_dir / "journal.jsonl", run_dir / "judge.jsonl")
+    return AgentSetup(answerer_cfg, judge_cfg, answerer, judge, warm, None if budget is None else float(budget),
+                      cfg.run.max_concurrency, key, journal, judge_journal, cfg.run.max_abandoned,
+                      cfg.memory.rewrite, options.memory_reset, cfg.engine, options.standalone)  # fmt: skip
+
+
+def _roles(
+    cfg: Config, options: EvalOptions, plan: RunPlan
+) -> tuple[schema.Answerer | None, schema.Judge, bool]:
+    """doceval's answerer (None: the user's assistant answers), the judge (none with --no-judge), warm memory."""
+    answerer_cfg = cfg.answerer if plan.agent is None else None
+    judge_cfg: schema.Judge = schema.JudgeNone(name="none") if options.no_judge else cfg.judge
+    return answerer_cfg, judge_cfg, options.warm_memory or not cfg.memory.isolate
+
+
+def run_key_of(cfg: Config, options: EvalOptions, plan: RunPlan) -> str:
+    """The run key naming the journals' directory: what changes an answer or a verdict, not the budget (raising
+    it resumes). It hashes the blocks as the summary records them (config_dict): a run key does not change with
+    the code that reads them. `eval --dry-run` reads the journals it names without building anything."""
+    answerer_cfg, judge_cfg, warm = _roles(cfg, options, plan)
+    return run_key(
         {
             "golden": plan.golden_md5,
             "split": plan.split,
@@ -189,14 +160,6 @@ def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetu
             **({"repeat": options.repeat} if options.repeat else {}),
         }
     )
-    run_dir = options.run_dir or Path(cfg.paths.runs) / "eval" / key
-    # The journals make LLM and assistant runs resumable; an offline, unjudged run of doceval's agent costs
-    # milliseconds to redo, and fsyncing every entry would dominate a sweep point.
-    offline = isinstance(answerer_cfg, schema.AnswererExtractive) and judge is None
-    journal, judge_journal = (None, None) if offline else (run_dir / "journal.jsonl", run_dir / "judge.jsonl")
-    return AgentSetup(answerer_cfg, judge_cfg, answerer, judge, warm, None if budget is None else float(budget),
-                      cfg.run.max_concurrency, key, journal, judge_journal, cfg.run.max_abandoned,
-                      cfg.memory.rewrite, options.memory_reset, cfg.engine, options.standalone)  # fmt: skip
 
 
 def open_ledger(setup: AgentSetup, plan: RunPlan) -> Ledger:
@@ -281,16 +244,13 @@ def run_docchat(
         remote=docchat_remote(setup, plan),
     )
     missing = [e.id for e in plan.entries if e.id not in outcome.records and e.id not in errors]
-    if missing:
-        why = (
-            f"the budget run.budget_usd={setup.budget_usd} would be exceeded; raise it and"
-            if outcome.stopped_reason == "budget"
-            else f"LLM calls failed ({'; '.join(list(outcome.errors.values())[:2]) or outcome.stopped_reason});"
-        )
+    if missing and outcome.stopped_reason != "budget":
+        why = f"LLM calls failed ({'; '.join(list(outcome.errors.values())[:2]) or outcome.stopped_reason});"
         what = f"agent stopped before answering {len(missing)} of {len(plan.entries)} entries"
         raise _stopped(what, why, setup.agent_journal)
+    # A budget stop is an incomplete run (exit 4): the entries answered are scored, the others left out.
     replies = {e.id: Reply(e.id, None, error=errors[e.id]) if e.id in errors else outcome.records[e.id]
-               for e in plan.entries}  # fmt: skip
+               for e in plan.entries if e.id not in missing}  # fmt: skip
     for entry_id, (start, seconds) in plan.candidates.timings.items():
         if entry_id in replies:  # the user's retriever function is the system: its call is timed too
             replies[entry_id].timing = {
@@ -299,7 +259,14 @@ def run_docchat(
                 "retrieve_s": seconds,
             }
     stop = plan.candidates.stopped
+    if missing:
+        stop = (f"{budget_stop(setup)}: the agent answered {len(plan.entries) - len(missing)} of "
+                f"{len(plan.entries)} entries; raise it and rerun to resume from {setup.agent_journal}")  # fmt: skip
     return SystemRun(replies, outcome.total_usage(), outcome.resumed, stop is not None, len(errors), stop)
+
+
+def budget_stop(setup: AgentSetup) -> str:
+    return f"the budget run.budget_usd={setup.budget_usd} was reached"
 
 
 def run_assistant(plan: RunPlan, setup: AgentSetup, options: EvalOptions) -> SystemRun:
@@ -375,6 +342,7 @@ class AnswerScores:
     per_entry: dict[str, np.ndarray]  # every answer metric of the registry, NaN where it does not apply
     verdicts: dict[str, JudgeRecord]  # judged entries only
     judging: JudgingOutcome | None  # None: no judge configured
+    stopped: str | None = None  # why judging stopped early (the budget); the run is then incomplete
 
 
 def score_answers(
@@ -384,8 +352,11 @@ def score_answers(
     per-entry answer metrics. A judge error stays a verdict of None, excluded from answer_accuracy."""
     entries, replies = plan.entries, run.replies
     judging = None
+    stopped: str | None = None
     if setup.judge is not None:
-        answers = {e.id: replies[e.id] for e in entries if replies[e.id].error is None}
+        # An out-of-scope answer is never judged: no metric reads its verdict (answer_accuracy is over the
+        # in-scope entries), and a verdict beside hallucinated_out_of_scope would read as "correct" (design 4).
+        answers = {e.id: replies[e.id] for e in entries if replies[e.id].error is None and not e.out_of_scope}
         judging = judge_answers(
             plan.labelled_probes(),
             answers,
@@ -396,10 +367,11 @@ def score_answers(
             max_concurrency=setup.max_concurrency,
             progress=progress,
         )
-        if judging.stopped_reason == "budget":
-            what = f"judge stopped before judging {judging.todo - len(judging.verdicts)} of {judging.todo} answers"
-            why = f"the budget run.budget_usd={setup.budget_usd} would be exceeded; raise it and"
-            raise _stopped(what, why, setup.judge_journal)
+        if (
+            judging.stopped_reason == "budget"
+        ):  # an incomplete run (exit 4): the unjudged answers stay unscored
+            stopped = (f"{budget_stop(setup)}: {len(judging.verdicts)} of {judging.todo} answers judged; raise it "
+                       f"and rerun to resume from {setup.judge_journal}")  # fmt: skip
     verdicts = judging.verdicts if judging is not None else {}
     rep = [replies[e.id] for e in entries]
     per = answer_scores(
@@ -412,7 +384,7 @@ def score_answers(
         judge_ran=setup.judge is not None,  # no judge: answer_accuracy is "not judged" (null), never 0
         expected_any=[[list(g) for g in e.expected_any] for e in entries],
     )
-    return AnswerScores({m: per[m] for m in ANSWER_NAMES}, verdicts, judging)
+    return AnswerScores({m: per[m] for m in ANSWER_NAMES}, verdicts, judging, stopped)
 
 
 def evaluate(cfg: Config, options: EvalOptions | None = None, plan: RunPlan | None = None) -> dict[str, Any]:
@@ -423,9 +395,16 @@ def evaluate(cfg: Config, options: EvalOptions | None = None, plan: RunPlan | No
     register_config(cfg)  # every writer below scrubs what the config holds or points at (the API path too)
     plan = plan if plan is not None else plan_run(cfg, options)
     # The system's first calls are the run's: an assistant's probe request (one that does not answer fails
-    # before any work), or the live retrieval a plan awaits.
+    # before any work; once per command: repeat 0's), or the live retrieval a plan awaits.
     if plan.agent is not None:
-        plan.agent.check()
+        if options.repeat == 0:
+            plan.agent.check()
+        if options.repeats > 1:  # the assistant is sent the repeat index and its seed (design 7.5)
+            # lazy: start-up (the external systems' modules, ~60 ms; an assistant's plan has loaded them)
+            from doceval.system.external.agents import with_sampling
+
+            sampled = with_sampling(plan.agent, options.repeat, cfg.seed + options.repeat)
+            plan = dataclasses.replace(plan, agent=sampled)
     plan = retrieve_live(cfg, options, plan)
     setup = prepare_agent(cfg, options, plan)
     unknown_text = answer_text_unknown(plan)
@@ -453,6 +432,9 @@ def _journaled_run(cfg: Config, options: EvalOptions, plan: RunPlan, setup: Agen
         plan = dataclasses.replace(plan, entries=[e for e in plan.entries if e.id in plan.candidates.ranked])
         retrieval = score_retrieval(plan)
         run = run_docchat(plan, retrieval, setup, ledger, options.progress)
+        if len(run.replies) < len(plan.entries):  # the budget stopped the agent: score what it answered
+            plan = dataclasses.replace(plan, entries=[e for e in plan.entries if e.id in run.replies])
+            retrieval = score_retrieval(plan)
     else:
         run = run_assistant(plan, setup, options)
         plan = dataclasses.replace(plan, entries=[e for e in plan.entries if e.id in run.replies])

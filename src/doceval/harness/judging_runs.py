@@ -6,7 +6,6 @@ offline judge's calibration is in doceval.harness.reference_calibration), and re
 from __future__ import annotations
 
 import copy
-import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -20,25 +19,26 @@ from doceval.common.redact import scrub, secret_values
 from doceval.config import schema
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
+from doceval.harness.judge_evidence import evidence_for
 from doceval.harness.reference_calibration import component_verdicts, strings_of
 from doceval.inputs.golden import GoldenEntry
 from doceval.inputs.judge_labels import LabelledAnswer
 from doceval.scoring.agreement import agreement, paired_kappa_difference, rater_figures, repeat_stability
 from doceval.scoring.failures import failure_stage, refusal_cause
 from doceval.scoring.reference_judge import version_strings
+from doceval.scoring.repeats import combine, repeat_summaries, seeded
 from doceval.seam import Probe, Reply
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
 
-REPEAT_SEED_NOTE = "repeat r asks with seed = (judge.seed or 0) + r, so each repeat has its own cache entries"
+REPEAT_SEED_NOTE = ("repeat 0 asks as a single validation does; repeat r >= 1 with seed = (judge.seed or 0) + r, "
+                    "so each repeat has its own cache entries")  # fmt: skip
 
 
 def _repeat_cfg(judge_cfg: schema.Judge, r: int) -> schema.Judge:
-    if isinstance(judge_cfg, schema.JudgeOpenAI):
-        seed = int(judge_cfg.llm.seed or 0) + r
-        return dataclasses.replace(judge_cfg, llm=dataclasses.replace(judge_cfg.llm, seed=seed))
-    return judge_cfg
+    """Repeat r's judge: repeat 0 is the configured one (the single validation's identity and cache)."""
+    return seeded(judge_cfg, r)
 
 
 class _RepeatJudges:
@@ -177,6 +177,20 @@ def validate(
 # ------------------------------------------------------------------------------------------------ rescore
 
 
+def _recorded_replies(entries: Sequence[Mapping[str, Any]]) -> dict[str, Reply]:
+    """Each recorded entry's reply, as the judge reads it (the answer, whether and why it refused)."""
+    return {
+        e["id"]: Reply(
+            e["id"],
+            e["answer"],
+            bool(e["refused"]),
+            refusal_cause(e) if e["refused"] else None,
+            e.get("refusal_reason"),
+        )  # fmt: skip
+        for e in entries
+    }
+
+
 def rescore(
     summary: Mapping[str, Any],
     summary_path: Path,
@@ -186,14 +200,21 @@ def rescore(
     *,
     cfg: Config,
     progress: bool = False,
+    repeat: int | None = None,
 ) -> dict[str, Any]:
     """A new summary: the recorded answers of ``summary`` judged by ``judge_cfg``, the answer metrics recomputed
-    from them, everything else (answers, retrieval scores, refusals) as recorded."""
+    from them, everything else (answers, retrieval scores, refusals) as recorded. A ``--repeats`` summary has
+    every repeat's answers re-judged (repeat r with repeat r's judge seed) and is combined again: the entry
+    means, the spread and the flaky list under the new judge. ``repeat``: which repeat this one is (its journal)."""
     # lazy: start-up (the judge and LLM stack, ~70 ms: `judge calibrate` loads this module without it)
     from doceval.llm import Ledger
     from doceval.scoring.judge import judge_id, make_judge
     from doceval.scoring.judging import judge_answers
 
+    if isinstance(summary.get("repeats"), Mapping) and repeat is None:
+        return _rescore_repeats(
+            summary, summary_path, golden, golden_md5, judge_cfg, cfg=cfg, progress=progress
+        )
     unmeasured = (summary.get("metrics") or {}).get("not_measured") or {}
     if "answer_accuracy" in unmeasured:
         raise UsageError(
@@ -209,20 +230,13 @@ def rescore(
         raise UsageError("judge=none: choose the judge to rescore with (judge=openai, judge=reference)")
 
     new_id = judge_id(judge_cfg)
-    key = _key({"rescore_of": recorded.get("run_key"), "summary": _sha256(summary_path), "judge": new_id})
+    key = _key({"rescore_of": recorded.get("run_key"), "summary": _sha256(summary_path), "judge": new_id,
+                **({"repeat": repeat} if repeat else {})})  # fmt: skip
     journal = Path(cfg.paths.runs) / "rescore" / key / "judge.jsonl"
     ledger = Ledger(cfg.run.budget_usd)
-    probes = [Probe(g.id, g.question, g.library, g.version) for g in order]
-    answers = {
-        e["id"]: Reply(
-            e["id"],
-            e["answer"],
-            bool(e["refused"]),
-            refusal_cause(e) if e["refused"] else None,
-            e.get("refusal_reason"),
-        )
-        for e in todo
-    }
+    # Out-of-scope answers are not judged (no metric reads their verdict), as in `doceval eval`.
+    probes = [Probe(g.id, g.question, g.library, g.version) for g in order if not g.out_of_scope]
+    answers = _recorded_replies(todo)
     try:
         with journal_lock(journal.parent):  # one rescore at a time writes this journal
             outcome = judge_answers(probes, answers, {g.id: g.reference_answer for g in order}, judge,
@@ -232,27 +246,65 @@ def rescore(
         close = getattr(judge, "close", None)
         if close is not None:
             close()
-    if outcome.stopped_reason == "budget":
-        raise UsageError(
-            f"rescore stopped by the budget run.budget_usd; raise it and rerun (resumes from {journal})"
-        )
     new = copy.deepcopy(dict(summary))
+    if (
+        outcome.stopped_reason == "budget"
+    ):  # an incomplete rescore (exit 4): the unjudged answers stay unscored
+        new["complete"] = False
+        new["incomplete"] = {
+            "reason": f"the budget run.budget_usd={cfg.run.budget_usd} was reached: {len(outcome.verdicts)} of "
+            f"{outcome.todo} answers judged; raise it and rerun to resume from {journal}",
+            "entries_scored": len(entries),
+            "entries_in_split": len(entries),
+        }
     _rejudge_entries(new["entries"], todo, order, outcome.verdicts)
     new["metrics"] = _rescored_metrics(new["entries"], summary["metrics"], outcome.verdicts, cfg)
-    new_recorded = new["config"]
-    new_recorded["rescored_from"] = {
-        "path": str(summary_path),
-        "sha256": _sha256(summary_path),
-        "run_key": recorded.get("run_key"),
-        "judge": recorded.get("judge"),
-        "judge_id": recorded.get("judge_id"),
-    }
-    judge_record = config_dict(judge_cfg)
-    new_recorded["judge"] = scrub(judge_record, secret_values(judge_record), drop_secret_keys=False)
-    new_recorded["judge_id"] = new_id
-    new_recorded["usage"] = {"judge": outcome.total_usage(), "this_invocation": ledger.snapshot(),
-                             "cache": ledger.cache_stats(), "answering": recorded.get("usage")}  # fmt: skip
+    new["config"].update(_rescored_config(recorded, summary_path, judge_cfg, cfg))
+    new["config"]["usage"] = {"judge": outcome.total_usage(), "this_invocation": ledger.snapshot(),
+                              "cache": ledger.cache_stats(), "answering": recorded.get("usage")}  # fmt: skip
     return new
+
+
+def _rescored_config(recorded: Mapping[str, Any], summary_path: Path, judge_cfg: schema.Judge,
+                     cfg: Config) -> dict[str, Any]:  # fmt: skip
+    """What a rescore changes in the config block: the answering run it came from, the new judge (scrubbed), its
+    identity and its evidence (design 4.4)."""
+    # lazy: start-up (the judge and LLM stack, ~70 ms: `judge calibrate` loads this module without it)
+    from doceval.scoring.judge import judge_id
+
+    judge_record = config_dict(judge_cfg)
+    new_id = judge_id(judge_cfg)
+    return {
+        "rescored_from": {"path": str(summary_path), "sha256": _sha256(summary_path),
+                          "run_key": recorded.get("run_key"), "judge": recorded.get("judge"),
+                          "judge_id": recorded.get("judge_id")},
+        "judge": scrub(judge_record, secret_values(judge_record), drop_secret_keys=False),
+        "judge_id": new_id,
+        "judge_evidence": evidence_for(new_id, cfg.paths.eval),
+    }  # fmt: skip
+
+
+def _rescore_repeats(
+    summary: Mapping[str, Any],
+    summary_path: Path,
+    golden: Mapping[str, GoldenEntry],
+    golden_md5: str,
+    judge_cfg: schema.Judge,
+    *,
+    cfg: Config,
+    progress: bool,
+) -> dict[str, Any]:
+    """Every repeat of a ``--repeats`` summary re-judged (repeat r asks with the judge seed of repeat r, as
+    `eval --repeats` did), then combined again; refused for a summary that kept only repeat 0's answers."""
+    block = summary["repeats"]
+    if not block.get("answers"):
+        raise UsageError(
+            f"{summary_path}: a --repeats summary written before every repeat's answers were kept (no "
+            "repeats.answers): rescoring repeat 0 alone would mix judges; rerun `doceval eval --repeats N`"
+        )
+    rescored = [rescore(one, summary_path, golden, golden_md5, _repeat_cfg(judge_cfg, r), cfg=cfg,
+                        progress=progress, repeat=r) for r, one in enumerate(repeat_summaries(summary))]  # fmt: skip
+    return combine(rescored, str(block.get("seeds") or ""))
 
 
 def _recorded_answers(

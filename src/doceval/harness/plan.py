@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from doceval.common.notes import print_note
 from doceval.config import schema
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
@@ -69,6 +69,7 @@ class EvalOptions:
     retriever: Retriever | None = None  # a retriever object instead of the configured one (Python API)
     agent: ExternalAgent | None = None  # an assistant instead of the configured agent (Python API)
     repeat: int = 0  # --repeats: which repeat this run is (its own journals; LLM seeds are in the config)
+    repeats: int = 1  # --repeats N: how many (N > 1: a user's assistant is sent the repeat index and seed)
     resume: bool = False  # --resume: replay a finished run's journals (an interrupted run resumes anyway)
     fresh: bool = False  # --fresh: set every journal of this run aside and ask the system again
 
@@ -233,11 +234,6 @@ class RunPlan:
 
 
 NO_FLOORS = "none: the retriever returns ids without scores, so no floor can apply"
-
-
-def print_note(text: str) -> None:
-    """A note on stderr: what the run does that the user may not expect (stdout stays the results)."""
-    print(f"note: {text}", file=sys.stderr)
 
 
 def _not_calibrated_for(path: Path, retriever: schema.Retriever) -> str | None:

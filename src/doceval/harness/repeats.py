@@ -1,41 +1,32 @@
-"""`doceval eval --repeats N`: every entry answered and judged N times, each repeat with its own seeds (so its
-own cache entries and journals), every metric reported as the mean with its spread across repeats, and the
-entries whose outcome flips between repeats (the flaky probes) listed."""
+"""`doceval eval --repeats N`: every entry answered and judged N times, and the repeats counted.
+
+Repeat 0 sends exactly the single run's requests (its judge identity, cache entries and journals); repeat r >= 1
+asks every LLM role with seed = (its seed or 0) + r, and a user's assistant is sent the repeat index and seed
+(:func:`doceval.system.external.agents.with_sampling`); the assistant is probed once, before repeat 0. The
+runs are combined by :func:`doceval.scoring.repeats.combine` (entry means, spread, flaky entries, every
+repeat's answers; docs/design.md section 8.1).
+"""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from doceval.common.notes import print_note
 from doceval.config import schema
-from doceval.scoring.registry import METRIC_NAMES, names
+from doceval.harness.plan import EvalOptions, agent_name
+from doceval.scoring.repeats import combine, seeded
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
 
-Role = TypeVar("Role", schema.Answerer, schema.Judge)
-
-# The per-entry outcomes compared across repeats: what a user sees change when the same question is asked again.
-OUTCOMES = ("refused", "verdict", *names("flaky"))
 LLM_ROLES = ("answerer", "judge")
 
 
-def _seeded(block: Role, r: int) -> Role:
-    """An LLM role's block asking with seed = (its seed or 0) + r; any other block as it is."""
-    if isinstance(block, schema.AnswererOpenAI | schema.JudgeOpenAI):
-        return dataclasses.replace(
-            block, llm=dataclasses.replace(block.llm, seed=int(block.llm.seed or 0) + r)
-        )
-    return block
-
-
 def repeat_config(cfg: Config, r: int) -> Config:
-    """The configuration of repeat ``r``: every LLM role asks with seed = (its seed or 0) + r."""
-    return dataclasses.replace(cfg, answerer=_seeded(cfg.answerer, r), judge=_seeded(cfg.judge, r))
+    """The configuration of repeat ``r``: every LLM role asks with seed = (its seed or 0) + r (r >= 1)."""
+    return dataclasses.replace(cfg, answerer=seeded(cfg.answerer, r), judge=seeded(cfg.judge, r))
 
 
 def sampled_roles(cfg: Config, external_agent: bool) -> list[str]:
@@ -45,62 +36,44 @@ def sampled_roles(cfg: Config, external_agent: bool) -> list[str]:
     return roles + [r for r in LLM_ROLES if isinstance(blocks[r], schema.AnswererOpenAI | schema.JudgeOpenAI)]
 
 
-def _outcome(row: Mapping[str, Any], key: str) -> Any:
-    if key in ("refused", "verdict"):
-        return row.get(key)
-    return (row.get("scores") or {}).get(key)
+def seeds_note(roles: Sequence[str]) -> str:
+    """The repeats block's ``seeds``: how each repeat was asked."""
+    asked = ", ".join(roles) if roles else "no role"
+    return (f"repeat 0: the single run's requests; repeat r >= 1: seed = (seed or 0) + r for {asked}"
+            + ("; the assistant is sent its repeat index and seed (seed + r)" if "system" in roles else ""))  # fmt: skip
 
 
-def combine(summaries: Sequence[Mapping[str, Any]], seeds_note: str) -> dict[str, Any]:
-    """Repeat 0's summary with a ``repeats`` block: per metric the values, mean, sd, min and max across repeats,
-    and the flaky entries with their outcome in each repeat."""
-    first = copy.deepcopy(dict(summaries[0]))
-    per_metric: dict[str, dict[str, Any]] = {}
-    for m in METRIC_NAMES:
-        values = [s["metrics"].get(m) for s in summaries]
-        present = [float(v) for v in values if v is not None]
-        if not present:
-            per_metric[m] = {"values": values, "mean": None, "sd": None, "min": None, "max": None}
-            continue
-        per_metric[m] = {
-            "values": values,
-            "mean": float(np.mean(present)),
-            "sd": float(np.std(present, ddof=1)) if len(present) > 1 else 0.0,
-            "min": min(present),
-            "max": max(present),
-        }
-    rows = [{e["id"]: e for e in s["entries"]} for s in summaries]
-    flaky = []
-    for entry in summaries[0]["entries"]:
-        eid = entry["id"]
-        changed = {}
-        for key in OUTCOMES:
-            seen = [_outcome(r[eid], key) if eid in r else None for r in rows]
-            if len(set(map(repr, seen))) > 1:
-                changed[key] = seen
-        if changed:
-            flaky.append({"id": eid, "question": entry.get("question"), "changed": changed})
-    first["repeats"] = {
-        "n": len(summaries),
-        "seeds": seeds_note,
-        "run_keys": [s["config"].get("run_key") for s in summaries],
-        "metrics": per_metric,
-        "flaky": flaky,
-    }
-    return first
+def evaluate_repeats(cfg: Config, options: EvalOptions, repeats: int) -> dict[str, Any]:
+    """One evaluation, or ``repeats`` of them (each with its own seeds and journals) combined; the user's
+    assistant is probed once, before repeat 0."""
+    # lazy: an import cycle (the evaluation imports the harness this module is part of)
+    from doceval.harness.evaluate import evaluate
+
+    if repeats == 1:
+        return evaluate(cfg, options)
+    roles = sampled_roles(cfg, agent_name(cfg, options) != "docchat")
+    if not roles:
+        print_note("--repeats: nothing in this run is sampled (no LLM role, doceval's own agent): the repeats "
+                   "will agree")  # fmt: skip
+    summaries = [evaluate(repeat_config(cfg, r), dataclasses.replace(options, repeat=r, repeats=repeats))
+                 for r in range(repeats)]  # fmt: skip
+    return combine(summaries, seeds_note(roles))
 
 
 def format_repeats(block: Mapping[str, Any], width: int = 100) -> list[str]:
-    lines = [f"repeats {block['n']} ({block['seeds']}): mean (sd) [min, max] across repeats"]
+    lines = [f"repeats {block['n']} ({block['seeds']}): the headline is the mean over repeats; the run-level "
+             "figure of each repeat: mean (sd) [min, max]"]  # fmt: skip
     for m, s in block["metrics"].items():
         if s["mean"] is None:
             continue
         lines.append(f"  {m:20s} {s['mean']:.3f} ({s['sd']:.3f}) [{s['min']:.3f}, {s['max']:.3f}]")
     flaky = block["flaky"]
-    lines.append(f"flaky entries (an outcome changed between repeats): {len(flaky)}")
+    answered = sum(bool(f.get("answer_changed")) for f in flaky)
+    lines.append(f"flaky entries (an outcome changed between repeats): {len(flaky)} ({answered} whose answer "
+                 f"changed, {len(flaky) - answered} only the judge's verdict)")  # fmt: skip
     for f in flaky[:20]:
         what = "; ".join(f"{k} {v}" for k, v in f["changed"].items())
-        lines.append(f"  {f['id']}: {what}"[:width])
+        lines.append(f"  {f['id']} ({f.get('what', '?')}): {what}"[:width])
     if len(flaky) > 20:
         lines.append(f"  ... {len(flaky) - 20} more in the summary's repeats.flaky")
     return lines

@@ -12,6 +12,7 @@ import numpy as np
 from doceval.common.provenance import provenance
 from doceval.common.redact import scrub, scrub_data, secret_values
 from doceval.config.objects import config_dict
+from doceval.harness.judge_evidence import evidence_for
 from doceval.inputs.qrels import qrels_path, read_pool
 from doceval.scoring.aggregate import aggregate
 from doceval.scoring.conversations import ClusterSettings, conversation_metrics
@@ -23,8 +24,9 @@ from doceval.seam import sum_usage
 if TYPE_CHECKING:  # the stages' types only: evaluate imports this module, never the other way at run time
     from doceval.config import schema
     from doceval.config.schema import Config
-    from doceval.harness.evaluate import AgentSetup, AnswerScores, RetrievalScores, SystemRun
+    from doceval.harness.evaluate import AgentSetup, AnswerScores, SystemRun
     from doceval.harness.plan import RunPlan
+    from doceval.harness.retrieval_scores import RetrievalScores
     from doceval.llm import Ledger
 
 __all__ = ["answerer_record", "build_summary", "pipeline_record", "public_block", "system_block"]
@@ -94,10 +96,10 @@ def build_summary(
         "config": public_block(_config_block(cfg, plan, setup, run, answers, ledger)),
         "entries": scrub_data(entry_rows),
     }
-    summary["complete"] = not run.stopped
-    if run.stopped:
+    summary["complete"] = not (run.stopped or answers.stopped)
+    if run.stopped or answers.stopped:
         summary["incomplete"] = {
-            "reason": run.stop_reason or f"stopped after {run.n_errors} system errors",
+            "reason": run.stop_reason or answers.stopped or f"stopped after {run.n_errors} system errors",
             "entries_scored": len(plan.entries),
             "entries_in_split": total_entries,
         }
@@ -138,7 +140,7 @@ def _entry_rows(
             "memory_used": r.memory_used,
             "system_error": r.error,
             # When the system was called and for how long (docs/design.md 6.7): the trace's span durations.
-            "timing": dict(r.timing),
+            "timing": {**r.timing, **(v.timing if v else {})},  # the judge's after the system's call
             "scores": _scores(per_entry, i, r.error),
             # For the entry's trace (docs/design.md 6.7): the label's reference, the router's refusal (None:
             # routed), and this entry's LLM usage per role (an external system's own accounting as "system").
@@ -190,7 +192,10 @@ def _config_block(
         "judge": public_block(config_dict(setup.judge_cfg)),
         # Names the judge (model, endpoint, template hash, temperature, seed; or the offline rule): two
         # answer_accuracy figures with different hashes are not comparable.
-        "judge_id": judge_id(setup.judge_cfg),
+        "judge_id": (named := judge_id(setup.judge_cfg)),
+        # What the recorded validations (eval/judge/) say of that judge: every surface that prints its
+        # answer_accuracy labels it "heuristic" or "unvalidated" unless it cleared the bar (docs/design.md 4.4).
+        "judge_evidence": evidence_for(named, cfg.paths.eval),
         # Where the system was called (engine=local threads, or engine=ray actors): the figures do not depend
         # on it, the timings do.
         "engine": public_block(config_dict(cfg.engine)),

@@ -81,6 +81,35 @@ class ResponseCache:
         return f"ResponseCache({str(self.path)!r})"
 
 
+def observed_usage(path: str | Path | None, model: str, template_id: str) -> tuple[float, float, int] | None:
+    """The mean prompt and completion tokens of the replies a cache holds for ``model`` and ``template_id`` (a
+    template's name and content hash), and how many; None without a cache file or such a reply. Read only: a
+    dry run creates nothing."""
+    if not path or not Path(path).is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = db.execute("SELECT value FROM responses").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    seen: list[tuple[int, int]] = []
+    for (text,) in rows:
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        if value.get("model") == model and value.get("template") == template_id:
+            prompt, completion = value.get("prompt_tokens"), value.get("completion_tokens")
+            if all(isinstance(t, int) and not isinstance(t, bool) for t in (prompt, completion)):
+                seen.append((prompt, completion))
+    if not seen:
+        return None
+    return sum(p for p, _ in seen) / len(seen), sum(c for _, c in seen) / len(seen), len(seen)
+
+
 _OPEN: dict[Path, tuple[ResponseCache, int]] = {}
 _OPEN_LOCK = threading.Lock()
 

@@ -80,10 +80,7 @@ class ChatClient:
         }
 
     def cost(self, prompt_tokens: float, completion_tokens: float) -> float:
-        return (
-            prompt_tokens * self.cfg.price_per_1k_prompt
-            + completion_tokens * self.cfg.price_per_1k_completion
-        ) / 1000.0
+        return self.cfg.cost_usd(prompt_tokens, completion_tokens)
 
     def complete(
         self,
@@ -137,6 +134,8 @@ class ChatClient:
                     "completion_tokens": completion_tokens,
                     "finish_reason": finish,
                     "model": self.cfg.model,
+                    # what `eval --dry-run` estimates completions from (llm.cache.observed_completions)
+                    "template": template_id,
                 },
             )
         return ChatResult(content, prompt_tokens, completion_tokens, finish, cached=False, cost_usd=cost)

@@ -72,6 +72,9 @@ class LLMConfig:
     max_concurrency: int = _rules(8, ge=1, example="8")
     price_per_1k_prompt: float = _rules(0.0, ge=0)
     price_per_1k_completion: float = _rules(0.0, ge=0)
+    # Providers quote prices per million tokens: set these instead of the per-1k ones (not both).
+    price_per_1m_prompt: float | None = _rules(None, ge=0, example="0.15")
+    price_per_1m_completion: float | None = _rules(None, ge=0, example="0.60")
     cache_path: str | None = "data/cache/llm.sqlite"  # null or "": no response cache
 
     @classmethod
@@ -108,7 +111,29 @@ class LLMConfig:
                 if rule in f.metadata and not holds(raw, f.metadata[rule]):
                     raise UsageError(f"{section}.{f.name}: must be {op} {f.metadata[rule]} (got {raw})")
             values[f.name] = float(raw) if kind is float else dict(raw) if kind is Mapping else raw
+        for part in ("prompt", "completion"):
+            per_1k, per_1m = values.get(f"price_per_1k_{part}"), values.get(f"price_per_1m_{part}")
+            if per_1k and per_1m is not None:
+                raise UsageError(
+                    f"{section}.price_per_1k_{part}={per_1k:g} and {section}.price_per_1m_{part}={per_1m:g}: set one "
+                    f"(a provider's price per million tokens goes in price_per_1m_{part}; per 1k it is 1000x smaller)"
+                )
         return cls(**values)
+
+    def cost_usd(self, prompt_tokens: float, completion_tokens: float) -> float:
+        """What ``prompt_tokens`` and ``completion_tokens`` cost at the configured prices (per 1M when set, else
+        per 1k; 0 when neither is)."""
+        prompt = (
+            self.price_per_1m_prompt / 1e6
+            if self.price_per_1m_prompt is not None
+            else (self.price_per_1k_prompt / 1e3)
+        )
+        completion = (
+            self.price_per_1m_completion / 1e6
+            if self.price_per_1m_completion is not None
+            else (self.price_per_1k_completion / 1e3)
+        )
+        return prompt_tokens * prompt + completion_tokens * completion
 
     def public_dict(self) -> dict[str, Any]:
         """The config as recorded in a run (holds the key's env var name, never the key; the base_url's

@@ -20,6 +20,7 @@ from doceval.results.conversation_compare import (
     format_conversation_changes,
     position_changes,
 )
+from doceval.results.judges import JUDGED_METRICS, answer_label, check_same_judge, evidence_notes
 from doceval.results.summaries import (
     Summary,
     _doc_ids,
@@ -89,6 +90,8 @@ class CompareResult:
     # what each run evaluated (doceval.common.naming.system_label: the configured name, else derived)
     systems: tuple[str, str] = ("?", "?")
     rel1_note: str = ""  # why the *_rel1 rows are left out ("" when shown)
+    # answer_accuracy's label per run (results.judges.answer_label): "heuristic", "unvalidated" or None
+    judge_tags: tuple[str | None, str | None] = (None, None)
 
     def row(self, metric: str) -> MetricChange:
         for r in self.rows:
@@ -104,6 +107,7 @@ def compare(
     allow_different_golden: bool = False,
     allow_different_k: bool = False,
     allow_different_corpus: bool = False,
+    allow_different_judge: bool = False,
     n_boot: int = 1000,
     seed: int = 0,
     base_label: str = "BASE",
@@ -117,7 +121,8 @@ def compare(
     Runs scored on different golden sets (``config.golden.md5`` differ) or over different entry ids are
     refused unless ``allow_different_golden``; then only the shared entries are compared and the result says
     how many were dropped. Runs cut at different k are refused unless ``allow_different_k``, runs over
-    corpora that index different pins (their out-of-scope sets differ) unless ``allow_different_corpus``.
+    corpora that index different pins (their out-of-scope sets differ) unless ``allow_different_corpus``, and
+    answer_accuracy from two different judges unless ``allow_different_judge`` (results.judges).
     """
     base = check_summary(base, base_label)
     new = check_summary(new, new_label)
@@ -135,6 +140,9 @@ def compare(
     reported = None if (only_b or only_n) else (base, new)
     unmeasured = _unmeasured(base, new, labels, notes)
     chosen = shown_metrics(base, new) if metrics is None else tuple(metrics)
+    runs = list(zip(labels, (base, new), strict=True))
+    notes += check_same_judge(runs, chosen, allow_different_judge)
+    notes += evidence_notes(runs) if set(JUDGED_METRICS) & set(chosen) else []
     rows = _metric_changes(b_rows, n_rows, labels, reported, notes, n_boot=n_boot, seed=seed,
                            unmeasured=unmeasured, metrics=chosen)  # fmt: skip
 
@@ -148,6 +156,7 @@ def compare(
         base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes, moved,
         position_changes(b_rows, n_rows), all_turns_correct_change(b_rows, n_rows, n_boot=n_boot, seed=seed),
         (system_label(base["config"]), system_label(new["config"])), rel1_note(base, new) if metrics is None else "",
+        (answer_label(base)[0], answer_label(new)[0]),
     )  # fmt: skip
 
 
@@ -340,6 +349,8 @@ def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
     rows = []
     for r in result.rows:
         name = r.metric + ("*" if r.metric in LOWER_IS_BETTER else "")
+        tags = sorted({t for t in result.judge_tags if t}) if r.metric in JUDGED_METRICS else []
+        name += f" ({', '.join(tags)})" if tags else ""
         wtl = f"{r.wins}/{r.ties}/{r.losses}" if r.n_paired else "-"
         cells = [name, _num(r.base), _num(r.new), _signed(r.change), _interval(r.ci, r.ci_note)]
         rows.append([*cells, _p(r.p_value), _p(r.p_holm), wtl, str(r.n_paired), r.method or "-"])
@@ -348,7 +359,9 @@ def format_compare(result: CompareResult, gate_line: str | None = None) -> str:
         "change = new - base(line) over the n entries scored in both runs. method: each row's 95% interval of",
         "the change + its test of p (two-sided, no change), as that row computed them; no interval from fewer",
         f"than {MIN_DIFFERING} differing entries (too few);",
-        f"p_holm: Holm-adjusted for the {sum(r.p_value is not None for r in result.rows)} metrics compared.",
+        f"p_holm: Holm-adjusted over the {sum(r.p_value is not None for r in result.rows)} metrics of this table "
+        "(its family);",
+        "the gate line's adjusted p is Holm over the gate's own non-regression metrics, named there.",
         "W/T/L = entries where new is better/equal/worse; * lower is better.",
         *([note] if (note := result.rel1_note) else []),
         "",

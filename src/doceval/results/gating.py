@@ -4,35 +4,34 @@ is the CLI's.
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-
+from doceval.common.naming import ASSISTANT_REFUSED_CORRECTLY, is_assistant
 from doceval.config import schema
-from doceval.config.compose import check_config
-from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.results.comparison import compare
+from doceval.results.gate_config import check_gate_config, load_gate_config
+from doceval.results.judges import JUDGED_METRICS, check_same_judge, evidence_notes
 from doceval.results.power import Detectable, detectable
 from doceval.results.summaries import Summary, check_same_k, check_summary
 from doceval.scoring.aggregate import column
 from doceval.scoring.conversation_names import (
-    conversation_metric_names,
     figure_value,
     is_conversation_metric,
     lower_is_better,
-    naming_help,
 )
 from doceval.scoring.intervals import holm
-from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
+from doceval.scoring.registry import LOWER_IS_BETTER
+
+# The config checks live in doceval.results.gate_config; importers of this module find them here too.
+__all__ = ["GateFailure", "GateResult", "check_gate_config", "drift_failures", "gate", "load_gate_config",
+           "system_errors"]  # fmt: skip
 
 _EPS = 1e-9  # float slack for gate comparisons: 0.6 >= 0.60 must hold whatever the summation order
-MODES = ("significant", "point")  # non_regression.mode
 
 
 @dataclass
@@ -42,6 +41,9 @@ class GateFailure:
     value: float | None  # the measured value (None: not measured)
     by: float | None  # how far it missed (positive), None when not measured
     reason: str
+    kind: str = (
+        "threshold"  # threshold | regression (vs the baseline) | drift | run (entries, complete, errors)
+    )
 
     def __str__(self) -> str:
         return self.reason
@@ -62,138 +64,6 @@ class GateResult:
 def _fmt_threshold(v: float) -> str:
     s = f"{v:.2f}"
     return s if abs(float(s) - v) < 1e-12 else f"{v:.6g}"
-
-
-def load_gate_config(path: str | Path) -> schema.Gate:
-    """A gate config YAML (``conf/gate/*.yaml``, or a params.yaml with a ``gate`` block), checked by the schema
-    and range rules of the composed ``gate`` block (thresholds in [0, 1], known keys and types; keys left out
-    take :func:`check_gate_config`'s defaults), then as every gate is."""
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"{p}: gate config not found; pass an existing conf/gate/*.yaml")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{p}: not valid YAML ({exc}); fix the file or pass another gate config") from exc
-    if isinstance(data, dict) and "thresholds" not in data and isinstance(data.get("gate"), dict):
-        data = data["gate"]
-    rules = check_gate_config(data, str(p))  # names first: its messages list the metrics and the patterns
-    check_config({"gate": data}, str(p), complete=False)
-    return rules
-
-
-def check_gate_config(data: schema.Gate | Any, where: str = "gate config") -> schema.Gate:
-    """A gate config checked, as the typed block: the composed ``gate`` block, or a gate mapping written by hand
-    (a YAML file, the API's ``config=``), where a key left out means: no thresholds, non_regression off (point
-    mode, alpha 0.05, tolerance 0), drift off, max_system_errors 0. Unknown keys or metric names are errors (a
-    typo must not pass silently), and so is a gate that always passes."""
-    if isinstance(data, schema.Gate):
-        data = config_dict(data)  # the composed block passes the same checks as a hand-written one
-    valid = f"valid metrics: {', '.join(METRIC_NAMES)}"
-    if not isinstance(data, Mapping):
-        raise UsageError(f"{where}: expected a mapping with 'thresholds' and 'non_regression'")
-    unknown_keys = sorted(set(data) - {"thresholds", "non_regression", "drift", "max_system_errors"})
-    if unknown_keys:
-        raise UsageError(
-            f"{where}: unknown key(s) {', '.join(unknown_keys)}; expected thresholds, non_regression, drift, "
-            "max_system_errors"
-        )
-    thresholds = data.get("thresholds") or {}
-    if not isinstance(thresholds, Mapping):
-        raise UsageError(f"{where}: thresholds must map metric names to numbers, e.g. hit_rate: 0.60")
-    for m, t in thresholds.items():
-        if m not in METRIC_NAMES and m not in conversation_metric_names():
-            raise UsageError(f"{where}: thresholds.{m}: unknown metric; {valid}; {naming_help()}")
-        if isinstance(t, bool) or not isinstance(t, int | float) or math.isnan(t):
-            raise UsageError(f"{where}: thresholds.{m}: {t!r} is not a number")
-    nr = data.get("non_regression") or {}
-    if not isinstance(nr, Mapping):
-        raise UsageError(f"{where}: non_regression must be a mapping (enabled, tolerance, metrics)")
-    unknown_keys = sorted(set(nr) - {"enabled", "tolerance", "metrics", "mode", "alpha"})
-    if unknown_keys:
-        raise UsageError(
-            f"{where}: non_regression: unknown key(s) {', '.join(unknown_keys)}; "
-            "expected enabled, tolerance, metrics, mode, alpha"
-        )
-    mode = nr.get("mode", "point")
-    if mode not in MODES:
-        raise UsageError(
-            f"{where}: non_regression.mode: {mode!r} is not one of {', '.join(MODES)} (significant: fail only "
-            "on a drop beyond the tolerance that a paired test tells from noise; point: on any such drop)"
-        )
-    alpha = nr.get("alpha", 0.05)
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha <= 0.5:
-        raise UsageError(f"{where}: non_regression.alpha: {alpha!r} must be a number in (0, 0.5], e.g. 0.05")
-    enabled = nr.get("enabled", False)
-    if not isinstance(enabled, bool):
-        raise UsageError(f"{where}: non_regression.enabled: {enabled!r} is not true/false")
-    tol = nr.get("tolerance", 0.0)
-    if isinstance(tol, bool) or not isinstance(tol, int | float) or not tol >= 0:
-        raise UsageError(f"{where}: non_regression.tolerance: {tol!r} must be a number >= 0")
-    nr_metrics = nr.get("metrics") or []
-    if not isinstance(nr_metrics, list):
-        raise UsageError(f"{where}: non_regression.metrics must be a list of metric names")
-    for m in nr_metrics:
-        if m not in METRIC_NAMES:
-            raise UsageError(f"{where}: non_regression.metrics: {m!r} is an unknown metric; {valid}")
-    if enabled and not nr_metrics:
-        raise UsageError(f"{where}: non_regression is enabled but lists no metrics")
-    if not thresholds and not enabled:
-        raise UsageError(
-            f"{where}: no thresholds and non_regression disabled: such a gate always passes; add thresholds"
-        )
-    return schema.Gate(
-        thresholds=types.MappingProxyType({str(m): float(t) for m, t in thresholds.items()}),
-        max_system_errors=_check_max_system_errors(data.get("max_system_errors", 0), where),
-        non_regression=schema.NonRegression(
-            enabled=enabled,
-            tolerance=float(tol),
-            metrics=tuple(str(m) for m in nr_metrics),
-            mode=str(mode),
-            alpha=float(alpha),
-        ),
-        drift=_check_drift(data.get("drift"), where, valid),
-    )
-
-
-def _check_max_system_errors(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise UsageError(
-            f"{where}: max_system_errors: {value!r} must be an integer >= 0 (the entries whose system call "
-            "may fail before the gate fails the run; 0: none)"
-        )
-    return value
-
-
-def _check_drift(drift: Any, where: str, valid: str) -> schema.Drift:
-    """The drift rule (off by default): a metric that fell by more than ``tolerance`` from the best of the last
-    ``window`` tracked runs of the same family (or from the pinned ``reference`` run id) fails the gate."""
-    drift = drift or {}
-    if not isinstance(drift, Mapping):
-        raise UsageError(f"{where}: drift must be a mapping (enabled, metrics, tolerance, window, reference)")
-    unknown = sorted(set(drift) - {"enabled", "metrics", "tolerance", "window", "reference"})
-    if unknown:
-        raise UsageError(f"{where}: drift: unknown key(s) {', '.join(unknown)}; expected enabled, metrics, "
-                         "tolerance, window, reference")  # fmt: skip
-    enabled = drift.get("enabled", False)
-    if not isinstance(enabled, bool):
-        raise UsageError(f"{where}: drift.enabled: {enabled!r} is not true/false")
-    metrics = drift.get("metrics") or []
-    if not isinstance(metrics, list) or any(m not in METRIC_NAMES for m in metrics):
-        raise UsageError(f"{where}: drift.metrics: {metrics!r} must list metric names; {valid}")
-    tol = drift.get("tolerance", 0.02)
-    if isinstance(tol, bool) or not isinstance(tol, int | float) or not tol >= 0:
-        raise UsageError(f"{where}: drift.tolerance: {tol!r} must be a number >= 0")
-    window = drift.get("window", 10)
-    if isinstance(window, bool) or not isinstance(window, int) or window < 2:
-        raise UsageError(f"{where}: drift.window: {window!r} must be an integer >= 2 (runs looked back over)")
-    reference = drift.get("reference", "best")
-    if not isinstance(reference, str) or not reference:
-        raise UsageError(f"{where}: drift.reference: {reference!r}: 'best' or a pinned MLflow run id")
-    if enabled and not metrics:
-        raise UsageError(f"{where}: drift is enabled but lists no metrics")
-    return schema.Drift(enabled=enabled, metrics=tuple(str(m) for m in metrics), tolerance=float(tol),
-                        window=window, reference=reference)  # fmt: skip
 
 
 def drift_failures(
@@ -231,7 +101,7 @@ def drift_failures(
             failures.append(GateFailure(m, cond, float(now), worse - drift.tolerance,
                 f"{m} drifted by {worse:.4f} from {best:.4f} (run {ref['run_id']}, commit {str(ref['commit'])[:8]}) "
                 f"to {now:.4f} over the last {len(past)} tracked runs ({steps} -> this run), beyond the tolerance "
-                f"{drift.tolerance:.4f}"))  # fmt: skip
+                f"{drift.tolerance:.4f}", "drift"))  # fmt: skip
     return failures, notes
 
 
@@ -243,6 +113,7 @@ def gate(
     allow_different_k: bool = False,
     history: Sequence[Mapping[str, Any]] | None = None,
     source: str | None = None,
+    allow_different_judge: bool = False,
 ) -> GateResult:
     """Apply thresholds (``>=``; ``<=`` for lower-is-better metrics) and, with a baseline, non-regression.
 
@@ -250,15 +121,17 @@ def gate(
     A summary with no entries fails ("nothing was measured"), and so do one marked ``complete: false`` ("the
     run is incomplete") and one with more system errors than ``max_system_errors``, whatever its metrics say.
     A threshold on a metric the summary does not measure (null) fails as "not measured". A baseline cut at
-    another k is refused (UsageError) unless ``allow_different_k``. ``source`` says where the rules came from
+    another k is refused (UsageError) unless ``allow_different_k``, and one whose answer_accuracy another judge
+    produced, when non-regression gates it, unless ``allow_different_judge``. For a user's assistant a rule on
+    a metric of ``for_assistants`` is asked of its substitute. ``source`` says where the rules came from
     (printed with the verdict, recorded in JUnit).
     """
     rules = check_gate_config(gate_cfg)
     summary = check_summary(summary, "summary")
+    rules, notes = _rules_for_system(rules, summary)
     _refuse_unmeasured(rules, summary, baseline)
     failures: list[GateFailure] = []
     conditions: list[str] = []
-    notes: list[str] = []
     limits: list[Detectable] = []
     failures += _run_failures(summary, rules.max_system_errors)
     found, conditions = _threshold_failures(rules.thresholds, summary["metrics"])
@@ -268,7 +141,8 @@ def gate(
         if baseline is None:
             notes.append("non_regression is enabled but no baseline summary was given: not checked")
         else:
-            found, cond, nr_notes = _regression_failures(summary, baseline, nr, allow_different_k, limits)
+            found, cond, nr_notes = _regression_failures(summary, baseline, nr, (allow_different_k,
+                                                         allow_different_judge), limits)  # fmt: skip
             failures += found
             conditions.append(cond)
             notes += nr_notes
@@ -281,9 +155,51 @@ def gate(
             found, drift_notes = drift_failures(history, summary, drift)
             failures += found
             notes += drift_notes
+    if any(m in JUDGED_METRICS for m in _gated(rules)):
+        notes += evidence_notes([("the summary", summary)])
     passed = not failures
     line = f"CI gate ({' and '.join(conditions)}): {'PASS' if passed else 'FAIL'}"
     return GateResult(passed, line, failures, conditions, notes, source or GateResult.source, limits)
+
+
+def _gated(rules: schema.Gate) -> list[str]:
+    """Every metric a rule of the gate names: thresholds, then non-regression and drift when enabled."""
+    gated = list(rules.thresholds)
+    gated += list(rules.non_regression.metrics) if rules.non_regression.enabled else []
+    gated += list(rules.drift.metrics) if rules.drift.enabled else []
+    return list(dict.fromkeys(gated))
+
+
+def _rules_for_system(rules: schema.Gate, summary: Summary) -> tuple[schema.Gate, list[str]]:
+    """The rules as they apply to this run's system: for a user's assistant each metric of ``for_assistants``
+    asked of its substitute (refused_correctly -> refusal_rate: the reply's own refusal, not "no sources"),
+    with a note; a rule left on refused_correctly for an assistant gets a note saying what it measures there."""
+    if not is_assistant(summary.get("config") or {}):
+        return rules, []
+    swap, gated, notes = dict(rules.for_assistants), _gated(rules), []
+    for m in gated:
+        if m in swap:
+            notes.append(f"{m} is asked of {swap[m]} for an assistant (agent=function|http, gate.for_assistants): "
+                         f"its {m} says only \"{ASSISTANT_REFUSED_CORRECTLY}\"")  # fmt: skip
+        elif m == "refused_correctly":
+            notes.append(f"refused_correctly for an assistant measures \"{ASSISTANT_REFUSED_CORRECTLY}\", not whether "
+                         "it refused: gate refusal_rate for that (gate.for_assistants: {refused_correctly: "
+                         "refusal_rate}, as conf/gate/default.yaml does)")  # fmt: skip
+    if not any(m in swap for m in gated):
+        return rules, notes
+    thresholds: dict[str, float] = {}
+    for m, t in rules.thresholds.items():
+        key = swap.get(m, m)
+        if key not in thresholds or key == m:  # a threshold set on the substitute itself wins
+            thresholds[key] = t
+
+    def swapped(metrics: Sequence[str]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(swap.get(m, m) for m in metrics))
+
+    nr, drift = rules.non_regression, rules.drift
+    return dataclasses.replace(rules, thresholds=types.MappingProxyType(thresholds),
+                               non_regression=dataclasses.replace(nr, metrics=swapped(nr.metrics)),
+                               drift=dataclasses.replace(drift, metrics=swapped(drift.metrics))), notes  # fmt: skip
 
 
 def _refuse_unmeasured(rules: schema.Gate, summary: Summary, baseline: Summary | None) -> None:
@@ -342,19 +258,23 @@ def _regression_failures(
     summary: Summary,
     baseline: Summary,
     nr: schema.NonRegression,
-    allow_different_k: bool,
+    allowed: tuple[bool, bool],
     limits: list[Detectable],
 ) -> tuple[list[GateFailure], str, list[str]]:
-    """Non-regression against the baseline: the failures, the condition, and the notes (a different k allowed,
-    a drop the paired test cannot tell from noise in ``significant`` mode, the smallest drop that test can
-    detect at this n, appended to ``limits`` too)."""
+    """Non-regression against the baseline: the failures, the condition, and the notes (a different k or judge
+    allowed (``allowed``: allow_different_k, allow_different_judge), a drop the paired test cannot tell from
+    noise in ``significant`` mode, the smallest drop that test can detect at this n, appended to ``limits``)."""
+    allow_different_k, allow_different_judge = allowed
     baseline = check_summary(baseline, "baseline")
     notes: list[str] = []
     k_note = check_same_k(baseline, summary, "baseline", "summary", allow_different_k=allow_different_k)
     if k_note:
         notes.append(k_note)
+    notes += check_same_judge([("the baseline", baseline), ("the summary", summary)], nr.metrics,
+                              allow_different_judge)  # fmt: skip
     cond = f"no regression > {_fmt_threshold(nr.tolerance)} in {', '.join(nr.metrics)} vs baseline"
     p_holm: dict[str, float | None] | None = None  # None: point mode, any drop beyond the tolerance fails
+    family = f"Holm over the gate's {len(nr.metrics)} non-regression metrics: {', '.join(nr.metrics)}"
     if nr.mode == "significant":
         cond += f" (significant at {_fmt_threshold(nr.alpha)}, Holm)"
         p_holm = _paired_p_values(baseline, summary, list(nr.metrics), allow_different_k)
@@ -375,20 +295,28 @@ def _regression_failures(
                     None if v is None else float(v),
                     None,
                     f"{m} non-regression: not measured (null in {where})",
+                    "regression",
                 )
             )
             continue
-        failure, note = _regression(m, v, b, cond, nr, p_holm)
+        failure, note = _regression(m, v, b, cond, nr, p_holm, family)
         failures += [failure] if failure else []
         notes += [note] if note else []
     return failures, cond, notes
 
 
 def _regression(
-    m: str, v: float, b: float, cond: str, nr: schema.NonRegression, p_holm: Mapping[str, float | None] | None
+    m: str,
+    v: float,
+    b: float,
+    cond: str,
+    nr: schema.NonRegression,
+    p_holm: Mapping[str, float | None] | None,
+    family: str,
 ) -> tuple[GateFailure | None, str | None]:
     """Whether ``m`` regressed from ``b`` to ``v`` beyond the tolerance: a failure, or (in ``significant``
-    mode, ``p_holm`` given, when the paired test cannot tell the drop from noise) a note, or neither."""
+    mode, ``p_holm`` given, when the paired test cannot tell the drop from noise) a note, or neither. Each
+    adjusted p names its Holm ``family`` (design 8.3; compare's table has its own, 8.2)."""
     tol = nr.tolerance
     worse = (v - b) if m in LOWER_IS_BETTER else (b - v)
     if not worse > tol + _EPS:
@@ -400,13 +328,13 @@ def _regression(
         # A drop the paired test cannot tell from noise: said, not failed.
         note = (
             f"{what}, but not significantly (Holm-adjusted p = "
-            f"{'n/a' if p is None else f'{p:.3f}'} >= {nr.alpha:g}): not failed"
+            f"{'n/a' if p is None else f'{p:.3f}'} >= {nr.alpha:g}; {family}): not failed"
         )
         return None, note
     reason = f"{what} by {worse - tol:.4f}" + (
-        f" (Holm-adjusted p = {p:.3g})" if p_holm is not None and p is not None else ""
+        f" (Holm-adjusted p = {p:.3g}; {family})" if p_holm is not None and p is not None else ""
     )
-    return GateFailure(m, cond, float(v), worse - tol, reason), None
+    return GateFailure(m, cond, float(v), worse - tol, reason, "regression"), None
 
 
 def _run_failures(summary: Summary, max_system_errors: int) -> list[GateFailure]:
@@ -477,6 +405,7 @@ def _paired_p_values(
             baseline,
             summary,
             allow_different_k=allow_different_k,
+            allow_different_judge=True,  # refused or allowed by the caller already (_regression_failures)
             base_label="baseline",
             new_label="summary",
             metrics=metrics,

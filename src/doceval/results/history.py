@@ -55,6 +55,11 @@ def format_history(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str]) ->
             cells.append(f"{v:.3f}{interval}{delta}")
             previous[m] = v
         table.append(cells)
+    others = sorted({str(r["other_judge"]) for r in rows if "other_judge" in r})
+    if others:
+        n = sum("other_judge" in r for r in rows)
+        lines.append(f"answer_accuracy: n/a for {n} run(s) judged by another judge ({', '.join(others)}): the "
+                     "family is split by judge (another judge is another scale)")  # fmt: skip
     return lines + format_table(("commit", "date", "dirty", *metrics), table, left=(0, 1, 2))
 
 

@@ -9,7 +9,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from doceval.results.gating import GateResult
+from doceval.results.gating import GateFailure, GateResult
+from doceval.results.judges import JUDGED_METRICS, answer_label
 from doceval.scoring.registry import LOWER_IS_BETTER
 
 MAX_ENTRY_CASES = 500  # per failed metric: a CI page stays readable; the summary has the rest
@@ -50,13 +51,62 @@ def _power(case: ET.Element, verdict: GateResult) -> None:
     ET.SubElement(case, "system-out").text = "\n".join(lines)
 
 
-def junit_xml(verdict: GateResult, summary: Mapping[str, Any], name: str | None = None) -> str:
+def _regressed_entries(
+    entries: Sequence[Mapping[str, Any]], baseline: Mapping[str, Any], metric: str
+) -> list[tuple[Mapping[str, Any], float, float]]:
+    """The entries whose ``metric`` got worse than in the baseline (compare's W/T/L losses), with both values."""
+    before = {e.get("id"): (e.get("scores") or {}).get(metric) for e in baseline.get("entries") or []}
+    out = []
+    for e in entries:
+        now, then = (e.get("scores") or {}).get(metric), before.get(e.get("id"))
+        if now is None or then is None:
+            continue
+        if (now > then) if metric in LOWER_IS_BETTER else (now < then):
+            out.append((e, float(then), float(now)))
+    return out
+
+
+def _entry_cases(suite: ET.Element, failure: GateFailure, entries: Sequence[Mapping[str, Any]],
+                 baseline: Mapping[str, Any] | None) -> int:  # fmt: skip
+    """One failing case per entry behind a failed rule: for a threshold the entries scoring against it, for a
+    non-regression the entries that got worse than in the baseline (both values); at most MAX_ENTRY_CASES."""
+    m = failure.metric
+    if failure.kind == "regression":
+        if baseline is None:
+            return 0
+        rows = [(e, f"{m} {then:g} -> {now:g}") for e, then, now in _regressed_entries(entries, baseline, m)]
+        classname, what = f"doceval.regressions.{m}", "entries worse than in the baseline"
+    else:
+        rows = [(e, f"{m} = {e['scores'][m]:g}") for e in _failing_entries(entries, m)]
+        classname, what = f"doceval.entries.{m}", "entries failing"
+    for e, value in rows[:MAX_ENTRY_CASES]:
+        case = ET.SubElement(suite, "testcase", classname=classname, name=str(e["id"]))
+        text = f"{value} for {e['id']} ({e.get('library')}@{e.get('version')}): {e.get('question')}"
+        if e.get("refused"):
+            text += f" [refused: {e.get('refusal_reason')}]"
+        ET.SubElement(case, "failure", message=value, type="EntryFailure").text = text
+    if len(rows) > MAX_ENTRY_CASES:
+        more = f"{len(rows) - MAX_ENTRY_CASES} more {what} {m} are in the summary"
+        ET.SubElement(suite, "system-out").text = more
+    return min(len(rows), MAX_ENTRY_CASES)
+
+
+def junit_xml(
+    verdict: GateResult,
+    summary: Mapping[str, Any],
+    name: str | None = None,
+    baseline: Mapping[str, Any] | None = None,
+) -> str:
     """The verdict as JUnit XML; the suite is named ``name``, else the system's configured ``name`` (what CI
-    lists it as), else "doceval gate"."""
+    lists it as), else "doceval gate". A failed non-regression lists the entries that got worse than in
+    ``baseline``; a case on answer_accuracy carries its judge's label when that judge has not cleared the bar."""
     named = (summary.get("config") or {}).get("name")
     suite = ET.Element("testsuite", name=name or (str(named) if named else "doceval gate"))
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(properties, "property", name="gate_source", value=verdict.source)
+    judge_line = answer_label(summary)[1]
+    if judge_line:
+        ET.SubElement(properties, "property", name="answer_accuracy", value=judge_line)
     cases = 0
     failures = 0
     failed_by_condition = {f.condition: f for f in verdict.failures}
@@ -69,6 +119,8 @@ def junit_xml(verdict: GateResult, summary: Mapping[str, Any], name: str | None 
             ET.SubElement(case, "failure", message=failure.reason, type="GateFailure").text = failure.reason
         elif cond.startswith("no regression") and verdict.detectable:
             _power(case, verdict)
+        if judge_line and any(m in cond for m in JUDGED_METRICS):
+            ET.SubElement(case, "system-out").text = f"answer_accuracy: {judge_line}"
     for f in verdict.failures:
         if f.condition not in verdict.conditions:  # no entries, an incomplete run
             case = ET.SubElement(suite, "testcase", classname="doceval.gate", name=f.condition)
@@ -83,22 +135,9 @@ def junit_xml(verdict: GateResult, summary: Mapping[str, Any], name: str | None 
     for f in verdict.failures:
         if f.value is None or f.metric.startswith("("):
             continue
-        bad = _failing_entries(entries, f.metric)
-        for e in bad[:MAX_ENTRY_CASES]:
-            case = ET.SubElement(
-                suite, "testcase", classname=f"doceval.entries.{f.metric}", name=str(e["id"])
-            )
-            score = e["scores"][f.metric]
-            text = f"{f.metric} = {score:g} for {e['id']} ({e.get('library')}@{e.get('version')}): {e.get('question')}"
-            if e.get("refused"):
-                text += f" [refused: {e.get('refusal_reason')}]"
-            ET.SubElement(case, "failure", message=f"{f.metric} = {score:g}", type="EntryFailure").text = text
-            cases += 1
-            failures += 1
-        if len(bad) > MAX_ENTRY_CASES:
-            ET.SubElement(
-                suite, "system-out"
-            ).text = f"{len(bad) - MAX_ENTRY_CASES} more entries failing {f.metric} are in the summary"
+        n = _entry_cases(suite, f, entries, baseline)
+        cases += n
+        failures += n
     if verdict.notes:
         ET.SubElement(suite, "system-err").text = "\n".join(verdict.notes)
     suite.set("tests", str(cases))

@@ -13,11 +13,19 @@ from typing import Any
 
 import numpy as np
 
-from doceval.common.naming import judged_share_label, judged_share_note, system_label
+from doceval.common.naming import ASSISTANT_LEGEND, is_assistant, judged_share_note, system_label
 from doceval.common.text import md_code, md_text
 from doceval.results.comparison import _num
 from doceval.results.conversations_md import conversations_section
-from doceval.results.summaries import Summary, _doc_ids, check_summary, rel1_note, shown_metrics
+from doceval.results.judges import answer_label
+from doceval.results.summaries import (
+    Summary,
+    _doc_ids,
+    check_summary,
+    metric_labels,
+    rel1_note,
+    shown_metrics,
+)
 from doceval.scoring.aggregate import column
 from doceval.scoring.contrast import contrast_only
 from doceval.scoring.failures import STAGES, stage_counts
@@ -200,10 +208,9 @@ def _headline_section(summary: Summary) -> list[str]:
     rows = []
     unmeasured: Mapping[str, str] = m.get("not_measured") or {}
     recorded = summary.get("config") or {}
+    labels = metric_labels(summary, at_k=False)
     for key in shown_metrics(summary):
-        name = key + (" (lower is better)" if key in LOWER_IS_BETTER else "")
-        if key == "judged_share":
-            name = _md(judged_share_label(recorded, None))
+        name = _md(labels[key]) + (" (lower is better)" if key in LOWER_IS_BETTER else "")
         v = m.get(key)
         ci = ci95.get(key)
         if key in unmeasured:
@@ -219,6 +226,14 @@ def _headline_section(summary: Summary) -> list[str]:
         rows.append([name, value, ci_text, _md(method) if method else "-", str(_n_of(summary, key))])
     out += _table(["metric", "value", "95% CI", "interval", "n"], rows, ["l", "r", "l", "l", "r"])
     out += ["", _INTERVALS_NOTE]
+    if is_assistant(summary.get("config") or {}):
+        out += ["", _md(ASSISTANT_LEGEND) + "."]
+    judge_line = answer_label(summary)[1]
+    if judge_line:
+        out += [
+            "",
+            f"**answer_accuracy is {_md(judge_line.split(':', 1)[0])}**: {_md(judge_line.split(':', 1)[1].strip())}.",
+        ]
     if rel1_note(summary):
         out += ["", _md(rel1_note(summary))]
     if m.get("judged_share") is not None:

@@ -10,9 +10,11 @@ from typing import Any
 
 from doceval.common.bounded_json import loads
 from doceval.common.io import finite_or_null
+from doceval.common.naming import ASSISTANT_REFUSED_CORRECTLY, is_assistant, judged_share_label
 from doceval.common.paths import input_file
 from doceval.errors import UsageError
-from doceval.scoring.registry import METRIC_NAMES, names
+from doceval.results.judges import answer_label
+from doceval.scoring.registry import BY_NAME, METRIC_NAMES, names
 
 Summary = Mapping[str, Any]
 MlflowLoader = Callable[[str], Mapping[str, Any]]
@@ -209,3 +211,18 @@ def rel1_note(*summaries: Summary) -> str:
     if any(graded(s) for s in summaries):
         return ""
     return f"{', '.join(names('graded'))} not shown: binary judgments (they equal hit_rate, recall, mrr)"
+
+
+def metric_labels(summary: Mapping[str, Any], at_k: bool = True) -> dict[str, str]:
+    """Each metric's name as the headline and report.md show it: with k (``hit_rate@5``; ``at_k=False``: the
+    bare name), refused_correctly of a user's assistant as what it measures there, answer_accuracy with its
+    judge's label ("heuristic", "unvalidated") when that judge has not cleared the bar (results.judges); judged_share as what it measures (common.naming.judged_share_label)."""
+    recorded = summary.get("config") or {}
+    labels = {name: metric.label(recorded.get("k")) if at_k else name for name, metric in BY_NAME.items()}
+    labels["judged_share"] = judged_share_label(recorded, recorded.get("k") if at_k else None)
+    if is_assistant(recorded):
+        labels["refused_correctly"] += f" ({ASSISTANT_REFUSED_CORRECTLY})"
+    tag = answer_label(summary)[0]
+    if tag:
+        labels["answer_accuracy"] += f" ({tag})"
+    return labels

@@ -205,3 +205,98 @@ def reported_figure(report: dict[str, Any], min_kappa: float = MIN_KAPPA) -> str
     """What the answer figure next to a judge should be read as: "judge" when it clears the bar, else
     "version strings" (version_correctness), the figure the judge failed to beat."""
     return "judge" if trusted(report, min_kappa)[0] else "version strings"
+
+
+# ------------------------------------------------------------------------------------- a judge's evidence
+# A run's answer_accuracy is only as good as its judge, so the run records what is known of that judge: every
+# recorded validation of its identity (doceval.harness.judge_evidence reads them from eval/judge/) and whether
+# they clear the bar above. Every surface that prints or logs answer_accuracy labels it from this record.
+
+JUDGED_METRICS = ("answer_accuracy",)  # the metrics a judge's verdicts decide (not version strings, refusals)
+BAR = f"kappa >= {MIN_KAPPA} and beating version strings alone (paired bootstrap)"
+EVIDENCE_TAGS = {"below_bar": "heuristic", "unvalidated": "unvalidated"}  # status -> the label's first word
+
+
+def validation_record(report: dict[str, Any]) -> dict[str, Any]:
+    """What a run keeps of one validation report (``doceval judge validate``, the judge stage): the label file,
+    split and rows, kappa with its interval, the paired difference to version strings, and the bar's verdict."""
+    agree = report.get("agreement") or {}
+    labels = report.get("labels") or {}
+    beats = report.get("beats_strings") or {}
+    cleared, why = trusted(report)
+    return {
+        "labels": labels.get("path"),
+        "md5": labels.get("md5"),
+        "split": labels.get("split"),
+        "held_out": bool(labels.get("held_out")),
+        "n": agree.get("n"),
+        "kappa": agree.get("kappa"),
+        "kappa_ci95": agree.get("kappa_ci95"),
+        "strings_kappa": (report.get("version_strings_alone") or {}).get("kappa"),
+        "difference": beats.get("difference"),
+        "difference_ci95": beats.get("ci95"),
+        "cleared": cleared,
+        "why": why,
+    }
+
+
+def judge_evidence(judge_hash: str, reports: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The evidence for one judge identity from validation reports (those of other judges ignored; one per
+    label file and split, the last one read winning): ``status`` "cleared" when every recorded validation
+    clears the bar, "below_bar" when one does not, "unvalidated" when there is none; the held-out label
+    files first."""
+    records: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for report in reports:
+        if (report.get("judge") or {}).get("hash") == judge_hash:
+            record = validation_record(report)
+            records[(record["md5"], record["split"])] = record
+    ordered = sorted(records.values(), key=lambda r: (not r["held_out"], str(r["labels"]), str(r["split"])))
+    status = (
+        "unvalidated" if not ordered else "cleared" if all(r["cleared"] for r in ordered) else "below_bar"
+    )
+    return {"status": status, "bar": BAR, "validations": ordered}
+
+
+def _kappa_text(record: dict[str, Any]) -> str:
+    """``kappa 0.333 [0.072, 0.606] on data/judge/v3.jsonl (all, 48 rows); judge - strings -0.042 [...]``."""
+    kappa, ci = record.get("kappa"), record.get("kappa_ci95")
+    shown = "n/a" if kappa is None else f"{kappa:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+    text = f"kappa {shown} on {record.get('labels')} ({record.get('split')}, {record.get('n')} rows)"
+    diff, dci = record.get("difference"), record.get("difference_ci95")
+    if diff is not None:
+        text += f"; judge - strings {diff:+.3f}" + (f" [{dci[0]:+.3f}, {dci[1]:+.3f}]" if dci else "")
+    return text
+
+
+def summary_evidence(summary: dict[str, Any]) -> dict[str, Any] | None:
+    """The judge evidence a summary's answer_accuracy carries: None when it has no judged figure (not judged,
+    not measured); a summary written before runs recorded it counts as unvalidated."""
+    metrics = summary.get("metrics") or {}
+    recorded = summary.get("config") or {}
+    if metrics.get("answer_accuracy") is None or not recorded.get("judge_id"):
+        return None
+    evidence = recorded.get("judge_evidence")
+    if isinstance(evidence, dict) and evidence.get("status") in ("cleared", "below_bar", "unvalidated"):
+        return evidence
+    return {"status": "unvalidated", "bar": BAR, "validations": [],
+            "note": "the summary was written before runs recorded their judge's validation"}  # fmt: skip
+
+
+def evidence_tag(evidence: dict[str, Any] | None) -> str | None:
+    """ "heuristic" (below the bar), "unvalidated" (no recorded validation), or None (cleared, or no judge)."""
+    return None if evidence is None else EVIDENCE_TAGS.get(str(evidence.get("status")))
+
+
+def evidence_label(evidence: dict[str, Any] | None, judge_hash: str | None) -> str | None:
+    """The one line every surface prints beside an answer_accuracy whose judge has not cleared the bar: why,
+    with the kappa of the held-out label file where one was recorded; None when it cleared (or no judge)."""
+    tag = evidence_tag(evidence)
+    if tag is None or evidence is None:
+        return None
+    judge = f"judge {judge_hash}" if judge_hash else "the judge"
+    if tag == "unvalidated":
+        return (f"unvalidated: {judge} has no recorded validation against labelled answers ({BAR} is the bar); "
+                "measure it with `doceval judge validate LABELS --split all` and the same judge overrides")  # fmt: skip
+    failing = [r for r in evidence["validations"] if not r.get("cleared")]
+    shown = " | ".join(_kappa_text(r) for r in failing[:2])
+    return f"heuristic: {judge} has not cleared the bar ({BAR}) on its labelled answers: {shown}"

@@ -15,11 +15,16 @@ from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from doceval.common.bounded_json import loads
+from doceval.common.naming import judge_hash
 from doceval.common.redact import redact_url, scrub_message
 from doceval.config import schema
+from doceval.errors import UsageError
 from doceval.llm import LLMConfig, LLMError, PromptTemplate, TemplatedChat
 from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings
 from doceval.scoring.reference_judge import identity as reference_identity
+
+__all__ = ["Judge", "OpenAIJudge", "judge_hash", "judge_id", "judge_identity", "judge_input", "make_judge",
+           "parse_verdict"]  # fmt: skip
 from doceval.seam import Probe
 
 
@@ -132,15 +137,32 @@ def judge_identity(cfg: schema.Judge) -> dict[str, Any] | None:
     }
 
 
-def judge_hash(identity: Mapping[str, Any] | None) -> str | None:
-    """16 hex digits naming a judge: two answer_accuracy figures with different hashes came from different
-    judges and are not comparable."""
-    if identity is None:
-        return None
-    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
 def judge_id(judge_cfg: schema.Judge) -> dict[str, Any] | None:
     """``{"hash", "identity"}`` of a configured judge, None without one (the summary's ``config.judge_id``)."""
     identity = judge_identity(judge_cfg)
     return None if identity is None else {"hash": judge_hash(identity), "identity": identity}
+
+
+def judge_input(recorded: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, Any]:
+    """What the judge was sent for one summary entry, rebuilt from the summary's recorded ``config`` (its
+    ``judge`` block and ``judge_id``): the answer and the reference answer, an LLM judge's rendered messages
+    (when its template's text still has the recorded sha256; else ``messages`` null and why), the offline
+    judge's rule and the entry's version strings. The entry trace's judge span shows it (design 6.7)."""
+    block = recorded.get("judge") or {}
+    identity = (recorded.get("judge_id") or {}).get("identity") or {}
+    out: dict[str, Any] = {"answer": entry.get("answer"), "reference": entry.get("reference_answer")}
+    if block.get("name") == "reference":
+        strings = {k: entry.get(k) for k in ("expected_apis", "expected_any", "forbidden_apis")}
+        return {**out, "rule": identity.get("rule"), "version_strings": strings}
+    if block.get("name") != "openai" or not block.get("template"):
+        return out
+    try:
+        template = PromptTemplate.load(str(block["template"]))
+    except UsageError as exc:
+        return {**out, "messages": None, "messages_note": str(exc)}
+    if hashlib.sha256(template.text.encode()).hexdigest() != identity.get("template_sha256"):
+        return {**out, "messages": None, "messages_note": "the template changed since the run"}
+    values = {k: str(entry.get(k) or "") for k in ("library", "version", "question")}
+    messages = template.render(**values, reference=str(entry.get("reference_answer") or ""),
+                               answer=str(entry.get("answer") or ""))  # fmt: skip
+    return {**out, "messages": messages}

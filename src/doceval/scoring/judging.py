@@ -14,8 +14,9 @@ import hashlib
 import json
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,8 @@ class JudgeRecord:
     verdict_reason: str | None
     judge_error: str | None
     usage: dict[str, dict[str, float]]  # this entry's judge calls only
+    # When the judge was asked and for how long (Unix seconds): the entry trace's judge span (design 6.7)
+    timing: dict[str, float] = field(default_factory=dict)
 
     @property
     def cost_usd(self) -> float:
@@ -52,7 +55,7 @@ class JudgeRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JudgeRecord:
         """Inverse of :meth:`to_json`; raises KeyError/TypeError on a record of another shape."""
-        rec = dataclass_from_record(cls, data)
+        rec = dataclass_from_record(cls, {"timing": {}, **data})  # a record journaled before timing: none
         if not isinstance(rec.id, str) or not isinstance(rec.input_sha, str):
             raise TypeError("id and input_sha must be strings")
         if rec.verdict is not None and not isinstance(rec.verdict, bool):
@@ -126,6 +129,7 @@ def judge_answers(
     def process(probe: Probe) -> str | None:
         """None when judged (and journaled), else the budget message."""
         with usage_scope() as scope:
+            start, clock = time.time(), time.perf_counter()
             try:
                 # A lone surrogate in a reply is kept in the summary, but no model or tokenizer takes one.
                 verdict, reason, error = judge.judge(
@@ -133,8 +137,9 @@ def judge_answers(
                 )
             except BudgetExceeded as exc:
                 return str(exc)
+            timing = {"judge_start": start, "judge_s": time.perf_counter() - clock}
             usage = {role: u.as_dict() for role, u in sorted(scope.items())}
-        rec = JudgeRecord(probe.id, shas[probe.id], verdict, reason, error, usage)
+        rec = JudgeRecord(probe.id, shas[probe.id], verdict, reason, error, usage, timing)
         journal.append(rec.to_json())
         with lock:
             records[probe.id] = rec
@@ -152,6 +157,9 @@ def judge_answers(
                     break
                 bar.update(1)
     finally:
+        # Every verdict recorded counts, the ones in flight when the budget stopped the loop too: the line says
+        # what was judged, never 0 of N after some were.
+        bar.update(len(records) - bar.n)
         bar.close()
         journal.close()
 

@@ -43,11 +43,17 @@ def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
         lo, hi = beats["ci95"]
         paired = (f" Judge minus version strings (paired bootstrap): {beats['difference']:+.3f} "
                   f"[{lo:+.3f}, {hi:+.3f}].")  # fmt: skip
+    held_out = bool(labels.get("held_out"))
+    where = (
+        f"every row of `{labels.get('path')}`"
+        if held_out
+        else f"the {labels.get('split')} half of `{labels.get('path')}`"
+    )
     return [
         "",
-        "## Judge agreement (reference judge)",
+        "## Judge agreement (reference judge" + (", held-out labels)" if held_out else ")"),
         "",
-        f"On the {labels.get('split')} half of `{labels.get('path')}` ({a['n']} labelled answers, md5 "
+        f"On {where} ({a['n']} labelled answers, md5 "
         f"`{labels.get('md5')}`): Cohen's kappa {a['kappa']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}], accuracy "
         f"{a['accuracy']:.3f}; version strings alone: kappa {base:.3f}"
         + (f" ({alone})" if alone else "") + f".{paired} Judge hash `{report['judge']['hash']}`.",
@@ -93,6 +99,7 @@ def report_inputs(out: Path) -> dict[str, Path]:
         "ann": out / "ann_vs_exact.json",
         "conversations": out / "conversations" / "summary.json",
         "judge": out / "judge" / "reference.json",
+        "judge_held_out": out / "judge" / "reference_held_out.json",
     }
 
 
@@ -127,11 +134,11 @@ def run(cfg: Config, gate_source: str = "params.yaml") -> tuple[Path, GateResult
     conversations = files["conversations"]
     if conversations.is_file():
         lines += conversation_lines(load_summary(conversations), conversations)
-    validation = files["judge"]
-    if validation.is_file():
-        lines += judge_agreement_lines(
-            read_json(validation, "judge validation", rerun=stage_command("judge"))
-        )
+    for key in ("judge", "judge_held_out"):
+        found = files[key].is_file()
+        validation = read_json(files[key], "judge validation", rerun=stage_command("judge")) if found else {}
+        if "agreement" in validation:  # a held-out report without label files holds no validation
+            lines += judge_agreement_lines(validation)
     lines += ["", "## Gate", "", f"`{verdict.line}`", "", f"Rules from {md_code(verdict.source)}.", ""]
     lines += [f"- {f}" for f in verdict.failures]
     write_text_atomic(report, "\n".join(lines) + "\n")

@@ -13,6 +13,7 @@ from typing import Any
 from doceval.common.naming import canonical_system
 from doceval.common.redact import redact_url
 from doceval.errors import UsageError
+from doceval.scoring.agreement import JUDGED_METRICS
 from doceval.tracking.store import _client
 from doceval.tracking.uris import check_reachable, experiment_name
 
@@ -61,12 +62,15 @@ def load_history(
     family: Mapping[str, str] | None = None,
     root: Path | None = None,
     run_name: str | None = None,
+    judge_hash: str | None = None,
 ) -> list[dict[str, Any]]:
     """Runs of ``split``'s experiment in one family: the tags given in ``family``, the rest taken from the newest
     run that has them and is named ``run_name`` when given (None: the newest run's family),
     oldest commit first: ``{"run_id", "run_name", "commit", "dirty", "time", "start", "family", "metrics":
     {name: {"value", "ci"}}}``. Runs of a sweep (children) and runs without a commit are left out
-    (:func:`uncommitted_runs` counts those)."""
+    (:func:`uncommitted_runs` counts those). A judged metric (answer_accuracy) splits the family by judge: its
+    value is kept only for runs tagged with ``judge_hash`` (None: the newest run's), the others' read None
+    with ``other_judge`` naming their judge."""
     # lazy: start-up (mlflow, seconds; only tracking loads it)
     from mlflow.exceptions import MlflowException
 
@@ -95,6 +99,7 @@ def load_history(
     newest = max(matching, key=lambda r: r.info.start_time)
     family = {k: newest.data.tags.get(k, "") for k in FAMILY_TAGS}
     chosen = [r for r in usable if _in_family(r.data.tags, family)]
+    judge = judge_hash if judge_hash is not None else newest.data.tags.get("judge_hash")
     out = []
     for r in chosen:
         commit = r.data.tags.get("git_commit")
@@ -113,5 +118,11 @@ def load_history(
                                if f"{name}_ci_lo" in m and f"{name}_ci_hi" in m else None}
                         for name in metrics},
         })  # fmt: skip
+        other = r.data.tags.get("judge_hash")
+        if other != judge and any(name in JUDGED_METRICS for name in metrics):
+            out[-1]["other_judge"] = other
+            for name in JUDGED_METRICS:
+                if name in metrics:
+                    out[-1]["metrics"][name] = {"value": None, "ci": None}
     out.sort(key=lambda h: (h["time"], h["start"]))
     return out

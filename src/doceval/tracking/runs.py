@@ -177,7 +177,7 @@ def log_run(
     split = _split_of(recorded)
     params = build_params(raw_recorded, flat_config, env_secrets)  # raw: leaking values are dropped
     usage_block = usage if usage is not None else (raw_recorded.get("usage") or None)
-    metrics = build_metrics(clean.get("metrics") or {}, usage_block)
+    metrics = build_metrics(clean.get("metrics") or {}, usage_block, clean.get("repeats"))
     tags = build_tags(recorded, clean.get("metrics") or {}, extra_tags, env_secrets)
     run_name = None if run_name is None else redact_text(escape_surrogates(run_name), secrets)
     if parent_run_id:

@@ -16,6 +16,7 @@ from doceval import __version__
 from doceval.common.naming import system_label
 from doceval.common.redact import scrub_data
 from doceval.config.compose import flatten
+from doceval.scoring.agreement import JUDGED_METRICS, evidence_label, evidence_tag, summary_evidence
 from doceval.scoring.conversation_names import conversation_figures
 from doceval.scoring.registry import names
 from doceval.tracking.secrets import leaks, redact_bytes, redact_text, secret_name, url_secret_values
@@ -80,7 +81,12 @@ def build_params(
     return params
 
 
-def build_metrics(metrics: Mapping[str, Any], usage: Mapping[str, Any] | None) -> dict[str, float]:
+def build_metrics(
+    metrics: Mapping[str, Any], usage: Mapping[str, Any] | None, repeats: Mapping[str, Any] | None = None
+) -> dict[str, float]:
+    """Every metric, count, interval bound, per-library value, conversation figure and usage figure; with a
+    ``--repeats`` block also its spread (``repeats.n``, ``repeats.<metric>.sd|min|max``, ``repeats.flaky``,
+    ``repeats.flaky_answer``: entries whose answer changed, not only its verdict)."""
     out: dict[str, float] = {}
 
     def put(name: str, value: Any) -> None:
@@ -122,6 +128,14 @@ def build_metrics(metrics: Mapping[str, Any], usage: Mapping[str, Any] | None) -
         cache = usage.get("cache") if isinstance(usage, Mapping) else None
         for field, value in (cache or {}).items() if isinstance(cache, Mapping) else ():
             put(f"usage.cache.{field}", value)
+    if isinstance(repeats, Mapping):
+        put("repeats.n", repeats.get("n"))
+        for name, spread in (repeats.get("metrics") or {}).items():
+            for field in ("sd", "min", "max"):
+                put(f"repeats.{name}.{field}", (spread or {}).get(field))
+        flaky = repeats.get("flaky") or []
+        put("repeats.flaky", len(flaky))
+        put("repeats.flaky_answer", sum(bool(f.get("answer_changed")) for f in flaky))
     return out
 
 
@@ -173,8 +187,16 @@ def run_title(recorded: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def headline_line(metrics: Mapping[str, Any]) -> str:
-    """The run's description: its headline metrics with their intervals."""
+def judge_label(recorded: Mapping[str, Any], metrics: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """answer_accuracy's label from its judge's evidence (doceval.scoring.agreement): ``(tag, line)``, both None
+    when the judge cleared the bar or nothing was judged."""
+    evidence = summary_evidence({"metrics": dict(metrics), "config": dict(recorded)})
+    return evidence_tag(evidence), evidence_label(evidence, (recorded.get("judge_id") or {}).get("hash"))
+
+
+def headline_line(metrics: Mapping[str, Any], judge_tag: str | None = None) -> str:
+    """The run's description: its headline metrics with their intervals (answer_accuracy with its judge's
+    label, ``judge_tag``, when that judge has not cleared the bar)."""
     ci95 = metrics.get("ci95") or {}
     parts = []
     for m in names("headline"):
@@ -186,7 +208,8 @@ def headline_line(metrics: Mapping[str, Any]) -> str:
             parts.append(f"{m} n/a" if m != "answer_accuracy" else "answer_accuracy not judged")
             continue
         ci = ci95.get(m)
-        parts.append(f"{m} {v:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
+        tag = f" ({judge_tag})" if judge_tag and m in JUDGED_METRICS else ""
+        parts.append(f"{m}{tag} {v:.3f}" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
     return ", ".join(parts)
 
 
@@ -212,8 +235,14 @@ def build_tags(recorded: Mapping[str, Any], metrics: Mapping[str, Any], extra: M
     }
     if isinstance(metrics.get("not_judged"), bool):
         tags["not_judged"] = str(metrics["not_judged"]).lower()
+    judge_tag, judge_line = judge_label(recorded, metrics)
+    evidence = recorded.get("judge_evidence")
+    if isinstance(evidence, Mapping):
+        tags["judge_evidence"] = evidence.get("status")  # cleared | below_bar | unvalidated
+    if judge_line:
+        tags["answer_accuracy_label"] = judge_line  # heuristic / unvalidated: why, with the labels' kappa
     if metrics:
-        tags["mlflow.note.content"] = headline_line(metrics)  # the run's description in the UI
+        tags["mlflow.note.content"] = headline_line(metrics, judge_tag)  # the run's description in the UI
     for name, figure in conversation_figures(metrics).items():  # a figure without interval says why
         if figure.ci95 is None and figure.ci_note:
             tags[f"{name}_ci_note"] = figure.ci_note

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from doceval.scoring.judge import judge_input
 from doceval.tracking.secrets import leaks, scrub
 
 if TYPE_CHECKING:
@@ -144,14 +145,18 @@ def measured_windows(timing: Mapping[str, float] | None) -> dict[str, tuple[int,
             out["answerer"] = (_ns(end - t["answerer_s"]), _ns(end))
     if "retrieve_start" in t and "retrieve_s" in t:
         out["retrieve"] = (_ns(t["retrieve_start"]), _ns(t["retrieve_start"] + t["retrieve_s"]))
+    if "judge_start" in t and "judge_s" in t:  # the judge, asked after the system answered
+        out["judge"] = (_ns(t["judge_start"]), _ns(t["judge_start"] + t["judge_s"]))
     if out:
         out["root"] = (min(s for s, _ in out.values()), max(e for _, e in out.values()))
     return out
 
 
 def build_spans(entry: Mapping[str, Any], trace_id: str, raw_id: bytes, start_ns: int,
-                k: int | None, external: bool, texts: Mapping[str, str] | None = None) -> list[dict[str, Any]]:  # fmt: skip
-    """The spans of one entry's trace (see the module docstring), as v3 span dicts."""
+                k: int | None, external: bool, texts: Mapping[str, str] | None = None,
+                recorded: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """The spans of one entry's trace (see the module docstring), as v3 span dicts; ``recorded`` (the summary's
+    ``config``) rebuilds what the judge was sent."""
     windows = measured_windows(entry.get("timing"))
     w = _SpanWriter(trace_id, raw_id, windows["root"][0] if windows else start_ns)
     probe = {
@@ -194,10 +199,11 @@ def build_spans(entry: Mapping[str, Any], trace_id: str, raw_id: bytes, start_ns
               at=windows.get("answerer"))  # fmt: skip
     if entry.get("verdict") is not None or entry.get("judge_error"):
         tokens = _token_usage(usage.get("judge") or {})
-        w.add("judge", "EVALUATOR", {"answer": entry.get("answer")},
+        w.add("judge", "EVALUATOR", judge_input(recorded or {}, entry),
               {"verdict": entry.get("verdict"), "reason": entry.get("verdict_reason")}, parent=root,
               error=entry.get("judge_error"),
-              attributes={"mlflow.chat.tokenUsage": tokens} if tokens else None)  # fmt: skip
+              attributes={"mlflow.chat.tokenUsage": tokens} if tokens else None,
+              at=windows.get("judge"))  # fmt: skip
     return w.dicts
 
 
@@ -277,7 +283,8 @@ def build_trace(entry: Mapping[str, Any], *, run_id: str, experiment_id: str, re
     trace_id, raw = _trace_id(run_id, str(entry["id"]))
     external = "session_id" in entry  # rows of an external system carry its session
     judge_id = recorded.get("judge_id") or {}
-    spans = build_spans(entry, trace_id, raw, start_ms * 1_000_000, recorded.get("k"), external, texts)
+    spans = build_spans(entry, trace_id, raw, start_ms * 1_000_000, recorded.get("k"), external, texts,
+                        recorded)  # fmt: skip
     # The root span's window: measured when the harness timed the call, else the layout's own 0.1 ms.
     root_start, root_end = spans[0]["start_time_unix_nano"], spans[0]["end_time_unix_nano"]
     golden = recorded.get("golden") or {}

@@ -8,6 +8,7 @@ that entry (``system_error_text``); the harness's run loop (:mod:`doceval.harnes
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 import json
@@ -44,6 +45,7 @@ __all__ = [
     "parse_response",
     "resolve_target",
     "system_error_text",
+    "with_sampling",
 ]
 
 AGENT_NAMES = ("docchat", "function", "http")
@@ -53,6 +55,8 @@ _RESERVED = ("answer", "sources", "refused", "reason", "usage")
 
 class ExternalAgent(Protocol):
     name: str  # "function" or "http"
+    # --repeats N > 1: {"repeat": r, "seed": s} sent with every call of repeat r (with_sampling); None: nothing
+    sampling: dict[str, int] | None
 
     def describe(self) -> dict[str, Any]:
         """Provenance for the summary and MLflow: the target and its source sha256 (or package version), or
@@ -96,6 +100,8 @@ class FunctionAgent:
         self._caller = DeadlineCaller("doceval-agent")
         self.kwargs: dict[str, Any] = dict(kwargs or {})
         self._provenance = provenance_of(fn if origin is None else origin)
+        self.sampling: dict[str, int] | None = None
+        self._sampling_kwargs: dict[str, int] = {}  # the keys of ``sampling`` the function accepts
 
     def __getstate__(self) -> dict[str, Any]:
         # engine=ray ships the agent to its actors: the function goes by reference to its module (an import
@@ -112,7 +118,8 @@ class FunctionAgent:
         # The factory's kwargs tell two sweep points apart (the run key hashes this); secret-named ones and
         # registered secrets are recorded redacted (doceval.common.redact).
         kwargs = {"kwargs": scrub(self.kwargs, drop_secret_keys=False)} if self.kwargs else {}
-        return {"name": self.name, "target": self.target, **kwargs, **self._provenance}
+        sampled = {"sampling": dict(self.sampling)} if self.sampling else {}
+        return {"name": self.name, "target": self.target, **kwargs, **self._provenance, **sampled}
 
     def check(self) -> None:
         return None  # resolving the target and its signature already ran in make_agent/function_agent
@@ -125,10 +132,11 @@ class FunctionAgent:
     def call(self, probe: Probe, session_id: str) -> Mapping[str, Any]:
         reply = self._caller.call(
             lambda: self._fn(
-                question=probe.question, library=probe.library, version=probe.version, session_id=session_id
+                question=probe.question, library=probe.library, version=probe.version, session_id=session_id,
+                **self._sampling_kwargs,
             ),
             self.timeout_s,
-        )
+        )  # fmt: skip
         self._check_size(reply)
         return reply
 
@@ -146,6 +154,25 @@ class FunctionAgent:
                 f"oversize: reply over agent.max_reply_bytes={self.max_reply_bytes} bytes "
                 f"({size} bytes as JSON)"
             )
+
+
+def with_sampling(agent: ExternalAgent, repeat: int, seed: int) -> ExternalAgent:
+    """A copy of ``agent`` that sends repeat ``repeat``'s index and seed with every call (``--repeats N > 1``): in
+    an HTTP request's body beside ``params``, to a function that accepts ``repeat`` / ``seed`` keywords (or
+    ``**kwargs``) as those; the run key and the summary record them (``describe``)."""
+    sampled = copy.copy(agent)
+    sampled.sampling = {"repeat": repeat, "seed": seed}
+    if isinstance(sampled, FunctionAgent):
+        sampled._sampling_kwargs = {k: v for k, v in sampled.sampling.items() if _accepts(sampled._fn, k)}
+    return sampled
+
+
+def _accepts(fn: Callable[..., Any], keyword: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return keyword in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def function_agent(fn: Callable[..., Mapping[str, Any]], name: str = "callable") -> ExternalAgent:

@@ -2,7 +2,7 @@
 back, with the standard library only (urllib), on the shared retry loop of :mod:`doceval.common.retry`.
 
 Request body: ``{"question", "library", "version", "session_id"}``, plus ``"params"`` (``agent.params``) when
-it has any. Headers come from the environment
+it has any, and ``"repeat"`` and ``"seed"`` under ``eval --repeats N`` (N > 1). Headers come from the environment
 (``headers_env``: header name -> variable name); their values are sent and nothing else: never logged, never
 in a message, a journal or :meth:`HttpAgent.describe`. Redirects are not followed, so credentials never travel
 to another host.
@@ -253,6 +253,9 @@ class HttpAgent:
         )
         self._lock = threading.Lock()
         self._counts = {"requests": 0, "retries": 0}
+        self.sampling: dict[str, int] | None = (
+            None  # --repeats: the body's "repeat" and "seed" (with_sampling)
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         # engine=ray ships the agent to its actors with the header values read here (a worker on another host
@@ -306,6 +309,7 @@ class HttpAgent:
             "url": self.url,
             "headers_env": dict(sorted(self.headers_env.items())),
             **({"params": scrub(self.params, drop_secret_keys=False)} if self.params else {}),
+            **({"sampling": dict(self.sampling)} if self.sampling else {}),
             "timeout_s": self.timeout_s,
             "max_retries": self.policy.max_retries,
         }
@@ -369,9 +373,10 @@ class HttpAgent:
     # ------------------------------------------------------------------------------------------ helpers
 
     def _body(self, **fields: str) -> dict[str, Any]:
-        """The request's JSON body: the probe's fields, and ``params`` only when agent.params has any (an
-        endpoint written before the key existed sees the same body as before)."""
-        return {**fields, **({"params": self.params} if self.params else {})}
+        """The request's JSON body: the probe's fields, ``params`` only when agent.params has any (an endpoint
+        written before the key existed sees the same body as before), and under ``--repeats N > 1`` the repeat
+        index and seed (``"repeat"``, ``"seed"``) beside them."""
+        return {**fields, **({"params": self.params} if self.params else {}), **(self.sampling or {})}
 
     def _count(self, what: str) -> None:
         with self._lock:
