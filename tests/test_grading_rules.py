@@ -12,7 +12,7 @@ import pytest
 
 from doceval.cli.main import main
 from doceval.inputs.docs import Document, write_corpus
-from doceval.inputs.grading import api_name
+from doceval.inputs.doc_examples import api_name
 from doceval.inputs.qrels import qrels_path
 
 DOCS = [
