@@ -21,7 +21,11 @@ from doceval.cli.main import main
 from doceval.inputs.golden import parse_golden
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
-ROUNDS = {2: "second", 3: "third", 4: "fourth"}  # round -> the word its README row starts with; the last is the latest
+ROUNDS = {
+    2: "second",
+    3: "third",
+    4: "fourth",
+}  # round -> the word its README row starts with; the last is the latest
 
 
 def _sheets(n: int) -> list[Path]:

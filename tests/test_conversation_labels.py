@@ -80,7 +80,9 @@ def test_the_second_audit_s_right_answers_pass_and_the_wrong_ones_still_fail() -
         assert wrong is None or not _passes(turns[tid], wrong), tid
     scalar = turns["conv-sqla20-04#2"]  # the scalar() documents answer "one value or None" and are graded 2
     assert scalar.grades["sqlalchemy@2.0.31:sqlalchemy.engine.result.Result.scalar"] == 2
-    typed = turns["conv-sqla14-01#3"]  # made 2 by this audit; the third withdrew it: an incidental example is 1
+    typed = turns[
+        "conv-sqla14-01#3"
+    ]  # made 2 by this audit; the third withdrew it: an incidental example is 1
     assert typed.grades["sqlalchemy@2.0.31:sqlalchemy.util._collections.merge_lists_w_ordering"] == 1
     # Rejected, with its reason in the changes file: load's document gives the 2.21 (data, errors) return.
     assert "marshmallow@2.21.0:marshmallow.schema.BaseSchema.load" in turns["conv-mm2-05#1"].relevant_ids
@@ -138,15 +140,22 @@ def test_incidental_examples_and_redirects_are_grade_1_and_the_answers_other_hal
     assert typed.grades["sqlalchemy@2.0.31:sqlalchemy.ext.hybrid"] == 1
     assert turns["conv-click8-02#2"].grades["click@7.1.2:click.exceptions.BadParameter"] == 1
     assert turns["conv-pyd2-05#3"].grades["pydantic@2.8.2:pydantic.main.BaseModel.from_orm"] == 1
-    assert turns["conv-sqla14-06#1"].grades["sqlalchemy@1.4.52:sqlalchemy.ext.asyncio.engine.AsyncConnection"] == 1
+    assert (
+        turns["conv-sqla14-06#1"].grades["sqlalchemy@1.4.52:sqlalchemy.ext.asyncio.engine.AsyncConnection"]
+        == 1
+    )
     for tid in ("conv-sqla14-06#2", "conv-sqla20-06#2"):
-        assert turns[tid].grades["sqlalchemy@1.4.52:sqlalchemy.ext.asyncio.session.AsyncSession.get_bind"] == 1
+        assert (
+            turns[tid].grades["sqlalchemy@1.4.52:sqlalchemy.ext.asyncio.session.AsyncSession.get_bind"] == 1
+        )
     # standalone_mode=False is the other half of "get the value my command returned"
     assert "click@8.1.7:click.core.BaseCommand.main" in turns["conv-click7-01#3"].relevant_ids
 
 
 def test_every_wrong_turn_of_the_third_audit_is_answered_in_the_changes_file() -> None:
-    rows = [json.loads(line) for line in (AUDIT / "conversations-3.adjudication.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line) for line in (AUDIT / "conversations-3.adjudication.jsonl").read_text().splitlines()
+    ]
     sheets = [[json.loads(line) for line in (AUDIT / f"conversations-3.{n}.jsonl").read_text().splitlines()]
               for n in ("A", "B")]  # fmt: skip
     wrong = {r["id"] for r in rows if r["verdict"] == "WRONG"}

@@ -56,15 +56,23 @@ def _doc(path: str, text: str) -> Document:
 
 @pytest.fixture
 def corpus_dir(tmp_path: Path) -> Path:
-    docs = [_doc("orm.Query.scalar", SCALAR), _doc("orm.BeforeValidator", VALIDATOR), _doc("orm.Query.one", ONE)]
+    docs = [
+        _doc("orm.Query.scalar", SCALAR),
+        _doc("orm.BeforeValidator", VALIDATOR),
+        _doc("orm.Query.one", ONE),
+    ]
     write_corpus({PIN: docs}, tmp_path / "docs", 1500, {})
     return tmp_path / "docs"
 
 
 def test_code_examples_are_fences_prompts_and_literal_blocks_not_directives() -> None:
     assert [ln.strip() for ln in code_examples(SCALAR)] == ["session.query(Item.id).scalar()"]
-    assert [ln.strip() for ln in code_examples(VALIDATOR)] == ["MyInt = Annotated[int, BeforeValidator(lambda v: v + 1)]"]
-    assert [ln.strip() for ln in code_examples(ONE)] == ["result = session.query(Item).filter(Item.id == 5).one()"]
+    assert [ln.strip() for ln in code_examples(VALIDATOR)] == [
+        "MyInt = Annotated[int, BeforeValidator(lambda v: v + 1)]"
+    ]
+    assert [ln.strip() for ln in code_examples(ONE)] == [
+        "result = session.query(Item).filter(Item.id == 5).one()"
+    ]
     assert code_examples("See also::\n\nNothing indented follows.") == []
 
 
@@ -76,12 +84,19 @@ def _entry(eid: str, doc: str, reference: str, groups: list[list[str]]) -> dict[
 
 ROWS = [
     # the third audit's two cases: a dotted name the example never writes, a string glued inside the class name
-    _entry("dotted", "orm.Query.scalar", "Use result.scalar_one_or_none().", [["scalar_one_or_none", "Query.scalar"]]),
+    _entry(
+        "dotted",
+        "orm.Query.scalar",
+        "Use result.scalar_one_or_none().",
+        [["scalar_one_or_none", "Query.scalar"]],
+    ),
     _entry("glued", "orm.BeforeValidator", "Use mode='before'.", [["before", "wrap"]]),
     # the example's own form is accepted; a group about another API; an example about another API
     _entry("accepted", "orm.Query.scalar", "Query.scalar: .scalar()", [["Query.scalar", ").scalar()"]]),
     _entry("other-group", "orm.Query.scalar", "Use result.first().", [["first(", "all("]]),
-    _entry("other-api", "orm.Query.one", "Use Query.scalar or Query.first.", [["Query.scalar", "Query.first"]]),
+    _entry(
+        "other-api", "orm.Query.one", "Use Query.scalar or Query.first.", [["Query.scalar", "Query.first"]]
+    ),
 ]
 
 
@@ -98,9 +113,14 @@ def test_a_relevant_document_whose_example_fails_its_group_is_a_warning(
         ("dotted", f"scalar_one_or_none|Query.scalar in {PIN}:orm.Query.scalar"),
         ("glued", f"before|wrap in {PIN}:orm.BeforeValidator"),
     ]
-    assert main(["golden", "validate", str(path), "--corpus", str(corpus_dir)]) == 0  # a warning, never an error
+    assert (
+        main(["golden", "validate", str(path), "--corpus", str(corpus_dir)]) == 0
+    )  # a warning, never an error
     out = capsys.readouterr().out
-    assert "entry dotted: its relevant document orm@1.4:orm.Query.scalar shows 'scalar' in its own examples" in out
+    assert (
+        "entry dotted: its relevant document orm@1.4:orm.Query.scalar shows 'scalar' in its own examples"
+        in out
+    )
 
 
 # "- `ENTRY` keeps `GROUP` (against DOC): REASON": a read example_fails_strings warning, in a changes file
@@ -111,7 +131,9 @@ _KEPT = re.compile(r"^- `([^`]+)` keeps `([^`]+)` \(against (\S+)\): (.{20,})$")
     ("name", "changes"),
     [("v2.1.jsonl", "v2.1.changes.md"), ("conversations.jsonl", "conversations.changes.md")],
 )
-def test_every_example_warning_of_the_shipped_sets_is_read(name: str, changes: str, real_corpus_dir: Path) -> None:
+def test_every_example_warning_of_the_shipped_sets_is_read(
+    name: str, changes: str, real_corpus_dir: Path
+) -> None:
     found, _ = find_all(parse_golden(GOLDEN / name), pin_texts(load_corpus(real_corpus_dir).partitions))
     text = (GOLDEN / changes).read_text(encoding="utf-8")
     kept = {(m[1], f"{m[2]} in {m[3]}") for line in text.splitlines() if (m := _KEPT.match(line))}

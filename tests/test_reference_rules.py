@@ -184,7 +184,10 @@ def test_a_string_the_question_itself_satisfies_is_a_warning() -> None:
 def test_the_question_warning_is_printed_and_does_not_fail_strict(
     tmp_path: Path, corpus_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    row = {**_entry("a", "Use Session.begin()."), "question": "When does Session.begin() start a transaction?"}
+    row = {
+        **_entry("a", "Use Session.begin()."),
+        "question": "When does Session.begin() start a transaction?",
+    }
     path = _write(tmp_path, [row], graded=True)
     assert _validate(path, corpus_dir, "--strict") == 0
     out = capsys.readouterr().out

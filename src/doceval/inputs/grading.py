@@ -30,6 +30,8 @@ from doceval.inputs.scope import Finding
 
 # (entry id, doc id) -> the grading rules its judgment was re-read under (the qrels line's "checked")
 Checked = Mapping[tuple[str, str], Sequence[str]]
+
+
 def expected_names(entry: GoldenEntry) -> list[str]:
     """The entry's expected names (``expected_apis`` and every ``expected_any`` alternative), normalised,
     each once, in order."""

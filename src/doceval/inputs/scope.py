@@ -56,24 +56,23 @@ from doceval.common.bounded_json import loads
 from doceval.common.hints import rerun
 from doceval.common.io import write_json_atomic
 from doceval.errors import UsageError
+from doceval.inputs.doc_examples import EXAMPLE_FAILS, example_findings
 from doceval.inputs.golden import GoldenEntry, GoldenError, Problem, parse_golden
 from doceval.inputs.marks import Mark, find_marks, governs
 from doceval.inputs.qrels import labels_md5
-from doceval.inputs.doc_examples import EXAMPLE_FAILS, example_findings
-from doceval.inputs.selfcheck import IN_QUESTION, INSIDE_NAME, REFERENCE_FAILS, STRICT_RULES, reference_findings
+from doceval.inputs.selfcheck import REFERENCE_FAILS, STRICT_RULES, WARNING_RULES, reference_findings
 
 ALWAYS_ERRORS = frozenset(
     {"indexed_but_unindexed", "pin_not_indexed", "relevant_id_missing", "judged_id_missing"}
 )
-WARNINGS = frozenset(
-    {"expected_api_absent", "expected_conflict", "waiver_without_reason", INSIDE_NAME, IN_QUESTION, EXAMPLE_FAILS}
-)
+_OWN_WARNINGS = ("expected_api_absent", "expected_conflict", "waiver_without_reason", EXAMPLE_FAILS)
+WARNINGS = frozenset((*_OWN_WARNINGS, *WARNING_RULES))
 VERSION_STRING_RULES = frozenset({"forbidden_in_question", "forbidden_in_relevant", REFERENCE_FAILS})
 RULES = (
     *sorted(ALWAYS_ERRORS),
-    *("nonexistent_api_unnamed", "nonexistent_api_documented", "forbidden_api_supported", "evidence_not_found"),
-    *("expected_api_absent", "forbidden_in_question", "forbidden_in_relevant", "expected_conflict"),
-    *("waiver_without_reason", REFERENCE_FAILS, INSIDE_NAME, IN_QUESTION, EXAMPLE_FAILS),
+    *("nonexistent_api_unnamed", "nonexistent_api_documented", "forbidden_api_supported"),
+    *("evidence_not_found", "expected_api_absent", "forbidden_in_question", "forbidden_in_relevant"),
+    *("expected_conflict", "waiver_without_reason", REFERENCE_FAILS, *sorted(WARNING_RULES), EXAMPLE_FAILS),
 )
 FINDINGS_SUFFIX = ".findings.json"
 

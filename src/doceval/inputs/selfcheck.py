@@ -36,6 +36,7 @@ REFERENCE_FAILS = "reference_fails_strings"
 INSIDE_NAME = "expected_inside_name"
 IN_QUESTION = "expected_in_question"
 STRICT_RULES = frozenset({REFERENCE_FAILS})  # a warning of an older set that `golden validate --strict` fails
+WARNING_RULES = frozenset({INSIDE_NAME, IN_QUESTION})  # always warnings, in every set
 _BACKTICKS = re.compile(r"`[^`]*`")
 
 # Records one finding of the entry being checked: rule, field, detail, message, fix (doceval.inputs.scope).
@@ -57,7 +58,11 @@ def _in_question(e: GoldenEntry, add: Add) -> None:
     for group in [*((a,) for a in e.expected_apis), *e.expected_any]:
         hits = [a for a in group if occurs(a, question)]
         if hits:
-            what = f"the expected {group[0]!r}" if len(group) == 1 else f"the group {list(group)} (by {hits[0]!r})"
+            what = (
+                f"the expected {group[0]!r}"
+                if len(group) == 1
+                else f"the group {list(group)} (by {hits[0]!r})"
+            )
             add(IN_QUESTION, "expected_apis", "|".join(group),
                 f"its own question satisfies {what}: any answer that repeats the question passes it, so it "
                 "checks nothing",
