@@ -9,6 +9,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from doceval.inputs.golden import GoldenEntry, parse_golden
 from doceval.scoring.metrics import contains_apis
 
@@ -88,17 +90,21 @@ def test_the_second_audit_s_right_answers_pass_and_the_wrong_ones_still_fail() -
     assert "marshmallow@2.21.0:marshmallow.schema.BaseSchema.load" in turns["conv-mm2-05#1"].relevant_ids
 
 
-def test_every_wrong_turn_of_the_second_audit_is_answered_in_the_changes_file() -> None:
+@pytest.mark.parametrize(("n", "word", "count"), [(2, "second", 11), (3, "third", 6)])
+def test_every_wrong_turn_of_an_audit_round_is_answered_in_the_changes_file(
+    n: int, word: str, count: int
+) -> None:
     rows = [
-        json.loads(line) for line in (AUDIT / "conversations-2.adjudication.jsonl").read_text().splitlines()
+        json.loads(line)
+        for line in (AUDIT / f"conversations-{n}.adjudication.jsonl").read_text().splitlines()
     ]
-    sheets = [[json.loads(line) for line in (AUDIT / f"conversations-2.{n}.jsonl").read_text().splitlines()]
-              for n in ("A", "B")]  # fmt: skip
+    sheets = [[json.loads(line) for line in (AUDIT / f"conversations-{n}.{name}.jsonl").read_text().splitlines()]
+              for name in ("A", "B")]  # fmt: skip
     wrong = {r["id"] for r in rows if r["verdict"] == "WRONG"}
     wrong |= {a["id"] for a, b in zip(*sheets, strict=True) if a["verdict"] == b["verdict"] == "WRONG"}
-    assert len(wrong) == 11
+    assert len(wrong) == count
     changes = (GOLDEN / "conversations.changes.md").read_text(encoding="utf-8")
-    section = changes[changes.index("## After the second audit") :]
+    section = changes[changes.index(f"## After the {word} audit") :]
     for tid in wrong:
         assert re.search(rf"^- `{re.escape(tid)}` \((adopted|adjusted|rejected)", section, re.M), tid
 
@@ -150,21 +156,6 @@ def test_incidental_examples_and_redirects_are_grade_1_and_the_answers_other_hal
         )
     # standalone_mode=False is the other half of "get the value my command returned"
     assert "click@8.1.7:click.core.BaseCommand.main" in turns["conv-click7-01#3"].relevant_ids
-
-
-def test_every_wrong_turn_of_the_third_audit_is_answered_in_the_changes_file() -> None:
-    rows = [
-        json.loads(line) for line in (AUDIT / "conversations-3.adjudication.jsonl").read_text().splitlines()
-    ]
-    sheets = [[json.loads(line) for line in (AUDIT / f"conversations-3.{n}.jsonl").read_text().splitlines()]
-              for n in ("A", "B")]  # fmt: skip
-    wrong = {r["id"] for r in rows if r["verdict"] == "WRONG"}
-    wrong |= {a["id"] for a, b in zip(*sheets, strict=True) if a["verdict"] == b["verdict"] == "WRONG"}
-    assert len(wrong) == 6
-    changes = (GOLDEN / "conversations.changes.md").read_text(encoding="utf-8")
-    section = changes[changes.index("## After the third audit") :]
-    for tid in wrong:
-        assert re.search(rf"^- `{re.escape(tid)}` \((adopted|adjusted|rejected)", section, re.M), tid
 
 
 SOURCE = re.compile(r"carried over from v2 (\S+?):? ")
