@@ -48,8 +48,8 @@ from doceval import api
 from doceval.drafting.differences import Difference
 from doceval.drafting.review import review_rows
 from doceval.drafting.run import DraftOptions, DraftResult, draft_golden
+from doceval.inputs.doc_examples import api_name
 from doceval.inputs.golden import parse_golden
-from doceval.inputs.grading import api_name
 from doceval.inputs.marks import api_names
 
 HERE = Path(__file__).resolve().parent

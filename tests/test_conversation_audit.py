@@ -3,8 +3,8 @@ writes a sheet of every turn with its conversation's context and a blank assesso
 --verdicts B --adjudication FILE` reads both filled sheets and the adjudication of their disagreements into the
 audit table's WRONG rate and Wilson bound. Checked on a small fixture here; over the real verdict files of each
 round once the assessors have filled them (data/golden/README.md, "The conversation audits"): every completed
-round's row is recomputed from its three files, and the target is judged on the latest round only (round 2 did
-not meet it and was fixed; round 3 audits the fixed file)."""
+round's row is recomputed from its three files, and the target is judged on the latest round only, once its
+sheets are filled (rounds 2 and 3 did not meet it and were fixed; round 4 audits the fixed file)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,11 @@ from doceval.cli.main import main
 from doceval.inputs.golden import parse_golden
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
-ROUNDS = {2: "second", 3: "third"}  # round -> the word its README row starts with; the last is the latest
+ROUNDS = {
+    2: "second",
+    3: "third",
+    4: "fourth",
+}  # round -> the word its README row starts with; the last is the latest
 
 
 def _sheets(n: int) -> list[Path]:

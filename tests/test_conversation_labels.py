@@ -1,12 +1,15 @@
 """Conversation labels at the bar (issue 41, item 4): the turns whose labels came from a source entry that asks
-more (or less) than the turn does are fixed, and so are the second audit's WRONG turns, each as
-conversations.changes.md records it."""
+more (or less) than the turn does are fixed, and so are the second and third audits' WRONG turns and the turns the
+third audit's sweep found, each as conversations.changes.md records it; a turn and its source keep one set of
+labels."""
 
 from __future__ import annotations
 
 import json
 import re
 from pathlib import Path
+
+import pytest
 
 from doceval.inputs.golden import GoldenEntry, parse_golden
 from doceval.scoring.metrics import contains_apis
@@ -79,22 +82,103 @@ def test_the_second_audit_s_right_answers_pass_and_the_wrong_ones_still_fail() -
         assert wrong is None or not _passes(turns[tid], wrong), tid
     scalar = turns["conv-sqla20-04#2"]  # the scalar() documents answer "one value or None" and are graded 2
     assert scalar.grades["sqlalchemy@2.0.31:sqlalchemy.engine.result.Result.scalar"] == 2
-    typed = turns["conv-sqla14-01#3"]  # the only document with both typed columns that was graded below 2
-    assert "sqlalchemy@2.0.31:sqlalchemy.util._collections.merge_lists_w_ordering" in typed.relevant_ids
+    typed = turns[
+        "conv-sqla14-01#3"
+    ]  # made 2 by this audit; the third withdrew it: an incidental example is 1
+    assert typed.grades["sqlalchemy@2.0.31:sqlalchemy.util._collections.merge_lists_w_ordering"] == 1
     # Rejected, with its reason in the changes file: load's document gives the 2.21 (data, errors) return.
     assert "marshmallow@2.21.0:marshmallow.schema.BaseSchema.load" in turns["conv-mm2-05#1"].relevant_ids
 
 
-def test_every_wrong_turn_of_the_second_audit_is_answered_in_the_changes_file() -> None:
+@pytest.mark.parametrize(("n", "word", "count"), [(2, "second", 11), (3, "third", 6)])
+def test_every_wrong_turn_of_an_audit_round_is_answered_in_the_changes_file(
+    n: int, word: str, count: int
+) -> None:
     rows = [
-        json.loads(line) for line in (AUDIT / "conversations-2.adjudication.jsonl").read_text().splitlines()
+        json.loads(line)
+        for line in (AUDIT / f"conversations-{n}.adjudication.jsonl").read_text().splitlines()
     ]
-    sheets = [[json.loads(line) for line in (AUDIT / f"conversations-2.{n}.jsonl").read_text().splitlines()]
-              for n in ("A", "B")]  # fmt: skip
+    sheets = [[json.loads(line) for line in (AUDIT / f"conversations-{n}.{name}.jsonl").read_text().splitlines()]
+              for name in ("A", "B")]  # fmt: skip
     wrong = {r["id"] for r in rows if r["verdict"] == "WRONG"}
     wrong |= {a["id"] for a, b in zip(*sheets, strict=True) if a["verdict"] == b["verdict"] == "WRONG"}
-    assert len(wrong) == 11
+    assert len(wrong) == count
     changes = (GOLDEN / "conversations.changes.md").read_text(encoding="utf-8")
-    section = changes[changes.index("## After the second audit") :]
+    section = changes[changes.index(f"## After the {word} audit") :]
     for tid in wrong:
         assert re.search(rf"^- `{re.escape(tid)}` \((adopted|adjusted|rejected)", section, re.M), tid
+
+
+# The third audit's WRONG turns (data/golden/audit/conversations-3.*) and the turns its sweep fixed
+# (conversations.changes.md, "After the third audit"): the right answer the label rejected now passes, and the
+# wrong answer it accepted now fails.
+THIRD_RIGHT_AND_WRONG = {
+    "conv-sqla14-02#1": ("It still works in 1.4 but is deprecated; move to Connection.execute().",
+                         "Keep calling engine.execute(stmt); nothing changes."),
+    "conv-sqla20-04#3": ("session.query(User.name).filter_by(id=5).scalar(): None for no row, and it raises "
+                         "MultipleResultsFound on several rows", "session.execute(stmt).scalar()"),
+    "conv-click7-01#3": ("result = runner.invoke(cli, standalone_mode=False); result.return_value",
+                         "result = runner.invoke(cli); result.return_value"),
+    "conv-mm3-02#3": ("raise ValidationError('Too short', 'email')",
+                      "raise ValidationError('Too short', field_name='email')"),
+    "conv-pyd1-02#3": ("MyInt = Annotated[int, BeforeValidator(parse)]",
+                       "@field_validator('x') runs before the model is built"),
+    "conv-mm2-04#1": ("fields.Float(validate=lambda n: n > 0)", "fields.Float(validate=validate.Range(min=0))"),
+    "conv-sqla20-02#1": ("No: pass Session(engine, autobegin=False) and call session.begin() yourself.",
+                         "Yes, just set autocommit=True so it won't auto-begin."),
+    "conv-sqla20-02#2": ("Yes, legacy: Session(autocommit=True).", "Session(engine, autocommit=True, autobegin=False)"),
+    "conv-click8-03#2": ("No: 7.1.2 takes color names only, e.g. click.style('x', fg='red').",
+                         "Yes: click.style('x', fg=(255, 128, 0))"),
+}  # fmt: skip
+
+
+def test_the_third_audit_s_right_answers_pass_and_the_wrong_ones_fail() -> None:
+    turns = _turns()
+    for tid, (right, wrong) in THIRD_RIGHT_AND_WRONG.items():
+        assert _passes(turns[tid], right), tid
+        assert not _passes(turns[tid], wrong), tid
+
+
+def test_incidental_examples_and_redirects_are_grade_1_and_the_answers_other_half_is_2() -> None:
+    turns = _turns()
+    typed = turns["conv-sqla14-01#3"]  # examples about other topics that contain the typed columns
+    assert typed.relevant_ids == ("sqlalchemy@2.0.31:sqlalchemy.orm._orm_constructors.mapped_column",)
+    assert typed.grades["sqlalchemy@2.0.31:sqlalchemy.ext.hybrid"] == 1
+    assert turns["conv-click8-02#2"].grades["click@7.1.2:click.exceptions.BadParameter"] == 1
+    assert turns["conv-pyd2-05#3"].grades["pydantic@2.8.2:pydantic.main.BaseModel.from_orm"] == 1
+    assert (
+        turns["conv-sqla14-06#1"].grades["sqlalchemy@1.4.52:sqlalchemy.ext.asyncio.engine.AsyncConnection"]
+        == 1
+    )
+    for tid in ("conv-sqla14-06#2", "conv-sqla20-06#2"):
+        assert (
+            turns[tid].grades["sqlalchemy@1.4.52:sqlalchemy.ext.asyncio.session.AsyncSession.get_bind"] == 1
+        )
+    # standalone_mode=False is the other half of "get the value my command returned"
+    assert "click@8.1.7:click.core.BaseCommand.main" in turns["conv-click7-01#3"].relevant_ids
+
+
+SOURCE = re.compile(r"carried over from v2 (\S+?):? ")
+# A turn whose question asks less than its source's, relabelled on purpose (the issue 41 label sweep).
+OWN_LABELS = {"conv-pyd1-06#3"}
+
+
+def test_every_in_scope_turn_keeps_its_source_entry_s_labels() -> None:
+    """A turn and the v2.1 entry it copies (its qrels' "carried over from v2 ENTRY") carry the same relevant ids and
+    version strings: a fix to one is a fix to the other (v2.1.changes.md, conversations.changes.md)."""
+    sources: dict[str, str] = {}
+    for line in (GOLDEN / "conversations.qrels.jsonl").read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        m = SOURCE.search(row["judged_by"])
+        if m:
+            sources.setdefault(row["id"], m[1])
+    v21 = {e.id: e for e in parse_golden(GOLDEN / "v2.1.jsonl")}
+    labels = ("relevant_ids", "expected_apis", "expected_any", "forbidden_apis")
+    checked = 0
+    for tid, turn in _turns().items():
+        if turn.out_of_scope or tid in OWN_LABELS:
+            continue
+        source = v21[sources[tid]]
+        assert [getattr(turn, k) for k in labels] == [getattr(source, k) for k in labels], (tid, source.id)
+        checked += 1
+    assert checked == 122

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from doceval.cli.main import main
+from doceval.inputs.doc_examples import api_name
 from doceval.inputs.docs import Document, write_corpus
-from doceval.inputs.grading import api_name
 from doceval.inputs.qrels import qrels_path
 
 DOCS = [

@@ -2,8 +2,10 @@
 3.3): ``reference_fails_strings`` (an error for graded sets and under --strict) and ``expected_inside_name`` (a
 warning: the reference offers an API that holds an expected string glued to a longer name, which the one matcher
 does not find, so an answer giving only that API scores 0; issue 41's second conversation audit found six turns
-so). The shipped sets: no reference fails its strings, and every ``expected_inside_name`` warning left is read and
-listed, with its reason, in the set's changes file."""
+so). ``expected_in_question`` (a warning: the entry's own question satisfies an expected string or a whole group, so
+it checks nothing; the third conversation audit's class (c)). The shipped sets: no reference fails its strings,
+and every ``expected_inside_name`` and ``expected_in_question`` warning left is read and listed, with its reason,
+in the set's changes file."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from doceval.common.apimatch import fold, glued
 from doceval.inputs.docs import Document, write_corpus
 from doceval.inputs.golden import GoldenEntry, parse_golden
 from doceval.inputs.qrels import qrels_path
-from doceval.inputs.selfcheck import INSIDE_NAME, REFERENCE_FAILS, reference_findings
+from doceval.inputs.selfcheck import IN_QUESTION, INSIDE_NAME, REFERENCE_FAILS, reference_findings
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 PIN = "orm@2.0"
@@ -129,8 +131,10 @@ def test_the_warning_is_printed_and_does_not_fail_strict(
     assert "entry a: its reference answer names 'autobegin', which holds the expected 'begin'" in out
 
 
-# "- `ENTRY` keeps `STRING in API`: REASON": a read expected_inside_name warning, in a changes file's section
+# "- `ENTRY` keeps `STRING in API`: REASON": a read expected_inside_name warning, in a changes file's section;
+# "- `ENTRY` keeps `STRING` (in its question): REASON": a read expected_in_question warning (a group as A|B)
 _KEPT = re.compile(r"^- `([^`]+)` keeps `([^`]+)`: (.{20,})$")
+_KEPT_IN_QUESTION = re.compile(r"^- `([^`]+)` keeps `([^`]+)` \(in its question\): (.{20,})$")
 
 
 @pytest.mark.parametrize(
@@ -147,3 +151,44 @@ def test_the_shipped_sets_pass_their_own_strings_and_every_warning_left_is_read(
     text = (GOLDEN / changes).read_text(encoding="utf-8")
     kept = {(m[1], m[2]) for line in text.splitlines() if (m := _KEPT.match(line))}
     assert {(eid, detail) for rule, eid, detail in found if rule == INSIDE_NAME} == kept
+    in_question = {(m[1], m[2]) for line in text.splitlines() if (m := _KEPT_IN_QUESTION.match(line))}
+    assert {(eid, detail) for rule, eid, detail in found if rule == IN_QUESTION} == in_question
+
+
+def _in_question(question: str, **fields: Any) -> list[str]:
+    found: list[tuple[str, str]] = []
+    e = _entry("q", "Use @validates('n') and raise ValidationError.", **fields)
+    entry = GoldenEntry(id="q", question=question, library="orm", version="2.0", out_of_scope=False,
+                        relevant_ids=(), reference_answer=e["reference_answer"], split="test", kind="lookup",
+                        expected_apis=tuple(e["expected_apis"]), forbidden_apis=(),
+                        expected_any=tuple(tuple(g) for g in e.get("expected_any", [])))  # fmt: skip
+    reference_findings(entry, lambda rule, field, detail, *_: found.append((rule, detail)))
+    return [detail for rule, detail in found if rule == IN_QUESTION]
+
+
+def test_a_string_the_question_itself_satisfies_is_a_warning() -> None:
+    # The third audit's case (conv-mm2-04#1): the question's own "validate" satisfied the whole group, so the
+    # wrong Range(min=0) passed; so did "auto-begin" for ["begin", "autobegin"] (conv-sqla20-02#1).
+    question = "How do I validate that a number is strictly greater than 0 with marshmallow validators?"
+    assert _in_question(question, expected_apis=[], expected_any=[["validate", "validates"]]) == [
+        "validate|validates"
+    ]
+    assert _in_question("Can I stop it from auto-begin?", expected_apis=["begin"]) == ["begin"]
+    # A group that asks for what a right answer adds (and an expected string glued inside the question's longer
+    # word) is no finding.
+    group = [["validates(", "ValidationError", "lambda", "NoneOf"]]
+    assert _in_question(question, expected_apis=[], expected_any=group) == []
+    assert _in_question("Should I set autobegin?", expected_apis=["begin"]) == []
+
+
+def test_the_question_warning_is_printed_and_does_not_fail_strict(
+    tmp_path: Path, corpus_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    row = {
+        **_entry("a", "Use Session.begin()."),
+        "question": "When does Session.begin() start a transaction?",
+    }
+    path = _write(tmp_path, [row], graded=True)
+    assert _validate(path, corpus_dir, "--strict") == 0
+    out = capsys.readouterr().out
+    assert "expected_apis: entry a: its own question satisfies the expected 'begin'" in out

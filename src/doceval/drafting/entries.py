@@ -16,7 +16,8 @@ from typing import Any
 from doceval.drafting.differences import Difference, Evidence
 from doceval.drafting.inventory import Inventory
 from doceval.drafting.names import last
-from doceval.inputs.grading import PinPaths, api_name
+from doceval.inputs.doc_examples import api_name
+from doceval.inputs.grading import PinPaths
 
 JUDGED_BY = "doceval golden draft"
 MAX_MENTIONS = 5  # grade-1 documents that only show the expected name, per entry

@@ -3,7 +3,7 @@
 A document *documents an expected API itself* when its id's dotted path (the part after ``LIB@VERSION:``) is,
 or ends with, one of the entry's ``expected_apis`` / ``expected_any`` names, compared on dotted-component
 boundaries and case-sensitively (``BaseModel.dict`` ends with ``dict``, never with ``ict``; ``Session.get`` is
-not ``session.get``). Names are normalised first: surrounding spaces, a leading ``.`` or ``@``, everything from
+not ``session.get``). Names are normalised first (:func:`doceval.inputs.doc_examples.api_name`): surrounding spaces, a leading ``.`` or ``@``, everything from
 the first ``=`` (``pre=True`` is ``pre``) and trailing ``(``, ``)``, ``[`` are dropped; what is then not a
 dotted identifier (``type hint``, ``scalars().one(``) names no document.
 
@@ -20,30 +20,16 @@ Conversation turns (``<conversation id>#<n>``) are entries like any other here: 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from doceval.inputs.doc_examples import api_name, dotted_path
 from doceval.inputs.golden import GoldenEntry, Problem
 from doceval.inputs.qrels import ANSWERS
 from doceval.inputs.scope import Finding
 
 # (entry id, doc id) -> the grading rules its judgment was re-read under (the qrels line's "checked")
 Checked = Mapping[tuple[str, str], Sequence[str]]
-_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-
-
-def api_name(raw: str) -> str | None:
-    """The dotted name an expected string stands for (``.dict(`` -> ``dict``, ``@validator`` -> ``validator``,
-    ``Mapped[`` -> ``Mapped``, ``frozen=True`` -> ``frozen``), or None when it is no identifier."""
-    name = raw.strip().split("=", 1)[0].strip().lstrip(".@").rstrip("()[")
-    return name if _DOTTED.fullmatch(name) else None
-
-
-def dotted_path(doc_id: str) -> str:
-    """The document's dotted path: its id without the ``LIB@VERSION:`` prefix."""
-    head, sep, tail = doc_id.partition(":")
-    return tail if sep and "@" in head else doc_id
 
 
 def expected_names(entry: GoldenEntry) -> list[str]:

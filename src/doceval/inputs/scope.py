@@ -20,6 +20,8 @@ refusal_rate and overrefusal_rate. :func:`check_scope` reads every entry against
 | ``waiver_without_reason`` | an ``allow_forbidden`` string given in the older list form, with no reason | warning |
 | ``reference_fails_strings`` | the reference answer fails its own version strings | error (graded, ``--strict``) |
 | ``expected_inside_name`` | the reference names an API holding an expected string glued to a longer name | warning |
+| ``expected_in_question`` | the entry's own question satisfies an expected string or a whole ``expected_any`` group | warning |
+| ``example_fails_strings`` | a relevant document's own examples use an API a group names, in a form none of it matches | warning |
 
 A forbidden string counts as unsupported only where every document of the pin that uses it marks it: a mark
 speaks for its own document, so a deprecation on one page says nothing about the pages that still show ``x`` in
@@ -54,32 +56,23 @@ from doceval.common.bounded_json import loads
 from doceval.common.hints import rerun
 from doceval.common.io import write_json_atomic
 from doceval.errors import UsageError
+from doceval.inputs.doc_examples import EXAMPLE_FAILS, example_findings
 from doceval.inputs.golden import GoldenEntry, GoldenError, Problem, parse_golden
 from doceval.inputs.marks import Mark, find_marks, governs
 from doceval.inputs.qrels import labels_md5
-from doceval.inputs.selfcheck import INSIDE_NAME, REFERENCE_FAILS, STRICT_RULES, reference_findings
+from doceval.inputs.selfcheck import REFERENCE_FAILS, STRICT_RULES, WARNING_RULES, reference_findings
 
 ALWAYS_ERRORS = frozenset(
     {"indexed_but_unindexed", "pin_not_indexed", "relevant_id_missing", "judged_id_missing"}
 )
-WARNINGS = frozenset({"expected_api_absent", "expected_conflict", "waiver_without_reason", INSIDE_NAME})
+_OWN_WARNINGS = ("expected_api_absent", "expected_conflict", "waiver_without_reason", EXAMPLE_FAILS)
+WARNINGS = frozenset((*_OWN_WARNINGS, *WARNING_RULES))
 VERSION_STRING_RULES = frozenset({"forbidden_in_question", "forbidden_in_relevant", REFERENCE_FAILS})
 RULES = (
-    "indexed_but_unindexed",
-    "pin_not_indexed",
-    "relevant_id_missing",
-    "judged_id_missing",
-    "nonexistent_api_unnamed",
-    "nonexistent_api_documented",
-    "forbidden_api_supported",
-    "evidence_not_found",
-    "expected_api_absent",
-    "forbidden_in_question",
-    "forbidden_in_relevant",
-    "expected_conflict",
-    "waiver_without_reason",
-    REFERENCE_FAILS,
-    INSIDE_NAME,
+    *sorted(ALWAYS_ERRORS),
+    *("nonexistent_api_unnamed", "nonexistent_api_documented", "forbidden_api_supported"),
+    *("evidence_not_found", "expected_api_absent", "forbidden_in_question", "forbidden_in_relevant"),
+    *("expected_conflict", "waiver_without_reason", REFERENCE_FAILS, *sorted(WARNING_RULES), EXAMPLE_FAILS),
 )
 FINDINGS_SUFFIX = ".findings.json"
 
@@ -216,6 +209,7 @@ def find_all(
         _api_findings(e, docs, stats, add)
         _version_strings(e, docs, stats, add)
         _evidence_findings(e, docs, stats, add)
+        example_findings(e, docs.docs, add)
     return findings, stats
 
 

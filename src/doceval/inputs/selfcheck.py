@@ -1,10 +1,11 @@
-"""An entry's version strings against its own reference answer (docs/design.md section 3.3), read by the one
-matcher that scores answers (:mod:`doceval.common.apimatch`).
+"""An entry's version strings against its own texts, the reference answer and the question (docs/design.md
+section 3.3), read by the one matcher that scores answers (:mod:`doceval.common.apimatch`).
 
 | rule | what is wrong | severity |
 |---|---|---|
 | ``reference_fails_strings`` | the reference answer fails the entry's own version strings: an expected string it lacks, an ``expected_any`` group it names none of, a forbidden string it uses | error for graded sets and under ``--strict``, warning for older sets |
 | ``expected_inside_name`` | the reference answer names an API (a code-like identifier) that holds an expected string glued to a longer name, and that API satisfies none of the string's alternatives | warning |
+| ``expected_in_question`` | the entry's own question satisfies an ``expected_apis`` string or a whole ``expected_any`` group: any answer that repeats the question passes it, so it checks nothing | warning |
 
 The first is the reference's own version_correctness: it must score 1, or the labels reject the answer they
 were written from. ``allow_forbidden`` does not help here: a waiver waives the scope checks, never scoring.
@@ -16,6 +17,11 @@ name is a right answer too (add it as an alternative, ``expected_any``); sometim
 not answer how to declare an alias), and the warning stays, read. Prose words that merely contain the string
 ("beginning", "styles") are not APIs: only an identifier with ``_`` or a digit, before ``(``, ``[``, ``=`` or
 an attribute (``x.y``), after ``.`` or ``@``, or inside a backtick span counts.
+
+The third: ``["validate", "validates"]`` for "how do I validate that a number is strictly greater than 0"
+accepted the wrong ``Range(min=0)`` (the question says "validate"), and ``["begin", "autobegin"]`` for "so it
+doesn't auto-begin transactions" accepted a prose "yes, set autocommit=True". Where the entry's other strings
+carry the check, or the string is the API every answer to the question names, it stays, read and listed.
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from doceval.inputs.golden import GoldenEntry
 
 REFERENCE_FAILS = "reference_fails_strings"
 INSIDE_NAME = "expected_inside_name"
+IN_QUESTION = "expected_in_question"
 STRICT_RULES = frozenset({REFERENCE_FAILS})  # a warning of an older set that `golden validate --strict` fails
+WARNING_RULES = frozenset({INSIDE_NAME, IN_QUESTION})  # always warnings, in every set
 _BACKTICKS = re.compile(r"`[^`]*`")
 
 # Records one finding of the entry being checked: rule, field, detail, message, fix (doceval.inputs.scope).
@@ -36,12 +44,31 @@ Add = Callable[[str, str, str, str, str], None]
 
 
 def reference_findings(e: GoldenEntry, add: Add) -> None:
-    """Both rules for one in-scope entry (an out-of-scope entry has no reference answer to check)."""
+    """The three rules for one in-scope entry (an out-of-scope entry has no reference answer to check)."""
     if e.out_of_scope:
         return
     text = fold(e.reference_answer)
     _fails(e, text, add)
     _inside_names(e, text, add)
+    _in_question(e, add)
+
+
+def _in_question(e: GoldenEntry, add: Add) -> None:
+    question = fold(e.question)
+    for group in [*((a,) for a in e.expected_apis), *e.expected_any]:
+        hits = [a for a in group if occurs(a, question)]
+        if hits:
+            what = (
+                f"the expected {group[0]!r}"
+                if len(group) == 1
+                else f"the group {list(group)} (by {hits[0]!r})"
+            )
+            add(IN_QUESTION, "expected_apis", "|".join(group),
+                f"its own question satisfies {what}: any answer that repeats the question passes it, so it "
+                "checks nothing",
+                "require what a right answer adds (the argument, the other API, the value), drop the string if "
+                "other strings carry the check, or keep it if every answer must name it anyway (say why in "
+                "the changes file)")  # fmt: skip
 
 
 def _fails(e: GoldenEntry, text: str, add: Add) -> None:
