@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from doceval.common.hints import rerun, stage_command
 from doceval.common.io import iter_jsonl, read_json
+from doceval.common.journal import Journal
 from doceval.common.progress import iterate
 from doceval.config import schema
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
+from doceval.harness.retrieval_journal import in_entry_order, journal_answer, journal_for, resume_retrievals
 from doceval.index.build import check_index
 from doceval.index.embed import make_embedder
 from doceval.index.store import VectorStore, store_subdir
@@ -61,6 +63,7 @@ class CandidateSet:
     bm25: dict[str, list[str]] | None = None  # BM25_RANKINGS as cached beside (None: not cached, or live)
     # A user's retriever function only: entry id -> (start in Unix seconds, seconds) of its call, for traces.
     timings: dict[str, tuple[float, float]] = field(default_factory=dict)
+    journal: Path | None = None  # a user's retriever function only: its answers' journal (retrieval_journal)
 
     @property
     def depth(self) -> int:
@@ -169,6 +172,7 @@ def retrieve_all(
     limits: ErrorLimits | None = None,
     turns: Mapping[str, TurnQuery] | None = None,
     remote: tuple[schema.EngineRay, Callable[[], Retriever]] | None = None,
+    journal: Path | None = None,
 ) -> CandidateSet:
     """Top-``depth`` per entry, and the router's verdict (no router without a doceval corpus: the user's
     retriever sees every question). ``meta`` is left empty for the caller. ``turns``: a conversation turn's
@@ -178,21 +182,37 @@ def retrieve_all(
     SystemExit, a timeout, a result of the wrong shape) is that entry's system error, and past ``limits``
     no further entry is asked. A built-in retriever's failure is doceval's own and propagates. ``remote``
     (engine=ray, a user's retriever only): the calls run on Ray actors, each building its retriever with the
-    callable given (:mod:`doceval.harness.remote`)."""
+    callable given (:mod:`doceval.harness.remote`). ``journal`` (a user's retriever only): its answers are
+    journaled there, and those already there are not asked again (:mod:`doceval.harness.retrieval_journal`)."""
+    limits = limits or ErrorLimits()
+    user = isinstance(retriever, FunctionRetriever)
+    out = CandidateSet({}, {}, {}, journal=journal if user else None)
+    turns = turns or {}
+    resume_retrievals(out.journal, entries, out, retriever)
+    entries_asked = [e for e in entries if e.id not in out.ranked]
+    with Journal(out.journal) as written:
+        if user and remote is not None:
+            # lazy: ray (~1 s) loads only for engine=ray
+            from doceval.harness.remote import retrieve_on_ray
+
+            asks = {e.id: turns.get(e.id) or TurnQuery(e.question, e.library, e.version) for e in entries}
+            retrieve_on_ray(entries_asked, retriever, remote[1], asks, depth, remote[0], limits, progress,
+                            (out, written))  # fmt: skip
+        else:
+            _retrieve_here(entries_asked, retriever, corpus, depth, progress, limits, turns, out, written)
+    return in_entry_order(out, entries)
+
+
+def _retrieve_here(
+    entries: Sequence[GoldenEntry], retriever: Retriever, corpus: Corpus | None, depth: int, progress: bool,
+    limits: ErrorLimits, turns: Mapping[str, TurnQuery], out: CandidateSet, written: Journal,
+) -> None:  # fmt: skip
+    """:func:`retrieve_all`'s loop in this process, filling ``out`` (and journaling a user's answers)."""
     # lazy: start-up (the user-system run loop and errors, ~60 ms, load only when retrieval runs live)
     from doceval.harness.agents import abandoned_stop, errors_stop
     from doceval.system.external.agents import system_error_text
 
-    limits = limits or ErrorLimits()
     user = isinstance(retriever, FunctionRetriever)
-    out = CandidateSet({}, {}, {})
-    turns = turns or {}
-    if user and remote is not None:
-        # lazy: ray (~1 s) loads only for engine=ray
-        from doceval.harness.remote import retrieve_on_ray
-
-        asks = {e.id: turns.get(e.id) or TurnQuery(e.question, e.library, e.version) for e in entries}
-        return retrieve_on_ray(entries, retriever, remote[1], asks, depth, remote[0], limits, progress)
     for entry in iterate(entries, f"retrieve ({retriever.name})", "q", enabled=progress):
         ask = turns.get(entry.id) or TurnQuery(entry.question, entry.library, entry.version)
         reason = None if corpus is None else route_pin(ask.library, ask.version, corpus)
@@ -219,7 +239,8 @@ def retrieve_all(
         finally:
             if user and not reason:
                 out.timings[entry.id] = (start, time.perf_counter() - t0)
-    return out
+        if user and entry.id not in out.errors and written.active:
+            journal_answer(written, entry.id, out.ranked[entry.id], out.timings.get(entry.id), retriever)
 
 
 def _remote(
@@ -240,28 +261,28 @@ def compute_candidates(
     retriever: Retriever | None = None,
     limits: ErrorLimits | None = None,
     memory_reset: bool = False,
+    journal: tuple[Path | None, bool, bool] | None = None,
 ) -> CandidateSet:
     """Retrieve the top-K of every entry with the configured retriever (or ``retriever``, a user's object from
     the Python API) and record what they came from. A user's function's failures are per-entry errors
     (:func:`retrieve_all`, ``limits``). ``memory_reset``: needs_memory turns retrieved without the
-    conversation's context (:func:`turn_queries`)."""
+    conversation's context (:func:`turn_queries`). ``journal``: (a sweep point's folder or None, --resume,
+    --fresh) to journal a user's function (:mod:`doceval.harness.retrieval_journal`)."""
     depth = cfg.candidates_k
     if depth < cfg.k:
         raise UsageError(f"candidates_k={depth} must be >= k={cfg.k} (retrieve once, cut at any k <= K)")
     turns = turn_queries(entries, corpus, cfg.memory.rewrite, memory_reset)
     if retriever is not None:
         given = retriever
-        cands = retrieve_all(
-            entries, given, corpus, depth, progress, limits, turns, _remote(cfg, lambda: given)
-        )
+        cands = retrieve_all(entries, given, corpus, depth, progress, limits, turns, _remote(cfg, lambda: given),
+                             journal_for(cfg, given, entries, golden_md5, journal))  # fmt: skip
     else:
         with open_retriever(cfg, corpus) as retriever:
             build: Callable[[], Retriever] = lambda: retriever  # noqa: E731 - a built-in one is never remote
             if isinstance(cfg.retriever, schema.RetrieverFunction):
                 build = functools.partial(FunctionRetriever.from_config, cfg.retriever)
-            cands = retrieve_all(
-                entries, retriever, corpus, depth, progress, limits, turns, _remote(cfg, build)
-            )
+            cands = retrieve_all(entries, retriever, corpus, depth, progress, limits, turns, _remote(cfg, build),
+                                 journal_for(cfg, retriever, entries, golden_md5, journal))  # fmt: skip
     describe = getattr(retriever, "describe", None)
     index = None if corpus is None else _index_manifest(Path(cfg.paths.index))
     cands.meta = {

@@ -378,7 +378,8 @@ def retrieve_live(cfg: Config, options: EvalOptions, plan: RunPlan) -> RunPlan:
     # A user's retriever sees every question: doceval's router (over a corpus it may know) is not its.
     cands = compute_candidates(live, None if user else plan.corpus, plan.entries if user else plan.all_entries,
                                plan.golden_path, plan.golden_md5, options.progress, retriever=options.retriever,
-                               limits=limits, memory_reset=options.memory_reset)  # fmt: skip
+                               limits=limits, memory_reset=options.memory_reset,
+                               journal=(options.run_dir, options.resume, options.fresh))  # fmt: skip
     return settle(cfg, options, dataclasses.replace(plan, awaits_retrieval=False), cands)
 
 
