@@ -20,6 +20,7 @@ import yaml
 from doceval.common.hints import params_command
 from doceval.common.redact import register_config, register_overrides, scrub_message, secret_key
 from doceval.config import schema
+from doceval.config.engine_choice import drop_other_engine_keys, engine_block
 from doceval.config.objects import build_config, config_dict, yaml_key
 from doceval.config.project import OVERRIDES_MARK, with_project
 from doceval.errors import UsageError
@@ -70,7 +71,9 @@ def compose(
     conf_dir = find_conf_dir() if conf_dir is None else _path_arg(conf_dir, "compose", "conf_dir", "conf")
     if not (conf_dir / "config.yaml").is_file():
         raise UsageError(f"{conf_dir}/config.yaml not found: run doceval from the project root")
-    overrides = check_override_syntax(with_project(check_override_syntax(overrides), project))
+    overrides = drop_other_engine_keys(
+        check_override_syntax(with_project(check_override_syntax(overrides), project))
+    )
     register_overrides(overrides)  # the project file's too
     try:
         with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base="1.3"):
@@ -160,9 +163,10 @@ def _first_line(exc: BaseException) -> str:
 
 
 def load_params(path: str | Path = PARAMS) -> schema.Config:
-    """params.yaml, the composed configuration DVC stages read, as the typed, frozen config.
+    """params.yaml, the composed configuration DVC stages read, as the typed, frozen config, with the engine
+    chosen where engines are chosen (conf/, doceval.yaml, ``$DOCEVAL_ENGINE``: params.yaml holds none).
 
-    Every key must be there, declared, typed and in range: params.yaml is composed whole from conf/.
+    Every other key must be there, declared, typed and in range: params.yaml is composed whole from conf/.
     """
     path = _path_arg(path, "load_params", "path", "params.yaml")
     if not path.is_file():
@@ -174,6 +178,8 @@ def load_params(path: str | Path = PARAMS) -> schema.Config:
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a mapping at the top level")
     register_config(data)
+    # The engine is an execution choice, not a parameter: conf/, doceval.yaml and $DOCEVAL_ENGINE choose it.
+    data["engine"] = engine_block(find_conf_dir(), with_project([]))
     try:
         return validate_config(data, str(path))
     except UsageError as exc:
@@ -189,7 +195,9 @@ def dump_params(cfg: schema.Config, overrides: Sequence[str] = ()) -> str:
         "then recompose.\n"
         f"{OVERRIDES_MARK}{json.dumps(list(overrides))}\n"
     )
-    return header + yaml.safe_dump(config_dict(cfg), sort_keys=False, default_flow_style=None, width=120)
+    data = config_dict(cfg)
+    data.pop("engine", None)  # an execution choice ($DOCEVAL_ENGINE), not a parameter: engine_choice
+    return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120)
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
