@@ -72,9 +72,10 @@ def cached_vectors(project: Path) -> int:
 
 
 def index_project(root: Path) -> Path:
-    """The ~200-chunk corpus of tests/test_engine_index.py: enough batches to lose a node in the middle."""
+    """The corpus of tests/test_engine_index.py, three times as long (~650 chunks): a node is lost well before
+    the last batch."""
     root.mkdir(parents=True, exist_ok=True)
-    docs = corpus_docs()
+    docs = corpus_docs(per_pin=240)
     make_tiny_project(root, docs, golden_text(docs))
     return root
 
@@ -145,10 +146,10 @@ class TestTheSurvivingHostTakesOver:
     def test_r11_no_actor_outlives_a_command_whose_head_died(self, hosts: Hosts, project: Path) -> None:
         """R11 (runs last here: the head stays dead): the system actors on the worker end with the command."""
         (project / "golden.jsonl").write_text(
-            golden_rows(80), encoding="utf-8"
+            golden_rows(160), encoding="utf-8"
         )  # ~16 s of calls: time to kill
         args = eval_args("ray.json", *SYSTEMS["function_assistant"], "engine=ray", f"engine.address={hosts.address}",
-                         "engine.actors=2", "run.max_concurrency=1")  # fmt: skip
+                         "engine.actors=2", "run.max_concurrency=2")  # fmt: skip
         proc = hosts.popen(args, project)
         wait_for(lambda: bool(hosts.ray_pids("node", "SystemActor")) and journal_lines(project, "journal.jsonl") >= 2,
                  proc, "an actor on node-b")  # fmt: skip

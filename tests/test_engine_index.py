@@ -40,15 +40,16 @@ def _docstring(rng: random.Random, n_sentences: int) -> str:
     )
 
 
-def corpus_docs() -> dict[str, list[tuple[str, str]]]:
-    """Two pins of 80 seeded documents each; one in five is long enough for several chunks (~200 in all)."""
+def corpus_docs(per_pin: int = 80) -> dict[str, list[tuple[str, str]]]:
+    """Two pins of ``per_pin`` seeded documents each; one in five is long enough for several chunks (~200 in all
+    for 80 a pin)."""
     rng = random.Random(31)
     docs: dict[str, list[tuple[str, str]]] = {}
     for version in ("1.0", "2.0"):
         docs[f"gadget@{version}"] = [
             (f"gadget.mod{i % 8}.func{i}",
              f"def func{i}(x)\n\n" + _docstring(rng, 40 if i % 5 == 0 else 4))
-            for i in range(80)
+            for i in range(per_pin)
         ]  # fmt: skip
     return docs
 
