@@ -319,7 +319,8 @@ class Hosts:
         self, host: str, args: Sequence[str], private: Sequence[str | Path] = ()
     ) -> subprocess.Popen[bytes]:
         log = self.logs / f"{host}-{len(self.started)}.log"
-        env = host_env(**FAST_HEALTH, **self.env)
+        # A Ray Client session's server starts on the head: on two busy cores that can take longer than 30 s.
+        env = host_env(**FAST_HEALTH, RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S="120", **self.env)
         argv = [str(self.installs.python(host)), "-c", RAY_CLI, "start", "--block", *args]
         proc = subprocess.Popen(self.on(host, argv, private), stdout=log.open("wb"), stderr=subprocess.STDOUT,
                                 env=env, start_new_session=True)  # fmt: skip

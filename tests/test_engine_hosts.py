@@ -298,7 +298,8 @@ def test_the_index_across_hosts_equals_local(hosts: Hosts, copied: Path) -> None
     ray = json.loads((copied / "data" / "index" / "manifest.json").read_text())
     for key in ("content_hash", "model", "embedder", "dim", "partitions", "chunks"):
         assert ray[key] == local[key], key
-    assert ray["engine"]["name"] == "ray" and ray["embedding_cache"] == {"hits": 0, "misses": ray["chunks"]}
+    # Both embedded everything from an empty cache (a text repeated across the pins is a hit either way).
+    assert ray["engine"]["name"] == "ray" and ray["embedding_cache"] == local["embedding_cache"]
 
 
 def _sweep(hosts: Hosts, project: Path, *overrides: str, flags: tuple[str, ...] = ()) -> Path:
