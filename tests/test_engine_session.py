@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -82,6 +83,7 @@ def ray_tmp() -> Iterator[Path]:
     yield folder
     for pid in _processes_naming(folder):
         os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def _env(ray_tmp: Path | None = None, **extra: str) -> dict[str, str]:
