@@ -331,10 +331,10 @@ def test_r10_an_init_project_sweep_names_its_points_as_locally(hosts: Hosts, cop
     """R10: a point's name is its own overrides, never the project's (doceval.yaml's docs.folders=...), on
     either engine."""
     local = _sweep(hosts, copied, flags=("--no-track",))
-    ray = _sweep(hosts, copied, "engine=ray", f"engine.address={hosts.address}", flags=("--no-track",))
     rows = (local / "points.csv").read_text().splitlines()
+    assert rows[1].startswith('0,"k=1 split=all floors=zero') and "docs.folders" not in "".join(rows), rows
+    ray = _sweep(hosts, copied, "engine=ray", f"engine.address={hosts.address}", flags=("--no-track",))
     assert rows == (ray / "points.csv").read_text().splitlines()
-    assert rows[1].startswith('0,"k=1 split=all floors=zero') and "docs.folders" not in "".join(rows)
 
 
 def test_r9_switching_engines_leaves_params_yaml_and_the_tree_clean(hosts: Hosts, copied: Path) -> None:

@@ -92,7 +92,7 @@ def assert_clean_exit_4(done: tuple[int, str, str], resume: str) -> None:
 
 
 class TestTheSurvivingHostTakesOver:
-    """The head has a CPU to spare: what the lost host was doing is redone there, and the run completes."""
+    """The head has a CPU: what the lost host was doing is redone there, and the run completes."""
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -103,11 +103,12 @@ class TestTheSurvivingHostTakesOver:
         args = (*SYSTEMS["function_assistant"], "run.max_concurrency=2")
         local = hosts.doceval(eval_args("local.json", *args), project, HOSTSUSER_DELAY_S="0")
         assert local.returncode == 0, local.stderr[-3000:]
+        # One CPU an actor: the lost actor cannot come back on the head, whose CPU its other actor holds.
         ray_args = (
             "engine=ray",
             f"engine.address={hosts.address}",
             "engine.actors=2",
-            "engine.cpus_per_actor=0.5",
+            "engine.cpus_per_actor=1",
         )
         proc = hosts.popen(eval_args("ray.json", *args, *ray_args), project)
         # An actor answers on node-b when it dies: its calls in flight must go to the head's.
