@@ -22,7 +22,6 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -310,13 +309,3 @@ def _host_addresses() -> set[str]:
     with contextlib.suppress(Exception):
         names |= {str(a.address) for addrs in psutil.net_if_addrs().values() for a in addrs}
     return {str(n) for n in names}
-
-
-def driver_local_path(session: RaySession, path: str | Path, what: str, fix: str) -> None:
-    """Exit 2 when a worker would have to open ``path`` on the driver's disk and the cluster has nodes on
-    other hosts (which cannot): names the path, what needs it, and the fix."""
-    if session.all_local():
-        return
-    raise UsageError(
-        f"engine=ray: {what} would make workers on other hosts open {path}, a path on this machine; {fix}"
-    )
