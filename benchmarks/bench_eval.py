@@ -21,7 +21,7 @@ from pathlib import Path
 from local_server import local_server, server_requests
 
 from doceval.config.compose import compose, load_params  # noqa: E402
-from doceval.harness.candidates import load_candidates  # noqa: E402
+from doceval.harness.candidate_cache import load_candidates  # noqa: E402
 from doceval.harness.evaluate import EvalOptions, evaluate  # noqa: E402
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from doceval.config.compose import compose, load_params
-from doceval.harness.candidates import compute_candidates, load_candidates
+from doceval.harness.candidate_cache import load_candidates
+from doceval.harness.candidates import compute_candidates
 from doceval.harness.evaluate import evaluate
 from doceval.harness.plan import EvalOptions, load_inputs
 

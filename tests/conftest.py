@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from openai_server import openai_server  # noqa: F401 - the shared fixture: a local OpenAI-compatible server
 from ray_cluster import ray_cluster  # noqa: F401 - the shared fixture: a real two-node Ray cluster on 127.0.0.1
+from ray_hosts import host_installs  # noqa: F401 - the shared fixture: per-host installs for tests/ray_hosts.py
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -106,16 +106,7 @@ class RayCluster:
 
     def stop(self) -> None:
         procs = [*self.workers, self.head]
-        for proc in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in procs:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        stop_groups(procs)
         for proc in procs:  # what `ray start` left in its group (raylet, gcs, agents)
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -135,6 +126,20 @@ class RayCluster:
                     if str(self.temp_dir).encode() in cmd:
                         out.append(int(entry.name))
         return out
+
+
+def stop_groups(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM each `ray start --block` process group (it stops what it started), SIGKILL one that lingers."""
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
 
 
 _COUNT_NODES = """

@@ -19,7 +19,8 @@ from doceval.config.compose import compose
 from doceval.config.schema import Config
 from doceval.errors import UsageError
 from doceval.harness.agents import run_external
-from doceval.harness.candidates import check_candidates, compute_candidates
+from doceval.harness.candidate_cache import check_candidates
+from doceval.harness.candidates import compute_candidates
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.harness.floors import Floors
 from doceval.harness.plan import RunPlan

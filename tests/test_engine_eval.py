@@ -30,13 +30,11 @@ from tiny_project import make_tiny_project
 
 from doceval.common.journal import Journal
 from doceval.config.compose import compose
-from doceval.errors import UsageError
 from doceval.harness.agents import _ExternalRun, load_journal
 from doceval.harness.remote import check_user_code
 from doceval.seam import Reply
-from doceval.system.external.agents import FunctionAgent, make_agent
+from doceval.system.external.agents import FunctionAgent
 from doceval.system.external.http import HttpAgent
-from doceval.system.retrievers.function import FunctionRetriever
 from doceval.tracking.configured import effective_params
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -63,9 +61,10 @@ QUESTIONS = [
 N_ENTRIES = 24  # each question four times (distinct ids): enough calls in flight to spread over the actors
 
 
-def _rows() -> list[dict[str, Any]]:
+def golden_entries(n: int = N_ENTRIES) -> list[dict[str, Any]]:
+    """``n`` golden entries cycling through QUESTIONS (a later round's question ends in ``?`` marks)."""
     rows = []
-    for i in range(N_ENTRIES):
+    for i in range(n):
         question, relevant = QUESTIONS[i % len(QUESTIONS)]
         rows.append({"id": f"q{i:02d}", "question": f"{question} {'?' * (i // len(QUESTIONS))}".strip(),
                      "out_of_scope": not relevant, "relevant_ids": relevant,
@@ -77,7 +76,9 @@ def _rows() -> list[dict[str, Any]]:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     (tmp_path / "userret.py").write_text(MODULE, encoding="utf-8")
-    (tmp_path / "golden.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _rows()), encoding="utf-8")
+    (tmp_path / "golden.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in golden_entries()), encoding="utf-8"
+    )
     return tmp_path
 
 
@@ -356,45 +357,16 @@ def _session_on(node_addresses: list[str], cwd: Path) -> Any:
     return Fixed(address="10.9.0.1:6379", started_here=False, driver_cwd=str(cwd))
 
 
-USER_MODULE = "def answer(question, library, version, session_id):\n    return {}\n\ndef find(question, k):\n    return []\n"
+def test_installed_code_is_accepted_without_asking_the_nodes(tmp_path: Path) -> None:
+    """Code of this interpreter's installation (site-packages, the standard library) is on every node that has
+    the same environment: no probe. A module of the driver's own folder is probed on every node (exit 2 naming
+    the node that lacks it): tests/test_engine_hosts.py runs that across hosts."""
+    import yaml
 
-
-def test_a_module_found_through_the_driver_cwd_is_refused_on_nodes_of_other_hosts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "engine_eval_userbot.py").write_text(USER_MODULE, encoding="utf-8")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    agent = make_agent(compose(["agent=function", "agent.target=engine_eval_userbot:answer"]).agent)
-    retriever = FunctionRetriever.from_target("engine_eval_userbot:find")
     remote = _session_on(["127.0.0.1", "10.9.0.2"], tmp_path)
-    for system, key, target in ((agent, "agent.target", "answer"), (retriever, "retriever.target", "find")):
-        with pytest.raises(UsageError) as caught:
-            check_user_code(remote, system, key)
-        message = str(caught.value)
-        assert f"would make workers on other hosts open {tmp_path / 'engine_eval_userbot.py'}" in message
-        assert f"engine=ray: {key}=engine_eval_userbot:{target} (module 'engine_eval_userbot'" in message
-        assert "pip install" in message and "engine=local" in message
-        check_user_code(_session_on(["127.0.0.1"], tmp_path), system, key)  # every node on this host: fine
     check_user_code(remote, HttpAgent("http://127.0.0.1:9/ask"), "agent.url")  # no module to import: fine
-    # The standard library: every node has its own.
     check_user_code(remote, FunctionAgent(json.loads, "json:loads"), "agent.target")
-
-
-def test_a_module_found_through_the_driver_pythonpath_is_refused_too(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    lib = tmp_path / "lib"
-    lib.mkdir()
-    (lib / "engine_eval_userlib.py").write_text(USER_MODULE, encoding="utf-8")
-    monkeypatch.setenv("PYTHONPATH", str(lib))
-    monkeypatch.syspath_prepend(str(lib))
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    agent = make_agent(compose(["agent=function", "agent.target=engine_eval_userlib:answer"]).agent)
-    with pytest.raises(UsageError, match="engine_eval_userlib.py, a path on this machine"):
-        check_user_code(_session_on(["10.9.0.3"], work), agent, "agent.target")
+    check_user_code(remote, FunctionAgent(yaml.safe_load, "yaml:safe_load"), "agent.target")
 
 
 ACCEPTED = """

@@ -1,4 +1,4 @@
-"""The index stage on Ray Data (engine=ray, doceval.engine.embedding) against engine=local on a ~200-chunk corpus:
+"""The index stage on Ray (engine=ray, doceval.engine.embedding) against engine=local on a ~200-chunk corpus:
 the same vectors, the same retrieval rankings and the same metrics; a Ray started for the run; an embedder actor
 SIGKILLed mid-run. Every run is a child `doceval` process in its own project folder (own embedding cache), so
 the Ray run really embeds and the pytest process never holds a Ray session."""
@@ -40,15 +40,16 @@ def _docstring(rng: random.Random, n_sentences: int) -> str:
     )
 
 
-def corpus_docs() -> dict[str, list[tuple[str, str]]]:
-    """Two pins of 80 seeded documents each; one in five is long enough for several chunks (~200 in all)."""
+def corpus_docs(per_pin: int = 80) -> dict[str, list[tuple[str, str]]]:
+    """Two pins of ``per_pin`` seeded documents each; one in five is long enough for several chunks (~200 in all
+    for 80 a pin)."""
     rng = random.Random(31)
     docs: dict[str, list[tuple[str, str]]] = {}
     for version in ("1.0", "2.0"):
         docs[f"gadget@{version}"] = [
             (f"gadget.mod{i % 8}.func{i}",
              f"def func{i}(x)\n\n" + _docstring(rng, 40 if i % 5 == 0 else 4))
-            for i in range(80)
+            for i in range(per_pin)
         ]  # fmt: skip
     return docs
 
@@ -69,15 +70,17 @@ def golden_text(docs: dict[str, list[tuple[str, str]]]) -> str:
     return "".join(json.dumps(line) + "\n" for line in lines)
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
+def _env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS", "DOCEVAL_ENGINE"))
+    }
     env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled")  # fmt: skip
+               RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="disabled", **extra)  # fmt: skip
     return env
 
 
-def doceval(project: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(["doceval", *args], cwd=project, env=_env(), text=True, capture_output=True,
+def doceval(project: Path, *args: str, timeout: int = 600, **env: str) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(["doceval", *args], cwd=project, env=_env(**env), text=True, capture_output=True,
                           timeout=timeout, check=False)  # fmt: skip
     assert proc.returncode == 0, f"doceval {' '.join(args)}: {proc.returncode}\n{proc.stderr[-3000:]}"
     return proc
@@ -101,11 +104,11 @@ def ranked(project: Path) -> dict[str, list[str]]:
     return {str(r["id"]): [str(c[0]) for c in r["candidates"]] for r in rows}  # [doc_id, score] pairs
 
 
-def index_retrieve_eval(project: Path, *engine: str) -> dict[str, Any]:
-    """params (with the engine overrides), index, retrieve, then `doceval eval` over the candidates: the index
-    manifest and the eval summary."""
-    doceval(project, "params", "floors=zero", *engine)
-    index = doceval(project, "index", "--quiet")
+def index_retrieve_eval(project: Path, engine: str = "") -> dict[str, Any]:
+    """params, index (on ``engine``, a $DOCEVAL_ENGINE value: the engine is never in params.yaml), retrieve, then
+    `doceval eval` over the candidates: the index manifest and the eval summary."""
+    doceval(project, "params", "floors=zero")
+    index = doceval(project, "index", "--quiet", **({"DOCEVAL_ENGINE": engine} if engine else {}))
     doceval(project, "retrieve", "--quiet")
     doceval(project, "eval", "--split", "all", "--no-track", "--quiet", "--output", "out.json", "floors=zero")
     manifest = json.loads((project / "data" / "index" / "manifest.json").read_text())
@@ -137,8 +140,7 @@ def test_ray_index_matches_local_vectors_rankings_and_metrics(
 ) -> None:
     local, here = local_run
     project = new_project(tmp_path / "ray")
-    there = index_retrieve_eval(project, "engine=ray", f"engine.address={ray_cluster.address}",
-                                "engine.batch_size=16")  # fmt: skip
+    there = index_retrieve_eval(project, f"ray address={ray_cluster.address} batch_size=16")
     assert_same_vectors(cached_vectors(local), cached_vectors(project))
     # Interchangeable indexes: the same hash, model and counts; only the engine record differs.
     lm, rm = here["manifest"], there["manifest"]
@@ -159,8 +161,9 @@ def test_ray_started_for_the_run_is_stopped_after_it(
 ) -> None:
     local, _ = local_run
     project = new_project(tmp_path / "own")
-    doceval(project, "params", "floors=zero", "engine=ray", "engine.num_cpus=2")
-    proc = subprocess.Popen(["doceval", "index", "--quiet"], cwd=project, env=_env(), text=True,
+    doceval(project, "params", "floors=zero")
+    env = _env(DOCEVAL_ENGINE="ray num_cpus=2")
+    proc = subprocess.Popen(["doceval", "index", "--quiet"], cwd=project, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     seen: set[int] = set()
     while proc.poll() is None:  # the Ray it starts runs in its folder: raylet and GCS inherit the cwd
@@ -183,9 +186,9 @@ def test_a_killed_embedder_actor_is_restarted_and_the_run_completes(
 ) -> None:
     local, _ = local_run
     project = new_project(tmp_path / "killed")
-    doceval(project, "params", "floors=zero", "engine=ray", f"engine.address={ray_cluster.address}",
-            "engine.batch_size=8")  # fmt: skip
-    proc = subprocess.Popen(["doceval", "index", "--quiet"], cwd=project, env=_env(), text=True,
+    doceval(project, "params", "floors=zero")
+    choice = f"ray address={ray_cluster.address} batch_size=8"
+    proc = subprocess.Popen(["doceval", "index", "--quiet"], cwd=project, env=_env(DOCEVAL_ENGINE=choice), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     killed: tuple[int, int] | None = None  # (pid, vectors cached when it died)
     deadline = time.monotonic() + 300
@@ -218,8 +221,8 @@ def cached_rows(project: Path) -> int:
 
 
 def embedder_actor_pids() -> list[int]:
-    """Processes running an embedder actor (Ray titles them ``ray::MapWorker(MapBatches(EmbedderActor))``)."""
-    return sorted(pid for pid, cmd in _processes() if b"EmbedderActor" in cmd)
+    """Processes running an embedder actor (an actor of the fan-out: Ray titles it ``ray::SystemActor``)."""
+    return sorted(pid for pid, cmd in _processes() if cmd.startswith(b"ray::SystemActor"))
 
 
 def ray_processes_in(folder: Path) -> set[int]:

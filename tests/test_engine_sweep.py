@@ -1,6 +1,6 @@
 """`doceval sweep ... engine=ray` (doceval.app.sweep_ray, doceval.engine.sweeps): the same points, runs and
-outputs as the local sweep, every point checked before a task launches, a point failing at run time, and the
-rule that a sqlite tracking store stays on an all-local cluster.
+outputs as the local sweep (the driver logs every child run, to a sqlite store too), every point checked before a
+task launches, and a point failing at run time. tests/test_engine_hosts.py runs sweeps across hosts.
 
 Sweeps run as `doceval` child processes (a Ray session is per process: the test process stays free of one) on
 the tiny project of tests/test_eval_cli.py, against the real two-node cluster of tests/ray_cluster.py.
@@ -24,7 +24,6 @@ from test_eval_cli import DOCS, GOLDEN
 from tiny_project import make_tiny_project
 
 from doceval.cli import main
-from doceval.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXED = ["split=test", "floors=zero", "retriever=bm25"]
@@ -200,30 +199,3 @@ def test_a_point_failing_on_ray_marks_the_parent_failed_and_keeps_the_finished_p
         assert len(children(uri, parent.group(1))) == 1
     else:
         assert "no point finished" in proc.stderr and folders == []
-
-
-def _session(node_addresses: list[str]) -> Any:
-    """A RaySession whose live nodes are these addresses: engine.cluster's own rule, without a cluster."""
-    from doceval.engine.cluster import RaySession
-
-    class Fixed(RaySession):
-        @property
-        def nodes(self) -> list[dict[str, Any]]:
-            return [{"Alive": True, "NodeManagerAddress": a} for a in node_addresses]
-
-    return Fixed(address="10.9.0.1:6379", started_here=False, driver_cwd=str(ROOT))
-
-
-def test_a_sqlite_store_is_refused_when_the_cluster_has_nodes_on_other_hosts(tmp_path: Path) -> None:
-    from doceval.app.sweep_ray import check_tracking_locality
-
-    db = tmp_path / "mlruns" / "mlflow.db"
-    remote = _session(["127.0.0.1", "10.9.0.2"])
-    with pytest.raises(UsageError) as caught:
-        check_tracking_locality(remote, f"sqlite:///{db}")
-    message = str(caught.value)
-    assert f"would make workers on other hosts open {db}, a path on this machine" in message
-    assert "tracking.uri=http://HOST:5000" in message and "--no-track" in message
-    check_tracking_locality(remote, "http://mlflow.internal:5000")  # a server every node reaches: fine
-    check_tracking_locality(remote, None)  # untracked: nothing to open
-    check_tracking_locality(_session(["127.0.0.1"]), f"sqlite:///{db}")  # every node on this host: fine

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
 import math
 import os
 import random
@@ -18,7 +19,13 @@ from typing import Any
 import pytest
 
 import doceval.system.retrievers as registry
-from doceval.common.targets import distributions_of, load_target, provenance_of
+from doceval.common.targets import (
+    distributions_of,
+    holding_distribution,
+    installed_file,
+    load_target,
+    provenance_of,
+)
 from doceval.config import schema
 from doceval.config.compose import compose, validate_config
 from doceval.config.objects import config_dict
@@ -346,6 +353,46 @@ def test_code_from_an_installed_distribution_records_its_name_and_version() -> N
     found = provenance_of(yaml.safe_load)
     assert found["distribution"] == "PyYAML" and found["distribution_version"] == yaml.__version__
     assert found["module"] == "yaml" and found["source_sha256"]
+
+
+def test_provenance_names_the_distribution_that_holds_the_file_not_one_claiming_its_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 43 R2: the installed ir_datasets ships a top-level ``examples``: the repository's own
+    examples/askdocs/retrievers.py is still nobody's installed code."""
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(root)
+    monkeypatch.syspath_prepend(str(root))
+    assert "ir_datasets" in distributions_of("examples")  # the claim this must not trust
+    module = importlib.import_module("examples.askdocs.retrievers")
+    found = provenance_of(module)
+    assert found["source_file"] == "examples/askdocs/retrievers.py" and "distribution" not in found
+    assert not installed_file(root / "examples" / "askdocs" / "retrievers.py")
+
+
+def test_a_stray_egg_info_beside_a_module_does_not_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 43 R2: ``mine.egg-info`` left in a source folder claims ``mine``; the file is still not installed."""
+    (tmp_path / "mine.py").write_text("def find(question, k):\n    return []\n", encoding="utf-8")
+    info = tmp_path / "mine.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: mine\nVersion: 0.1\n", encoding="utf-8")
+    (info / "top_level.txt").write_text("mine\n", encoding="utf-8")
+    (info / "SOURCES.txt").write_text("mine.py\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    distributions_of.cache_clear()
+    try:
+        assert distributions_of("mine") == ("mine",)
+        found = provenance_of(load_target("mine:find", "retriever.target"))
+        assert "distribution" not in found and holding_distribution(tmp_path / "mine.py", "mine") is None
+        assert not installed_file(tmp_path / "mine.py")
+    finally:
+        distributions_of.cache_clear()
+    import yaml
+
+    assert installed_file(Path(yaml.__file__)) and installed_file(Path(json.__file__))
 
 
 def test_distributions_of_one_name_equals_the_full_scan(

@@ -21,7 +21,7 @@ from test_guards import ROWS, _golden_text
 from tiny_project import make_tiny_project
 
 import doceval
-import doceval.harness.candidates as candidates_module
+import doceval.harness.candidate_cache as candidates_module
 import doceval.inputs.corpus as corpus_module
 import doceval.inputs.golden as golden_module
 from doceval.cli import main

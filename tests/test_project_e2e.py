@@ -191,13 +191,15 @@ def test_the_readme_recipe_runs_first_time_as_written(project: tuple[Path, Assis
     # 7. The gate in CI: doceval.yaml's threshold, the rule the report prints, JUnit.
     _, (code, out) = _block("echo '- gate.", folder)
     rule = _rule_line(out)
-    assert "refused_correctly >= 0.30" in rule and code == (3 if rule.endswith("FAIL") else 0)
+    # An assistant's run: refused_correctly is asked of the reply's own refusal (gate.for_assistants).
+    assert "refusal_rate >= 0.30" in rule and code == (3 if rule.endswith("FAIL") else 0)
+    assert "refused_correctly is asked of refusal_rate for an assistant" in " ".join(out.split())
     assert "doceval.yaml (gate.thresholds.refused_correctly=0.3)" in out
     report = (folder / "eval" / "report.md").read_text()
     assert _rule_line(report).split(":")[0] == rule.split(":")[0]  # one rule, whichever run it judges
     suite = ET.parse(folder / "gate.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("name") == "acme-assistant"
-    assert {case.get("name") for case in suite.iter("testcase")} >= {"refused_correctly >= 0.30"}
+    assert {case.get("name") for case in suite.iter("testcase")} >= {"refusal_rate >= 0.30"}
 
     # 8. History across two commits, the assistant restarted on another port under one name.
     _block("git add -A && git commit -qm 'acme assistant", folder)

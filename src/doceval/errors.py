@@ -25,3 +25,11 @@ class RunIncomplete(Exception):
     """A run stopped early on purpose (``--max-errors`` exceeded): its summary is written, marked incomplete."""
 
     exit_code = EXIT_INCOMPLETE
+
+
+class WorkersLost(Exception):
+    """engine=ray lost the nodes its work needs (a node died and no other can take its actors, or the head is
+    gone): the run stops as for ``--max-errors`` (exit 4, its summary marked incomplete) and the same command
+    resumes it. The message says what was lost."""
+
+    exit_code = EXIT_INCOMPLETE

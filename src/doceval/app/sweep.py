@@ -25,7 +25,7 @@ from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from doceval.app.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, ENV_SHOWN, FAILED_SUFFIX
+from doceval.app.sweep_app import ENV_DIR, ENV_PARENT, ENV_ROOT, ENV_SHARED, ENV_SHOWN, FAILED_SUFFIX
 from doceval.common.hints import rerun
 from doceval.common.io import check_writable, write_text_atomic
 from doceval.common.progress import Progress
@@ -33,11 +33,13 @@ from doceval.common.redact import redact_text
 from doceval.common.secret_rule import secret_name
 from doceval.common.table import format_table
 from doceval.config.compose import check_override_syntax, compose, find_conf_dir
+from doceval.config.engine_choice import drop_other_engine_keys
 from doceval.config.project import with_project
 from doceval.config.schema import Config
 from doceval.engine import uses_ray
 from doceval.errors import UsageError
-from doceval.harness.candidates import META, CandidateSet, load_candidates
+from doceval.harness.candidate_cache import load_candidates
+from doceval.harness.candidates import META, CandidateSet
 from doceval.harness.plan import (
     EvalOptions,
     agent_name,
@@ -245,10 +247,13 @@ def run_sweep(
     else:
         final.append("tracking.enabled=false")
     sweep_dir.mkdir(parents=True, exist_ok=True)
+    env[ENV_SHARED] = str(
+        len(with_project(final)) - len(final)
+    )  # the project's overrides, first in each point's
     cmd = [
         # The Hydra app composes conf/ itself: the project's doceval.yaml goes in first, as compose() applies it.
         sys.executable, "-m", "doceval.app.sweep_app", "-m", "--config-dir", str(find_conf_dir().resolve()),
-        *with_project(final),
+        *drop_other_engine_keys(with_project(final)),
         "hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}", f"hydra.sweep.dir={sweep_dir}",
         "hydra.sweep.subdir=${hydra.job.num}", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled",
         # No .hydra/ folders: they would hold every override as typed, a secret-named kwarg's value included.

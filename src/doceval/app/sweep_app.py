@@ -20,10 +20,10 @@ from doceval.common.hints import rerun
 from doceval.common.io import write_json_atomic
 from doceval.common.redact import register_config, register_overrides, scrub_stdio
 from doceval.config.compose import validate_config
-from doceval.config.project import with_project
 from doceval.config.schema import Config
 from doceval.errors import UsageError
-from doceval.harness.candidates import META, load_candidates
+from doceval.harness.candidate_cache import load_candidates
+from doceval.harness.candidates import META
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.scoring.registry import names
 
@@ -32,6 +32,7 @@ ENV_DIR = "DOCEVAL_SWEEP_DIR"
 ENV_ROOT = "DOCEVAL_PROJECT_ROOT"
 # Every point's overrides as `doceval sweep` names them (JSON, by job): secret values as <redacted#n>.
 ENV_SHOWN = "DOCEVAL_SWEEP_SHOWN"
+ENV_SHARED = "DOCEVAL_SWEEP_SHARED"  # how many of a point's overrides are the project's, not the point's own
 FAILED_SUFFIX = ".failed"  # points/<job>.failed: JSON {job, overrides, error, usage_error}
 
 
@@ -40,6 +41,16 @@ def run_point(
 ) -> dict[str, Any]:
     """Evaluate one point from the cached candidates, write its summary.json in ``out_dir`` and, when
     ``tracked`` (parent run id, tracking URI) is given, log it as a child run of that parent."""
+    summary, point = evaluate_point(cfg, job_id, overrides, root, out_dir)
+    if tracked is not None and cfg.tracking.enabled:
+        point["run_id"] = log_point(summary, job_id, overrides, root, tracked)
+    return point
+
+
+def evaluate_point(
+    cfg: Config, job_id: str, overrides: list[str], root: Path, out_dir: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One point's summary (written to ``out_dir/summary.json``) and its row of the points table."""
     runs = root / cfg.paths.runs
     cands = None
     # A user's retriever, or a user's assistant (it brings its own retrieval), runs live at every point.
@@ -60,16 +71,22 @@ def run_point(
         "counts": summary["metrics"].get("counts") or {},
     }
     point["by_library"] = summary["metrics"]["by_library"]
-    if tracked is not None and cfg.tracking.enabled:
-        # lazy: start-up (mlflow, ~2 s): an untracked point never loads it
-        from doceval import tracking
+    return summary, point
 
-        parent, uri = tracked
-        point["run_id"] = tracking.log_run(
-            summary, uri=uri, root=root, run_name=" ".join(overrides) or f"point-{job_id}", parent_run_id=parent,
-            extra_tags={"sweep_overrides": " ".join(overrides)}, golden_path=Path(summary["config"]["golden"]["path"]),
-        )  # fmt: skip
-    return point
+
+def log_point(
+    summary: dict[str, Any], job_id: str, overrides: list[str], root: Path, tracked: tuple[str, str]
+) -> str:
+    """The point's child run under the sweep's parent (``tracked``: parent run id, tracking URI): its id."""
+    # lazy: start-up (mlflow, ~2 s): an untracked point never loads it
+    from doceval import tracking
+
+    parent, uri = tracked
+    run_id: str = tracking.log_run(
+        summary, uri=uri, root=root, run_name=" ".join(overrides) or f"point-{job_id}", parent_run_id=parent,
+        extra_tags={"sweep_overrides": " ".join(overrides)}, golden_path=Path(summary["config"]["golden"]["path"]),
+    )  # fmt: skip
+    return run_id
 
 
 def _tracked(cfg: Config, root: Path) -> tuple[str, str] | None:
@@ -105,10 +122,9 @@ def main(dcfg: DictConfig) -> None:
     job_id = str(hc.job.num)
     register_overrides(list(hc.overrides.task))  # a point is a process of its own: its writers scrub them all
     scrub_stdio()  # and what it prints: the user's code it runs may print a secret (its log is shown on failure)
-    # The project's doceval.yaml overrides came first and are the same at every point: the point's own are
-    # what name its run.
-    shared = set(with_project([]))
-    overrides = _shown([o for o in hc.overrides.task if o not in shared], job_id)
+    # The project's doceval.yaml overrides (and $DOCEVAL_ENGINE's) came first and are the same at every point:
+    # the point's own, after them, are what name its run (Hydra rewrites an override's text, so by position).
+    overrides = _shown(list(hc.overrides.task)[int(os.environ.get(ENV_SHARED, "0")) :], job_id)
     register_config(data)
     sweep_dir = Path(os.environ.get(ENV_DIR, hc.sweep.dir))
     out_dir = sweep_dir / "points" / job_id

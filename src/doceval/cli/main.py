@@ -25,8 +25,14 @@ from collections.abc import Sequence
 from doceval.cli import beir, golden, history, ids, judge, pipeline, project, results
 from doceval.cli.common import Parser
 from doceval.common.io import TERMINAL_ERRORS
-from doceval.common.redact import ScrubbingStream, register_environment, register_overrides, scrub_message
-from doceval.errors import EXIT_UNEXPECTED, EXIT_USAGE, GateFailed, RunIncomplete, UsageError
+from doceval.common.redact import (
+    ScrubbingStream,
+    register_environment,
+    register_overrides,
+    scrub_message,
+)
+from doceval.engine import command_session
+from doceval.errors import EXIT_UNEXPECTED, EXIT_USAGE, GateFailed, RunIncomplete, UsageError, WorkersLost
 
 DESCRIPTION = "doceval: evaluate documentation assistants against a labelled golden set"
 EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE, as a shell reports a producer whose reader went away
@@ -125,7 +131,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        return int(args.func(args))
+        with command_session():  # engine=ray: one Ray session serves every phase of the command
+            return int(args.func(args))
     except BrokenPipeError as exc:
         if exc.errno not in (None, errno.EPIPE) or not _stdout_closed():
             return _unexpected(args.command, exc)  # another pipe (a socket, a subprocess): a real error
@@ -134,7 +141,7 @@ def _run(args: argparse.Namespace) -> int:
     except UsageError as exc:
         print(scrub_message(f"doceval {args.command}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
-    except (GateFailed, RunIncomplete) as exc:
+    except (GateFailed, RunIncomplete, WorkersLost) as exc:
         print(scrub_message(str(exc)), file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

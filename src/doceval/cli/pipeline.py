@@ -40,8 +40,17 @@ def cmd_params(args: argparse.Namespace) -> int:
     # lazy: start-up (yaml and the config schema, ~0.2 s)
     from doceval.config.compose import PARAMS, compose, dump_params
     from doceval.config.drift import sources
+    from doceval.config.engine_choice import ENGINE_ENV, is_engine_override
     from doceval.config.objects import config_dict
 
+    engine = [o for o in args.overrides if is_engine_override(o)]
+    if engine:
+        raise UsageError(
+            f"doceval params {engine[0]}: the engine is an execution choice, not a parameter (it changes no "
+            f"number), and params.yaml never holds it; choose it where the work runs: {ENGINE_ENV}='ray' (its "
+            f"keys after the name, e.g. {ENGINE_ENV}='ray actors=4 address=ray://HEAD:10001') before `dvc repro` "
+            "or a stage, or engine=ray on `doceval eval` and `doceval sweep`"
+        )
     read = " + ".join(sources()) + (f" + {' '.join(args.overrides)}" if args.overrides else "")
     if args.check:
         return _check_params(PARAMS, args.overrides, read)

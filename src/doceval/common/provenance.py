@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import subprocess
 from functools import lru_cache
@@ -43,7 +44,11 @@ def provenance() -> dict[str, Any]:
     # Files the pipeline itself rewrites (the lock file, committed metrics and report) do not make a run dirty:
     # `dvc repro` updates them between stages. Any other tracked change does.
     status = _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!dvc.lock", ":!eval")
+    # Where the engine was chosen, when the environment chose it (doceval.config.engine_choice): the engine is
+    # no parameter (params.yaml holds none), so a result says here what ran it.
+    engine = {k: os.environ[k] for k in ("DOCEVAL_ENGINE", "RAY_ADDRESS") if os.environ.get(k)}
     return {
+        **({"engine": engine} if engine else {}),
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty": None if status is None else bool(status),
         "python": platform.python_version(),

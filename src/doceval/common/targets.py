@@ -3,18 +3,24 @@ from, so a run records which code it evaluated (a user retriever, an agent adapt
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import importlib
 import inspect
+import json
 import os
 import re
+import site
 import sys
+import sysconfig
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from doceval.common.io import sha256_file
 from doceval.errors import UsageError
@@ -135,8 +141,8 @@ def _names(row: list[str], top: str) -> bool:
 
 
 def provenance_of(obj: Any) -> dict[str, Any]:
-    """Where ``obj``'s code came from: its module, the sha256 of the module's source file and, when the module
-    belongs to an installed distribution, that distribution and its version.
+    """Where ``obj``'s code came from: its module, the sha256 of the module's source file and, when that file
+    belongs to an installed distribution (:func:`holding_distribution`), that distribution and its version.
 
     The file hash is kept even for installed code: an editable install changes without a version bump. A
     callable with no source file (defined in a notebook cell) is hashed by its own source text when Python can
@@ -163,14 +169,83 @@ def provenance_of(obj: Any) -> dict[str, Any]:
         if text is not None:
             out["source_sha256"] = hashlib.sha256(text.encode("utf-8")).hexdigest()
     top = str(out["module"] or "").split(".")[0]
-    dists = distributions_of(top) if top else None
-    if dists:
-        out["distribution"] = dists[0]
-        try:
-            out["distribution_version"] = metadata.version(dists[0])
-        except metadata.PackageNotFoundError:
-            out["distribution_version"] = None
+    holder = holding_distribution(file, top) if file is not None and top else None
+    if holder is not None:
+        out["distribution"], out["distribution_version"] = holder.name, holder.version
+        if holder.editable:
+            out["distribution_editable"] = True
     return out
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The installed distribution a source file belongs to: its name, version, and whether it is an editable
+    install (the file is the project's own, found through a link the install left in site-packages)."""
+
+    name: str
+    version: str | None
+    editable: bool
+
+
+def _site_dirs() -> list[Path]:
+    """Where installed distributions live: this interpreter's site-packages folders (and the user's)."""
+    paths = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    with contextlib.suppress(AttributeError):  # site.getsitepackages is absent in some virtualenvs
+        paths |= set(site.getsitepackages())
+    paths.add(site.getusersitepackages())
+    return [Path(p).resolve() for p in paths if p]
+
+
+def _in_site(dist: metadata.Distribution) -> bool:
+    """The distribution's metadata sits in a site-packages folder (not an egg-info left in a source folder)."""
+    where = getattr(dist, "_path", None)
+    if where is None:
+        return False
+    folder = Path(str(where)).resolve().parent
+    return any(folder == s or folder.is_relative_to(s) for s in _site_dirs())
+
+
+def installed_file(file: Path) -> bool:
+    """Whether ``file`` is part of this interpreter's installation (its standard library or a site-packages
+    folder): every machine with the same environment has its own copy. A source folder's file is not."""
+    roots = [Path(sysconfig.get_paths()[k]).resolve() for k in ("stdlib", "platstdlib")] + _site_dirs()
+    file = file.resolve()
+    return any(file.is_relative_to(r) for r in roots)
+
+
+def holding_distribution(file: Path, top: str) -> Holder | None:
+    """The installed distribution that holds ``file``, the source of a module whose top-level name is ``top``:
+    one installed in site-packages whose RECORD lists that very file, or an editable install whose project
+    folder contains it. Another distribution merely claiming ``top`` (ir_datasets ships a top-level
+    ``examples``; a stray ``*.egg-info`` in a source folder) holds nothing."""
+    file = file.resolve()
+    for name in dict.fromkeys(distributions_of(top)):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            dist = metadata.distribution(name)
+            if dist.read_text("RECORD") and _in_site(dist):
+                files = dist.files or []
+                if any(Path(str(dist.locate_file(f))).resolve() == file for f in files if f.suffix == ".py"):
+                    return Holder(name, dist.version, False)
+    for dist in metadata.distributions():
+        folder = _editable_folder(dist)
+        if folder is not None and file.is_relative_to(folder) and _in_site(dist):
+            return Holder(dist.metadata["Name"], dist.version, True)
+    return None
+
+
+def _editable_folder(dist: metadata.Distribution) -> Path | None:
+    """The project folder of an editable install (PEP 610 direct_url.json), else None."""
+    text = dist.read_text("direct_url.json")
+    if not text or '"editable"' not in text:
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    url = str(data.get("url", ""))
+    if not (data.get("dir_info") or {}).get("editable") or not url.startswith("file://"):
+        return None
+    return Path(unquote(urlparse(url).path)).resolve()
 
 
 def _source_file(module: Any) -> Path | None:

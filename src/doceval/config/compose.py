@@ -21,8 +21,9 @@ from doceval.common.hints import params_command
 from doceval.common.redact import register_config, register_overrides, scrub_message
 from doceval.common.secret_rule import secret_name
 from doceval.config import schema
+from doceval.config.engine_choice import drop_other_engine_keys, engine_block, engine_overrides
 from doceval.config.objects import build_config, config_dict, yaml_key
-from doceval.config.project import OVERRIDES_MARK, merge_overrides, project_overrides
+from doceval.config.project import OVERRIDES_MARK, merge_overrides, project_overrides, with_project
 from doceval.errors import UsageError
 
 CONF_DIR = Path("conf")
@@ -82,7 +83,9 @@ def compose(
     command = check_override_syntax(overrides)
     found, from_project = project_overrides(project)
     register_overrides(from_project)  # before its syntax is checked: a message may quote one
-    overrides = merge_overrides(check_override_syntax(from_project, where=found), command)
+    before = merge_overrides(check_override_syntax(from_project, where=found), engine_overrides())
+    overrides = drop_other_engine_keys(merge_overrides(before, command))
+    register_overrides(overrides)
     try:
         with initialize_config_dir(config_dir=str(conf_dir.resolve()), version_base="1.3"):
             cfg = hydra_compose(config_name="config", overrides=list(overrides))
@@ -200,9 +203,10 @@ def _first_line(exc: BaseException) -> str:
 
 
 def load_params(path: str | Path = PARAMS) -> schema.Config:
-    """params.yaml, the composed configuration DVC stages read, as the typed, frozen config.
+    """params.yaml, the composed configuration DVC stages read, as the typed, frozen config, with the engine
+    chosen where engines are chosen (conf/, doceval.yaml, ``$DOCEVAL_ENGINE``: params.yaml holds none).
 
-    Every key must be there, declared, typed and in range: params.yaml is composed whole from conf/.
+    Every other key must be there, declared, typed and in range: params.yaml is composed whole from conf/.
     """
     path = _path_arg(path, "load_params", "path", "params.yaml")
     if not path.is_file():
@@ -214,6 +218,8 @@ def load_params(path: str | Path = PARAMS) -> schema.Config:
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a mapping at the top level")
     register_config(data)
+    # The engine is an execution choice, not a parameter: conf/, doceval.yaml and $DOCEVAL_ENGINE choose it.
+    data["engine"] = engine_block(find_conf_dir(), with_project([]))
     try:
         return validate_config(data, str(path))
     except UsageError as exc:
@@ -229,7 +235,9 @@ def dump_params(cfg: schema.Config, overrides: Sequence[str] = ()) -> str:
         "then recompose.\n"
         f"{OVERRIDES_MARK}{json.dumps(list(overrides))}\n"
     )
-    return header + yaml.safe_dump(config_dict(cfg), sort_keys=False, default_flow_style=None, width=120)
+    data = config_dict(cfg)
+    data.pop("engine", None)  # an execution choice ($DOCEVAL_ENGINE), not a parameter: engine_choice
+    return header + yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=120)
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:

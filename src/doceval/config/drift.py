@@ -84,7 +84,8 @@ def differing_keys(params: Any, overrides: list[str]) -> list[str]:
     ``overrides``: changed, missing or extra, sorted."""
     composed = flatten(config_dict(compose(overrides)))
     current = flatten(params) if isinstance(params, dict) else {}
-    return sorted(k for k in composed.keys() | current.keys() if composed.get(k, ...) != current.get(k, ...))
+    keys = {k for k in composed.keys() | current.keys() if k != "engine" and not k.startswith("engine.")}
+    return sorted(k for k in keys if composed.get(k, ...) != current.get(k, ...))
 
 
 def check_fresh(path: Path) -> None:

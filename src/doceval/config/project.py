@@ -2,7 +2,8 @@
 from the shipped conf/ (its docs folders, golden set, retriever...).
 
 Every command composes the same sources, in this order: the shipped conf/, then ``doceval.yaml``'s
-``overrides`` (when the working directory has one), then the command's own overrides. A command override of a
+``overrides`` (when the working directory has one), then the engine ``$DOCEVAL_ENGINE`` names (an execution
+choice, never written into params.yaml: :mod:`doceval.config.engine_choice`), then the command's own overrides. A command override of a
 key replaces the project's overrides of that key and of every key under it (``retriever=function`` drops the
 project's ``retriever=bm25`` and ``retriever.k1=1.5``), so the two never fight inside Hydra.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from doceval.common.paths import input_file
+from doceval.config.engine_choice import engine_overrides
 from doceval.errors import UsageError
 
 PROJECT_FILE = Path("doceval.yaml")
@@ -102,8 +104,9 @@ def merge_overrides(project: Sequence[str], command: Sequence[str]) -> list[str]
 
 
 def with_project(command: Sequence[str], path: str | Path | None = None) -> list[str]:
-    """``command`` after the project file's overrides (none when there is no project file)."""
-    return merge_overrides(project_overrides(path)[1], command)
+    """``command`` after the project file's overrides (none when there is no project file) and the engine
+    chosen in ``$DOCEVAL_ENGINE`` (:mod:`doceval.config.engine_choice`), in that order."""
+    return merge_overrides(merge_overrides(project_overrides(path)[1], engine_overrides()), command)
 
 
 def recorded_overrides(params_text: str) -> list[str] | None:

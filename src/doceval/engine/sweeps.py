@@ -31,16 +31,21 @@ class TaskLost:
 
 def run_tasks(
     engine: schema.EngineRay,
-    fn: Callable[[T], R],
+    fn: Callable[..., R],
     items: Sequence[T],
     on_done: Callable[[int, R | TaskLost], bool],
+    shared: tuple[Any, ...] = (),
 ) -> None:
-    """Run ``fn(item)`` for every item as a Ray task (``engine.cpus_per_actor`` CPUs each, retried
-    ``engine.max_task_retries`` times when its worker dies) and call ``on_done(index, result)`` in the order
-    tasks finish. ``on_done`` returning False stops the run: tasks not started are cancelled, and those
-    already finished are still handed over (the sweep keeps what finished)."""
-    remote = ray.remote(fn).options(num_cpus=engine.cpus_per_actor, max_retries=engine.max_task_retries)
-    index: dict[Any, int] = {remote.remote(item): i for i, item in enumerate(items)}
+    """Run ``fn(item, *shared)`` for every item as a Ray task (``engine.cpus_per_actor`` CPUs each, spread over
+    the nodes, retried ``engine.max_task_retries`` times when its worker dies) and call ``on_done(index,
+    result)`` in the order tasks finish; ``shared`` goes to Ray's object store once for all the tasks.
+    ``on_done`` returning False stops the run: tasks not started are cancelled, and those already finished are
+    still handed over (the sweep keeps what finished)."""
+    remote = ray.remote(fn).options(
+        num_cpus=engine.cpus_per_actor, max_retries=engine.max_task_retries, scheduling_strategy="SPREAD"
+    )
+    refs = [ray.put(value) for value in shared]
+    index: dict[Any, int] = {remote.remote(item, *refs): i for i, item in enumerate(items)}
     pending = list(index)
     while pending:
         done, pending = ray.wait(pending, num_returns=1)

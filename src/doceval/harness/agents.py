@@ -29,6 +29,7 @@ from doceval.common.io import non_finite_path
 from doceval.common.journal import Journal, load_records
 from doceval.common.progress import Progress
 from doceval.config import schema
+from doceval.errors import WorkersLost
 from doceval.seam import Probe, Reply, conversation_units, require_unique_ids, whole_units
 from doceval.system.external.agents import ExternalAgent, parse_response, system_error_text
 
@@ -211,6 +212,7 @@ def _on_ray(
     concurrency: int,
     engine: schema.Engine,
     stack: contextlib.ExitStack,
+    warm_memory: bool,
 ) -> Generator[tuple[int, list[Reply]], None, None] | None:
     """The units' replies from Ray actors as they complete (each journaled by ``run.record`` here, on the
     driver), or None for ``engine=local``. A conversation is one unit: its turns run in order on one actor."""
@@ -225,7 +227,7 @@ def _on_ray(
     assert session is not None
     # Before any call: a module only this machine has is exit 2.
     check_user_code(session, run.agent, "agent.target")
-    if concurrency == 1:  # warm memory: one session, strictly in probe order, so one actor
+    if warm_memory:  # one session, strictly in probe order, so one actor (max_concurrency is per actor)
         engine = dataclasses.replace(engine, actors=1)
     run.remote = True
     items = [[(probe, run.session_of(probe)) for probe in unit] for unit in todo]
@@ -235,7 +237,9 @@ def _on_ray(
             run.record(reply, abandoned)
 
     agent = run.agent
-    remote = iter_on_actors(lambda: agent, call_unit, items, engine, concurrency, on_done=record)
+    target = agent.describe().get("target")
+    what = f"agent.target={target}" if target else f"agent={agent.name}"
+    remote = iter_on_actors(lambda: agent, call_unit, items, engine, concurrency, on_done=record, what=what)
     stack.callback(remote.close)  # before the session ends: calls in flight are journaled, actors killed
     return ((i, [reply for reply, _ in replies]) for i, replies in remote)
 
@@ -311,11 +315,21 @@ def run_external(
     bar = Progress(len(probes), f"agent ({agent.name})", "entry", enabled=progress, initial=len(done))
     try:
         with contextlib.ExitStack() as stack:
-            produced = _on_ray(run, todo, concurrency, engine, stack) if engine is not None else None
+            produced = (
+                _on_ray(run, todo, concurrency, engine, stack, warm_memory) if engine is not None else None
+            )
             if produced is None:
                 produced = iter_concurrent(run.process_unit, todo, concurrency)
             outcomes = stack.enter_context(contextlib.closing(_replies(produced)))
-            reason = _drain_external(outcomes, run if run.remote else agent, bar, (max_errors, max_abandoned))
+            try:
+                reason = _drain_external(
+                    outcomes, run if run.remote else agent, bar, (max_errors, max_abandoned)
+                )
+            except (
+                WorkersLost
+            ) as lost:  # engine=ray: no node left to run the system: stop as for --max-errors
+                reason = str(lost)
+                log.error("stopping: %s", reason)
             if reason is not None:
                 run.stopping.set()
     finally:

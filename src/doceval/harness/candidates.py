@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doceval.common.hints import rerun, stage_command
-from doceval.common.io import iter_jsonl, read_json
+from doceval.common.hints import rerun
+from doceval.common.journal import Journal
 from doceval.common.progress import iterate
 from doceval.config import schema
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
+from doceval.harness.retrieval_journal import in_entry_order, journal_answer, journal_for, resume_retrievals
 from doceval.index.build import check_index
 from doceval.index.embed import make_embedder
 from doceval.index.store import VectorStore, store_subdir
@@ -61,6 +62,7 @@ class CandidateSet:
     bm25: dict[str, list[str]] | None = None  # BM25_RANKINGS as cached beside (None: not cached, or live)
     # A user's retriever function only: entry id -> (start in Unix seconds, seconds) of its call, for traces.
     timings: dict[str, tuple[float, float]] = field(default_factory=dict)
+    journal: Path | None = None  # a user's retriever function only: its answers' journal (retrieval_journal)
 
     @property
     def depth(self) -> int:
@@ -173,6 +175,7 @@ def retrieve_all(
     limits: ErrorLimits | None = None,
     turns: Mapping[str, TurnQuery] | None = None,
     remote: tuple[schema.EngineRay, Callable[[], Retriever]] | None = None,
+    journal: Path | None = None,
 ) -> CandidateSet:
     """Top-``depth`` per entry, and the router's verdict (no router without a doceval corpus: the user's
     retriever sees every question). ``meta`` is left empty for the caller. ``turns``: a conversation turn's
@@ -182,21 +185,37 @@ def retrieve_all(
     SystemExit, a timeout, a result of the wrong shape) is that entry's system error, and past ``limits``
     no further entry is asked. A built-in retriever's failure is doceval's own and propagates. ``remote``
     (engine=ray, a user's retriever only): the calls run on Ray actors, each building its retriever with the
-    callable given (:mod:`doceval.harness.remote`)."""
+    callable given (:mod:`doceval.harness.remote`). ``journal`` (a user's retriever only): its answers are
+    journaled there, and those already there are not asked again (:mod:`doceval.harness.retrieval_journal`)."""
+    limits = limits or ErrorLimits()
+    user = isinstance(retriever, FunctionRetriever)
+    out = CandidateSet({}, {}, {}, journal=journal if user else None)
+    turns = turns or {}
+    resume_retrievals(out.journal, entries, out, retriever)
+    entries_asked = [e for e in entries if e.id not in out.ranked]
+    with Journal(out.journal) as written:
+        if user and remote is not None:
+            # lazy: ray (~1 s) loads only for engine=ray
+            from doceval.harness.remote import retrieve_on_ray
+
+            asks = {e.id: turns.get(e.id) or TurnQuery(e.question, e.library, e.version) for e in entries}
+            retrieve_on_ray(entries_asked, retriever, remote[1], asks, depth, remote[0], limits, progress,
+                            (out, written))  # fmt: skip
+        else:
+            _retrieve_here(entries_asked, retriever, corpus, depth, progress, limits, turns, out, written)
+    return in_entry_order(out, entries)
+
+
+def _retrieve_here(
+    entries: Sequence[GoldenEntry], retriever: Retriever, corpus: Corpus | None, depth: int, progress: bool,
+    limits: ErrorLimits, turns: Mapping[str, TurnQuery], out: CandidateSet, written: Journal,
+) -> None:  # fmt: skip
+    """:func:`retrieve_all`'s loop in this process, filling ``out`` (and journaling a user's answers)."""
     # lazy: start-up (the user-system run loop and errors, ~60 ms, load only when retrieval runs live)
     from doceval.harness.agents import abandoned_stop, errors_stop
     from doceval.system.external.agents import system_error_text
 
-    limits = limits or ErrorLimits()
     user = isinstance(retriever, FunctionRetriever)
-    out = CandidateSet({}, {}, {})
-    turns = turns or {}
-    if user and remote is not None:
-        # lazy: ray (~1 s) loads only for engine=ray
-        from doceval.harness.remote import retrieve_on_ray
-
-        asks = {e.id: turns.get(e.id) or TurnQuery(e.question, e.library, e.version) for e in entries}
-        return retrieve_on_ray(entries, retriever, remote[1], asks, depth, remote[0], limits, progress)
     for entry in iterate(entries, f"retrieve ({retriever.name})", "q", enabled=progress):
         ask = turns.get(entry.id) or TurnQuery(entry.question, entry.library, entry.version)
         reason = None if corpus is None else route_pin(ask.library, ask.version, corpus)
@@ -223,7 +242,8 @@ def retrieve_all(
         finally:
             if user and not reason:
                 out.timings[entry.id] = (start, time.perf_counter() - t0)
-    return out
+        if user and entry.id not in out.errors and written.active:
+            journal_answer(written, entry.id, out.ranked[entry.id], out.timings.get(entry.id), retriever)
 
 
 def _remote(
@@ -245,29 +265,30 @@ def compute_candidates(
     limits: ErrorLimits | None = None,
     memory_reset: bool = False,
     standalone: bool = False,
+    journal: tuple[Path | None, bool, bool] | None = None,
 ) -> CandidateSet:
     """Retrieve the top-K of every entry with the configured retriever (or ``retriever``, a user's object from
     the Python API) and record what they came from. A user's function's failures are per-entry errors
     (:func:`retrieve_all`, ``limits``). ``memory_reset``: needs_memory turns retrieved without the
     conversation's context (:func:`turn_queries`); ``standalone``: the entries carry their standalone rewrites
-    (doceval.inputs.standalone), recorded so no other run takes these candidates for its own."""
+    (doceval.inputs.standalone), recorded so no other run takes these candidates for its own. ``journal``: (a
+    sweep point's folder or None, --resume, --fresh) to journal a user's function
+    (:mod:`doceval.harness.retrieval_journal`)."""
     depth = cfg.candidates_k
     if depth < cfg.k:
         raise UsageError(f"candidates_k={depth} must be >= k={cfg.k} (retrieve once, cut at any k <= K)")
     turns = turn_queries(entries, corpus, cfg.memory.rewrite, memory_reset)
     if retriever is not None:
         given = retriever
-        cands = retrieve_all(
-            entries, given, corpus, depth, progress, limits, turns, _remote(cfg, lambda: given)
-        )
+        cands = retrieve_all(entries, given, corpus, depth, progress, limits, turns, _remote(cfg, lambda: given),
+                             journal_for(cfg, given, entries, golden_md5, journal))  # fmt: skip
     else:
         with open_retriever(cfg, corpus) as retriever:
             build: Callable[[], Retriever] = lambda: retriever  # noqa: E731 - a built-in one is never remote
             if isinstance(cfg.retriever, schema.RetrieverFunction):
                 build = functools.partial(FunctionRetriever.from_config, cfg.retriever)
-            cands = retrieve_all(
-                entries, retriever, corpus, depth, progress, limits, turns, _remote(cfg, build)
-            )
+            cands = retrieve_all(entries, retriever, corpus, depth, progress, limits, turns, _remote(cfg, build),
+                                 journal_for(cfg, retriever, entries, golden_md5, journal))  # fmt: skip
     describe = getattr(retriever, "describe", None)
     index = None if corpus is None else _index_manifest(Path(cfg.paths.index))
     cands.meta = {
@@ -280,7 +301,7 @@ def compute_candidates(
         "corpus_hash": None if corpus is None else corpus.manifest["content_hash"],
         "index_hash": None if index is None else str(index.get("content_hash")),
         # Which search produced them (store, exact or HNSW and its parameters): summaries and the report say it.
-        "search": _search_of(cfg.retriever, cfg.store),
+        "search": search_of(cfg.retriever, cfg.store),
         # Which embedder built the index (model, and the precision and device `auto` chose): the summary says it.
         "embedder": _embedder_of(cfg.retriever, index),
         "entries": len(entries),
@@ -313,7 +334,7 @@ def score_range_of(meta: Mapping[str, Any]) -> tuple[float, float]:
     return (-math.inf if low is None else float(low), math.inf if high is None else float(high))
 
 
-def _search_of(retriever: schema.Retriever, store: schema.Store) -> dict[str, Any] | None:
+def search_of(retriever: schema.Retriever, store: schema.Store) -> dict[str, Any] | None:
     if not needs_index(retriever.name):
         return None
     return search_record(store)
@@ -331,161 +352,3 @@ def _index_manifest(index_dir: Path) -> dict[str, Any] | None:
         return None
     recorded: dict[str, Any] = json.loads(manifest.read_text())
     return recorded
-
-
-def load_candidates(runs_dir: Path, name: str = CANDIDATES) -> CandidateSet:
-    """The candidate cache as the retrieve stage wrote it. It is an output: a damaged file (a line cut short, a
-    record of the wrong shape) means rerun the stage, never edit it. Whether it is whole and matches what is
-    evaluated is :func:`check_candidates`' job. ``name=EXACT``: the exact-search twin of an approximate search."""
-    folder = runs_dir / "candidates"
-    command = stage_command("retrieve")
-    meta = read_json(folder / META, "candidate cache metadata", rerun=command)
-    if not isinstance(meta, dict) or not isinstance(meta.get("candidates_k"), int):
-        raise UsageError(f"{folder / META}: not candidate cache metadata; rerun `{command}`")
-    path = folder / name
-    if not path.is_file():
-        raise UsageError(f"{path}: candidate cache not found; rerun `{command}`")
-    ranked: dict[str, Ranked] = {}
-    routed: dict[str, str | None] = {}
-    for lineno, rec in iter_jsonl(path, rerun=command):
-        try:
-            ranked[str(rec["id"])] = [(str(d), float(s)) for d, s in rec["candidates"]]
-            router = rec.get("router")
-            routed[str(rec["id"])] = None if router is None else str(router)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise UsageError(
-                f"{path}:{lineno}: not a candidate record ({type(exc).__name__}: {exc}); the cache is damaged; "
-                f"rerun `{command}`"
-            ) from exc
-    bm25 = _load_bm25(folder / BM25_RANKINGS, command) if name == CANDIDATES else None
-    return CandidateSet(meta, ranked, routed, bm25=bm25)
-
-
-def _load_bm25(path: Path, command: str) -> dict[str, list[str]] | None:
-    """The cached bm25 rankings, or None when this cache has none (written before they were cached)."""
-    if not path.is_file():
-        return None
-    out: dict[str, list[str]] = {}
-    for lineno, rec in iter_jsonl(path, rerun=command):
-        if not isinstance(rec, dict) or not isinstance(rec.get("ranked"), list) or "id" not in rec:
-            raise UsageError(
-                f"{path}:{lineno}: not a bm25 ranking record; the cache is damaged; rerun `{command}`"
-            )
-        out[str(rec["id"])] = [str(d) for d in rec["ranked"]]
-    return out
-
-
-def _check_turn_queries(
-    cands: CandidateSet, rewrite: str | None, memory_reset: bool, standalone: bool = False
-) -> None:
-    """Conversation turns retrieved with another query rewrite, with(out) the reset of needs_memory turns, or
-    with(out) their standalone rewrites, are another system's candidates."""
-    if bool(cands.meta.get("standalone")) != standalone:
-        raise UsageError(
-            "candidate cache retrieved needs_memory turns "
-            f"{'by' if cands.meta.get('standalone') else 'without'} their standalone rewrites, and this run asks "
-            f"them {'so' if standalone else 'otherwise'} (--memory-reset standalone); rerun {rerun('retrieve')}"
-        )
-    cached_reset = cands.meta.get("memory_reset") == "needs_memory"
-    if cached_reset != memory_reset:
-        raise UsageError(
-            "candidate cache retrieved needs_memory turns "
-            f"{'without' if cached_reset else 'with'} their conversation's context, and this run asks them "
-            f"{'without' if memory_reset else 'with'} it (--memory-reset); rerun {rerun('retrieve')}"
-        )
-    if rewrite is not None and cands.meta.get("rewrite") != rewrite:
-        raise UsageError(
-            f"candidate cache retrieved conversation turns with memory.rewrite={cands.meta.get('rewrite')}, "
-            f"not {rewrite}; rerun {rerun('retrieve')}"
-        )
-
-
-def check_candidates(
-    cands: CandidateSet,
-    entries: Sequence[GoldenEntry],
-    golden_md5: str,
-    retriever_cfg: schema.Retriever,
-    k: int,
-    corpus: Corpus | None = None,
-    index_dir: Path | None = None,
-    store_cfg: schema.Store | None = None,
-    rewrite: str | None = None,
-    memory_reset: bool = False,
-    standalone: bool = False,
-) -> None:
-    """Loud errors when the cache does not match what is being evaluated, or is not whole (fewer records than
-    its ``meta.json`` counts).
-
-    With ``corpus``, the cache must have been retrieved from that corpus (its manifest's ``content_hash``); with
-    ``index_dir`` and a retriever that reads the index (dense, hybrid), from that index (its manifest's
-    ``content_hash``); with ``store_cfg``, with the requested search (store.search); with ``rewrite``, a golden
-    set's conversation turns with that query rewrite (memory.rewrite). A cache from another corpus, index,
-    search or rewrite holds another system's candidates; so does one whose needs_memory turns were (or were
-    not) retrieved without their conversation's context when ``memory_reset`` says otherwise."""
-    if any(e.conversation is not None for e in entries):
-        _check_turn_queries(cands, rewrite, memory_reset, standalone)
-    if cands.meta.get("golden_md5") != golden_md5:
-        raise UsageError(
-            f"candidate cache was built from another golden set (md5 differs); rerun {rerun('retrieve')}"
-        )
-    if cands.meta.get("retriever_fingerprint") != retriever_fingerprint(retriever_cfg):
-        raise UsageError(
-            f"candidate cache holds retriever {cands.meta.get('retriever')}, not {config_dict(retriever_cfg)}; "
-            f"rerun {rerun('retrieve')} for this retriever"
-        )
-    if corpus is not None:
-        current = corpus.manifest.get("content_hash")
-        recorded = cands.meta.get("corpus_hash")
-        if recorded != current:
-            raise UsageError(
-                f"candidate cache was retrieved from another corpus (corpus_hash {_short(recorded)}, "
-                f"{corpus.root}/manifest.json says {_short(current)}); rerun {rerun('retrieve')}"
-            )
-    if index_dir is not None and needs_index(retriever_cfg.name):
-        current_index = _manifest_hash(index_dir / "manifest.json")
-        recorded_index = cands.meta.get("index_hash")
-        if recorded_index != current_index:
-            now = (
-                f"{index_dir}/manifest.json says {_short(current_index)}"
-                if current_index
-                else f"{index_dir} has no manifest"
-            )
-            raise UsageError(
-                f"candidate cache was retrieved from another index (index_hash {_short(recorded_index)}, {now}); "
-                f"rerun {rerun('retrieve')}"
-            )
-    if store_cfg is not None and needs_index(retriever_cfg.name):
-        wanted = _search_of(retriever_cfg, store_cfg)
-        recorded_search = cands.meta.get("search")
-        if recorded_search != wanted:
-            raise UsageError(
-                f"candidate cache was retrieved with another search ({recorded_search}, requested {wanted}); "
-                f"rerun {rerun('retrieve')}"
-            )
-    recorded_entries = cands.meta.get("entries")
-    if isinstance(recorded_entries, int) and len(cands.ranked) != recorded_entries:
-        raise UsageError(
-            f"candidate cache holds {len(cands.ranked)} entries, meta.json says {recorded_entries} (cut short?); "
-            f"rerun {rerun('retrieve')}"
-        )
-    if k > cands.depth:
-        raise UsageError(
-            f"k={k} exceeds the cached depth candidates_k={cands.depth}; raise candidates_k and retrieve"
-        )
-    missing = [e.id for e in entries if e.id not in cands.ranked]
-    if missing:
-        raise UsageError(f"candidate cache lacks entries {missing[:5]}...; rerun {rerun('retrieve')}")
-
-
-def _short(digest: object) -> str:
-    return f"{digest[:12]}..." if isinstance(digest, str) else str(digest)
-
-
-def _manifest_hash(path: Path) -> str | None:
-    """A manifest's ``content_hash``, or None when there is no readable one (the cache is stale either way)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    value = data.get("content_hash") if isinstance(data, dict) else None
-    return value if isinstance(value, str) else None

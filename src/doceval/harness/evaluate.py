@@ -30,9 +30,11 @@ from doceval.common.provenance import source_hash
 from doceval.common.redact import register_config
 from doceval.config import schema
 from doceval.config.objects import config_dict
+from doceval.engine import command_session
 from doceval.errors import UsageError
 from doceval.harness.candidates import turn_queries
 from doceval.harness.plan import EvalOptions, RunPlan, plan_run, retrieve_live
+from doceval.harness.retrieval_journal import finish_retrieval
 from doceval.harness.retrieval_scores import RetrievalScores, score_retrieval, score_sources
 from doceval.harness.summary import answerer_record, build_summary, system_block
 from doceval.llm import Ledger
@@ -387,6 +389,7 @@ def score_answers(
     return AnswerScores({m: per[m] for m in ANSWER_NAMES}, verdicts, judging, stopped)
 
 
+@command_session()  # engine=ray: one Ray session for retrieval, answering and judging (the CLI holds one too)
 def evaluate(cfg: Config, options: EvalOptions | None = None, plan: RunPlan | None = None) -> dict[str, Any]:
     """Score one configuration on one split. Returns ``{"metrics", "config", "entries", "complete"}``.
     ``plan``: one :func:`plan_run` made for these ``cfg`` and ``options`` (the evaluate stage plans once for
@@ -453,4 +456,5 @@ def _journaled_run(cfg: Config, options: EvalOptions, plan: RunPlan, setup: Agen
     }
     if summary["complete"]:
         mark_finished(reuse, {"entries": len(plan.entries), "system_errors": run.n_errors})
+        finish_retrieval(plan.candidates.journal if plan.candidates is not None else None, len(plan.entries))
     return summary

@@ -21,14 +21,8 @@ from doceval.common.notes import print_note
 from doceval.config import schema
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
-from doceval.harness.candidates import (
-    CandidateSet,
-    ErrorLimits,
-    check_candidates,
-    compute_candidates,
-    load_candidates,
-    score_range_of,
-)
+from doceval.harness.candidate_cache import check_candidates, load_candidates
+from doceval.harness.candidates import CandidateSet, ErrorLimits, compute_candidates, score_range_of
 from doceval.harness.floors import Floors, check_floors, resolve_floors
 from doceval.inputs.conversation import first_records, records_of
 from doceval.inputs.corpus import Corpus, load_corpus
@@ -405,7 +399,8 @@ def retrieve_live(cfg: Config, options: EvalOptions, plan: RunPlan) -> RunPlan:
     cands = compute_candidates(live, None if user else plan.corpus, plan.entries if user else plan.all_entries,
                                plan.golden_path, plan.golden_md5, options.progress, retriever=options.retriever,
                                limits=limits, memory_reset=options.memory_reset,
-                               standalone=options.standalone)  # fmt: skip
+                               standalone=options.standalone,
+                               journal=(options.run_dir, options.resume, options.fresh))  # fmt: skip
     return settle(cfg, options, dataclasses.replace(plan, awaits_retrieval=False), cands)
 
 

@@ -15,16 +15,21 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import sys
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doceval.common.concurrency import CallTimedOut
+from doceval.common.io import sha256_file
 from doceval.common.progress import Progress
+from doceval.common.targets import installed_file
+from doceval.errors import UsageError, WorkersLost
 from doceval.system.external.agents import system_error_text
 
 if TYPE_CHECKING:
+    from doceval.common.journal import Journal
     from doceval.config import schema
     from doceval.engine.cluster import RaySession
     from doceval.harness.candidates import CandidateSet, ErrorLimits
@@ -72,83 +77,104 @@ def retrieve_on_ray(
     engine: schema.EngineRay,
     limits: ErrorLimits,
     progress: bool,
-) -> CandidateSet:
-    """:func:`doceval.harness.candidates.retrieve_all` for a user's retriever on ``engine.actors`` actors;
-    ``retriever`` is the driver's copy (its ``scored`` is set from the actors' results)."""
+    into: tuple[CandidateSet, Journal],
+) -> None:
+    """:func:`doceval.harness.candidates.retrieve_all` for a user's retriever on ``engine.actors`` actors:
+    fills the candidate set and journals each answer as it arrives (``into``); ``retriever`` is the driver's
+    copy (its ``scored`` is set from the actors' results). Losing every node that can run the actors stops the
+    run as ``--max-errors`` does (``out.stopped``): the journal resumes it."""
     # lazy: ray (~1 s to import) loads only for engine=ray; candidates imports this module lazily too
     from doceval.engine import engine_session
     from doceval.engine.fanout import iter_on_actors
     from doceval.harness.agents import abandoned_calls_stop, errors_stop
-    from doceval.harness.candidates import CandidateSet
+    from doceval.harness.retrieval_journal import journal_answer
 
-    out = CandidateSet({}, {}, {})
+    out, journal = into
     abandoned = [0]
     items = [(e.id, turns[e.id], depth) for e in entries]
 
     def record(_: int, outcome: Outcome) -> None:
         entry_id, ranked, error, timing, scored, lost = outcome
         out.ranked[entry_id], out.routed[entry_id], out.timings[entry_id] = ranked, None, timing
+        if getattr(retriever, "scored", None) is None and scored is not None:
+            retriever.scored = scored  # type: ignore[attr-defined]  # bare ids or pairs, as the actors saw
         if error is not None:
             out.errors[entry_id] = error
             log.warning("%s: %s", entry_id, error)
+        elif journal.active:
+            journal_answer(journal, entry_id, ranked, timing, retriever)
         abandoned[0] += lost
-        if getattr(retriever, "scored", None) is None and scored is not None:
-            retriever.scored = scored  # type: ignore[attr-defined]  # bare ids or pairs, as the actors saw
 
     bar = Progress(len(entries), f"retrieve ({retriever.name})", "q", enabled=progress)
+    what = f"retriever.target={getattr(retriever, 'target', retriever.name)}"
     with engine_session(engine) as session, contextlib.ExitStack() as stack:
         assert session is not None
         check_user_code(session, retriever, "retriever.target")
         stack.callback(bar.close)
-        results = iter_on_actors(make_system, retrieve_one, items, engine, 1, on_done=record)
-        for _ in stack.enter_context(contextlib.closing(results)):
-            bar.update(1)
-            out.stopped = errors_stop(len(out.errors), limits.max_errors) or abandoned_calls_stop(
-                abandoned[0], limits.max_abandoned
-            )
-            if out.stopped is not None:
-                log.error("stopping: %s", out.stopped)
-                break
-    return _in_entry_order(out, entries)
+        results = iter_on_actors(make_system, retrieve_one, items, engine, 1, on_done=record, what=what)
+        try:
+            for _ in stack.enter_context(contextlib.closing(results)):
+                bar.update(1)
+                out.stopped = errors_stop(len(out.errors), limits.max_errors) or abandoned_calls_stop(
+                    abandoned[0], limits.max_abandoned
+                )
+                if out.stopped is not None:
+                    log.error("stopping: %s", out.stopped)
+                    break
+        except WorkersLost as lost:  # no node left to run the function on: stop as --max-errors does
+            out.stopped = str(lost)
+            log.error("stopping: %s", out.stopped)
 
 
-def _in_entry_order(out: CandidateSet, entries: Sequence[GoldenEntry]) -> CandidateSet:
-    """The candidates keyed in entry order, as the local loop leaves them (they arrived as they completed)."""
-    ids = [e.id for e in entries]
-
-    def order(d: dict[str, Any]) -> dict[str, Any]:
-        return {i: d[i] for i in ids if i in d}
-
-    out.ranked, out.routed, out.timings, out.errors = (
-        order(out.ranked), order(out.routed), order(out.timings), order(out.errors)
-    )  # fmt: skip
-    return out
-
-
+WHAT = "doceval's agent (answerer=extractive)"
 USER_CODE_FIX = (
     "install it as a package on every node (e.g. `pip install .` of a project holding it, the same version "
-    "everywhere), or run with engine=local, or on a cluster whose nodes are all on this machine"
+    "everywhere), put it in a folder every node mounts at the same path, or run with engine=local"
 )
 
 
 def check_user_code(session: RaySession, system: object, key: str) -> None:
-    """Exit 2 before any call when the user's code (a retriever function or assistant callable) comes from a
-    module no worker on another host can import: one found only through the driver's import path that the
-    job's runtime_env hands every worker (its working directory, its $PYTHONPATH), not an installed package.
-    ``key`` is the config key naming the code (``retriever.target``), quoted with its value."""
+    """Exit 2 before any call when a worker could not import the user's code (a retriever function or an
+    assistant callable) as this machine does: the module its target names (``MODULE:ATTR``, which a worker
+    imports to build it) and the module the callable is defined in. Judged by each module's file, not its name:
+    a file of this interpreter's installation (site-packages, the standard library) is on every node that
+    installed the same; any other file (the working directory, $PYTHONPATH, an editable install, a folder shared
+    by mount) must be, by path and sha256, where each node imports the module from: a probe task on every node
+    checks, and the first node without it is named. ``key`` is the config key naming the code
+    (``retriever.target``), quoted with its value."""
     describe = getattr(system, "describe", None)
     record: dict[str, Any] = describe() if callable(describe) else {}
-    source, module = record.get("source_file"), record.get("module")
-    if not source or not module or record.get("distribution"):
+    target = str(record.get("target") or "")
+    modules = dict.fromkeys(m for m in (target.partition(":")[0], record.get("module")) if m)
+    files = {m: _module_file(m) for m in modules}
+    local = {m: f for m, f in files.items() if f is not None and not installed_file(f)}
+    if not local or session.all_local():
         return  # no file (a notebook's code, shipped by value), or installed: every node has its own copy
     # lazy: ray (~1 s) loads only for engine=ray
-    from doceval.engine.cluster import driver_import_paths, driver_local_path
+    from doceval.engine.probes import import_origins
 
-    file = (Path(session.driver_cwd) / source).resolve()
-    if not any(file.is_relative_to(Path(p).resolve()) for p in driver_import_paths(session.driver_cwd)):
-        return
-    what = f"{key}={record.get('target')} (module {module!r}, found through the driver's import path)"
-    driver_local_path(session, file, what, USER_CODE_FIX)
+    for module, file in local.items():
+        sha = sha256_file(file)
+        for node, origin, detail in import_origins(module):
+            if origin == str(file) and detail == sha:
+                continue
+            if origin is None:
+                found = f"importing {module!r} there fails ({detail})"
+            elif origin != str(file):
+                found = f"{module!r} is {origin} there"
+            else:
+                found = "the file there differs (another sha256)"
+            raise UsageError(
+                f"engine=ray: {key}={target} is {file} on this machine (module {module!r}); node {node} does not "
+                f"import that file: {found}; {USER_CODE_FIX}"
+            )
+
+
+def _module_file(name: str) -> Path | None:
+    """The source file of an imported module (the user's code is imported before this check), else None."""
+    module = sys.modules.get(name)
+    file = getattr(module, "__file__", None)
+    return Path(file).resolve() if file and Path(file).is_file() else None
 
 
 def docchat_on_ray(
@@ -174,16 +200,30 @@ def docchat_on_ray(
             (list(unit), {p.id: search(p) for p in unit}, reset_ids & {p.id for p in unit}) for unit in todo
         ]
 
-        def on_done(_: int, answered: list[Any]) -> None:
+        answered_units: set[int] = set()
+
+        def on_done(i: int, answered: list[Any]) -> None:
+            answered_units.add(i)
             for _probe, _outcome, rec in answered:
                 if rec is not None:
                     record(rec)
 
+        make = functools.partial(make_answerer, answerer_cfg)
         with engine_session(engine):
-            make = functools.partial(make_answerer, answerer_cfg)
-            results = iter_on_actors(make, answer_shipped, items, engine, 1, on_done=on_done)
-            with contextlib.closing(results):
-                for _, answered in results:
-                    yield [(probe, outcome) for probe, outcome, _ in answered]
+            results = iter_on_actors(make, answer_shipped, items, engine, 1, on_done=on_done, what=WHAT)
+            try:
+                with contextlib.closing(results):
+                    for _, answered in results:
+                        yield [(probe, outcome) for probe, outcome, _ in answered]
+                return
+            except WorkersLost as lost:
+                # The offline answerer runs anywhere: what the cluster can no longer answer, the driver does.
+                log.warning("%s; doceval's agent answers the rest here, on the driver", lost)
+        here = make()
+        for i, item in enumerate(items):
+            if i not in answered_units:
+                answered = answer_shipped(here, item)
+                on_done(i, answered)
+                yield [(probe, outcome) for probe, outcome, _ in answered]
 
     return remote

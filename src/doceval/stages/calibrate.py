@@ -12,7 +12,8 @@ from doceval.common.io import atomic_dir, sha256_file, write_json_atomic
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.harness.calibrate import calibrate, overlap_notes, plot_calibration, write_curves
-from doceval.harness.candidates import CANDIDATES, check_candidates, load_candidates
+from doceval.harness.candidate_cache import check_candidates, load_candidates
+from doceval.harness.candidates import CANDIDATES
 from doceval.harness.evaluate import evaluate
 from doceval.harness.floors import Floors
 from doceval.harness.plan import EvalOptions, load_inputs, needs_corpus

@@ -6,8 +6,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from doceval.common.hints import stage_command
 from doceval.config.schema import EngineRay
 from doceval.engine import engine_session
+from doceval.errors import RunIncomplete, WorkersLost
 from doceval.index.build import build_index
 from doceval.index.embed import CachedEmbedder, EmbeddingCache, make_embedder
 from doceval.inputs.configured import refuse_stage_overlap
@@ -35,6 +37,12 @@ def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
             record = inner.record()
         else:
             embedder = make_embedder(cfg.embedder, cache)
-        manifest = build_index(corpus, embedder, cfg.store, Path(paths.index), progress, record)
+        try:
+            manifest = build_index(corpus, embedder, cfg.store, Path(paths.index), progress, record)
+        except WorkersLost as lost:  # engine=ray: no node left for the embedder; what was embedded is cached
+            raise RunIncomplete(
+                f"doceval index: incomplete, no index written: {lost} ({embedder.misses} vectors embedded this "
+                f"run are kept in {cache}); rerun {stage_command('index')} to embed only what is missing"
+            ) from None
     print(json.dumps({k: manifest[k] for k in ("model", "chunks", "content_hash", "embedding_cache")}))
     return manifest
