@@ -112,6 +112,8 @@ def index_retrieve_eval(project: Path, engine: str = "") -> dict[str, Any]:
     doceval(project, "retrieve", "--quiet")
     doceval(project, "eval", "--split", "all", "--no-track", "--quiet", "--output", "out.json", "floors=zero")
     manifest = json.loads((project / "data" / "index" / "manifest.json").read_text())
+    # with what this build did (cache counts, engine), kept beside the manifest
+    manifest.update(json.loads((project / "data" / "index" / "build.json").read_text()))
     summary = json.loads((project / "out.json").read_text())
     return {"manifest": manifest, "summary": summary, "stderr": index.stderr}
 
@@ -205,7 +207,8 @@ def test_a_killed_embedder_actor_is_restarted_and_the_run_completes(
     assert proc.returncode == 0, err[-3000:]
     assert_same_vectors(cached_vectors(local), cached_vectors(project), chunks_only=True)
     manifest = json.loads((project / "data" / "index" / "manifest.json").read_text())
-    assert manifest["chunks"] == chunks and manifest["embedding_cache"]["misses"] == chunks
+    record = json.loads((project / "data" / "index" / "build.json").read_text())
+    assert manifest["chunks"] == chunks and record["embedding_cache"]["misses"] == chunks
 
 
 def cached_rows(project: Path) -> int:

@@ -334,7 +334,8 @@ def test_damaged_input(
         assert manifest["content_hash"] == intact_index["content_hash"]
         assert manifest["partitions"] == intact_index["partitions"] == {PIN1: 7, PIN2: 3}
         # Every text embedded again (the one hit: the same Field text in both pins, within this build).
-        assert manifest["embedding_cache"] == {"hits": 1, "misses": 9}
+        record = json.loads((project / "data/index/build.json").read_text())
+        assert record["embedding_cache"] == {"hits": 1, "misses": 9}
         assert main(RETRIEVE) == 0  # and it reads back: the same candidates as before
         runs = {p: h for p, h in snapshot(project).items() if p.startswith("data/runs/")}
         assert runs == {p: h for p, h in intact.items() if p.startswith("data/runs/")}

@@ -11,7 +11,7 @@ from helpers_foundation import EXPECTED_CHUNKS, PIN1, PIN2, build_fixture_corpus
 from doceval.config import schema
 from doceval.config.compose import compose
 from doceval.errors import UsageError
-from doceval.index.build import MANIFEST, build_index, check_index, index_hash
+from doceval.index.build import BUILD_RECORD, MANIFEST, RECORD_KEYS, build_index, check_index, index_hash
 from doceval.index.embed import CachedEmbedder, EmbeddingCache
 from doceval.index.store import VectorStore, collection_name
 from doceval.inputs.corpus import load_corpus
@@ -101,8 +101,11 @@ def test_build_index_manifest(built):
     texts = [t for chunks in EXPECTED_CHUNKS.values() for t in chunks]
     assert len(set(texts)) == 9
     assert manifest["embedding_cache"] == {"hits": 1, "misses": 9}
-    assert json.loads((root / "index" / MANIFEST).read_text()) == manifest
-    assert check_index(root / "index", corpus) == manifest
+    # On disk: the manifest (what the index is) and, beside it, what this build did.
+    written = json.loads((root / "index" / MANIFEST).read_text())
+    record = json.loads((root / "index" / BUILD_RECORD).read_text())
+    assert set(record) == set(RECORD_KEYS) and {**written, **record} == manifest
+    assert check_index(root / "index", corpus) == written
     with VectorStore(LOCAL, path=root / "index" / "qdrant") as store:
         assert store.count(PIN1) == 7 and store.count(PIN2) == 3
         vector = minilm().encode([EXPECTED_CHUNKS[f"{PIN1}:demo.validator"][1]])[0]
@@ -122,6 +125,10 @@ def test_rebuild_with_the_same_cache_embeds_nothing(built, tmp_path):
         cache.close()
     assert embedder.misses == 0 and embedder.hits == 10
     assert again["content_hash"] == first["content_hash"]
+    # The index stage's DVC output is the manifest: the same bytes whatever this build's cache hits and timings
+    # (a fresh clone's `dvc repro` leaves dvc.lock as committed).
+    assert (tmp_path / "index" / MANIFEST).read_bytes() == (root / "index" / MANIFEST).read_bytes()
+    assert again["timings"] != first["timings"] and again["embedding_cache"] != first["embedding_cache"]
 
 
 @pytest.mark.slow

@@ -88,7 +88,7 @@ class RayEmbedder:
         return self._resolved
 
     def record(self) -> dict[str, Any]:
-        """``manifest["engine"]``: how the index was embedded (never part of its hash)."""
+        """``build.json``'s ``engine``: how the index was embedded (never part of its hash)."""
         e = self.engine
         return {
             "name": "ray",

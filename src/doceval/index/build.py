@@ -21,6 +21,11 @@ from doceval.index.store import SearchConfig, VectorStore, check_store_files, re
 from doceval.inputs.corpus import Corpus
 
 MANIFEST = "manifest.json"
+# What one build did (embedding-cache hits and misses, the engine, timings), beside the manifest but outside what
+# DVC hashes: the manifest alone is the index stage's output, so a rebuild of the same content leaves dvc.lock as
+# committed (Qdrant Edge names its segments by random UUIDs, so the shards' bytes differ on every build).
+BUILD_RECORD = "build.json"
+RECORD_KEYS = ("embedding_cache", "engine", "timings")
 
 
 def index_hash(corpus_hash: str, fingerprint: str, dim: int) -> str:
@@ -39,9 +44,12 @@ def build_index(
     """Embed and upsert every partition. An embedded store (Edge, local mode) is written into a temp dir that
     replaces ``out_dir`` only on success: a killed build leaves the previous index (or none), never half of one.
 
-    ``engine``: what embedded it, recorded as ``manifest["engine"]`` (``{"name": "local"}`` when None) and kept
-    out of the content hash, so ``engine=local`` and ``engine=ray`` indexes are interchangeable. A streaming
-    embedder (``engine=ray``) gets every miss of every partition first, in one pass."""
+    ``engine``: what embedded it, recorded as ``["engine"]`` (``{"name": "local"}`` when None) and kept out of
+    the content hash, so ``engine=local`` and ``engine=ray`` indexes are interchangeable. A streaming embedder
+    (``engine=ray``) gets every miss of every partition first, in one pass.
+
+    Returns the manifest (``manifest.json``: what the index is, a function of the corpus and the settings) with
+    this build's record (``build.json``: ``RECORD_KEYS``, what differs from build to build) merged in."""
     timings: dict[str, float] = {"embed_s": 0.0, "upsert_s": 0.0}
     counts: dict[str, int] = {}
     name = store_cfg.name
@@ -89,12 +97,15 @@ def build_index(
             "chunks": sum(counts.values()),
             "corpus_hash": corpus.manifest["content_hash"],
             "content_hash": index_hash(corpus.manifest["content_hash"], embedder.fingerprint, embedder.dim),
+        }
+        record = {
             "embedding_cache": {"hits": embedder.hits, "misses": embedder.misses},
             "engine": dict(engine) if engine is not None else {"name": "local"},
             "timings": timings,
         }
         write_json_atomic(tmp / MANIFEST, manifest)
-    return manifest
+        write_json_atomic(tmp / BUILD_RECORD, record)
+    return {**manifest, **record}
 
 
 def _location(store: schema.Store, subdir: str | None) -> str:
