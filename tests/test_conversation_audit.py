@@ -4,7 +4,7 @@ writes a sheet of every turn with its conversation's context and a blank assesso
 audit table's WRONG rate and Wilson bound. Checked on a small fixture here; over the real verdict files of each
 round once the assessors have filled them (data/golden/README.md, "The conversation audits"): every completed
 round's row is recomputed from its three files, and the target is judged on the latest round only, once its
-sheets are filled (rounds 2 and 3 did not meet it and were fixed; round 4 audits the fixed file)."""
+sheets are filled (rounds 2 and 3 did not meet it and were fixed; round 4, which audited the fixed file, met it)."""
 
 from __future__ import annotations
 
@@ -190,7 +190,7 @@ def test_a_prepared_round_s_blank_sheets_show_the_file_as_it_stands(tmp_path: Pa
     latest = max(ROUNDS)
     sheets = _sheets(latest)
     if any(r["verdict"] is not None for p in sheets for r in _read(p)):
-        pytest.skip(f"round {latest} is being filled: its sheets keep the labels as they were audited")
+        pytest.skip(f"round {latest}'s sheets hold verdicts: they keep the labels as they were audited")
     fresh = tmp_path / "fresh.jsonl"
     assert main(["golden", "audit", str(GOLDEN / "conversations.jsonl"), "--all", "--out", str(fresh)]) == 0
     for sheet in sheets:

@@ -1,7 +1,7 @@
 """Conversation labels at the bar (issue 41, item 4): the turns whose labels came from a source entry that asks
-more (or less) than the turn does are fixed, and so are the second and third audits' WRONG turns and the turns the
-third audit's sweep found, each as conversations.changes.md records it; a turn and its source keep one set of
-labels."""
+more (or less) than the turn does are fixed, and so are the second, third and fourth audits' WRONG turns and the
+turns the third audit's sweep found, each as conversations.changes.md records it; a turn and its source keep one
+set of labels."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def test_the_second_audit_s_right_answers_pass_and_the_wrong_ones_still_fail() -
     assert "marshmallow@2.21.0:marshmallow.schema.BaseSchema.load" in turns["conv-mm2-05#1"].relevant_ids
 
 
-@pytest.mark.parametrize(("n", "word", "count"), [(2, "second", 11), (3, "third", 6)])
+@pytest.mark.parametrize(("n", "word", "count"), [(2, "second", 11), (3, "third", 6), (4, "fourth", 2)])
 def test_every_wrong_turn_of_an_audit_round_is_answered_in_the_changes_file(
     n: int, word: str, count: int
 ) -> None:
@@ -156,6 +156,40 @@ def test_incidental_examples_and_redirects_are_grade_1_and_the_answers_other_hal
         )
     # standalone_mode=False is the other half of "get the value my command returned"
     assert "click@8.1.7:click.core.BaseCommand.main" in turns["conv-click7-01#3"].relevant_ids
+
+
+# The fourth audit's WRONG turns (data/golden/audit/conversations-4.*; conversations.changes.md, "After the fourth
+# audit"), in each turn and its v2.1 source: two documents that say the same thing get the same grade, and the
+# replacement's document is 1 where the question asks whether the deprecated form still works.
+ENGINES = "sqlalchemy@1.4.52:sqlalchemy.future.engine"
+FUTURE_ENGINE, FUTURE_CREATE_ENGINE = f"{ENGINES}.Engine", f"{ENGINES}.create_engine"
+SELECTS = "sqlalchemy@1.4.52:sqlalchemy.sql.selectable.Select"
+LEGACY_SELECT, SELECT_WHERE = f"{SELECTS}.create_legacy_select", f"{SELECTS}.where"
+
+
+def test_the_fourth_audit_s_wrong_turns_are_fixed_in_the_turn_and_its_source() -> None:
+    v21 = {e.id: e for e in parse_golden(GOLDEN / "v2.1.jsonl")}
+    turns = _turns()
+    # future.Engine says what future.create_engine says: "the 2.0 version", made by future.create_engine
+    for commit in (turns["conv-sqla14-02#2"], v21["sqla14-016"]):
+        assert commit.grades[FUTURE_ENGINE] == commit.grades[FUTURE_CREATE_ENGINE] == 2, commit.id
+        assert FUTURE_ENGINE in commit.relevant_ids, commit.id
+    # "can I still pass the WHERE into select()?": the legacy select() answers, Select.where is the replacement
+    for legacy in (turns["conv-sqla20-01#2"], v21["sqla14-005"]):
+        assert legacy.grades[SELECT_WHERE] == 1, legacy.id
+        assert legacy.relevant_ids == (LEGACY_SELECT,), legacy.id
+
+
+def test_the_fourth_audit_s_documents_are_graded_alike_wherever_both_are_judged() -> None:
+    """The sweep: every turn or entry that judges both future documents grades them alike, and every one that
+    grades the legacy select() 2 (it asks whether that form still works) grades Select.where below 2."""
+    entries = [*_turns().values(), *parse_golden(GOLDEN / "v2.1.jsonl")]
+    both = [e for e in entries if FUTURE_ENGINE in e.grades and FUTURE_CREATE_ENGINE in e.grades]
+    assert {e.id for e in both} == {"conv-sqla14-02#2", "sqla14-016", "sqla14-006"}
+    assert all(e.grades[FUTURE_ENGINE] == e.grades[FUTURE_CREATE_ENGINE] for e in both)
+    legacy = [e for e in entries if e.grades.get(LEGACY_SELECT) == 2]
+    assert {e.id for e in legacy} == {"conv-sqla20-01#2", "sqla14-005"}
+    assert all(e.grades.get(SELECT_WHERE, 0) < 2 for e in legacy)
 
 
 SOURCE = re.compile(r"carried over from v2 (\S+?):? ")

@@ -1,8 +1,8 @@
 """Golden set v2.1 (issue 32, item 2): v2 with every grading-rule warning judged, then fixed after its seed-8,
-seed-9 and seed-10 audits and after the conversation set's second and third audits (issue 41), whose turns copy its
-entries. It validates strictly against the real corpus, keeps v2's entries, and every qrels change is listed, with
-its reason, in its changes file: the grading-rule pass against v2, each audit's fixes against the file as the
-previous section left it."""
+seed-9 and seed-10 audits and after the conversation set's second, third and fourth audits (issue 41), whose turns
+copy its entries. It validates strictly against the real corpus, keeps v2's entries, and every qrels change is
+listed, with its reason, in its changes file: the grading-rule pass against v2, each audit's fixes against the file
+as the previous section left it."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ V2, V21 = GOLDEN / "v2.jsonl", GOLDEN / "v2.1.jsonl"
 PASS = "doceval team, v2.1 grading-rule pass 2026-12-06"
 SECOND_AUDIT = "doceval team, second conversation audit fixes 2026-12-07"
 THIRD_AUDIT = "doceval team, third conversation audit fixes 2026-12-07"
+FOURTH_AUDIT = "doceval team, fourth conversation audit fixes 2026-12-07"
 # each audit's section of a changes file, and the judged_by of the qrels lines it changed, in order
 AUDITS = (
     ("## After the seed-8 audit", "doceval team, v2.1 seed-8 audit fixes 2026-12-06"),
@@ -27,14 +28,16 @@ AUDITS = (
     ("## After the seed-10 audit", "doceval team, v2.1 seed-10 audit fixes 2026-12-06"),
     ("## After the second conversation audit", SECOND_AUDIT),
     ("## After the third audit", THIRD_AUDIT),
+    ("## After the fourth audit", FOURTH_AUDIT),
 )
 # conversations.changes.md goes on with the turns' own sweep (issue 41 item 4), after the audits it shares with v2.1,
-# then the fixes of the conversations' second and third audits (which reach v2.1 through the turns' source entries)
+# then the fixes of the conversations' second, third and fourth audits (which reach v2.1 through the turns' sources)
 CONVERSATION_PASSES = (
     *AUDITS[:3],
     ("## Issue 41 label sweep", "doceval team, conversation label sweep (issue 41) 2026-12-06"),
     ("## After the second audit", SECOND_AUDIT),
     ("## After the third audit", THIRD_AUDIT),
+    ("## After the fourth audit", FOURTH_AUDIT),
 )
 # a changes-file line: "- ENTRY | DOC | OLD→NEW | checked | REASON"
 _CHANGE = re.compile(r"^- (\S+) \| (\S+) \| (unjudged|[012])→([012]) \| (\S+) \| (.+)$")
