@@ -23,10 +23,11 @@ from openai_server import FakeOpenAI
 from doceval.common.registry import Registry, as_variant
 from doceval.config import schema
 from doceval.config.compose import compose
+from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.index.embed import EMBEDDERS
 from doceval.index.store import STORES, Backend, VectorStore, check_store_files, register_store, store_subdir
-from doceval.scoring.judge import JUDGES, Judge, judge_identity, make_judge
+from doceval.scoring.judge import JUDGES, Judge, judge_id, judge_identity, judge_input, make_judge
 from doceval.scoring.reference_judge import VersionStrings
 from doceval.seam import Probe
 from doceval.system.docchat.answerers import ANSWERERS, Answerer, is_offline, make_answerer
@@ -178,6 +179,26 @@ def test_every_judge_has_an_identity_exactly_when_it_judges(
         assert identity == judge_identity(block) and json.loads(json.dumps(identity)) == identity
 
 
+ENTRY = {"answer": "Call `model_dump()`.", "reference_answer": "Use `model_dump()`.", "library": "pydantic",
+         "version": "2.8.2", "question": PROBE.question, "expected_apis": ["model_dump"], "expected_any": [],
+         "forbidden_apis": []}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", JUDGES.names())
+def test_what_each_judge_was_sent_is_rebuilt_from_the_summary(
+    name: str, server: FakeOpenAI, tmp_path: Path
+) -> None:
+    block = composed("judge", name, server, tmp_path)
+    sent = judge_input({"judge": config_dict(block), "judge_id": judge_id(block)}, ENTRY)
+    assert sent["answer"] == ENTRY["answer"] and sent["reference"] == ENTRY["reference_answer"]
+    if name == "openai":  # its own case: the rendered prompt
+        assert ENTRY["reference_answer"] in "\n".join(m["content"] for m in sent["messages"])
+    if name == "reference":  # its own case: the rule and the entry's version strings
+        assert sent["rule"] and sent["version_strings"]["expected_apis"] == ["model_dump"]
+    unknown = judge_input({"judge": {"name": "gone"}, "judge_id": None}, ENTRY)
+    assert unknown == {"answer": ENTRY["answer"], "reference": ENTRY["reference_answer"]}
+
+
 @pytest.mark.slow  # the reference judge embeds with the real MiniLM
 @pytest.mark.parametrize("name", JUDGES.names())
 def test_every_judge_returns_a_verdict_or_an_error(name: str, server: FakeOpenAI, tmp_path: Path) -> None:
@@ -235,3 +256,20 @@ def test_every_embedded_store_keeps_its_partitions_apart(name: str, tmp_path: Pa
     check_store_files(name, folder, {"demo@1.0": 3, "demo@2.0": 3})
     with pytest.raises(UsageError):
         check_store_files(name, folder, {"demo@1.0": 4})
+
+
+@pytest.mark.slow  # minilm loads the real model
+@pytest.mark.parametrize("name", EMBEDDERS.names())
+def test_every_embedder_gives_one_finite_vector_per_text(
+    name: str, server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    block = compose([f"embedder={name}"]).embedder
+    if hasattr(block, "base_url"):  # an endpoint: the test server, with a key where the block reads one
+        block = dataclasses.replace(block, base_url=server.base_url)
+        monkeypatch.setenv(block.api_key_env, "test-key")
+    embedder = EMBEDDERS[name](block)
+    texts = ["model_dump returns a dict", "validators run before the model", "model_dump returns a dict"]
+    vectors = embedder.encode(texts)
+    assert vectors.shape == (3, embedder.dim) and embedder.dim > 0 and np.isfinite(vectors).all()
+    assert np.allclose(vectors[0], vectors[2]) and not np.allclose(vectors[0], vectors[1])
+    assert isinstance(embedder.fingerprint, str) and embedder.fingerprint

@@ -110,30 +110,38 @@ class OpenAIJudge(TemplatedChat):
 
 
 Labels = Mapping[str, VersionStrings] | None
+JudgeBuilder = Callable[[schema.Judge, Labels], "Judge | None"]
+# sent(recorded block, recorded identity, summary entry): what the judge was sent beyond the answer and the
+# reference, rebuilt from a summary (the entry trace's judge span, design 6.7).
+Sent = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+
+
+def _nothing_more(
+    block: Mapping[str, Any], identity: Mapping[str, Any], entry: Mapping[str, Any]
+) -> dict[str, Any]:
+    return {}
 
 
 @dataclass(frozen=True)
 class RegisteredJudge:
-    build: Callable[[schema.Judge, Labels], Judge | None]  # None: no judge (judge=none)
+    build: JudgeBuilder  # None: no judge (judge=none)
     # What decides a verdict, and nothing else (not the key, retries or budget); None: no judge.
     identity: Callable[[schema.Judge], dict[str, Any] | None]
+    sent: Sent = _nothing_more
 
 
 JUDGES: Registry[RegisteredJudge] = Registry("judge")
 
 
 def register_judge(
-    name: str, *, identity: Callable[[schema.Judge], dict[str, Any] | None]
-) -> Callable[
-    [Callable[[schema.Judge, Labels], Judge | None]], Callable[[schema.Judge, Labels], Judge | None]
-]:
+    name: str, *, identity: Callable[[schema.Judge], dict[str, Any] | None], sent: Sent = _nothing_more
+) -> Callable[[JudgeBuilder], JudgeBuilder]:
     """Decorator: ``build(block, labels) -> Judge`` serves ``judge.name == name``; ``identity(block)`` is what
-    decides its verdicts (hashed into ``config.judge_id`` and the journal keys)."""
+    decides its verdicts (hashed into ``config.judge_id`` and the journal keys); ``sent`` rebuilds what it was
+    sent from a summary."""
 
-    def decorate(
-        build: Callable[[schema.Judge, Labels], Judge | None],
-    ) -> Callable[[schema.Judge, Labels], Judge | None]:
-        JUDGES.add(name, RegisteredJudge(build, identity))
+    def decorate(build: JudgeBuilder) -> JudgeBuilder:
+        JUDGES.add(name, RegisteredJudge(build, identity, sent))
         return build
 
     return decorate
@@ -177,23 +185,6 @@ def _reference_identity(cfg: schema.Judge) -> dict[str, Any]:
     return reference_identity(as_variant(cfg, schema.JudgeReference, "judge"))
 
 
-@register_judge("none", identity=_no_identity)
-def _build_none(cfg: schema.Judge, labels: Labels) -> None:
-    return None
-
-
-@register_judge("openai", identity=_openai_identity)
-def _build_openai(cfg: schema.Judge, labels: Labels) -> Judge:
-    block = as_variant(cfg, schema.JudgeOpenAI, "judge")
-    return OpenAIJudge(block.llm, PromptTemplate.load(block.template))
-
-
-@register_judge("reference", identity=_reference_identity)
-def _build_reference(cfg: schema.Judge, labels: Labels) -> Judge:
-    block = as_variant(cfg, schema.JudgeReference, "judge")
-    return ReferenceJudge(float(block.threshold), labels or {}, float(block.facts_threshold))
-
-
 def judge_id(judge_cfg: schema.Judge) -> dict[str, Any] | None:
     """``{"hash", "identity"}`` of a configured judge, None without one (the summary's ``config.judge_id``)."""
     identity = judge_identity(judge_cfg)
@@ -202,24 +193,54 @@ def judge_id(judge_cfg: schema.Judge) -> dict[str, Any] | None:
 
 def judge_input(recorded: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, Any]:
     """What the judge was sent for one summary entry, rebuilt from the summary's recorded ``config`` (its
-    ``judge`` block and ``judge_id``): the answer and the reference answer, an LLM judge's rendered messages
-    (when its template's text still has the recorded sha256; else ``messages`` null and why), the offline
-    judge's rule and the entry's version strings. The entry trace's judge span shows it (design 6.7)."""
+    ``judge`` block and ``judge_id``): the answer and the reference answer, and what the recorded judge's
+    registration adds (an LLM judge's rendered messages when its template's text still has the recorded
+    sha256, else ``messages`` null and why; the offline judge's rule and the entry's version strings). The
+    entry trace's judge span shows it (design 6.7)."""
     block = recorded.get("judge") or {}
     identity = (recorded.get("judge_id") or {}).get("identity") or {}
     out: dict[str, Any] = {"answer": entry.get("answer"), "reference": entry.get("reference_answer")}
-    if block.get("name") == "reference":
-        strings = {k: entry.get(k) for k in ("expected_apis", "expected_any", "forbidden_apis")}
-        return {**out, "rule": identity.get("rule"), "version_strings": strings}
-    if block.get("name") != "openai" or not block.get("template"):
-        return out
+    name = block.get("name")
+    entry_of = JUDGES.get(name) if isinstance(name, str) else None
+    return out if entry_of is None else {**out, **entry_of.sent(block, identity, entry)}
+
+
+def _openai_sent(
+    block: Mapping[str, Any], identity: Mapping[str, Any], entry: Mapping[str, Any]
+) -> dict[str, Any]:
+    if not block.get("template"):
+        return {}
     try:
         template = PromptTemplate.load(str(block["template"]))
     except UsageError as exc:
-        return {**out, "messages": None, "messages_note": str(exc)}
+        return {"messages": None, "messages_note": str(exc)}
     if hashlib.sha256(template.text.encode()).hexdigest() != identity.get("template_sha256"):
-        return {**out, "messages": None, "messages_note": "the template changed since the run"}
+        return {"messages": None, "messages_note": "the template changed since the run"}
     values = {k: str(entry.get(k) or "") for k in ("library", "version", "question")}
     messages = template.render(**values, reference=str(entry.get("reference_answer") or ""),
                                answer=str(entry.get("answer") or ""))  # fmt: skip
-    return {**out, "messages": messages}
+    return {"messages": messages}
+
+
+def _reference_sent(
+    block: Mapping[str, Any], identity: Mapping[str, Any], entry: Mapping[str, Any]
+) -> dict[str, Any]:
+    strings = {k: entry.get(k) for k in ("expected_apis", "expected_any", "forbidden_apis")}
+    return {"rule": identity.get("rule"), "version_strings": strings}
+
+
+@register_judge("none", identity=_no_identity)
+def _build_none(cfg: schema.Judge, labels: Labels) -> None:
+    return None
+
+
+@register_judge("openai", identity=_openai_identity, sent=_openai_sent)
+def _build_openai(cfg: schema.Judge, labels: Labels) -> Judge:
+    block = as_variant(cfg, schema.JudgeOpenAI, "judge")
+    return OpenAIJudge(block.llm, PromptTemplate.load(block.template))
+
+
+@register_judge("reference", identity=_reference_identity, sent=_reference_sent)
+def _build_reference(cfg: schema.Judge, labels: Labels) -> Judge:
+    block = as_variant(cfg, schema.JudgeReference, "judge")
+    return ReferenceJudge(float(block.threshold), labels or {}, float(block.facts_threshold))
