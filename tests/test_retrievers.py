@@ -179,6 +179,16 @@ def test_hybrid_is_reciprocal_rank_fusion(hybrid, bm25, dense):
     assert hybrid.score_range == (0.0, 2 / 61)
 
 
+@pytest.mark.slow
+def test_hybrid_native_fuses_the_engine_s_two_rankings(index, corpus):
+    """The Edge engine's RRF, 1 / (rrf_k + rank) with rank from 0: A leads BM25 and dense alike."""
+    store, embedder = index
+    native = make_retriever(compose(["retriever=hybrid_native"]).retriever, corpus, store, embedder)
+    got = native.retrieve(Q_SERIALIZE, "demo", "1.0", 10)
+    assert got[0][0] == A and got[0][1] == pytest.approx(2 / 60, abs=1e-6)
+    assert native.retrieve("model_dump", "demo", "2.0", 10)[0][0] == F  # the exact identifier, in its pin
+
+
 # -------------------------------------------------------------------------------- the shared contract
 # Every registered retriever, built from its composed block the way the harness builds it, is held to the
 # interface only (document ids, no duplicates, sorted, at most k, inside the pin); how well it ranks is each
