@@ -52,13 +52,20 @@ from doceval.config.compose import compose
 from doceval.errors import UsageError
 from doceval.harness.candidates import retrieve_all
 from doceval.index.embed import CachedEmbedder
-from doceval.index.store import VectorStore, store_subdir
+from doceval.index.store import STORES, VectorStore, store_subdir
 from doceval.inputs.beir import import_beir, read_qrels
 from doceval.inputs.corpus import Corpus, load_corpus
 from doceval.inputs.golden import GoldenEntry, parse_golden
 from doceval.scoring.metrics import build_matrix, mean_or_none
 from doceval.scoring.registry import retrieval_scores
-from doceval.system.retrievers import Ranked, Retriever, best_per_document, make_retriever
+from doceval.system.retrievers import (
+    RETRIEVERS,
+    Ranked,
+    Retriever,
+    best_per_document,
+    make_retriever,
+    needs_index,
+)
 from doceval.system.retrievers.base import pin_of
 
 DEPTH = 100
@@ -310,11 +317,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--retrievers",
         nargs="+",
         default=["bm25", "dense"],
-        choices=["bm25", "dense", "hybrid", "hybrid_native", "overlap"],
+        choices=[n for n in RETRIEVERS.names() if RETRIEVERS[n].needs_corpus],  # function brings its own
     )
     ap.add_argument(
         "--store",
-        choices=["qdrant_edge", "qdrant_local"],
+        choices=[n for n in STORES.names() if store_subdir(n) is not None],
         default="qdrant_edge",
         help="the embedded store the index is built in (hybrid_native needs qdrant_edge)",
     )
@@ -387,7 +394,7 @@ def run(args: argparse.Namespace) -> int:
 
     store: VectorStore | None = None
     embedder: CachedEmbedder | None = None
-    if {"dense", "hybrid", "hybrid_native"} & set(args.retrievers):
+    if any(needs_index(n) for n in args.retrievers):
         from doceval.index.build import build_index
         from doceval.index.embed import make_embedder
 

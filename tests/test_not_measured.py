@@ -22,6 +22,7 @@ from doceval.config.compose import flatten
 from doceval.config.objects import config_dict
 from doceval.results.markdown import render_report
 from doceval.scoring.registry import names
+from doceval.system.retrievers import RETRIEVERS, needs_index
 from doceval.tracking.configured import effective_params
 from doceval.tracking.shaping import _param_value, entries_csv
 
@@ -274,7 +275,7 @@ def test_an_http_assistants_params_are_what_ran(project: Path) -> None:
     assert params["memory.isolate"] == "False" and " · warm memory" in name
 
 
-@pytest.mark.parametrize("option", ["dense", "hybrid", "hybrid_native"])
+@pytest.mark.parametrize("option", [n for n in RETRIEVERS.names() if needs_index(n)])
 def test_index_retrievers_params_are_their_recorded_block(option: str) -> None:
     # These need a vector index (not built here); the summary records their block as composed
     # (doceval.harness.summary), and the params take every block from the summary's record.

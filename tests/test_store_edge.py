@@ -26,6 +26,7 @@ from doceval.config import schema
 from doceval.config.compose import compose
 from doceval.errors import UsageError
 from doceval.index.store import SearchConfig, VectorStore, collection_name
+from doceval.system.retrievers import RETRIEVERS, needs_index
 
 ROOT = Path(__file__).resolve().parents[1]
 EDGE = compose(["store=qdrant_edge"]).store
@@ -253,9 +254,7 @@ def test_the_index_manifest_records_the_edge_store(built: Path) -> None:
         )
 
 
-@pytest.mark.parametrize(
-    "retriever", ["dense", "hybrid", "hybrid_native"], ids=["dense", "hybrid", "hybrid_native"]
-)
+@pytest.mark.parametrize("retriever", [n for n in RETRIEVERS.names() if needs_index(n)])
 def test_every_index_retriever_runs_from_the_cli_on_edge(
     project: Path, server: FakeOpenAI, retriever: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -86,8 +86,10 @@ def load_summary(path_or_run_id: str | Path) -> Summary:
     return Summary(load_summary_mapping(path_or_run_id, mlflow_summary_loader()))
 
 
-# The built-in retrievers a name can pick (``function`` is the user's own: pass the function itself).
-BUILT_IN_RETRIEVERS = tuple(sorted(n for n in RETRIEVERS if n != "function"))
+def _built_in_retrievers() -> tuple[str, ...]:
+    """The registered retrievers a name can pick, read when asked (``function`` is the user's own: pass the
+    function itself)."""
+    return tuple(n for n in RETRIEVERS.names() if n != "function")
 
 
 def _name(fn: Any) -> str:
@@ -241,10 +243,10 @@ def _check_evaluate_args(golden: Any, retriever: Any, agent: Any, k: Any, split:
     if not isinstance(golden, str | Path) or not str(golden).strip():
         raise _bad("evaluate", "golden", golden, "the path of a golden set (str or pathlib.Path), JSONL or a "
                    "JSON array", "evaluate('golden.jsonl', retriever=fn)")  # fmt: skip
-    if isinstance(retriever, str) and retriever not in BUILT_IN_RETRIEVERS:
+    if isinstance(retriever, str) and retriever not in _built_in_retrievers():
         raise UsageError(
             f"evaluate(retriever={retriever!r:.60}): not a built-in retriever; pass one of "
-            f"{', '.join(BUILT_IN_RETRIEVERS)} (e.g. retriever='bm25'), or your own function (retriever=my_retrieve)"
+            f"{', '.join(_built_in_retrievers())} (e.g. retriever='bm25'), or your own function (retriever=my_retrieve)"
         )
     for name, fn in (("retriever", retriever), ("agent", agent)):
         if fn is not None and not callable(fn) and not (name == "retriever" and isinstance(fn, str)):

@@ -43,7 +43,7 @@ from doceval.scoring.judging import JudgeRecord, JudgingOutcome, judge_answers, 
 from doceval.scoring.reference_judge import version_strings
 from doceval.scoring.registry import ANSWER_NAMES, answer_scores, names
 from doceval.seam import Reply
-from doceval.system.docchat.answerers import Answerer, make_answerer
+from doceval.system.docchat.answerers import Answerer, is_offline, make_answerer
 from doceval.system.docchat.runner import RemoteUnits, load_journal, run_agent
 from doceval.system.docchat.search import PrecomputedSearch
 
@@ -119,7 +119,7 @@ def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetu
     run_dir = options.run_dir or Path(cfg.paths.runs) / "eval" / key
     # The journals make LLM and assistant runs resumable; an offline, unjudged run of doceval's agent costs
     # milliseconds to redo, and fsyncing every entry would dominate a sweep point.
-    offline = isinstance(answerer_cfg, schema.AnswererExtractive) and judge is None
+    offline = is_offline(answerer_cfg) and judge is None
     journal, judge_journal = (None, None) if offline else (run_dir / "journal.jsonl", run_dir / "judge.jsonl")
     return AgentSetup(answerer_cfg, judge_cfg, answerer, judge, warm, None if budget is None else float(budget),
                       cfg.run.max_concurrency, key, journal, judge_journal, cfg.run.max_abandoned,
@@ -203,7 +203,7 @@ def docchat_remote(setup: AgentSetup, plan: RunPlan) -> RemoteUnits | None:
         print_note("engine=ray: doceval's agent answers here, on the driver: warm memory is one memory "
                    "asked strictly in probe order")  # fmt: skip
         return None
-    if not isinstance(setup.answerer_cfg, schema.AnswererExtractive):
+    if not is_offline(setup.answerer_cfg):
         name = setup.answerer_cfg.name if setup.answerer_cfg is not None else "none"
         print_note(f"engine=ray: doceval's agent answers here, on the driver: answerer={name} keeps its LLM "
                    "cache (sqlite) and the run's budget ledger on this machine")  # fmt: skip
@@ -211,6 +211,7 @@ def docchat_remote(setup: AgentSetup, plan: RunPlan) -> RemoteUnits | None:
     # lazy: start-up (the Ray fan-out and the external systems' modules, ~60 ms) loads only for engine=ray
     from doceval.harness.remote import docchat_on_ray
 
+    assert setup.answerer_cfg is not None  # is_offline(None) is False
     return docchat_on_ray(engine, setup.answerer_cfg, setup.reset_ids(plan))
 
 
@@ -231,7 +232,7 @@ def run_docchat(
     pins = {i: (t.library, t.version) for i, t in turns.items()}
     search = PrecomputedSearch(plan.candidates.routed, hits, texts, plan.floors.of, unretrieved, pins)
     # The offline answerer is pure Python under the GIL: threads would only add their overhead.
-    offline_answerer = isinstance(setup.answerer_cfg, schema.AnswererExtractive)
+    offline_answerer = is_offline(setup.answerer_cfg)
     outcome = run_agent(
         [p for p in plan.probes() if p.id not in errors],
         search,

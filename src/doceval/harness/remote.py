@@ -178,10 +178,10 @@ def _module_file(name: str) -> Path | None:
 
 
 def docchat_on_ray(
-    engine: schema.EngineRay, answerer_cfg: schema.AnswererExtractive, reset_ids: frozenset[str]
+    engine: schema.EngineRay, answerer_cfg: schema.Answerer, reset_ids: frozenset[str]
 ) -> RemoteUnits:
     """How :func:`doceval.system.docchat.runner.run_agent` answers its units on ``engine.actors`` actors with
-    the extractive answerer (``answerer_cfg``), one unit at a time per actor (pure Python under the GIL, as
+    an offline answerer (``answerer_cfg``, registered ``offline``), one unit at a time per actor (pure Python under the GIL, as
     locally); ``reset_ids``: the turns answered with an empty memory (``--memory-reset needs_memory``)."""
     # lazy: the agent's runner is the system: loaded only for doceval's agent
     from doceval.system.docchat.answerers import make_answerer

@@ -1,4 +1,6 @@
 """Embedders (all-MiniLM-L6-v2 offline, or an OpenAI-compatible endpoint) behind a content-addressed cache.
+:data:`EMBEDDERS` (the one plug-in rule, :class:`~doceval.common.registry.Registry`) maps ``embedder.name`` to
+its builder.
 
 The cache key is sha256(embedder fingerprint + text), so an unchanged chunk or question is never embedded twice,
 whichever stage or run asks for it.
@@ -14,18 +16,17 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from doceval.common.progress import Progress, on_terminal
 from doceval.common.redact import redact_url
+from doceval.common.registry import Registry, as_variant
+from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.index.hardware import cpu_capability, resolve_device, resolve_precision
 from doceval.llm import embed_texts
-
-if TYPE_CHECKING:
-    from doceval.config import schema
 
 log = logging.getLogger(__name__)
 
@@ -421,13 +422,33 @@ class CachedEmbedder:
         return resolved() if callable(resolved) else None
 
 
+EmbedderBuilder = Callable[[schema.Embedder], Embedder]
+# name -> builder(block): the embedder without its cache (make_embedder puts the cache in front)
+EMBEDDERS: Registry[EmbedderBuilder] = Registry("embedder")
+
+
+def register_embedder(name: str) -> Callable[[EmbedderBuilder], EmbedderBuilder]:
+    """Decorator: ``build(block) -> Embedder`` serves ``embedder.name == name``."""
+
+    def decorate(build: EmbedderBuilder) -> EmbedderBuilder:
+        EMBEDDERS.add(name, build)
+        return build
+
+    return decorate
+
+
 def make_embedder(cfg: schema.Embedder, cache_path: Path | None) -> CachedEmbedder:
     """The ``embedder`` block's embedder, behind the embedding cache at ``cache_path`` (None: no cache)."""
-    inner: Embedder
-    if cfg.name == "minilm":
-        inner = MiniLMEmbedder(batch_size=cfg.batch_size, precision=cfg.precision, device=cfg.device)
-    elif cfg.name == "openai":
-        inner = OpenAIEmbedder(cfg)
-    else:
-        raise UsageError(f"embedder.name={cfg.name!r} is not known; use one of: minilm, openai")
+    inner = EMBEDDERS.require(cfg.name)(cfg)
     return CachedEmbedder(inner, EmbeddingCache(cache_path) if cache_path else None)
+
+
+@register_embedder("minilm")
+def _build_minilm(cfg: schema.Embedder) -> Embedder:
+    block = as_variant(cfg, schema.EmbedderMiniLM, "embedder")
+    return MiniLMEmbedder(batch_size=block.batch_size, precision=block.precision, device=block.device)
+
+
+@register_embedder("openai")
+def _build_openai(cfg: schema.Embedder) -> Embedder:
+    return OpenAIEmbedder(as_variant(cfg, schema.EmbedderOpenAI, "embedder"))

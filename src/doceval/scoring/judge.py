@@ -4,6 +4,9 @@
 The reference answer is a label: it comes from the golden set, never through the probe the system saw.
 A judge never guesses: an unparsable verdict or a failed call is a *judge error* (verdict None), which the
 metrics count and exclude from answer_accuracy instead of scoring it right or wrong.
+
+:data:`JUDGES` (the one plug-in rule, :class:`~doceval.common.registry.Registry`) maps ``judge.name`` to its
+builder and its identity (what decides a verdict, for the cache keys and the summary).
 """
 
 from __future__ import annotations
@@ -11,19 +14,21 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from doceval.common.bounded_json import loads
 from doceval.common.naming import judge_hash
 from doceval.common.redact import redact_url, scrub_message
+from doceval.common.registry import Registry, as_variant
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.llm import LLMConfig, LLMError, PromptTemplate, TemplatedChat
 from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings
 from doceval.scoring.reference_judge import identity as reference_identity
 
-__all__ = ["Judge", "OpenAIJudge", "judge_hash", "judge_id", "judge_identity", "judge_input", "make_judge",
+__all__ = ["JUDGES", "Judge", "OpenAIJudge", "register_judge", "judge_hash", "judge_id", "judge_identity", "judge_input", "make_judge",
            "parse_verdict"]  # fmt: skip
 from doceval.seam import Probe
 
@@ -104,28 +109,66 @@ class OpenAIJudge(TemplatedChat):
         self.client.close()
 
 
-def make_judge(cfg: schema.Judge, labels: Mapping[str, VersionStrings] | None = None) -> Judge | None:
-    """The configured judge: ``judge=none`` -> None (no judge); ``judge=openai`` (its client settings in
-    ``cfg.llm``); ``judge=reference``, which needs the entries' version strings (``labels``)."""
-    if isinstance(cfg, schema.JudgeOpenAI):
-        return OpenAIJudge(cfg.llm, PromptTemplate.load(cfg.template))
-    if isinstance(cfg, schema.JudgeReference):
-        return ReferenceJudge(float(cfg.threshold), labels or {}, float(cfg.facts_threshold))
-    return None
+Labels = Mapping[str, VersionStrings] | None
+JudgeBuilder = Callable[[schema.Judge, Labels], "Judge | None"]
+# sent(recorded block, recorded identity, summary entry): what the judge was sent beyond the answer and the
+# reference, rebuilt from a summary (the entry trace's judge span, design 6.7).
+Sent = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+
+
+def _nothing_more(
+    block: Mapping[str, Any], identity: Mapping[str, Any], entry: Mapping[str, Any]
+) -> dict[str, Any]:
+    return {}
+
+
+@dataclass(frozen=True)
+class RegisteredJudge:
+    build: JudgeBuilder  # None: no judge (judge=none)
+    # What decides a verdict, and nothing else (not the key, retries or budget); None: no judge.
+    identity: Callable[[schema.Judge], dict[str, Any] | None]
+    sent: Sent = _nothing_more
+
+
+JUDGES: Registry[RegisteredJudge] = Registry("judge")
+
+
+def register_judge(
+    name: str, *, identity: Callable[[schema.Judge], dict[str, Any] | None], sent: Sent = _nothing_more
+) -> Callable[[JudgeBuilder], JudgeBuilder]:
+    """Decorator: ``build(block, labels) -> Judge`` serves ``judge.name == name``; ``identity(block)`` is what
+    decides its verdicts (hashed into ``config.judge_id`` and the journal keys); ``sent`` rebuilds what it was
+    sent from a summary."""
+
+    def decorate(build: JudgeBuilder) -> JudgeBuilder:
+        JUDGES.add(name, RegisteredJudge(build, identity, sent))
+        return build
+
+    return decorate
+
+
+def make_judge(cfg: schema.Judge, labels: Labels = None) -> Judge | None:
+    """The configured judge, built by the builder registered under ``cfg.name``: ``judge=none`` -> None (no
+    judge); ``labels``: the entries' version strings (the reference judge reads them)."""
+    return JUDGES.require(cfg.name).build(cfg, labels)
 
 
 def judge_identity(cfg: schema.Judge) -> dict[str, Any] | None:
-    """What decides a verdict, and nothing else (not the key, retries or budget): the model, endpoint (no
-    credentials), template text hash, temperature and seed of an LLM judge; the rule and threshold of the
-    reference judge. None: no judge."""
-    if isinstance(cfg, schema.JudgeReference):
-        return reference_identity(cfg)
-    if not isinstance(cfg, schema.JudgeOpenAI):
-        return None
-    template = PromptTemplate.load(cfg.template)
-    llm = cfg.llm
+    """What decides a verdict of the configured judge (its registered identity); None: no judge."""
+    return JUDGES.require(cfg.name).identity(cfg)
+
+
+def _no_identity(cfg: schema.Judge) -> None:
+    return None
+
+
+def _openai_identity(cfg: schema.Judge) -> dict[str, Any]:
+    """The model, endpoint (no credentials), template text hash, temperature and seed of an LLM judge."""
+    block = as_variant(cfg, schema.JudgeOpenAI, "judge")
+    template = PromptTemplate.load(block.template)
+    llm = block.llm
     return {
-        "name": cfg.name,
+        "name": block.name,
         "model": llm.model,
         "base_url": redact_url(str(llm.base_url)) if llm.base_url else None,
         "template": template.template_id,
@@ -137,6 +180,11 @@ def judge_identity(cfg: schema.Judge) -> dict[str, Any] | None:
     }
 
 
+def _reference_identity(cfg: schema.Judge) -> dict[str, Any]:
+    """The rule and thresholds of the reference judge."""
+    return reference_identity(as_variant(cfg, schema.JudgeReference, "judge"))
+
+
 def judge_id(judge_cfg: schema.Judge) -> dict[str, Any] | None:
     """``{"hash", "identity"}`` of a configured judge, None without one (the summary's ``config.judge_id``)."""
     identity = judge_identity(judge_cfg)
@@ -145,24 +193,54 @@ def judge_id(judge_cfg: schema.Judge) -> dict[str, Any] | None:
 
 def judge_input(recorded: Mapping[str, Any], entry: Mapping[str, Any]) -> dict[str, Any]:
     """What the judge was sent for one summary entry, rebuilt from the summary's recorded ``config`` (its
-    ``judge`` block and ``judge_id``): the answer and the reference answer, an LLM judge's rendered messages
-    (when its template's text still has the recorded sha256; else ``messages`` null and why), the offline
-    judge's rule and the entry's version strings. The entry trace's judge span shows it (design 6.7)."""
+    ``judge`` block and ``judge_id``): the answer and the reference answer, and what the recorded judge's
+    registration adds (an LLM judge's rendered messages when its template's text still has the recorded
+    sha256, else ``messages`` null and why; the offline judge's rule and the entry's version strings). The
+    entry trace's judge span shows it (design 6.7)."""
     block = recorded.get("judge") or {}
     identity = (recorded.get("judge_id") or {}).get("identity") or {}
     out: dict[str, Any] = {"answer": entry.get("answer"), "reference": entry.get("reference_answer")}
-    if block.get("name") == "reference":
-        strings = {k: entry.get(k) for k in ("expected_apis", "expected_any", "forbidden_apis")}
-        return {**out, "rule": identity.get("rule"), "version_strings": strings}
-    if block.get("name") != "openai" or not block.get("template"):
-        return out
+    name = block.get("name")
+    entry_of = JUDGES.get(name) if isinstance(name, str) else None
+    return out if entry_of is None else {**out, **entry_of.sent(block, identity, entry)}
+
+
+def _openai_sent(
+    block: Mapping[str, Any], identity: Mapping[str, Any], entry: Mapping[str, Any]
+) -> dict[str, Any]:
+    if not block.get("template"):
+        return {}
     try:
         template = PromptTemplate.load(str(block["template"]))
     except UsageError as exc:
-        return {**out, "messages": None, "messages_note": str(exc)}
+        return {"messages": None, "messages_note": str(exc)}
     if hashlib.sha256(template.text.encode()).hexdigest() != identity.get("template_sha256"):
-        return {**out, "messages": None, "messages_note": "the template changed since the run"}
+        return {"messages": None, "messages_note": "the template changed since the run"}
     values = {k: str(entry.get(k) or "") for k in ("library", "version", "question")}
     messages = template.render(**values, reference=str(entry.get("reference_answer") or ""),
                                answer=str(entry.get("answer") or ""))  # fmt: skip
-    return {**out, "messages": messages}
+    return {"messages": messages}
+
+
+def _reference_sent(
+    block: Mapping[str, Any], identity: Mapping[str, Any], entry: Mapping[str, Any]
+) -> dict[str, Any]:
+    strings = {k: entry.get(k) for k in ("expected_apis", "expected_any", "forbidden_apis")}
+    return {"rule": identity.get("rule"), "version_strings": strings}
+
+
+@register_judge("none", identity=_no_identity)
+def _build_none(cfg: schema.Judge, labels: Labels) -> None:
+    return None
+
+
+@register_judge("openai", identity=_openai_identity, sent=_openai_sent)
+def _build_openai(cfg: schema.Judge, labels: Labels) -> Judge:
+    block = as_variant(cfg, schema.JudgeOpenAI, "judge")
+    return OpenAIJudge(block.llm, PromptTemplate.load(block.template))
+
+
+@register_judge("reference", identity=_reference_identity, sent=_reference_sent)
+def _build_reference(cfg: schema.Judge, labels: Labels) -> Judge:
+    block = as_variant(cfg, schema.JudgeReference, "judge")
+    return ReferenceJudge(float(block.threshold), labels or {}, float(block.facts_threshold))

@@ -9,13 +9,15 @@ an Edge store searches.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 from doceval.common.hints import rerun
+from doceval.common.registry import Registry, as_variant
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.index.store.client import ClientStore
@@ -29,24 +31,98 @@ if TYPE_CHECKING:
 __all__ = [
     "rebuild_hint",
     "STORES",
+    "Backend",
     "Hit",
+    "HybridBackend",
     "SearchConfig",
     "VectorStore",
     "check_local_files",
     "check_store_files",
     "collection_name",
     "point_id",
+    "register_store",
     "search_record",
     "store_subdir",
 ]
 
-STORES = ("qdrant_edge", "qdrant_local", "qdrant_server")
-# Where an embedded store lives under paths.index (a server store lives on the server).
-_SUBDIR = {"qdrant_edge": "edge", "qdrant_local": "qdrant"}
+
+class Backend(Protocol):
+    """What a registered store opens: one partition (a collection or a shard) per pin."""
+
+    location: str
+
+    def verify(self, expect: Mapping[str, int]) -> None: ...
+
+    def recreate(self, pin: str, dim: int) -> None: ...
+
+    def upsert(
+        self,
+        pin: str,
+        chunk_ids: Sequence[str],
+        doc_ids: Sequence[str],
+        vectors: np.ndarray,
+        texts: Sequence[str] | None = None,
+        batch: int = 1024,
+    ) -> None: ...
+
+    def finish(self, pin: str) -> int:
+        """After a partition's last upsert: build its index, return its point count."""
+        ...
+
+    def has(self, pin: str) -> bool: ...
+
+    def count(self, pin: str) -> int: ...
+
+    def search(self, pin: str, vector: np.ndarray, limit: int, exact: bool | None = None) -> list[Hit]: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class HybridBackend(Backend, Protocol):
+    """A store whose engine fuses BM25 and dense rankings itself (what ``retriever=hybrid_native`` needs)."""
+
+    def hybrid(
+        self, pin: str, vector: np.ndarray, text: str, limit: int, rrf_k: int, depth: int
+    ) -> list[Hit]: ...
+
+
+# open(block, path, expect): ``expect`` None opens for building, else pin -> points from the index manifest.
+Opener = Callable[[schema.Store, Path | None, Mapping[str, int] | None], Backend]
+
+
+@dataclass(frozen=True)
+class RegisteredStore:
+    open: Opener
+    # An embedded store: its folder under paths.index, and how to check its files against the manifest without
+    # a store block (both None: the store lives on a server).
+    subdir: str | None = None
+    check_files: Callable[[Path, Mapping[str, int]], None] | None = None
+
+
+STORES: Registry[RegisteredStore] = Registry("store")
+
+
+def register_store(
+    name: str,
+    *,
+    subdir: str | None = None,
+    check_files: Callable[[Path, Mapping[str, int]], None] | None = None,
+) -> Callable[[Opener], Opener]:
+    """Decorator: ``open(block, path, expect) -> Backend`` serves ``store.name == name``; an embedded store
+    names its folder under paths.index (``subdir``) and its file check."""
+
+    def decorate(open_: Opener) -> Opener:
+        STORES.add(name, RegisteredStore(open_, subdir, check_files))
+        return open_
+
+    return decorate
 
 
 def store_subdir(name: str) -> str | None:
-    return _SUBDIR.get(name)
+    """Where an embedded store lives under paths.index (None: a server store, or a name nobody registered)."""
+    entry = STORES.get(name)
+    return entry.subdir if entry is not None else None
 
 
 def check_local_files(target: Path, expect: Mapping[str, int]) -> None:
@@ -63,12 +139,35 @@ def _edge_store(path: Path, search: SearchConfig | None, expect: Mapping[str, in
 def check_store_files(name: str, target: Path, expect: Mapping[str, int]) -> None:
     """An embedded store's partitions under ``target`` (``store_subdir(name)``) against the index manifest's
     ``expect``, opened and closed without creating anything, for a caller without a ``store`` block."""
-    if name == "qdrant_edge":
-        _edge_store(target, None, expect).close()
-    elif name == "qdrant_local":
-        ClientStore(schema.StoreQdrantLocal(name="qdrant_local"), path=target, expect=expect).close()
-    else:
-        raise UsageError(f"store.name={name!r} is not an embedded store; use one of {', '.join(_SUBDIR)}")
+    entry = STORES.get(name)
+    if entry is None or entry.check_files is None:
+        embedded = ", ".join(n for n in STORES.names() if STORES[n].check_files is not None)
+        raise UsageError(f"store.name={name!r} is not an embedded store; use one of {embedded}")
+    entry.check_files(target, expect)
+
+
+def _check_edge_files(target: Path, expect: Mapping[str, int]) -> None:
+    _edge_store(target, None, expect).close()
+
+
+def _check_qdrant_local_files(target: Path, expect: Mapping[str, int]) -> None:
+    ClientStore(schema.StoreQdrantLocal(name="qdrant_local"), path=target, expect=expect).close()
+
+
+@register_store("qdrant_edge", subdir="edge", check_files=_check_edge_files)
+def _open_edge(cfg: schema.Store, path: Path | None, expect: Mapping[str, int] | None) -> Backend:
+    block = as_variant(cfg, schema.StoreQdrantEdge, "store")
+    return _edge_store(Path(path or "data/index/edge"), SearchConfig.of(block), expect)
+
+
+@register_store("qdrant_local", subdir="qdrant", check_files=_check_qdrant_local_files)
+def _open_qdrant_local(cfg: schema.Store, path: Path | None, expect: Mapping[str, int] | None) -> Backend:
+    return ClientStore(as_variant(cfg, schema.StoreQdrantLocal, "store"), path=path, expect=expect)
+
+
+@register_store("qdrant_server")
+def _open_qdrant_server(cfg: schema.Store, path: Path | None, expect: Mapping[str, int] | None) -> Backend:
+    return ClientStore(as_variant(cfg, schema.StoreQdrantServer, "store"), path=path, expect=expect)
 
 
 class VectorStore:
@@ -79,20 +178,13 @@ class VectorStore:
         self, cfg: schema.Store, path: Path | None = None, expect: Mapping[str, int] | None = None
     ) -> None:
         self.name = cfg.name
-        self._backend: EdgeStore | ClientStore
-        if isinstance(cfg, schema.StoreQdrantEdge):
-            self._edge: EdgeStore | None = _edge_store(
-                Path(path or "data/index/edge"), SearchConfig.of(cfg), expect
-            )
-            self._backend = self._edge
-        else:
-            self._edge = None
-            self._backend = ClientStore(cfg, path=path, expect=expect)
+        entry = STORES.require(cfg.name)
+        self._backend: Backend = entry.open(cfg, path, expect)
         self.location = str(self._backend.location)
 
     @property
     def supports_hybrid(self) -> bool:
-        return self._edge is not None
+        return isinstance(self._backend, HybridBackend)
 
     def verify(self, expect: Mapping[str, int]) -> None:
         self._backend.verify(expect)
@@ -113,9 +205,7 @@ class VectorStore:
 
     def finish(self, pin: str) -> int:
         """After the last upsert of a partition: build its index (Edge) and return its point count."""
-        if self._edge is not None:
-            return self._edge.finish(pin)
-        return self.count(pin)
+        return int(self._backend.finish(pin))
 
     def has(self, pin: str) -> bool:
         return bool(self._backend.has(pin))
@@ -133,12 +223,12 @@ class VectorStore:
         self, pin: str, vector: np.ndarray, text: str, limit: int, rrf_k: int, depth: int
     ) -> list[Hit]:
         """The engine's RRF of BM25 and dense chunk rankings (Edge store only)."""
-        if self._edge is None:
+        if not isinstance(self._backend, HybridBackend):
             raise UsageError(
                 f"retriever=hybrid_native needs store=qdrant_edge (the index is {self.name}); "
                 f"use retriever=hybrid, or store=qdrant_edge and rerun {rerun('index')}"
             )
-        return self._edge.hybrid(pin, vector, text, limit, rrf_k, depth)
+        return self._backend.hybrid(pin, vector, text, limit, rrf_k, depth)
 
     def close(self) -> None:
         self._backend.close()

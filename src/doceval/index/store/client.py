@@ -152,6 +152,10 @@ class ClientStore:
             out.append((str(payload["chunk_id"]), str(payload["doc_id"]), float(point.score)))
         return out
 
+    def finish(self, pin: str) -> int:
+        """After the last upsert of a collection: nothing to build (qdrant-client indexes as it goes)."""
+        return self.count(pin)
+
     def close(self) -> None:
         self.client.close()
 

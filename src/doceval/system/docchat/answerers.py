@@ -1,13 +1,18 @@
-"""Answerers: turn the passages that cleared the floors (plus surfaced memory) into an answer or a refusal."""
+"""Answerers: turn the passages that cleared the floors (plus surfaced memory) into an answer or a refusal.
+
+:data:`ANSWERERS` (the one plug-in rule, :class:`~doceval.common.registry.Registry`) maps ``answerer.name`` to
+a builder and says whether the answerer runs offline (no model, no cache, no budget).
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from doceval.common.registry import Registry, as_variant
 from doceval.config import schema
-from doceval.errors import UsageError
 from doceval.llm import LLMConfig, PromptTemplate, TemplatedChat
 from doceval.system.docchat.types import MemoryItem, Passage, Probe
 
@@ -133,18 +138,53 @@ class OpenAIAnswerer(TemplatedChat):
         self.client.close()
 
 
+@dataclass(frozen=True)
+class RegisteredAnswerer:
+    build: Callable[[schema.Answerer], Answerer]
+    offline: bool  # no model behind it: nothing to cache, journal or budget, and it may answer on any node
+
+
+ANSWERERS: Registry[RegisteredAnswerer] = Registry("answerer")
+
+
+def register_answerer(
+    name: str, *, offline: bool = False
+) -> Callable[[Callable[[schema.Answerer], Answerer]], Callable[[schema.Answerer], Answerer]]:
+    """Decorator: ``build(block) -> Answerer`` serves ``answerer.name == name``."""
+
+    def decorate(build: Callable[[schema.Answerer], Answerer]) -> Callable[[schema.Answerer], Answerer]:
+        ANSWERERS.add(name, RegisteredAnswerer(build, offline))
+        return build
+
+    return decorate
+
+
+def is_offline(cfg: schema.Answerer | None) -> bool:
+    """Whether the configured answerer needs no model (False for none or an unknown name)."""
+    entry = ANSWERERS.get(cfg.name) if cfg is not None else None
+    return entry is not None and entry.offline
+
+
 def make_answerer(cfg: schema.Answerer) -> Answerer:
-    """The ``answerer`` block's answerer: extractive (an unset option keeps :class:`ExtractiveAnswerer`'s own
-    limit) or an OpenAI-compatible model (``cfg.llm``, its prompt ``cfg.template``)."""
-    if isinstance(cfg, schema.AnswererExtractive):
-        options = {
-            "max_passages": cfg.max_passages,
-            "sentences": cfg.sentences,
-            "max_chars": cfg.max_chars,
-            "memory_chars": cfg.memory_chars,
-        }
-        return ExtractiveAnswerer(**{k: v for k, v in options.items() if v is not None})
-    if isinstance(cfg, schema.AnswererOpenAI):
-        template = PromptTemplate.load(cfg.template)
-        return OpenAIAnswerer(cfg.llm, template, max_passages=cfg.max_passages)
-    raise UsageError(f"answerer.name: unknown answerer {cfg.name!r}; choose extractive or openai")
+    """The ``answerer`` block's answerer, built by the builder registered under ``cfg.name``."""
+    return ANSWERERS.require(cfg.name).build(cfg)
+
+
+@register_answerer("extractive", offline=True)
+def _build_extractive(cfg: schema.Answerer) -> Answerer:
+    """An unset option keeps :class:`ExtractiveAnswerer`'s own limit."""
+    block = as_variant(cfg, schema.AnswererExtractive, "answerer")
+    options = {
+        "max_passages": block.max_passages,
+        "sentences": block.sentences,
+        "max_chars": block.max_chars,
+        "memory_chars": block.memory_chars,
+    }
+    return ExtractiveAnswerer(**{k: v for k, v in options.items() if v is not None})
+
+
+@register_answerer("openai")
+def _build_openai(cfg: schema.Answerer) -> Answerer:
+    """An OpenAI-compatible model (``cfg.llm``), its prompt ``cfg.template``."""
+    block = as_variant(cfg, schema.AnswererOpenAI, "answerer")
+    return OpenAIAnswerer(block.llm, PromptTemplate.load(block.template), max_passages=block.max_passages)

@@ -4,6 +4,9 @@ is read: a JSON object/mapping with ``answer`` (str or null), ``sources`` (id st
 objects, best first) and ``refused`` (bool); optional ``reason`` and ``usage``; every other key kept in
 ``extra``. A reply of another shape, an exception or a call that failed after its retries is an error for
 that entry (``system_error_text``); the harness's run loop (:mod:`doceval.harness.agents`) records it.
+
+:data:`AGENTS` (the one plug-in rule, :class:`~doceval.common.registry.Registry`) maps ``agent.name`` to its
+builder; a builder returning None means doceval's own agent answers (``agent=docchat``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import inspect
 import json
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from doceval.common.bounded_json import MAX_JSON_DEPTH, deeper_than
@@ -25,6 +29,7 @@ from doceval.common.concurrency import (
 )
 from doceval.common.io import json_text
 from doceval.common.redact import scrub
+from doceval.common.registry import Registry, as_variant
 from doceval.common.targets import build_from_factory, load_target, provenance_of
 from doceval.config import schema
 from doceval.errors import UsageError
@@ -34,7 +39,7 @@ from doceval.system.external.http import DEFAULT_MAX_REPLY_BYTES, AgentCallError
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "AGENT_NAMES",
+    "AGENTS",
     "AgentCallError",
     "ExternalAgent",
     "FunctionAgent",
@@ -43,12 +48,12 @@ __all__ = [
     "function_agent",
     "make_agent",
     "parse_response",
+    "register_agent",
     "resolve_target",
     "system_error_text",
     "with_sampling",
 ]
 
-AGENT_NAMES = ("docchat", "function", "http")
 _CALL = "(question=..., library=..., version=..., session_id=...)"
 _RESERVED = ("answer", "sources", "refused", "reason", "usage")
 
@@ -226,35 +231,69 @@ def _check_signature(fn: Callable[..., Any], where: str, fix: str) -> None:
 # ----------------------------------------------------------------------------------------- factory
 
 
+@dataclass(frozen=True)
+class RegisteredAgent:
+    build: Callable[[schema.Agent], ExternalAgent | None]  # None: doceval's own agent (docchat) answers
+
+
+AGENTS: Registry[RegisteredAgent] = Registry("agent")
+
+
+def register_agent(
+    name: str,
+) -> Callable[
+    [Callable[[schema.Agent], ExternalAgent | None]], Callable[[schema.Agent], ExternalAgent | None]
+]:
+    """Decorator: ``build(block) -> ExternalAgent`` serves ``agent.name == name``."""
+
+    def decorate(
+        build: Callable[[schema.Agent], ExternalAgent | None],
+    ) -> Callable[[schema.Agent], ExternalAgent | None]:
+        AGENTS.add(name, RegisteredAgent(build))
+        return build
+
+    return decorate
+
+
 def make_agent(cfg: schema.Agent) -> ExternalAgent | None:
     """The system under test named by the ``agent`` block; None for ``agent=docchat`` (doceval's own)."""
-    if isinstance(cfg, schema.AgentDocChat):
-        return None
-    if isinstance(cfg, schema.AgentFunction):
-        target = cfg.target
-        if not isinstance(target, str) or not target.strip():
-            raise UsageError(
-                "agent=function needs agent.target=MODULE:ATTR (e.g. agent.target=my_agent:answer, for a "
-                f"function answer{_CALL} in my_agent.py in the current directory)"
-            )
-        kwargs = cfg.kwargs  # free-form (config.schema.OPEN_MAPPINGS): read as the mapping the user wrote
-        if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
-            raise UsageError(f"agent.kwargs={kwargs!r}: expected a mapping of keyword arguments for the factory "
-                             "(set them as +agent.kwargs.NAME=VALUE)")  # fmt: skip
-        # The settings are checked before the user's code runs (a factory may be slow, or fail for its own reasons).
-        timeout_s, cap = timeout_of(cfg.timeout_s, "agent.timeout_s"), reply_cap(cfg.max_reply_bytes)
-        fn, origin = resolve_target(target.strip(), kwargs)
-        return FunctionAgent(
-            fn,
-            target.strip(),
-            timeout_s=timeout_s,  # None: no deadline
-            max_reply_bytes=cap,
-            kwargs=kwargs,
-            origin=origin,
+    return AGENTS.require(cfg.name).build(cfg)
+
+
+@register_agent("docchat")
+def _build_docchat(cfg: schema.Agent) -> None:
+    return None
+
+
+@register_agent("http")
+def _build_http(cfg: schema.Agent) -> ExternalAgent:
+    return HttpAgent.from_config(as_variant(cfg, schema.AgentHttp, "agent"))
+
+
+@register_agent("function")
+def _build_function(block: schema.Agent) -> ExternalAgent:
+    cfg = as_variant(block, schema.AgentFunction, "agent")
+    target = cfg.target
+    if not isinstance(target, str) or not target.strip():
+        raise UsageError(
+            "agent=function needs agent.target=MODULE:ATTR (e.g. agent.target=my_agent:answer, for a "
+            f"function answer{_CALL} in my_agent.py in the current directory)"
         )
-    if isinstance(cfg, schema.AgentHttp):
-        return HttpAgent.from_config(cfg)
-    raise UsageError(f"agent.name={cfg.name}: expected one of {', '.join(AGENT_NAMES)}")
+    kwargs = cfg.kwargs  # free-form (config.schema.OPEN_MAPPINGS): read as the mapping the user wrote
+    if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
+        raise UsageError(f"agent.kwargs={kwargs!r}: expected a mapping of keyword arguments for the factory "
+                         "(set them as +agent.kwargs.NAME=VALUE)")  # fmt: skip
+    # The settings are checked before the user's code runs (a factory may be slow, or fail for its own reasons).
+    timeout_s, cap = timeout_of(cfg.timeout_s, "agent.timeout_s"), reply_cap(cfg.max_reply_bytes)
+    fn, origin = resolve_target(target.strip(), kwargs)
+    return FunctionAgent(
+        fn,
+        target.strip(),
+        timeout_s=timeout_s,  # None: no deadline
+        max_reply_bytes=cap,
+        kwargs=kwargs,
+        origin=origin,
+    )
 
 
 # --------------------------------------------------------------------------------- reading a reply

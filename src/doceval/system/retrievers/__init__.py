@@ -1,8 +1,9 @@
 """Retrievers behind one interface: ``retrieve(question, library, version, k) -> [(doc_id, score), ...]``.
 
-A registry maps ``retriever.name`` to a builder, so a new retriever is a module, a ``conf/retriever/NAME.yaml``
-and one ``@register_retriever("NAME")`` builder here (saying whether it reads the index); the harness only ever
-calls :func:`make_retriever` and :func:`needs_index`.
+:data:`RETRIEVERS` (a :class:`~doceval.common.registry.Registry`, the one plug-in rule) maps ``retriever.name`` to
+a builder, so a new retriever is a module, a ``conf/retriever/NAME.yaml``, its schema variant and one
+``@register_retriever("NAME")`` builder (saying whether it reads the index), here or in any module imported
+before the run; the harness only ever calls :func:`make_retriever` and :func:`needs_index`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from doceval.common.hints import rerun
+from doceval.common.registry import Registry, as_variant
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.index.embed import CachedEmbedder
@@ -26,7 +28,6 @@ from doceval.system.retrievers.hybrid_native import NativeHybridRetriever
 from doceval.system.retrievers.overlap import OverlapRetriever
 
 __all__ = [
-    "NAMES",
     "RETRIEVERS",
     "Builder",
     "Ranked",
@@ -62,7 +63,7 @@ class Resources:
 
 # builder(block, resources): block is the ``retriever`` block (a schema.Retriever variant) naming this builder.
 Builder = Callable[[schema.Retriever, Resources], Retriever]
-B = TypeVar("B")
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class Registered:
     needs_index: bool = False  # reads data/index: the index is opened for it, and its manifest checked
 
 
-RETRIEVERS: dict[str, Registered] = {}
+RETRIEVERS: Registry[Registered] = Registry("retriever")
 
 
 def register_retriever(
@@ -85,9 +86,7 @@ def register_retriever(
     """
 
     def decorate(build: Builder) -> Builder:
-        if name in RETRIEVERS and RETRIEVERS[name].build is not build:
-            raise ValueError(f"retriever {name!r} is registered twice")
-        RETRIEVERS[name] = Registered(build, needs_corpus, needs_index)
+        RETRIEVERS.add(name, Registered(build, needs_corpus, needs_index))
         return build
 
     return decorate
@@ -107,9 +106,7 @@ def make_retriever(
 ) -> Retriever:
     """Build the retriever named by ``cfg.name``; dense and the hybrids need the opened store and embedder, all
     but ``function`` need the corpus."""
-    entry = RETRIEVERS.get(cfg.name)
-    if entry is None:
-        raise UsageError(f"retriever={cfg.name!r} is not known; choose one of: {', '.join(RETRIEVERS)}")
+    entry = RETRIEVERS.require(cfg.name)
     resources = Resources(cfg.name, corpus, store, embedder)
     if entry.needs_corpus:
         resources.need_corpus()
@@ -120,11 +117,8 @@ def make_retriever(
 # bm25s (the bm25 retriever) and torch (the embedder) load only when the retriever that needs them runs.
 
 
-def _block(cfg: schema.Retriever, kind: type[B]) -> B:
-    """The block as the variant its builder reads (the registry chose the builder by ``cfg.name``)."""
-    if not isinstance(cfg, kind):
-        raise TypeError(f"retriever={cfg.name}: expected a {kind.__name__} block, got {type(cfg).__name__}")
-    return cfg
+def _block(cfg: schema.Retriever, kind: type[V]) -> V:
+    return as_variant(cfg, kind, "retriever")
 
 
 def _bm25(cfg: schema.RetrieverBM25 | schema.RetrieverHybrid, corpus: Corpus) -> Retriever:
@@ -169,7 +163,3 @@ def _build_hybrid_native(cfg: schema.Retriever, res: Resources) -> Retriever:
 @register_retriever("function", needs_corpus=False)
 def _build_function(cfg: schema.Retriever, res: Resources) -> Retriever:
     return FunctionRetriever.from_config(_block(cfg, schema.RetrieverFunction))
-
-
-# The shipped names (conf/retriever/ and the schema agree on them); RETRIEVERS also holds later registrations.
-NAMES: tuple[str, ...] = tuple(RETRIEVERS)
