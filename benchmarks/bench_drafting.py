@@ -130,6 +130,11 @@ def recall(items: Sequence[dict[str, Any]], differences: Sequence[Difference]) -
 
 
 # ---------------------------------------------------------------------------------------------- precision
+def reviewer_sheets() -> list[Path]:
+    """The reviewers' filled copies of the audit sheet (``audit_<reviewer>.jsonl``), never the blank sheet itself."""
+    return sorted(p for p in AUDIT.parent.glob("audit_*.jsonl") if p != AUDIT)
+
+
 def precision(sheets: Sequence[Path]) -> dict[str, Any] | None:
     """Per filled sheet: OK + MINOR share and its Wilson interval; with two, their agreement on WRONG."""
     # lazy: the results package loads numpy-heavy modules only when sheets are filled
@@ -279,7 +284,7 @@ def main() -> None:
         figures["recall"] = recall(committed, full.differences)
         if args.write_audit:
             write_audit(full, AUDIT)
-        figures["precision"] = precision(sorted(AUDIT.parent.glob("audit_*.jsonl")))
+        figures["precision"] = precision(reviewer_sheets())
         if not args.skip_ranking:
             figures["ranking"] = _ranking(args, Path(tmp))
     print(format_figures(figures))

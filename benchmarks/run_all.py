@@ -63,6 +63,10 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
             "Paired interval coverage where most differences are 0: sign-flip interval vs the old BCa",
             ["bench_paired_coverage.py", *(["--sets", "500", "--reference-sets", "100"] if quick else [])],
         ),
+        (
+            "Memory recovery's interval: coverage on simulated clustered replays",
+            ["bench_recovery.py", *(["--reps", "300"] if quick else ["--reps", "1000"])],
+        ),
         ("Index stage vs bare model.encode", ["bench_index.py", *(["--limit", "2000"] if quick else [])]),
         (
             "Embedding precision: fp32 vs bf16 autocast vs bf16 weights (embedder=minilm_bf16, minilm_bf16_weights)",
@@ -98,6 +102,10 @@ def suite(scifact: Path | None, quick: bool) -> list[tuple[str, list[str]]]:
         (
             "engine=ray on one machine: an HTTP assistant with 100 ms latency, 1,000 entries, vs engine=local",
             ["bench_ray_eval.py"],
+        ),
+        (
+            "engine=ray on one machine: what a 12-entry command costs, Ray starts, error lines, auth warnings",
+            ["bench_ray_overhead.py", "--runs", "1" if quick else "3"],
         ),
     ]
     if not quick:

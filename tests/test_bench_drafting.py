@@ -93,3 +93,15 @@ def test_make_bench_writes_the_drafting_block_into_docs(tmp_path: Path) -> None:
     shipped = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
     assert start in shipped and end in shipped  # `make bench` has its markers to write between
     assert "bench_drafting.py" in run_all.DOC_BLOCKS
+
+
+def test_precision_reads_the_reviewers_sheets_never_the_blank_one() -> None:
+    """The blank seeded sheet is `audit_sheet.jsonl`, beside the reviewers' `audit_<name>.jsonl`: it is not a
+    reviewer (on main the glob took it for one and the benchmark stopped on its blank verdicts)."""
+    bench = _load("bench_drafting")
+    sheets = bench.reviewer_sheets()
+    assert bench.AUDIT not in sheets
+    assert [p.name for p in sheets] == ["audit_reviewer-a.jsonl", "audit_reviewer-b.jsonl"]
+    figures = bench.precision(sheets)
+    assert figures is not None and set(figures["reviewers"]) == {"reviewer-a", "reviewer-b"}
+    assert all(r["n"] == 60 for r in figures["reviewers"].values())
