@@ -19,7 +19,7 @@ from openai_server import FakeOpenAI
 from sigkill import kill_once_journaled
 
 from doceval.config import schema
-from doceval.config.compose import compose
+from doceval.config.compose import compose, llm_settings
 from doceval.errors import UsageError
 from doceval.llm import LLMConfig
 from doceval.scoring.judge import OpenAIJudge, make_judge
@@ -95,7 +95,7 @@ def llm_cfg(server: FakeOpenAI, tmp_path: Path, **over: Any) -> LLMConfig:
         "cache_path": str(tmp_path / "cache" / "llm.sqlite"),
     }
     cfg.update(over)
-    return LLMConfig(**cfg)
+    return llm_settings("answerer", **cfg)
 
 
 def openai_answerer(llm: LLMConfig) -> schema.AnswererOpenAI:
@@ -229,7 +229,7 @@ CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from doceval.config import schema
-    from doceval.llm import LLMConfig
+    from doceval.config.compose import llm_settings
     from doceval.system.docchat.answerers import make_answerer
     from doceval.system.docchat.runner import run_agent
     from doceval.system.docchat.types import Passage, Probe, SearchResult
@@ -241,7 +241,7 @@ CHILD = textwrap.dedent(
         i = p.id[1:]
         return SearchResult([Passage(f"pydantic@2.8.2:m.api_{i}", 0.9, f"def m.api_{i}()\\n\\nDoes {i}.")], False, None)
 
-    llm = LLMConfig(base_url=base_url, model="m", cache_path=cache, max_retries=1, retry_base_delay_s=0.01)
+    llm = llm_settings("answerer", base_url=base_url, model="m", cache_path=cache, max_retries=1, retry_base_delay_s=0.01)
     answerer = make_answerer(schema.AnswererOpenAI(name="openai", template="answer.txt", llm=llm))
     out = run_agent(probes, search, answerer, journal_path=Path(journal), max_concurrency=2, progress=False)
     print("resumed", out.resumed, "records", len(out.records))

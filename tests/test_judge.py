@@ -18,9 +18,9 @@ from openai_server import FakeOpenAI
 from sigkill import kill_once_journaled
 
 from doceval.config import schema
-from doceval.config.compose import compose
+from doceval.config.compose import compose, llm_settings
 from doceval.errors import UsageError
-from doceval.llm import Ledger, LLMConfig
+from doceval.llm import Ledger
 from doceval.scoring.judge import OpenAIJudge, make_judge, parse_verdict
 from doceval.scoring.judging import judge_answers, load_verdicts
 from doceval.seam import Reply
@@ -50,7 +50,7 @@ def judge_for(server: FakeOpenAI, tmp_path: Path, **over: Any) -> OpenAIJudge:
         "cache_path": str(tmp_path / "llm.sqlite"),
     }
     cfg.update(over)
-    judge = make_judge(dataclasses.replace(JUDGE, llm=LLMConfig(**cfg)))
+    judge = make_judge(dataclasses.replace(JUDGE, llm=llm_settings("judge", **cfg)))
     assert isinstance(judge, OpenAIJudge)
     return judge
 
@@ -232,7 +232,9 @@ def test_one_budget_covers_answering_and_judging(server: FakeOpenAI, tmp_path: P
     priced: dict[str, Any] = {"price_per_1k_prompt": 1.0, "price_per_1k_completion": 1.0, "cache_path": ""}
     passage = Passage("pydantic@2.8.2:m.model_dump", 0.9, "def m.model_dump()\n\nUse `model_dump()`.")
     probes, refs = probes_and_refs(6)
-    llm = LLMConfig(base_url=server.base_url, model="m", max_tokens=20, max_retries=0, **priced)
+    llm = llm_settings(
+        "answerer", base_url=server.base_url, model="m", max_tokens=20, max_retries=0, **priced
+    )
     answerer = make_answerer(dataclasses.replace(ANSWERER, llm=llm))
     judge = judge_for(server, tmp_path, max_tokens=20, **priced)
 
@@ -275,7 +277,7 @@ CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from doceval.config import schema
-    from doceval.llm import LLMConfig
+    from doceval.config.compose import llm_settings
     from doceval.scoring.judge import make_judge
     from doceval.scoring.judging import judge_answers
     from doceval.seam import Probe, Reply
@@ -285,7 +287,7 @@ CHILD = textwrap.dedent(
     answers = {p.id: Reply(p.id, f"Use `api_{p.id[1:]}()`.") for p in probes}
     refs = {p.id: f"Call `api_{p.id[1:]}()`." for p in probes}
     # No LLM cache: only the journal can spare the judge what it already graded.
-    llm = LLMConfig(base_url=base_url, model="j", cache_path="", max_retries=1, retry_base_delay_s=0.01)
+    llm = llm_settings("judge", base_url=base_url, model="j", cache_path="", max_retries=1, retry_base_delay_s=0.01)
     judge = make_judge(schema.JudgeOpenAI(name="openai", template="judge.txt", llm=llm))
     out = judge_answers(probes, answers, refs, judge, journal_path=Path(journal), max_concurrency=2, progress=False)
     print("resumed", out.resumed, "verdicts", len(out.verdicts), "correct", sum(v.verdict is True for v in out.verdicts.values()))
