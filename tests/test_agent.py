@@ -63,7 +63,7 @@ def search(probe: Probe) -> SearchResult:
 
 class CountingAnswerer(ExtractiveAnswerer):
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(EXTRACTIVE.max_passages)  # as conf/answerer/extractive.yaml sets it
         self.calls: list[str] = []
 
     def answer(self, probe: Probe, passages: list[Passage], memory: list[MemoryItem]) -> Any:
@@ -81,6 +81,7 @@ def server() -> Iterator[FakeOpenAI]:
 # client settings of each test (llm_cfg) in place of conf's.
 ANSWERER = compose(["answerer=openai"]).answerer
 JUDGE = compose(["judge=openai"]).judge
+EXTRACTIVE = compose(["answerer=extractive"]).answerer
 assert isinstance(ANSWERER, schema.AnswererOpenAI) and isinstance(JUDGE, schema.JudgeOpenAI)
 
 
@@ -110,7 +111,7 @@ def openai_judge(llm: LLMConfig) -> schema.JudgeOpenAI:
 
 
 def test_extractive_answer_and_refusal() -> None:
-    ans = ExtractiveAnswerer()
+    ans = make_answerer(EXTRACTIVE)
     text, refused, reason = ans.answer(P2, [V2_DUMP], [])
     assert not refused and reason is None and text is not None
     assert text.startswith("According to the pydantic 2.8.2 docs: def pydantic.main.BaseModel.model_dump(")
@@ -179,7 +180,7 @@ def test_warm_memory_leaks_an_old_api_isolation_prevents_it(
 ) -> None:
     def make() -> Any:
         if kind == "extractive":
-            return ExtractiveAnswerer()
+            return make_answerer(EXTRACTIVE)
         return make_answerer(openai_answerer(llm_cfg(server, tmp_path)))
 
     isolated = run_agent([P1, P2], search, make(), progress=False)
@@ -212,7 +213,7 @@ def test_resume_skips_journaled_entries_and_replays_warm_memory(tmp_path: Path) 
 
 def test_torn_last_journal_line_is_redone_and_bad_lines_are_reported(tmp_path: Path) -> None:
     journal = tmp_path / "journal.jsonl"
-    run_agent([P1], search, ExtractiveAnswerer(), journal_path=journal, progress=False)
+    run_agent([P1], search, make_answerer(EXTRACTIVE), journal_path=journal, progress=False)
     with journal.open("a") as fh:
         fh.write('{"id": "p2", "answer": "half')  # killed mid-write
     answerer = CountingAnswerer()
@@ -351,7 +352,7 @@ def test_secret_key_never_leaks(server: FakeOpenAI, tmp_path: Path, monkeypatch:
 
 
 def test_records_roundtrip_through_json() -> None:
-    out = run_agent([P2], search, ExtractiveAnswerer(), progress=False)
+    out = run_agent([P2], search, make_answerer(EXTRACTIVE), progress=False)
     rec = out.records["p2"]
     assert Reply.from_json(json.loads(json.dumps(rec.to_json()))) == rec
 
@@ -406,11 +407,11 @@ def test_refusals_journaled_before_causes_get_them_from_the_search(tmp_path: Pat
 
 def test_duplicate_probe_ids_are_rejected() -> None:
     with pytest.raises(UsageError, match="duplicated: p1"):
-        run_agent([P1, P1], search, ExtractiveAnswerer(), progress=False)
+        run_agent([P1, P1], search, make_answerer(EXTRACTIVE), progress=False)
 
 
 def test_progress_bar_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    run_agent([P1, P2], search, ExtractiveAnswerer(), progress=True)
+    run_agent([P1, P2], search, make_answerer(EXTRACTIVE), progress=True)
     assert "2/2" in capsys.readouterr().err
 
 

@@ -24,7 +24,7 @@ from doceval.llm import Ledger
 from doceval.scoring.judge import OpenAIJudge, make_judge, parse_verdict
 from doceval.scoring.judging import judge_answers, load_verdicts
 from doceval.seam import Reply
-from doceval.system.docchat.answerers import ExtractiveAnswerer, make_answerer
+from doceval.system.docchat.answerers import make_answerer
 from doceval.system.docchat.runner import run_agent
 from doceval.system.docchat.types import Passage, Probe, SearchResult
 
@@ -33,6 +33,7 @@ REF = "Call `model_dump()` on the instance."
 # The shipped openai blocks (their templates); each test brings its own client settings.
 ANSWERER = compose(["answerer=openai"]).answerer
 JUDGE = compose(["judge=openai"]).judge
+EXTRACTIVE = compose(["answerer=extractive"]).answerer
 assert isinstance(ANSWERER, schema.AnswererOpenAI) and isinstance(JUDGE, schema.JudgeOpenAI)
 
 
@@ -123,7 +124,7 @@ def test_judge_errors_are_recorded_with_verdict_none(server: FakeOpenAI, tmp_pat
     server.judge_mode = "malformed"
     passage = Passage("pydantic@2.8.2:pydantic.main.BaseModel.model_dump", 0.9, "def model_dump()\n\nDumps.")
     out = run_agent(
-        [PROBE], lambda p: SearchResult([passage], False, None), ExtractiveAnswerer(), progress=False
+        [PROBE], lambda p: SearchResult([passage], False, None), make_answerer(EXTRACTIVE), progress=False
     )
     assert not out.records["j1"].refused
     judged = judge_answers(

@@ -255,8 +255,10 @@ def llm_settings(role: Literal["answerer", "judge"], **changes: Any) -> LLMConfi
     the project file), with ``changes`` (field -> value), the whole block validated by the schema: for code that
     needs a client outside a run (tests, benchmarks). No setting has a default in code (docs/design.md 6.2)."""
     block = {**_openai_block(role, str(Path.cwd())), **changes}
-    cls = schema.AnswererOpenAI if role == "answerer" else schema.JudgeOpenAI
-    return validate_block(cls, block, f"llm_settings({role!r})", path=role).llm
+    where = f"llm_settings({role!r})"
+    if role == "answerer":
+        return validate_block(schema.AnswererOpenAI, block, where, path=role).llm
+    return validate_block(schema.JudgeOpenAI, block, where, path=role).llm
 
 
 @cache

@@ -96,7 +96,7 @@ class Docs:
     # Folders instead of wheels: when any is set, the docs stage builds paths.docs from them (all together).
     folders: tuple[DocsFolder, ...] = spec()
     # the golden set written for this corpus: the default of the top-level `golden` (data/golden/README.md)
-    golden_set: str | None = spec(None, example="data/golden/v1.jsonl")
+    golden_set: str | None = spec(example="data/golden/v1.jsonl")  # null: none (the top-level golden says)
     libraries: tuple[Library, ...] = spec()
 
 
