@@ -270,7 +270,8 @@ def test_llm_messages_go_through_the_one_scrubber() -> None:
 
 def test_config_validation_names_key_and_fix() -> None:
     with pytest.raises(
-        UsageError, match=r"answerer\.temprature: unknown key; valid keys: name, template, max_passages, model"
+        UsageError,
+        match=r"answerer\.temprature: unknown key; valid keys: name, template, max_passages, model",
     ):
         llm_settings("answerer", model="m", temprature=0.1)
     with pytest.raises(

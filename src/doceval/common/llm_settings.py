@@ -36,9 +36,8 @@ class LLMConfig:
     temperature: float = _rules(ge=0, le=2, example="0.0")
     max_tokens: int = _rules(ge=1, example="512")
     seed: int | None = _rules()
-    response_format: Mapping[str, Any] | None = (
-        _rules()
-    )  # free-form: the API's own (config.schema.OPEN_MAPPINGS)
+    # Free-form: the API's own options (listed in doceval.config.schema.OPEN_MAPPINGS).
+    response_format: Mapping[str, Any] | None = _rules()
     timeout_s: float = _rules(gt=0, example="60")
     max_retries: int = _rules(ge=0, example="5")
     retry_base_delay_s: float = _rules(ge=0, example="1.0")
