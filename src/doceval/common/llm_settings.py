@@ -23,7 +23,8 @@ def _rules(**rules: Any) -> Any:
     return field(metadata=rules)
 
 
-PER_MILLION = "a provider's price per million tokens goes in price_per_1m_*; per 1k it is 1000x smaller"
+def _per_million(part: str) -> str:
+    return f"a provider's price per million tokens goes in price_per_1m_{part}; per 1k it is 1000x smaller"
 
 
 @dataclass(frozen=True)
@@ -47,10 +48,10 @@ class LLMConfig:
     price_per_1k_completion: float = _rules(ge=0, example="0.0")
     # Providers quote prices per million tokens: set these instead of the per-1k ones (not both).
     price_per_1m_prompt: float | None = _rules(
-        ge=0, example="0.15", not_with="price_per_1k_prompt", why=PER_MILLION
+        ge=0, example="0.15", not_with="price_per_1k_prompt", why=_per_million("prompt")
     )
     price_per_1m_completion: float | None = _rules(
-        ge=0, example="0.60", not_with="price_per_1k_completion", why=PER_MILLION
+        ge=0, example="0.60", not_with="price_per_1k_completion", why=_per_million("completion")
     )
     cache_path: str | None = _rules(example="data/cache/llm.sqlite")  # null or "": no response cache
 
