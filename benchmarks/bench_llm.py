@@ -19,7 +19,8 @@ from pathlib import Path
 
 from local_server import local_server, server_requests
 
-from doceval.llm import ChatClient, LLMConfig, map_concurrent  # noqa: E402
+from doceval.config.compose import llm_settings  # noqa: E402
+from doceval.llm import ChatClient, map_concurrent  # noqa: E402
 
 
 def main() -> int:
@@ -47,7 +48,8 @@ def main() -> int:
             # Level 1 is slow by construction (1 / latency req/s); fewer requests give the same rate.
             # Steady state: at least 16 full rounds; a 4-round burst mostly measures opening 32 connections.
             n = min(args.requests, 64) if c == 1 else max(args.requests, 16 * c)
-            cfg = LLMConfig(
+            cfg = llm_settings(
+                "answerer",
                 model="bench",
                 base_url=base_url,
                 max_concurrency=c,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ from ray_cluster import ray_cluster  # noqa: F401 - the shared fixture: a real t
 from ray_hosts import host_installs  # noqa: F401 - the shared fixture: per-host installs for tests/ray_hosts.py
 
 ROOT = Path(__file__).resolve().parents[1]
+# conf/'s answerer/judge cache_path, relative: where a client built from the shipped settings in the checkout writes.
+LLM_CACHE = ROOT / "data" / "cache" / "llm.sqlite"
 
 # Tests never reach for a model hub; the embedding model ships inside a package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -39,3 +42,22 @@ def _forget_registered_secrets() -> object:
 
     yield
     forget_secrets()
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    return found.st_mtime_ns, found.st_size
+
+
+@pytest.fixture(autouse=True)
+def _no_llm_cache_in_the_checkout() -> Iterator[None]:
+    """Tests never write into the checkout: a test that builds an LLM client from the shipped settings gives it
+    a cache_path under tmp_path (``llm_settings(role, cache_path=...)``) or runs in tmp_path."""
+    before = _stat(LLM_CACHE)
+    yield
+    assert _stat(LLM_CACHE) == before, (
+        f"this test wrote {LLM_CACHE}: give its LLM settings a cache_path under tmp_path"
+    )

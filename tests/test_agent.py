@@ -19,7 +19,7 @@ from openai_server import FakeOpenAI
 from sigkill import kill_once_journaled
 
 from doceval.config import schema
-from doceval.config.compose import compose
+from doceval.config.compose import compose, llm_settings
 from doceval.errors import UsageError
 from doceval.llm import LLMConfig
 from doceval.scoring.judge import OpenAIJudge, make_judge
@@ -63,7 +63,7 @@ def search(probe: Probe) -> SearchResult:
 
 class CountingAnswerer(ExtractiveAnswerer):
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(EXTRACTIVE.max_passages)  # as conf/answerer/extractive.yaml sets it
         self.calls: list[str] = []
 
     def answer(self, probe: Probe, passages: list[Passage], memory: list[MemoryItem]) -> Any:
@@ -81,6 +81,7 @@ def server() -> Iterator[FakeOpenAI]:
 # client settings of each test (llm_cfg) in place of conf's.
 ANSWERER = compose(["answerer=openai"]).answerer
 JUDGE = compose(["judge=openai"]).judge
+EXTRACTIVE = compose(["answerer=extractive"]).answerer
 assert isinstance(ANSWERER, schema.AnswererOpenAI) and isinstance(JUDGE, schema.JudgeOpenAI)
 
 
@@ -95,7 +96,7 @@ def llm_cfg(server: FakeOpenAI, tmp_path: Path, **over: Any) -> LLMConfig:
         "cache_path": str(tmp_path / "cache" / "llm.sqlite"),
     }
     cfg.update(over)
-    return LLMConfig(**cfg)
+    return llm_settings("answerer", **cfg)
 
 
 def openai_answerer(llm: LLMConfig) -> schema.AnswererOpenAI:
@@ -110,7 +111,7 @@ def openai_judge(llm: LLMConfig) -> schema.JudgeOpenAI:
 
 
 def test_extractive_answer_and_refusal() -> None:
-    ans = ExtractiveAnswerer()
+    ans = make_answerer(EXTRACTIVE)
     text, refused, reason = ans.answer(P2, [V2_DUMP], [])
     assert not refused and reason is None and text is not None
     assert text.startswith("According to the pydantic 2.8.2 docs: def pydantic.main.BaseModel.model_dump(")
@@ -179,7 +180,7 @@ def test_warm_memory_leaks_an_old_api_isolation_prevents_it(
 ) -> None:
     def make() -> Any:
         if kind == "extractive":
-            return ExtractiveAnswerer()
+            return make_answerer(EXTRACTIVE)
         return make_answerer(openai_answerer(llm_cfg(server, tmp_path)))
 
     isolated = run_agent([P1, P2], search, make(), progress=False)
@@ -212,7 +213,7 @@ def test_resume_skips_journaled_entries_and_replays_warm_memory(tmp_path: Path) 
 
 def test_torn_last_journal_line_is_redone_and_bad_lines_are_reported(tmp_path: Path) -> None:
     journal = tmp_path / "journal.jsonl"
-    run_agent([P1], search, ExtractiveAnswerer(), journal_path=journal, progress=False)
+    run_agent([P1], search, make_answerer(EXTRACTIVE), journal_path=journal, progress=False)
     with journal.open("a") as fh:
         fh.write('{"id": "p2", "answer": "half')  # killed mid-write
     answerer = CountingAnswerer()
@@ -229,7 +230,7 @@ CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from doceval.config import schema
-    from doceval.llm import LLMConfig
+    from doceval.config.compose import llm_settings
     from doceval.system.docchat.answerers import make_answerer
     from doceval.system.docchat.runner import run_agent
     from doceval.system.docchat.types import Passage, Probe, SearchResult
@@ -241,7 +242,7 @@ CHILD = textwrap.dedent(
         i = p.id[1:]
         return SearchResult([Passage(f"pydantic@2.8.2:m.api_{i}", 0.9, f"def m.api_{i}()\\n\\nDoes {i}.")], False, None)
 
-    llm = LLMConfig(base_url=base_url, model="m", cache_path=cache, max_retries=1, retry_base_delay_s=0.01)
+    llm = llm_settings("answerer", base_url=base_url, model="m", cache_path=cache, max_retries=1, retry_base_delay_s=0.01)
     answerer = make_answerer(schema.AnswererOpenAI(name="openai", template="answer.txt", llm=llm))
     out = run_agent(probes, search, answerer, journal_path=Path(journal), max_concurrency=2, progress=False)
     print("resumed", out.resumed, "records", len(out.records))
@@ -351,7 +352,7 @@ def test_secret_key_never_leaks(server: FakeOpenAI, tmp_path: Path, monkeypatch:
 
 
 def test_records_roundtrip_through_json() -> None:
-    out = run_agent([P2], search, ExtractiveAnswerer(), progress=False)
+    out = run_agent([P2], search, make_answerer(EXTRACTIVE), progress=False)
     rec = out.records["p2"]
     assert Reply.from_json(json.loads(json.dumps(rec.to_json()))) == rec
 
@@ -406,11 +407,11 @@ def test_refusals_journaled_before_causes_get_them_from_the_search(tmp_path: Pat
 
 def test_duplicate_probe_ids_are_rejected() -> None:
     with pytest.raises(UsageError, match="duplicated: p1"):
-        run_agent([P1, P1], search, ExtractiveAnswerer(), progress=False)
+        run_agent([P1, P1], search, make_answerer(EXTRACTIVE), progress=False)
 
 
 def test_progress_bar_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    run_agent([P1, P2], search, ExtractiveAnswerer(), progress=True)
+    run_agent([P1, P2], search, make_answerer(EXTRACTIVE), progress=True)
     assert "2/2" in capsys.readouterr().err
 
 

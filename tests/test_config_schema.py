@@ -1,5 +1,5 @@
 """The typed configuration schema: every shipped option validates, every bad value or unknown key is a usage
-error (exit 2) that names the dotted key before any work is done, and LLMConfig agrees with the schema."""
+error (exit 2) that names the dotted key before any work is done, and the LLM settings are validated by it."""
 
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from openai_server import FakeOpenAI
 from test_eval_cli import DOCS, GOLDEN
 
 from doceval.cli.main import main
+from doceval.common.llm_settings import LLMConfig
 from doceval.config import schema
 from doceval.config.compose import check_config, compose, load_params, validate_config
 from doceval.config.objects import config_dict
+from doceval.config.validate import validate_block
 from doceval.errors import UsageError
-from doceval.llm.config import CONTROL_KEYS, LLMConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -72,7 +73,7 @@ MODEL_GROUPS = ("answerer", "judge", "embedder", "gate")
 
 @pytest.mark.parametrize("group,option", [o for o in OPTIONS if o[0] in MODEL_GROUPS])
 def test_every_model_option_builds_its_object_from_the_shipped_file(
-    group: str, option: str, monkeypatch: pytest.MonkeyPatch
+    group: str, option: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Composing is not enough (a hand-built dict once hid a failing answerer=openai): build the object."""
     from doceval.index.embed import make_embedder
@@ -81,6 +82,7 @@ def test_every_model_option_builds_its_object_from_the_shipped_file(
     from doceval.system.docchat.answerers import make_answerer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.chdir(tmp_path)  # the shipped LLM cache_path is relative: never the checkout's data/cache
     block = getattr(compose([f"{group}={option}"], conf_dir=CONF), group)
     if group == "answerer":
         built: Any = make_answerer(block)
@@ -115,9 +117,8 @@ def test_shipped_openai_blocks_validate_and_build_an_llm_config(role: str) -> No
     built = getattr(compose([f"{role}=openai"], conf_dir=CONF), role)
     block = config_dict(built)
     assert block == yaml.safe_load((CONF / role / "openai.yaml").read_text())
-    cfg = LLMConfig.from_mapping(
-        {k: v for k, v in block.items() if k not in ("max_passages", *CONTROL_KEYS)}, role
-    )
+    own = {"name", "template", "max_passages"}
+    cfg = validate_block(LLMConfig, {k: v for k, v in block.items() if k not in own}, role, path=role)
     assert cfg.model == "gpt-4o-mini" and cfg.timeout_s == 60.0 and isinstance(cfg.timeout_s, float)
     assert built.llm == cfg
 
@@ -126,9 +127,9 @@ def test_schema_names_match_the_code() -> None:
     # (The variants' names against each plug-in registry: tests/test_plugins.py.)
     # The openai blocks' own keys (the flat field holds the LLMConfig keys, at the block's level in YAML).
     own = {f.name for f in fields(schema.JudgeOpenAI) if not f.metadata.get("flat")}
-    assert own == set(CONTROL_KEYS) and not own & {f.name for f in fields(LLMConfig)}
+    assert own == {"name", "template"} and not own & {f.name for f in fields(LLMConfig)}
     answerer = {f.name for f in fields(schema.AnswererOpenAI) if not f.metadata.get("flat")}
-    assert set(CONTROL_KEYS) <= answerer and not answerer & {f.name for f in fields(LLMConfig)}
+    assert own <= answerer and not answerer & {f.name for f in fields(LLMConfig)}
     assert {schema.AnswererOpenAI: LLMConfig, schema.JudgeOpenAI: LLMConfig} == schema.EXTENDED_BY
 
 
@@ -149,7 +150,11 @@ def test_schema_names_match_the_code() -> None:
         ("retriever.name", "nope", "retriever.name=nope: expected one of overlap, bm25, dense, hybrid"),
         ("floors.source", "config", None),  # path may stay with source=config
         ("floors.source", "cli", "floors.source=cli: expected one of calibrated, config"),
-        ("gate.thresholds", {"hit_rat": 0.5}, "gate.thresholds.hit_rat: unknown key; valid keys: hit_rate"),
+        (
+            "gate.thresholds",
+            {"hit_rat": 0.5},
+            "gate.thresholds.hit_rat: unknown metric; valid metrics: hit_rate",
+        ),
         (
             "gate.thresholds",
             {"hit_rate": 1.5},
@@ -218,7 +223,7 @@ def test_open_mappings_are_the_only_free_form_keys(monkeypatch: pytest.MonkeyPat
         validate_config(cfg)
 
 
-# ------------------------------------------------------------------------------ LLMConfig agrees with schema
+# ------------------------------------------------------------------- the LLM settings, validated by the schema
 
 
 def _llm_bounds() -> list[tuple[str, str, float]]:
@@ -231,8 +236,7 @@ def _llm_bounds() -> list[tuple[str, str, float]]:
 
 
 @pytest.mark.parametrize("name,rule,bound", _llm_bounds())
-def test_llm_config_and_schema_share_ranges(name: str, rule: str, bound: float) -> None:
-    block = yaml.safe_load((CONF / "judge" / "openai.yaml").read_text())
+def test_the_schema_checks_the_llm_settings_ranges(name: str, rule: str, bound: float) -> None:
     hint = get_type_hints(LLMConfig)[name]
     is_int = hint is int or int in get_args(hint)
     step = 1 if is_int else 0.5
@@ -242,22 +246,29 @@ def test_llm_config_and_schema_share_ranges(name: str, rule: str, bound: float) 
     for value, ok in ((inside, True), (outside, False)):
         value = int(value) if is_int else float(value)
         if ok:
-            LLMConfig.from_mapping({**block, name: value}, "judge")
             validate_config(_set(cfg, f"judge.{name}", value))
             continue
-        with pytest.raises(UsageError, match=rf"judge\.{name}"):
-            LLMConfig.from_mapping({**block, name: value}, "judge")
         with pytest.raises(UsageError, match=rf"judge\.{name}={value}: expected"):
             validate_config(_set(cfg, f"judge.{name}", value))
 
 
 @pytest.mark.parametrize("name,value", [("max_tokens", True), ("max_tokens", 2.5), ("temperature", "0.5")])
-def test_llm_config_and_schema_share_types(name: str, value: Any) -> None:
-    with pytest.raises(UsageError, match=rf"answerer\.{name}: invalid value"):
-        LLMConfig.from_mapping({"model": "m", name: value}, "answerer")
+def test_the_schema_checks_the_llm_settings_types(name: str, value: Any) -> None:
     cfg = composed(["answerer=openai"])
     with pytest.raises(UsageError, match=rf"answerer\.{name}=.*: expected"):
         validate_config(_set(cfg, f"answerer.{name}", value))
+
+
+@pytest.mark.parametrize("part", ["prompt", "completion"])
+def test_a_price_per_1k_and_per_1m_together_is_refused_by_the_schema(part: str) -> None:
+    cfg = composed(["judge=openai", f"judge.price_per_1k_{part}=0.15"])
+    validate_config(cfg)  # per 1k alone
+    both = _set(cfg, f"judge.price_per_1m_{part}", 0.15)
+    with pytest.raises(
+        UsageError, match=rf"judge\.price_per_1m_{part}=0.15 and judge\.price_per_1k_{part}=0.15: set one"
+    ):
+        validate_config(both)
+    validate_config(_set(both, f"judge.price_per_1k_{part}", 0.0))  # per 1m, with the shipped per-1k 0
 
 
 # ------------------------------------------------------------------------- the CLI: exit 2 before any work

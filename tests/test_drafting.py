@@ -308,3 +308,23 @@ def test_llm_phrasing_changes_questions_and_no_label(shipit: Path, tmp_path: Pat
         assert x == y  # every label identical
     assert changed > 0
     assert qrels_path(plain).read_bytes() == qrels_path(phrased).read_bytes()
+
+
+def test_an_llm_settings_file_is_the_shipped_block_changed_and_checked_by_the_schema(tmp_path: Path) -> None:
+    from doceval.cli.drafting import _llm
+    from doceval.config.compose import llm_settings
+
+    settings = tmp_path / "llm.yaml"
+    settings.write_text("model: m\nmax_tokens: 99\ncache_path: null\n", encoding="utf-8")
+    assert _llm(str(settings)) == llm_settings("answerer", model="m", max_tokens=99, cache_path=None)
+    assert _llm("default") == llm_settings("answerer")  # bare --llm: conf/answerer/openai.yaml as it is
+    settings.write_text("model: m\nmax_tokens: 0\n", encoding="utf-8")
+    with pytest.raises(
+        UsageError, match=rf"--llm {settings}: answerer\.max_tokens=0: expected an integer >= 1"
+    ):
+        _llm(str(settings))
+    settings.write_text("model: m\nprice_per_1k_prompt: 0.1\nprice_per_1m_prompt: 100\n", encoding="utf-8")
+    with pytest.raises(
+        UsageError, match=r"answerer\.price_per_1m_prompt=100 and answerer\.price_per_1k_prompt=0.1"
+    ):
+        _llm(str(settings))

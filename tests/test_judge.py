@@ -18,13 +18,13 @@ from openai_server import FakeOpenAI
 from sigkill import kill_once_journaled
 
 from doceval.config import schema
-from doceval.config.compose import compose
+from doceval.config.compose import compose, llm_settings
 from doceval.errors import UsageError
-from doceval.llm import Ledger, LLMConfig
+from doceval.llm import Ledger
 from doceval.scoring.judge import OpenAIJudge, make_judge, parse_verdict
 from doceval.scoring.judging import judge_answers, load_verdicts
 from doceval.seam import Reply
-from doceval.system.docchat.answerers import ExtractiveAnswerer, make_answerer
+from doceval.system.docchat.answerers import make_answerer
 from doceval.system.docchat.runner import run_agent
 from doceval.system.docchat.types import Passage, Probe, SearchResult
 
@@ -33,6 +33,7 @@ REF = "Call `model_dump()` on the instance."
 # The shipped openai blocks (their templates); each test brings its own client settings.
 ANSWERER = compose(["answerer=openai"]).answerer
 JUDGE = compose(["judge=openai"]).judge
+EXTRACTIVE = compose(["answerer=extractive"]).answerer
 assert isinstance(ANSWERER, schema.AnswererOpenAI) and isinstance(JUDGE, schema.JudgeOpenAI)
 
 
@@ -50,7 +51,7 @@ def judge_for(server: FakeOpenAI, tmp_path: Path, **over: Any) -> OpenAIJudge:
         "cache_path": str(tmp_path / "llm.sqlite"),
     }
     cfg.update(over)
-    judge = make_judge(dataclasses.replace(JUDGE, llm=LLMConfig(**cfg)))
+    judge = make_judge(dataclasses.replace(JUDGE, llm=llm_settings("judge", **cfg)))
     assert isinstance(judge, OpenAIJudge)
     return judge
 
@@ -123,7 +124,7 @@ def test_judge_errors_are_recorded_with_verdict_none(server: FakeOpenAI, tmp_pat
     server.judge_mode = "malformed"
     passage = Passage("pydantic@2.8.2:pydantic.main.BaseModel.model_dump", 0.9, "def model_dump()\n\nDumps.")
     out = run_agent(
-        [PROBE], lambda p: SearchResult([passage], False, None), ExtractiveAnswerer(), progress=False
+        [PROBE], lambda p: SearchResult([passage], False, None), make_answerer(EXTRACTIVE), progress=False
     )
     assert not out.records["j1"].refused
     judged = judge_answers(
@@ -232,7 +233,9 @@ def test_one_budget_covers_answering_and_judging(server: FakeOpenAI, tmp_path: P
     priced: dict[str, Any] = {"price_per_1k_prompt": 1.0, "price_per_1k_completion": 1.0, "cache_path": ""}
     passage = Passage("pydantic@2.8.2:m.model_dump", 0.9, "def m.model_dump()\n\nUse `model_dump()`.")
     probes, refs = probes_and_refs(6)
-    llm = LLMConfig(base_url=server.base_url, model="m", max_tokens=20, max_retries=0, **priced)
+    llm = llm_settings(
+        "answerer", base_url=server.base_url, model="m", max_tokens=20, max_retries=0, **priced
+    )
     answerer = make_answerer(dataclasses.replace(ANSWERER, llm=llm))
     judge = judge_for(server, tmp_path, max_tokens=20, **priced)
 
@@ -275,7 +278,7 @@ CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from doceval.config import schema
-    from doceval.llm import LLMConfig
+    from doceval.config.compose import llm_settings
     from doceval.scoring.judge import make_judge
     from doceval.scoring.judging import judge_answers
     from doceval.seam import Probe, Reply
@@ -285,7 +288,7 @@ CHILD = textwrap.dedent(
     answers = {p.id: Reply(p.id, f"Use `api_{p.id[1:]}()`.") for p in probes}
     refs = {p.id: f"Call `api_{p.id[1:]}()`." for p in probes}
     # No LLM cache: only the journal can spare the judge what it already graded.
-    llm = LLMConfig(base_url=base_url, model="j", cache_path="", max_retries=1, retry_base_delay_s=0.01)
+    llm = llm_settings("judge", base_url=base_url, model="j", cache_path="", max_retries=1, retry_base_delay_s=0.01)
     judge = make_judge(schema.JudgeOpenAI(name="openai", template="judge.txt", llm=llm))
     out = judge_answers(probes, answers, refs, judge, journal_path=Path(journal), max_concurrency=2, progress=False)
     print("resumed", out.resumed, "verdicts", len(out.verdicts), "correct", sum(v.verdict is True for v in out.verdicts.values()))

@@ -13,6 +13,7 @@ import pytest
 from fake_agent import serving
 from openai_server import FakeOpenAI, embed_vector
 
+from doceval.config.compose import llm_settings
 from doceval.errors import UsageError
 from doceval.llm import (
     BudgetExceeded,
@@ -48,7 +49,7 @@ def make_cfg(server: FakeOpenAI, tmp_path: Path, **over: Any) -> LLMConfig:
         "cache_path": str(tmp_path / "llm.sqlite"),
     }
     base.update(over)
-    return LLMConfig.from_mapping(base, "answerer")
+    return llm_settings("answerer", **base)
 
 
 def test_chat_roundtrip_counts_tokens_and_cost(server: FakeOpenAI, tmp_path: Path) -> None:
@@ -136,9 +137,8 @@ def test_client_error_is_not_retried(server: FakeOpenAI, tmp_path: Path) -> None
 def test_connection_error_is_retried_then_surfaced(tmp_path: Path) -> None:
     with FakeOpenAI() as srv:
         url = srv.base_url
-    cfg = LLMConfig.from_mapping(
-        {"model": "m", "base_url": url, "max_retries": 1, "retry_base_delay_s": 0.01, "cache_path": ""},
-        "answerer",
+    cfg = llm_settings(
+        "answerer", model="m", base_url=url, max_retries=1, retry_base_delay_s=0.01, cache_path=""
     )
     with pytest.raises(LLMError) as err:
         ChatClient(cfg, "answerer").complete(MESSAGES)
@@ -269,18 +269,21 @@ def test_llm_messages_go_through_the_one_scrubber() -> None:
 
 
 def test_config_validation_names_key_and_fix() -> None:
-    with pytest.raises(UsageError, match=r"answerer: unknown key\(s\) temprature"):
-        LLMConfig.from_mapping({"model": "m", "temprature": 0.1}, "answerer")
-    with pytest.raises(UsageError, match=r"judge\.model: required"):
-        LLMConfig.from_mapping({"name": "openai"}, "judge")
-    with pytest.raises(UsageError, match=r"answerer\.max_tokens"):
-        LLMConfig.from_mapping({"model": "m", "max_tokens": "lots"}, "answerer")
-    with pytest.raises(UsageError, match=r"answerer\.max_concurrency: must be >= 1"):
-        LLMConfig.from_mapping({"model": "m", "max_concurrency": 0}, "answerer")
-    cfg = LLMConfig.from_mapping(
-        {"model": "m", "name": "openai", "template": "x", "cache_path": None}, "answerer"
-    )
-    assert cfg.cache_path is None and cfg.api_key_env == "OPENAI_API_KEY"
+    with pytest.raises(
+        UsageError,
+        match=r"answerer\.temprature: unknown key; valid keys: name, template, max_passages, model",
+    ):
+        llm_settings("answerer", model="m", temprature=0.1)
+    with pytest.raises(
+        UsageError, match=r"judge\.model='': expected a non-empty string \(e\.g\. judge\.model=gpt"
+    ):
+        llm_settings("judge", model="")
+    with pytest.raises(UsageError, match=r"answerer\.max_tokens=lots: expected an integer >= 1"):
+        llm_settings("answerer", model="m", max_tokens="lots")
+    with pytest.raises(UsageError, match=r"answerer\.max_concurrency=0: expected an integer >= 1"):
+        llm_settings("answerer", model="m", max_concurrency=0)
+    cfg = llm_settings("answerer", model="m", cache_path=None)
+    assert cfg.cache_path is None and cfg.api_key_env == "OPENAI_API_KEY"  # the rest as conf/ ships it
 
 
 def test_prompt_template_sections_and_id(tmp_path: Path) -> None:
@@ -329,7 +332,7 @@ def test_a_reply_nested_100k_deep_is_a_failed_call_not_a_crash(tmp_path: Path) -
     with serving(_DeepReply) as srv:
         base = {"model": "m", "base_url": f"http://127.0.0.1:{srv.server_address[1]}/v1", "max_retries": 1,
                 "retry_base_delay_s": 0.01, "retry_max_delay_s": 0.02, "timeout_s": 5, "cache_path": None}  # fmt: skip
-        client = ChatClient(LLMConfig.from_mapping(base, "answerer"), "answerer")
+        client = ChatClient(llm_settings("answerer", **base), "answerer")
         with pytest.raises(LLMError, match="nested too deep"):
             client.complete(MESSAGES)
         assert client.ledger.snapshot()["answerer"]["requests"] == 2

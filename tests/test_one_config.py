@@ -83,7 +83,7 @@ def test_an_explicit_gate_file_takes_the_composed_blocks_rules(project: Path, ca
     (project / "wide.yaml").write_text("thresholds: {hit_rate: 1.5}\n", encoding="utf-8")
     assert cli_main(["gate", "new.json", "--config", "wide.yaml"]) == 2
     err = capsys.readouterr().err
-    assert "wide.yaml: gate.thresholds.hit_rate=1.5" in err and "<= 1" in err
+    assert "wide.yaml: thresholds.hit_rate=1.5" in err and "<= 1" in err  # as the file spells the key
     (project / "ok.yaml").write_text("thresholds: {hit_rate: 0.5, conversations.turn2.hit_rate: 0.5}\n")
     assert cli_main(["gate", "new.json", "--config", "ok.yaml"]) == 3  # the conversation figure: not measured
     assert "rules from: ok.yaml" in capsys.readouterr().out

@@ -431,9 +431,9 @@ def test_non_regression_disabled_ignores_baseline() -> None:
     [
         ({"thresholds": {"hit_rte": 0.6}}, "thresholds.hit_rte: unknown metric; valid metrics: hit_rate, recall"),
         ({"thresholds": {"hit_rate": 0.6}, "non_regression": {"enabled": True, "metrics": ["ndcg@5"]}},
-         "'ndcg@5' is an unknown metric; valid metrics: hit_rate"),
-        ({"thresholds": {"hit_rate": "high"}}, "is not a number"),
-        ({"threshold": {"hit_rate": 0.6}}, "unknown key(s) threshold"),
+         "non_regression.metrics[0]=ndcg@5: expected one of hit_rate, recall"),
+        ({"thresholds": {"hit_rate": "high"}}, "thresholds.hit_rate=high: expected a number >= 0 and <= 1"),
+        ({"threshold": {"hit_rate": 0.6}}, "threshold: unknown key; valid keys: thresholds,"),
         ({"thresholds": {}}, "always passes"),
     ],
 )  # fmt: skip

@@ -34,11 +34,10 @@ from doceval import tracking
 from doceval.cli.main import main
 from doceval.common.redact import known_secrets, redact_url, redact_urls, scrub, secret_values
 from doceval.common.text import md_text, printable
-from doceval.config.compose import compose
+from doceval.config.compose import compose, llm_settings
 from doceval.errors import UsageError
 from doceval.index.store import VectorStore
 from doceval.llm.chat import ChatClient
-from doceval.llm.config import LLMConfig
 from doceval.results.markdown import render_report
 from doceval.tracking.shaping import ENTRY_COLUMNS, build_params, entries_csv
 
@@ -196,7 +195,7 @@ def test_url_credentials_never_leak(
 
 def test_llm_client_reprs_and_records_hide_url_credentials() -> None:
     url = f"http://user:{SECRET}@127.0.0.1:9/v1?api_key={SECRET}x&mode=1"
-    cfg = LLMConfig(model="m", base_url=url, cache_path=None)
+    cfg = llm_settings("answerer", model="m", base_url=url, cache_path=None)
     client = ChatClient(cfg, "answerer")
     for text in (repr(cfg), repr(client), json.dumps(cfg.public_dict())):
         assert SECRET not in text and "***@127.0.0.1:9" in text and "api_key=***&mode=1" in text

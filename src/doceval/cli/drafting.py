@@ -63,28 +63,35 @@ def cmd_golden_draft(args: argparse.Namespace) -> int:
 
 
 def _llm(value: str | None) -> Any:
-    """The LLM client settings block ``--llm`` names (a YAML file of answerer/judge keys; bare: the packaged
-    conf/answerer/openai.yaml), validated as every LLM block is."""
+    """The LLM client settings ``--llm`` names: a YAML file of answerer keys over conf/answerer/openai.yaml (bare:
+    that file alone), validated by the schema as an openai answerer block is."""
     if value is None:
         return None
     # lazy: start-up (yaml, the config tree and the LLM settings load only for --llm)
-    import yaml
-
-    # lazy: start-up, as above
+    from doceval.config import schema
     from doceval.config.compose import find_conf_dir
-    from doceval.llm import LLMConfig
+    from doceval.config.validate import validate_block
 
-    path = Path(value) if value != "default" else find_conf_dir() / DEFAULT_LLM
+    shipped = find_conf_dir() / DEFAULT_LLM
+    path = Path(value) if value != "default" else shipped
+    block = {**_yaml_mapping(shipped, f"--llm: {shipped}"), **_yaml_mapping(path, f"--llm {value}")}
+    return validate_block(schema.AnswererOpenAI, block, f"--llm {path}", path="answerer").llm
+
+
+def _yaml_mapping(path: Path, where: str) -> dict[str, Any]:
+    """A YAML file holding one mapping (the LLM settings), or a UsageError naming ``where``."""
+    import yaml  # lazy: start-up, as above
+
     if not path.is_file():
-        raise UsageError(f"--llm {value}: not a file; name a YAML file with the LLM settings (model, base_url, "
+        raise UsageError(f"{where}: not a file; name a YAML file with the LLM settings (model, base_url, "
                          "api_key_env, ...), or pass --llm alone for conf/answerer/openai.yaml")  # fmt: skip
     try:
         block = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
-        raise UsageError(f"--llm {path}: not readable YAML ({exc})") from exc
+        raise UsageError(f"{where}: not readable YAML ({exc})") from exc
     if not isinstance(block, dict):
-        raise UsageError(f"--llm {path}: expected a mapping of LLM settings (model, base_url, ...)")
-    return LLMConfig.from_mapping(block, f"--llm {path}")
+        raise UsageError(f"{where}: expected a mapping of LLM settings (model, base_url, ...)")
+    return block
 
 
 def cmd_golden_review(args: argparse.Namespace) -> int:

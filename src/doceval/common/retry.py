@@ -24,7 +24,10 @@ Classification = tuple[str, int | None]
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    max_retries: int = 5
+    max_retries: (
+        int  # the block's own (conf/answerer|judge/openai.yaml, conf/agent/http.yaml): no default here
+    )
+    # The delays of a block that leaves them out (an HTTP agent's, an embedder's): doceval's own.
     base_delay_s: float = 1.0
     max_delay_s: float = 30.0
 

@@ -56,7 +56,7 @@ def _build_flat(cls: type, data: Mapping[str, Any], section: str) -> Any:
     base = schema.EXTENDED_BY[cls]
     own = {yaml_key(f) for f in fields(cls)}
     subset = {k: v for k, v in data.items() if k not in own}
-    return base.from_mapping(subset, section)  # type: ignore[attr-defined]
+    return build_block(base, subset, section)
 
 
 def _build_value(value: Any, hint: Any, path: str) -> Any:
@@ -79,7 +79,7 @@ def _build_value(value: Any, hint: Any, path: str) -> Any:
 
 
 def build_config(data: Mapping[str, Any]) -> schema.Config:
-    """The whole configuration, typed (``data`` validated complete by ``compose.validate_config``)."""
+    """The whole configuration, typed (``data`` validated complete by ``validate.validate_config``)."""
     return build_block(schema.Config, data)
 
 

@@ -1,12 +1,12 @@
 """The typed configuration: one dataclass per block of conf/ (and so of params.yaml).
 
-``doceval.config.compose.validate_config`` walks a composed dict against :class:`Config` once, at the edge (the
+``doceval.config.validate.validate_config`` walks a composed dict against :class:`Config` once, at the edge (the
 end of ``compose()`` and ``load_params()``): every key must be declared (a typo or a ``+retriever._target_=x``
 is an error, not a silent no-op) and every value must have its declared type and range. Then
 ``doceval.config.objects.build_config`` makes the frozen :class:`Config` the code reads by attribute; nothing
 outside doceval/config reads the raw mapping. Nothing here fills in defaults: those are written once, in conf/.
-An openai answerer/judge block also takes the fields of ``doceval.llm.LLMConfig`` (see EXTENDED_BY), held as
-one ``LLMConfig`` in its ``llm`` field.
+An openai answerer/judge block also takes the fields of ``doceval.common.llm_settings.LLMConfig`` (see
+EXTENDED_BY), held as one ``LLMConfig`` in its ``llm`` field.
 
 Conventions read by the validator:
 
@@ -16,7 +16,9 @@ Conventions read by the validator:
 - ``spec(...)`` metadata: ``ge``/``gt``/``le`` bounds, ``choices`` (a tuple, or a function for lists owned by
   other modules), ``keys`` (allowed mapping keys), ``nonempty``, ``pattern``, ``rule`` (why a string is refused,
   or None), ``what`` (a description), ``example`` (the fix shown), ``key`` (the YAML name of a Python keyword),
-  ``flat`` (the field holds the EXTENDED_BY keys of its own block; it is no YAML key itself);
+  ``flat`` (the field holds the EXTENDED_BY keys of its own block; it is no YAML key itself), ``unknown`` (what
+  an unknown mapping key's error says instead of listing ``keys``), ``not_with`` (a key that must be unset or 0
+  when this one is set; ``why`` says which to keep);
 - a union of dataclasses is one block chosen by its first, ``Literal``-typed field (``retriever.name``);
 - :data:`OPEN_MAPPINGS` lists the only places where a mapping's keys are free-form.
 """
@@ -27,8 +29,9 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field
 from typing import Any, Literal
 
+from doceval.common.llm_settings import LLMConfig
+from doceval.common.metric_names import METRIC_NAMES, conversation_metric_names, unknown_metric
 from doceval.common.paths import pin_part_error
-from doceval.llm.config import LLMConfig
 
 # Dotted paths whose values are free-form mappings handed to user code (an API's own options, extra keyword
 # arguments). Keys below them are not checked; elsewhere every key must be declared. A path listed here is
@@ -44,18 +47,9 @@ def spec(default: Any = MISSING, **rules: Any) -> Any:
     return field(default=default, metadata=rules)
 
 
-def _metric_names() -> tuple[str, ...]:
-    # lazy: start-up (the registry loads numpy, ~0.25 s); only a gate block's metric names need it
-    from doceval.scoring.registry import METRIC_NAMES
-
-    return METRIC_NAMES
-
-
 def _threshold_names() -> tuple[str, ...]:
-    # lazy: start-up, as above. A threshold may name a conversation figure too (docs/design.md 8.3).
-    from doceval.scoring.conversation_names import conversation_metric_names
-
-    return _metric_names() + conversation_metric_names()
+    """A threshold may name a conversation figure too (docs/design.md 8.3)."""
+    return METRIC_NAMES + conversation_metric_names()
 
 
 # The calibration objectives by name (docs/design.md 5.3). Declared here, at the edge, so validation needs no
@@ -102,7 +96,7 @@ class Docs:
     # Folders instead of wheels: when any is set, the docs stage builds paths.docs from them (all together).
     folders: tuple[DocsFolder, ...] = spec()
     # the golden set written for this corpus: the default of the top-level `golden` (data/golden/README.md)
-    golden_set: str | None = spec(None, example="data/golden/v1.jsonl")
+    golden_set: str | None = spec(example="data/golden/v1.jsonl")  # null: none (the top-level golden says)
     libraries: tuple[Library, ...] = spec()
 
 
@@ -258,7 +252,7 @@ class AnswererExtractive:
 
 @dataclass(frozen=True, kw_only=True)
 class AnswererOpenAI:
-    """Plus every field of ``doceval.llm.LLMConfig`` (model, base_url, ..., with its ranges): see EXTENDED_BY."""
+    """Plus every field of ``LLMConfig`` (model, base_url, ..., with its ranges): see EXTENDED_BY."""
 
     name: Literal["openai"]
     template: str = spec(nonempty=True, example="answer.txt")
@@ -273,7 +267,7 @@ class JudgeNone:
 
 @dataclass(frozen=True, kw_only=True)
 class JudgeOpenAI:
-    """Plus every field of ``doceval.llm.LLMConfig``: see EXTENDED_BY."""
+    """Plus every field of ``LLMConfig``: see EXTENDED_BY."""
 
     name: Literal["openai"]
     template: str = spec(nonempty=True, example="judge.txt")
@@ -291,8 +285,8 @@ class JudgeReference:
 
 
 # Blocks that also take every field of another dataclass, at their own level in YAML, held by their `flat` field.
-# LLMConfig declares the client keys and their ranges once; doceval.llm must not import doceval.config (the index
-# stage's DVC deps stop at doceval.llm).
+# LLMConfig declares the client keys and their ranges once, in doceval.common.llm_settings, below both this
+# schema and doceval.llm (which never imports doceval.config).
 EXTENDED_BY: dict[type, type] = {AnswererOpenAI: LLMConfig, JudgeOpenAI: LLMConfig}
 
 
@@ -323,7 +317,7 @@ class Split:
 class NonRegression:
     enabled: bool = spec(example="true")
     tolerance: float = spec(ge=0, example="0.02")
-    metrics: tuple[str, ...] = spec(choices=_metric_names, example="[hit_rate,mrr]")
+    metrics: tuple[str, ...] = spec(choices=METRIC_NAMES, example="[hit_rate,mrr]")
     mode: str = spec(choices=("significant", "point"), example="significant")
     alpha: float = spec(gt=0, le=0.5, example="0.05")
 
@@ -331,7 +325,7 @@ class NonRegression:
 @dataclass(frozen=True, kw_only=True)
 class Drift:
     enabled: bool = spec(example="true")
-    metrics: tuple[str, ...] = spec(choices=_metric_names, example="[hit_rate]")
+    metrics: tuple[str, ...] = spec(choices=METRIC_NAMES, example="[hit_rate]")
     tolerance: float = spec(ge=0, example="0.02")
     window: int = spec(ge=2, example="10")
     reference: str = spec(nonempty=True, example="best")
@@ -339,11 +333,14 @@ class Drift:
 
 @dataclass(frozen=True, kw_only=True)
 class Gate:
-    thresholds: Mapping[str, float] = spec(keys=_threshold_names, ge=0, le=1)
+    thresholds: Mapping[str, float] = spec(
+        keys=_threshold_names, ge=0, le=1, unknown=lambda: unknown_metric(True)
+    )
     max_system_errors: int = spec(ge=0, example="0")  # more entries with a system error: the gate fails
     non_regression: NonRegression = spec()
     drift: Drift = spec()
-    for_assistants: Mapping[str, str] = spec(keys=_metric_names, choices=_metric_names)  # design 8.3
+    for_assistants: Mapping[str, str] = spec(keys=METRIC_NAMES, choices=METRIC_NAMES,  # design 8.3
+                                             unknown=lambda: unknown_metric(False))  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

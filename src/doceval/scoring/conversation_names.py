@@ -1,23 +1,24 @@
-"""The names of a summary's conversation figures (``metrics.conversations``, doceval.scoring.conversations)
-as flat metrics: one naming for the MLflow run metrics, the gate's thresholds and ``doceval history``.
-
-- ``conversations.<metric>``: every metric over all turns;
-- ``conversations.turn1.<metric>``, ``conversations.turn2.<metric>``, ``conversations.turn3_plus.<metric>``:
-  by turn position (1, 2, 3+);
-- ``conversations.needs_memory.<metric>``, ``conversations.no_memory_needed.<metric>``: by ``needs_memory``;
-- ``conversations.all_turns_correct``: the share of conversations with every turn correct;
-- ``conversations.memory_benefit.<metric>``, ``conversations.standalone_ceiling.<metric>``,
-  ``conversations.memory_recovery.<metric>``, ``conversations.memory_leak.<metric>``: the memory figures
-  (recovery: benefit / ceiling; positive leak: memory from other conversations made the turn worse, so lower is
-  better).
-"""
+"""A summary's conversation figures (``metrics.conversations``, doceval.scoring.conversations) read by their flat
+names; the naming itself (``conversations.<metric>``, ``conversations.turn1.<metric>``, ...) is declared, numpy-
+free, in :mod:`doceval.common.metric_names`, so the configuration can check a gate's thresholds without the
+scorers."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES, names
+from doceval.common.metric_names import (
+    MEMORY_FIGURES,
+    MEMORY_GROUPS,
+    METRIC_NAMES,
+    POSITION_GROUPS,
+    PREFIX,
+    conversation_metric_names,
+    is_conversation_metric,
+    lower_is_better,
+    naming_help,
+)
 
 __all__ = [
     "MEMORY_FIGURES",
@@ -31,46 +32,12 @@ __all__ = [
     "naming_help",
 ]
 
-PREFIX = "conversations"
-POSITION_GROUPS = {"1": "turn1", "2": "turn2", "3+": "turn3_plus"}  # by_position keys -> name part
-MEMORY_GROUPS = {"true": "needs_memory", "false": "no_memory_needed"}  # by_needs_memory keys -> name part
-# memory figure rows: the value is under "benefit" / "ceiling" / "recovery" / "leak" (scoring.conversations), or
-# "value" in a block written as {metric: {"value", "ci95", "n"}}.
-MEMORY_FIGURES = {
-    "memory_benefit": "benefit",
-    "standalone_ceiling": "ceiling",
-    "memory_recovery": "recovery",
-    "memory_leak": "leak",
-}
-
 
 class ConversationFigure(NamedTuple):
     value: float | None  # None: not measured
     ci95: tuple[float, float] | None
     n: int | None  # turns (or conversations, for all_turns_correct) it was measured on
     ci_note: str | None = None  # why a figure has no interval: "too few differing conversations (n=1)"
-
-
-def conversation_metric_names() -> tuple[str, ...]:
-    """Every valid flat name, in display order (whatever a summary holds)."""
-    out = [f"{PREFIX}.{m}" for m in METRIC_NAMES]
-    for part in (*POSITION_GROUPS.values(), *MEMORY_GROUPS.values()):
-        out += [f"{PREFIX}.{part}.{m}" for m in METRIC_NAMES]
-    out.append(f"{PREFIX}.all_turns_correct")
-    for figure in MEMORY_FIGURES:
-        out += [f"{PREFIX}.{figure}.{m}" for m in names("memory")]
-    return tuple(out)
-
-
-def is_conversation_metric(name: str) -> bool:
-    return name.startswith(PREFIX + ".")
-
-
-def lower_is_better(name: str) -> bool:
-    """A flat name's direction: its base metric's, and a memory leak is lower-is-better."""
-    if name.startswith(f"{PREFIX}.memory_leak."):
-        return True
-    return name.rsplit(".", 1)[-1] in LOWER_IS_BETTER
 
 
 def _ci(value: Any) -> tuple[float, float] | None:
@@ -123,17 +90,6 @@ def conversation_figures(metrics: Mapping[str, Any]) -> dict[str, ConversationFi
         if isinstance(block.get(figure), Mapping):
             out.update(_memory_group(block[figure], figure, key))
     return out
-
-
-def naming_help() -> str:
-    """The conversation names as patterns, for an error that lists what is valid."""
-    positions = "|".join(POSITION_GROUPS.values())
-    memory = "|".join(MEMORY_GROUPS.values())
-    figures = "|".join(MEMORY_FIGURES)
-    return (
-        f"on conversations: {PREFIX}.METRIC, {PREFIX}.{{{positions}}}.METRIC, {PREFIX}.{{{memory}}}.METRIC, "
-        f"{PREFIX}.all_turns_correct, {PREFIX}.{{{figures}}}.{{{'|'.join(names('memory'))}}}"
-    )
 
 
 def figure_value(metrics: Mapping[str, Any], name: str) -> float | None:

@@ -63,7 +63,7 @@ class ExtractiveAnswerer:
     name = "extractive"
 
     def __init__(
-        self, max_passages: int = 3, sentences: int = 2, max_chars: int = 700, memory_chars: int = 240
+        self, max_passages: int, sentences: int = 2, max_chars: int = 700, memory_chars: int = 240
     ) -> None:
         self.max_passages = max_passages
         self.sentences = sentences
