@@ -21,6 +21,7 @@ from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.harness.judge_evidence import evidence_for
 from doceval.harness.reference_calibration import component_verdicts, strings_of
+from doceval.index.embed import judge_encoder
 from doceval.inputs.golden import GoldenEntry
 from doceval.inputs.judge_labels import LabelledAnswer
 from doceval.scoring.agreement import agreement, paired_kappa_difference, rater_figures, repeat_stability
@@ -81,7 +82,7 @@ def judge_passes(
     from doceval.scoring.judge import make_judge
     from doceval.scoring.judging import judge_answers
 
-    judges = [make_judge(_repeat_cfg(judge_cfg, r), strings_of(rows)) for r in range(repeats)]
+    judges = [make_judge(_repeat_cfg(judge_cfg, r), strings_of(rows), judge_encoder) for r in range(repeats)]
     if judges[0] is None:
         raise UsageError("judge=none: nothing to validate; choose a judge (judge=openai, judge=reference)")
     combined = _RepeatJudges(judges)
@@ -225,7 +226,7 @@ def rescore(
     recorded = summary.get("config") or {}
     todo = [e for e in entries if e.get("system_error") is None]
     order = [golden[e["id"]] for e in todo]
-    judge = make_judge(judge_cfg, version_strings(order))
+    judge = make_judge(judge_cfg, version_strings(order), judge_encoder)
     if judge is None:
         raise UsageError("judge=none: choose the judge to rescore with (judge=openai, judge=reference)")
 

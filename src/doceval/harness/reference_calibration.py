@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from doceval.config import schema
+from doceval.index.embed import judge_encoder
 from doceval.inputs.judge_labels import LabelledAnswer
 from doceval.scoring.agreement import cohen_kappa
 from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings, version_strings
@@ -45,7 +46,7 @@ class Components:
 
 def components(rows: Sequence[LabelledAnswer]) -> Components:
     strings = strings_of(rows)
-    judge = ReferenceJudge(0.0, strings)
+    judge = ReferenceJudge(0.0, strings, judge_encoder)
     try:
         sims = judge.similarities([(r.candidate, r.entry.reference_answer) for r in rows])
     finally:

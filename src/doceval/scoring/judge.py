@@ -20,7 +20,7 @@ from doceval.common.redact import redact_url, scrub_message
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.llm import LLMConfig, LLMError, PromptTemplate, TemplatedChat
-from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings
+from doceval.scoring.reference_judge import EncoderFactory, ReferenceJudge, VersionStrings
 from doceval.scoring.reference_judge import identity as reference_identity
 
 __all__ = ["Judge", "OpenAIJudge", "judge_hash", "judge_id", "judge_identity", "judge_input", "make_judge",
@@ -104,13 +104,20 @@ class OpenAIJudge(TemplatedChat):
         self.client.close()
 
 
-def make_judge(cfg: schema.Judge, labels: Mapping[str, VersionStrings] | None = None) -> Judge | None:
+def make_judge(
+    cfg: schema.Judge,
+    labels: Mapping[str, VersionStrings] | None = None,
+    encoder: EncoderFactory | None = None,
+) -> Judge | None:
     """The configured judge: ``judge=none`` -> None (no judge); ``judge=openai`` (its client settings in
-    ``cfg.llm``); ``judge=reference``, which needs the entries' version strings (``labels``)."""
+    ``cfg.llm``); ``judge=reference``, which needs the entries' version strings (``labels``) and what it embeds
+    with (``encoder``: the harness passes :func:`doceval.index.embed.judge_encoder`)."""
     if isinstance(cfg, schema.JudgeOpenAI):
         return OpenAIJudge(cfg.llm, PromptTemplate.load(cfg.template))
     if isinstance(cfg, schema.JudgeReference):
-        return ReferenceJudge(float(cfg.threshold), labels or {}, float(cfg.facts_threshold))
+        if encoder is None:
+            raise ValueError("judge=reference embeds answers: pass make_judge(..., encoder=judge_encoder)")
+        return ReferenceJudge(float(cfg.threshold), labels or {}, encoder, float(cfg.facts_threshold))
     return None
 
 
