@@ -62,19 +62,24 @@ def run_key(parts: Mapping[str, Any]) -> str:
 ASSISTANT_LOOP = "doceval.harness.agents"
 
 
-def journaled_code(plan: RunPlan, judge_cfg: schema.Judge) -> str:
-    """The hash of the code that made the journals' answers and verdicts (:func:`code_hash`: the import closures
-    of these modules, imports inside functions included, and the prompts): doceval's agent and its answerer, or
-    the loop that journals the user's assistant's replies; the judging loop, the judge and what the reference
-    judge embeds with; the journal's format. A change there starts a new run directory; a change elsewhere (a
-    report renderer's docstring) keeps the paid answers and verdicts."""
-    answering = [run_agent.__module__, make_answerer.__module__] if plan.agent is None else [ASSISTANT_LOOP]
+def journaled_modules(user_assistant: bool, judge_cfg: schema.Judge) -> list[str]:
+    """The modules whose code made the journals' answers and verdicts: doceval's agent and its answerer, or the
+    loop that journals the user's assistant's replies; the judging loop, the judge and what the reference judge
+    embeds with; the journal's format."""
+    answering = [ASSISTANT_LOOP] if user_assistant else [run_agent.__module__, make_answerer.__module__]
     judging = (
         [] if isinstance(judge_cfg, schema.JudgeNone) else [judge_answers.__module__, make_judge.__module__]
     )
     if isinstance(judge_cfg, schema.JudgeReference):
         judging.append(judge_encoder.__module__)
-    return code_hash([*answering, *judging, plan_journals.__module__], data=["prompts"])
+    return [*answering, *judging, plan_journals.__module__]
+
+
+def journaled_code(plan: RunPlan, judge_cfg: schema.Judge) -> str:
+    """The run key's ``code``: :func:`code_hash` of :func:`journaled_modules` (their import closures, imports
+    inside functions included) and the prompts. A change there starts a new run directory; a change elsewhere (a
+    report renderer's docstring) keeps the paid answers and verdicts."""
+    return code_hash(journaled_modules(plan.agent is not None, judge_cfg), data=["prompts"])
 
 
 def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetup:
