@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_eval_cli import DOCS, GOLDEN
@@ -91,23 +92,23 @@ def test_a_changed_reference_judge_is_asked_again_on_resume(tmp_path: Path) -> N
     command = [sys.executable, "-m", "doceval.cli.main", "eval", "--no-track", "--quiet", "--output", "out.json",
                "--split", "test", "retriever=bm25", "floors=zero", "judge=reference"]  # fmt: skip
 
-    def run(*extra: str) -> dict[str, object]:
+    def run(*extra: str) -> dict[str, Any]:
         proc = subprocess.run(
             [*command, *extra], cwd=project, env=env, capture_output=True, text=True, timeout=600
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
-        summary: dict[str, object] = json.loads((project / "out.json").read_text())
+        summary: dict[str, Any] = json.loads((project / "out.json").read_text())
         return summary
 
     first = run()
-    judged = [e for e in first["entries"] if e["verdict"] is not None]  # type: ignore[attr-defined]
+    judged = [e for e in first["entries"] if e["verdict"] is not None]
     assert judged, "the first run judged nothing: the test would prove nothing"
     edit(src / "doceval" / "scoring" / "reference_judge.py",
          "        strings = self.labels.get(probe.id)\n",
          '        return False, "every verdict False", None\n        strings = self.labels.get(probe.id)\n')  # fmt: skip
     second = run("--resume")
-    assert second["config"]["run_key"] != first["config"]["run_key"]  # type: ignore[index]
-    again = [e for e in second["entries"] if e["verdict"] is not None]  # type: ignore[attr-defined]
+    assert second["config"]["run_key"] != first["config"]["run_key"]
+    again = [e for e in second["entries"] if e["verdict"] is not None]
     assert [e["id"] for e in again] == [e["id"] for e in judged]
     assert all(e["verdict"] is False and e["verdict_reason"] == "every verdict False" for e in again)
-    assert second["metrics"]["answer_accuracy"] == 0.0  # type: ignore[index]
+    assert second["metrics"]["answer_accuracy"] == 0.0

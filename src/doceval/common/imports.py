@@ -56,7 +56,7 @@ def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
         for field in ("body", "orelse", "finalbody", "handlers", "cases"):
             for child in getattr(node, field, ()):
                 yield from _statements(
-                    child.body if isinstance(child, ast.excepthandler | ast.match_case) else [child]
+                    child.body if isinstance(child, ast.ExceptHandler | ast.match_case) else [child]
                 )
 
 

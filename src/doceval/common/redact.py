@@ -468,11 +468,11 @@ def install_log_scrubber() -> None:
     logging.setLogRecordFactory(scrubbed_record)
 
 
-def secret_locations(cfg: Mapping[str, Any]) -> list[str]:
-    """The dotted keys of ``cfg`` that hold a secret as written: a secret-named key with a value, a string with
-    URL credentials, or a string holding a registered secret in any of its forms. A file that is committed
-    (params.yaml) must hold none of them."""
-    plain = _plain(cfg)
+def secret_locations(recorded: Mapping[str, Any]) -> list[str]:
+    """The dotted keys of ``recorded`` (a config as a mapping) that hold a secret as written: a secret-named key
+    with a value, a string with URL credentials, or a string holding a registered secret in any of its forms. A
+    file that is committed (params.yaml) must hold none of them."""
+    plain = _plain(recorded)
     found = [key for key, _ in _secret_items(plain)]
     secrets = known_secrets()
     for key, value in _string_items(plain):
