@@ -44,7 +44,9 @@ def prepend(path: Path, line: str) -> None:
 
 def test_the_journals_code_is_the_answerers_and_judges_closure_not_the_harness() -> None:
     for user_assistant in (False, True):
-        closure = set(import_closure(*journaled_modules(user_assistant, REFERENCE)))
+        modules = journaled_modules(user_assistant, REFERENCE)
+        assert code_hash(modules, ["prompts"])  # raises for a module that is not there (a renamed one)
+        closure = set(import_closure(*modules))
         # the reference judge, its key-facts rule and its embedder: a change to any of them changes verdicts
         assert {
             "doceval.scoring.reference_judge",
