@@ -21,7 +21,6 @@ from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.harness.judge_evidence import evidence_for
 from doceval.harness.reference_calibration import component_verdicts, strings_of
-from doceval.index.embed import judge_encoder
 from doceval.inputs.golden import GoldenEntry
 from doceval.inputs.judge_labels import LabelledAnswer
 from doceval.scoring.agreement import agreement, paired_kappa_difference, rater_figures, repeat_stability
@@ -79,6 +78,7 @@ def judge_passes(
 ) -> list[list[bool | None]]:
     """``repeats`` verdicts per row (None: a judge error): passes[r][i] for row i, repeat r."""
     # lazy: start-up (the judge and LLM stack, ~70 ms: `judge calibrate` loads this module without it)
+    from doceval.index.embed import judge_encoder
     from doceval.scoring.judge import make_judge
     from doceval.scoring.judging import judge_answers
 
@@ -208,6 +208,7 @@ def rescore(
     every repeat's answers re-judged (repeat r with repeat r's judge seed) and is combined again: the entry
     means, the spread and the flaky list under the new judge. ``repeat``: which repeat this one is (its journal)."""
     # lazy: start-up (the judge and LLM stack, ~70 ms: `judge calibrate` loads this module without it)
+    from doceval.index.embed import judge_encoder
     from doceval.llm import Ledger
     from doceval.scoring.judge import judge_id, make_judge
     from doceval.scoring.judging import judge_answers

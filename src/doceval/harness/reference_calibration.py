@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from doceval.config import schema
-from doceval.index.embed import judge_encoder
 from doceval.inputs.judge_labels import LabelledAnswer
 from doceval.scoring.agreement import cohen_kappa
 from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings, version_strings
@@ -45,6 +44,9 @@ class Components:
 
 
 def components(rows: Sequence[LabelledAnswer]) -> Components:
+    # lazy: start-up (the embedders' module, ~40 ms: `judge calibrate` loads this module before it scores)
+    from doceval.index.embed import judge_encoder
+
     strings = strings_of(rows)
     judge = ReferenceJudge(0.0, strings, judge_encoder)
     try:
