@@ -1,5 +1,5 @@
 """The limits issue 28 sets on src/: no function or method over 80 lines, no module over 500 lines, and no
-import inside a function without a comment saying why (start-up time or a cycle), so real dependencies show at
+import inside a function without a comment saying why (start-up time), so real dependencies show at
 the top of a module.
 
 Read with ``ast``: a function's length runs from its first decorator (or its ``def``) to its last line, so a
@@ -144,7 +144,7 @@ def test_every_import_inside_a_function_says_why() -> None:
         for line, statement in unexplained_local_imports(path.read_text(encoding="utf-8"))
     ]
     assert not found, (
-        "move these imports to the module's top, or say why they are local (start-up time, a cycle) in a "
+        "move these imports to the module's top, or say why they are local (start-up time) in a "
         "comment above:\n" + "\n".join(found)
     )
 

@@ -76,7 +76,7 @@ def test_every_model_option_builds_its_object_from_the_shipped_file(
     group: str, option: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Composing is not enough (a hand-built dict once hid a failing answerer=openai): build the object."""
-    from doceval.index.embed import make_embedder
+    from doceval.index.embed import judge_encoder, make_embedder
     from doceval.results.gating import check_gate_config
     from doceval.scoring.judge import make_judge
     from doceval.system.docchat.answerers import make_answerer
@@ -88,7 +88,7 @@ def test_every_model_option_builds_its_object_from_the_shipped_file(
         built: Any = make_answerer(block)
         assert built is not None
     elif group == "judge":
-        built = make_judge(block, {})
+        built = make_judge(block, {}, judge_encoder)
         assert (built is None) == (option == "none")
     elif group == "embedder":
         built = make_embedder(block, None)

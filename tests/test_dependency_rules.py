@@ -9,7 +9,11 @@ inside functions and under TYPE_CHECKING included), resolved to absolute module 
   doceval.common.metric_names, the LLM client settings from doceval.common.llm_settings), and the LLM client
   never imports config; the configuration's import closure loads no numpy;
 - one module owns each heavy third-party client: mlflow (doceval/tracking), qdrant_client and qdrant_edge
-  (the doceval/index/store package), openai (doceval/llm), ray (doceval/engine).
+  (the doceval/index/store package), openai (doceval/llm), ray (doceval/engine);
+- no upward import: inputs never imports scoring, config never imports the harness (CONTRIBUTING.md), scoring
+  never imports the index (the reference judge gets its embedder through a seam), common imports nothing of
+  doceval but doceval.errors (everything may import common);
+- no import circle: no module reaches itself through the imports it names.
 """
 
 from __future__ import annotations
@@ -17,7 +21,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from import_graph import SRC, import_closure, imported_modules, imports_of, module_name, within
+
+from doceval.common.imports import (
+    SRC,
+    import_closure,
+    import_graph,
+    imported_modules,
+    imports_of,
+    module_name,
+    within,
+)
 
 PKG = SRC / "doceval"
 
@@ -38,8 +51,24 @@ def violations(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
     )
 
 
+# Every top-level module and package of doceval but common and errors: what common must not import.
+ABOVE_COMMON = tuple(
+    sorted(
+        {".".join(module_name(p).split(".")[:2]) for p in MODULES}
+        - {"doceval", "doceval.common", "doceval.errors"}
+    )
+)
+
 # (description, modules that must not import, forbidden module prefixes)
 RULES = [
+    ("inputs never imports scoring", modules_under("inputs"), ("doceval.scoring",)),
+    ("config never imports the harness", modules_under("config"), ("doceval.harness",)),
+    (
+        "scoring never imports the index (the judge's embedder comes through a seam)",
+        modules_under("scoring"),
+        ("doceval.index",),
+    ),
+    ("common imports nothing of doceval but doceval.errors", modules_under("common"), ABOVE_COMMON),
     ("scoring never imports the system under test", modules_under("scoring"), ("doceval.system",)),
     (
         "the system never imports the harness or the scorers",
@@ -130,3 +159,62 @@ def test_the_import_scan_sees_every_form_of_import(
     """Guards the checker itself: a scan that missed function-level, relative or TYPE_CHECKING imports would
     pass every rule above vacuously."""
     assert expected in imported_modules(source, module, is_package)
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph.get(target, ())))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_no_import_circle() -> None:
+    """Counted on every import statement (inside functions and under TYPE_CHECKING too): a lazy import or a
+    type-only one still ties the two modules together."""
+    graph = import_graph()
+    found = [
+        " <-> ".join(c) + " (" + "; ".join(f"{m} -> {', '.join(sorted(graph[m] & set(c)))}" for m in c) + ")"
+        for c in import_circles(graph)
+    ]
+    assert not found, f"{len(found)} import circle(s): " + " | ".join(found)
+
+
+def test_the_circle_finder_finds_circles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}, "f": {"d"}}
+    assert import_circles(graph) == [["a", "b", "c"]]  # a self-import is no circle of modules
+    assert import_circles({"x": {"y"}, "y": {"x"}, "z": {"y"}}) == [["x", "y"]]

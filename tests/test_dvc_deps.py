@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from import_graph import import_closure
+
+from doceval.common.imports import import_closure
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"

@@ -36,7 +36,8 @@ from doceval.config.compose import compose
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.harness.candidate_cache import check_candidates, load_candidates
-from doceval.harness.candidates import CandidateSet, retriever_fingerprint
+from doceval.harness.candidate_set import CandidateSet
+from doceval.harness.candidates import retriever_fingerprint
 from doceval.index.build import index_hash
 from doceval.index.embed import EmbeddingCache
 from doceval.index.store import VectorStore

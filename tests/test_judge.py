@@ -318,3 +318,35 @@ def test_judging_killed_with_sigkill_resumes_without_reasking(tmp_path: Path) ->
         assert srv.chat_requests == n - len(first_ids)  # journaled verdicts were not asked again
         # At most the two requests in flight at the kill are asked twice.
         assert requests_before + srv.chat_requests <= n + 2
+
+
+def test_the_reference_judge_gets_its_encoder_through_the_seam_and_builds_it_only_to_score() -> None:
+    """scoring never imports the index (issue 44 M2): the harness passes the embedder; a verdict the version
+    strings decide never builds it (loading the model takes seconds), and judge=reference without one is a bug."""
+    import numpy as np
+
+    from doceval.scoring.reference_judge import VersionStrings
+
+    built: list[int] = []
+
+    class Unit:
+        """Every text as the same unit vector: cosine 1.0 between any two."""
+
+        def encode(self, texts: Any) -> np.ndarray:
+            return np.ones((len(texts), 4)) / 2.0
+
+    def encoder() -> Unit:
+        built.append(1)
+        return Unit()
+
+    cfg = schema.JudgeReference(name="reference", threshold=0.9, facts_threshold=0.0)
+    judge = make_judge(cfg, {PROBE.id: VersionStrings(("model_dump",))}, encoder)
+    assert judge is not None
+    verdict, reason, _ = judge.judge(PROBE, "Use `.dict()`.", "Call `model_dump()`.")
+    assert verdict is False and "misses 'model_dump'" in str(reason) and built == []
+    verdict, reason, _ = judge.judge(PROBE, "Use `model_dump()`.", "Call `model_dump()`.")
+    assert verdict is True and "similarity to the reference 1.000" in str(reason) and built == [1]
+    judge.judge(PROBE, "Use `model_dump()` again.", "Call `model_dump()`.")
+    assert built == [1]  # built once, then reused
+    with pytest.raises(ValueError, match="encoder"):
+        make_judge(cfg, {})

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from import_graph import SRC, imports_of, within
 
+from doceval.common.imports import SRC, imports_of, within
 from doceval.scoring import registry
 from doceval.scoring.registry import METRIC_NAMES, TAGS, names
 

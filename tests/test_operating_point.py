@@ -20,7 +20,7 @@ from doceval.config.compose import compose
 from doceval.config.schema import Config
 from doceval.errors import UsageError
 from doceval.harness.calibrate import calibrate
-from doceval.harness.candidates import CandidateSet
+from doceval.harness.candidate_set import CandidateSet
 from doceval.harness.floor_search import (
     OBJECTIVES,
     calibrate_library,

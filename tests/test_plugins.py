@@ -25,7 +25,7 @@ from doceval.config import schema
 from doceval.config.compose import compose
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
-from doceval.index.embed import EMBEDDERS
+from doceval.index.embed import EMBEDDERS, judge_encoder
 from doceval.index.store import STORES, Backend, VectorStore, check_store_files, register_store, store_subdir
 from doceval.scoring.judge import JUDGES, Judge, judge_id, judge_identity, judge_input, make_judge
 from doceval.scoring.reference_judge import VersionStrings
@@ -171,7 +171,7 @@ def test_every_judge_has_an_identity_exactly_when_it_judges(
     name: str, server: FakeOpenAI, tmp_path: Path
 ) -> None:
     block = composed("judge", name, server, tmp_path)
-    judge = make_judge(block, {})
+    judge = make_judge(block, {}, judge_encoder)  # the reference judge's encoder loads MiniLM only when used
     identity = judge_identity(block)
     assert (judge is None) == (identity is None)
     if judge is not None:
@@ -203,7 +203,7 @@ def test_what_each_judge_was_sent_is_rebuilt_from_the_summary(
 @pytest.mark.parametrize("name", JUDGES.names())
 def test_every_judge_returns_a_verdict_or_an_error(name: str, server: FakeOpenAI, tmp_path: Path) -> None:
     labels = {PROBE.id: VersionStrings(expected=("model_dump",))}
-    judge = make_judge(composed("judge", name, server, tmp_path), labels)
+    judge = make_judge(composed("judge", name, server, tmp_path), labels, judge_encoder)
     if judge is None:
         return  # judge=none: nothing is judged (the test above holds it to having no identity)
     for answer in ("Call `model_dump()` on it.", "Use `.dict()`."):

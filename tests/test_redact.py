@@ -26,6 +26,7 @@ from doceval.common.redact import (
     scrub_data,
     scrub_message,
     secret_locations,
+    secret_values,
     url_credentials,
 )
 from doceval.common.secret_rule import forget_secret_names, secret_name
@@ -176,3 +177,16 @@ def test_params_refuses_a_config_value_holding_an_encoded_secret(monkeypatch: py
     assert secret_locations({"retriever": {"kwargs": {"blob": encoded, "page_size": 10}}}) == [
         "retriever.kwargs.blob"
     ]
+
+
+def test_a_typed_config_is_refused_not_walked_as_if_it_held_no_keys() -> None:
+    """common imports no config (issue 44 M2): the caller passes ``config_dict(cfg)``; a typed object would show
+    the walkers no keys, so nothing in it would be registered. Refused loudly instead."""
+    from doceval.config.objects import config_dict
+    from doceval.config.schema import JudgeNone
+
+    typed = JudgeNone(name="none")
+    for call in (register_config, secret_values, secret_locations):
+        with pytest.raises(TypeError, match="config_dict"):
+            call(typed)
+    assert secret_locations(config_dict(typed)) == []

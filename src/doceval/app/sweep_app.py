@@ -23,7 +23,7 @@ from doceval.config.compose import validate_config
 from doceval.config.schema import Config
 from doceval.errors import UsageError
 from doceval.harness.candidate_cache import load_candidates
-from doceval.harness.candidates import META
+from doceval.harness.candidate_set import META
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.scoring.registry import names
 

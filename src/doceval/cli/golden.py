@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from doceval.cli import drafting
 from doceval.cli.common import Parser
+from doceval.cli.drafting import register as register_drafting
 from doceval.cli.ids import FALLBACK_DOCS, default_docs_dir, document_ids
 from doceval.common.io import check_writable, jsonl_line, output_target, write_jsonl_atomic, write_text_atomic
 from doceval.common.paths import Named, create_new_file, refuse_overlap
@@ -281,7 +281,7 @@ def register(sub: Any) -> None:
     p.add_argument("path")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_golden_split)
-    drafting.register(golden)
+    register_drafting(golden)
 
 
 def _register_audit(golden: Any) -> None:

@@ -22,8 +22,16 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from doceval.cli import beir, golden, history, ids, judge, pipeline, project, results
+# Each command module by its own name, not through the package: doceval.cli imports this module.
+from doceval.cli.beir import register as register_beir
 from doceval.cli.common import Parser
+from doceval.cli.golden import register as register_golden
+from doceval.cli.history import register as register_history
+from doceval.cli.ids import register as register_ids
+from doceval.cli.judge import register as register_judge
+from doceval.cli.pipeline import register as register_pipeline
+from doceval.cli.project import register as register_project
+from doceval.cli.results import register as register_results
 from doceval.common.io import TERMINAL_ERRORS
 from doceval.common.redact import (
     ScrubbingStream,
@@ -79,8 +87,9 @@ def _flush_stdout(code: int) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="doceval", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for module in (project, pipeline, golden, judge, ids, results, history, beir):
-        module.register(sub)
+    for register in (register_project, register_pipeline, register_golden, register_judge, register_ids,
+                     register_results, register_history, register_beir):  # fmt: skip
+        register(sub)
     return parser
 
 

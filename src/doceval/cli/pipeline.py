@@ -290,7 +290,7 @@ def _dry_run(cfg: Config, options: EvalOptions, repeats: int) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     # lazy: start-up (the sweep app loads hydra and the harness, ~1 s)
-    from doceval.app.sweep import run_sweep
+    from doceval.app.sweep_run import run_sweep
 
     overrides = with_drafts(args.overrides, args)
     result = run_sweep(overrides, jobs=args.jobs, track=not args.no_track, progress=not args.quiet)

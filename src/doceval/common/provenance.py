@@ -1,4 +1,5 @@
-"""Where a result came from: git commit and dirty flag, package versions, Python, host."""
+"""Where a result came from: git commit and dirty flag, package versions, Python, host; the hash of the code
+that made a cached result (:func:`code_hash`)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,13 @@ import hashlib
 import os
 import platform
 import subprocess
+from collections.abc import Iterable
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from doceval.common.imports import SRC, import_closure, module_file
 
 _PACKAGES = (
     "doceval",
@@ -57,18 +61,23 @@ def provenance() -> dict[str, Any]:
     }
 
 
-def source_hash(*relative: str) -> str:
-    """sha256 over doceval source files/folders, so cached agent results never outlive the code that made them."""
-    root = Path(__file__).resolve().parents[1]  # the doceval package
+def code_hash(modules: Iterable[str], data: Iterable[str] = (), src: Path = SRC) -> str:
+    """16 hex digits of the source a cached result came from: every file in the import closure of ``modules``
+    (:func:`doceval.common.imports.import_closure`, imports inside functions included) and the package data
+    folders ``data`` (``prompts``), each hashed with its module name or path. A result cached under it never
+    outlives the code that made it, and a file outside that closure (a report renderer's docstring) leaves it
+    alone."""
+    modules = tuple(modules)
+    for module in modules:
+        if module_file(module, src) is None:  # a renamed module would silently leave the key
+            raise ValueError(f"code_hash: no module {module} under {src}")
+    files: dict[str, Path] = dict(import_closure(*modules, src=src))
+    package = src / "doceval"
+    for folder in data:
+        files.update({p.relative_to(package).as_posix(): p for p in (package / folder).rglob("*")
+                      if p.is_file() and not p.name.startswith(".")})  # fmt: skip
     h = hashlib.sha256()
-    for rel in relative:
-        target = root / rel
-        files = (
-            sorted(p for p in target.rglob("*") if p.suffix in {".py", ".txt"})
-            if target.is_dir()
-            else [target]
-        )
-        for f in files:
-            h.update(f.name.encode())
-            h.update(f.read_bytes())
+    for name in sorted(files):
+        h.update(name.encode() + b"\0")
+        h.update(files[name].read_bytes())
     return h.hexdigest()[:16]

@@ -30,7 +30,7 @@ import threading
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import is_dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from doceval.common.secret_rule import (
     MIN_REGISTERED_SECRET,
@@ -40,9 +40,6 @@ from doceval.common.secret_rule import (
     secret_forms,
     secret_name,
 )
-
-if TYPE_CHECKING:
-    from doceval.config.schema import Config
 
 REDACTED = "<redacted>"  # a secret value, or the value of a secret-named key
 MASK = "***"  # a URL's credentials, a secret query value
@@ -147,18 +144,15 @@ def url_secret_values(*objs: Any) -> list[str]:
 
 
 def _plain(obj: Any) -> Any:
-    """A typed config object (a :class:`~doceval.config.schema.Config` or one of its blocks) as the mapping it
-    records (``config_dict``), so the walkers here see its keys; anything else as it is."""
+    """``obj`` as the walkers here read it. A typed config object is refused (a bug, not bad input): the walkers
+    would see no keys in it and register nothing; callers pass ``config_dict(cfg)`` (common imports no config)."""
     if is_dataclass(obj) and not isinstance(obj, type):
-        # lazy: import cycle (doceval.config.schema -> doceval.llm.config imports this module)
-        from doceval.config.objects import config_dict
-
-        return config_dict(obj)
+        raise TypeError(f"pass config_dict() of the {type(obj).__name__}, not the typed object itself")
     return obj
 
 
 def secret_values(*configs: Any, environ: Mapping[str, str] | None = None) -> list[str]:
-    """Every known secret value in or behind ``configs`` (mappings, strings, or typed config objects):
+    """Every known secret value in or behind ``configs`` (mappings or strings; ``config_dict`` of a typed one):
     :func:`env_secret_values` plus the credentials of the URLs they hold (:func:`url_secret_values`) and the
     registered secrets, longest first."""
     configs = tuple(_plain(c) for c in configs)
@@ -280,11 +274,11 @@ def _secret_items(obj: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
         yield prefix, ""
 
 
-def register_config(*configs: Config | Mapping[Any, Any], environ: Mapping[str, str] | None = None) -> None:
-    """Register every secret a configuration (a typed :class:`~doceval.config.schema.Config`, or the mapping
-    composition validates) holds or points at: the contents of ``*_env`` variables (and ``DEFAULT_SECRET_ENV``),
-    URL credentials, and the values of secret-named keys at any depth (a retriever's ``kwargs.token``), plus the
-    Basic token a URL's userinfo becomes; the names of a ``secrets:`` list join the rule first, and the
+def register_config(*configs: Mapping[Any, Any], environ: Mapping[str, str] | None = None) -> None:
+    """Register every secret a configuration (the mapping composition validates, or ``config_dict`` of a typed
+    :class:`~doceval.config.schema.Config`) holds or points at: the contents of ``*_env`` variables (and
+    ``DEFAULT_SECRET_ENV``), URL credentials, and the values of secret-named keys at any depth (a retriever's
+    ``kwargs.token``), plus the Basic token a URL's userinfo becomes; the names of a ``secrets:`` list join the rule first, and the
     environment's URL credentials are registered too (:func:`register_environment`)."""
     configs = tuple(_plain(c) for c in configs)
     for composed in configs:  # the `secrets:` list, read before composition has typed it (compose calls here)
@@ -474,11 +468,11 @@ def install_log_scrubber() -> None:
     logging.setLogRecordFactory(scrubbed_record)
 
 
-def secret_locations(cfg: Config | Mapping[str, Any]) -> list[str]:
-    """The dotted keys of ``cfg`` that hold a secret as written: a secret-named key with a value, a string with
-    URL credentials, or a string holding a registered secret in any of its forms. A file that is committed
-    (params.yaml) must hold none of them."""
-    plain = _plain(cfg)
+def secret_locations(recorded: Mapping[str, Any]) -> list[str]:
+    """The dotted keys of ``recorded`` (a config as a mapping) that hold a secret as written: a secret-named key
+    with a value, a string with URL credentials, or a string holding a registered secret in any of its forms. A
+    file that is committed (params.yaml) must hold none of them."""
+    plain = _plain(recorded)
     found = [key for key, _ in _secret_items(plain)]
     secrets = known_secrets()
     for key, value in _string_items(plain):

@@ -30,32 +30,13 @@ from doceval.common.journal import Journal, load_records
 from doceval.common.progress import Progress
 from doceval.config import schema
 from doceval.errors import WorkersLost
+from doceval.harness.stops import abandoned_stop, errors_stop
 from doceval.seam import Probe, Reply, conversation_units, require_unique_ids, whole_units
 from doceval.system.external.agents import ExternalAgent, parse_response, system_error_text
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ExternalOutcome", "abandoned_stop", "errors_stop", "load_journal", "run_external"]
-
-
-def abandoned_stop(system: object, max_abandoned: int | None) -> str | None:
-    """Why the run must stop because of ``system``'s calls abandoned past their deadline, or None."""
-    return abandoned_calls_stop(int(getattr(system, "abandoned", 0)), max_abandoned)
-
-
-def abandoned_calls_stop(abandoned: int, max_abandoned: int | None) -> str | None:
-    """Why the run must stop after ``abandoned`` calls abandoned past their deadline (threads that may run
-    on), or None."""
-    if max_abandoned is None or abandoned <= max_abandoned:
-        return None
-    return f"stopped after {abandoned} calls abandoned past their deadline (more than run.max_abandoned={max_abandoned})"
-
-
-def errors_stop(n_errors: int, max_errors: int | None) -> str | None:
-    """Why the run must stop after ``n_errors`` system errors (``--max-errors``), or None."""
-    if max_errors is None or n_errors <= max_errors:
-        return None
-    return f"stopped after {n_errors} system errors (more than --max-errors)"
+__all__ = ["ExternalOutcome", "load_journal", "run_external"]
 
 
 # -------------------------------------------------------------------------------------------- the run

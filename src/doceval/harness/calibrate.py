@@ -12,7 +12,8 @@ import numpy as np
 from doceval.common.plotting import panel_grid
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
-from doceval.harness.candidates import CandidateSet, score_range_of, score_range_record
+from doceval.harness.candidate_set import CandidateSet
+from doceval.harness.candidates import score_range_of, score_range_record
 from doceval.harness.floor_search import (
     LibraryCalibration,
     calibrate_library,

@@ -14,14 +14,8 @@ from doceval.common.io import iter_jsonl, read_json
 from doceval.config import schema
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
-from doceval.harness.candidates import (
-    BM25_RANKINGS,
-    CANDIDATES,
-    META,
-    CandidateSet,
-    retriever_fingerprint,
-    search_of,
-)
+from doceval.harness.candidate_set import BM25_RANKINGS, CANDIDATES, META, CandidateSet
+from doceval.harness.candidates import retriever_fingerprint, search_of
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.system.retrievers import Ranked, needs_index

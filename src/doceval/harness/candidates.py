@@ -14,7 +14,6 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,9 @@ from doceval.common.progress import iterate
 from doceval.config import schema
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
+from doceval.harness.candidate_set import CandidateSet
 from doceval.harness.retrieval_journal import in_entry_order, journal_answer, journal_for, resume_retrievals
+from doceval.harness.stops import ErrorLimits, abandoned_stop, errors_stop
 from doceval.index.build import check_index
 from doceval.index.embed import make_embedder
 from doceval.index.store import VectorStore, store_subdir
@@ -32,7 +33,7 @@ from doceval.index.store.search import search_record
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry
 from doceval.system.docchat.conversation import TurnQuery, follow_conversation, versions_by_library
-from doceval.system.retrievers import Ranked, Retriever, make_retriever, needs_index
+from doceval.system.retrievers import Retriever, make_retriever, needs_index
 from doceval.system.retrievers.bm25 import BM25Retriever
 from doceval.system.retrievers.function import FunctionRetriever
 
@@ -40,33 +41,6 @@ if TYPE_CHECKING:
     from doceval.config.schema import Config
 
 log = logging.getLogger(__name__)
-CANDIDATES = "candidates.jsonl"
-EXACT = "exact.jsonl"  # the same retrieval with exact search, when the configured search is approximate
-META = "meta.json"
-# bm25's ranked ids per entry beside any retriever's candidates: the evaluate stage's trade-off compares the two
-# rankings (agreement, fused), and building bm25 over the corpus there cost seconds every run.
-BM25_RANKINGS = "bm25.jsonl"
-
-
-@dataclass
-class CandidateSet:
-    """Candidates per entry id, plus what they were computed from."""
-
-    meta: dict[str, Any]
-    ranked: dict[str, Ranked]
-    routed: dict[str, str | None]  # entry id -> router refusal reason (None when routed)
-    # A user's retriever function only (never cached): entry id -> its system error, and why retrieval stopped
-    # early (--max-errors, run.max_abandoned); entries never asked are then absent from ``ranked``.
-    errors: dict[str, str] = field(default_factory=dict)
-    stopped: str | None = None
-    bm25: dict[str, list[str]] | None = None  # BM25_RANKINGS as cached beside (None: not cached, or live)
-    # A user's retriever function only: entry id -> (start in Unix seconds, seconds) of its call, for traces.
-    timings: dict[str, tuple[float, float]] = field(default_factory=dict)
-    journal: Path | None = None  # a user's retriever function only: its answers' journal (retrieval_journal)
-
-    @property
-    def depth(self) -> int:
-        return int(self.meta["candidates_k"])
 
 
 def retriever_fingerprint(retriever: schema.Retriever) -> str:
@@ -157,15 +131,6 @@ def open_retriever(cfg: Config, corpus: Corpus | None) -> Iterator[Retriever]:
         yield make_retriever(retriever, corpus, store=store, embedder=embedder)
 
 
-@dataclass(frozen=True)
-class ErrorLimits:
-    """When a user's retriever makes the run stop early: more system errors than ``max_errors``, or more calls
-    abandoned past their deadline than ``max_abandoned`` (None: no limit)."""
-
-    max_errors: int | None = None
-    max_abandoned: int | None = None
-
-
 def retrieve_all(
     entries: Sequence[GoldenEntry],
     retriever: Retriever,
@@ -211,8 +176,7 @@ def _retrieve_here(
     limits: ErrorLimits, turns: Mapping[str, TurnQuery], out: CandidateSet, written: Journal,
 ) -> None:  # fmt: skip
     """:func:`retrieve_all`'s loop in this process, filling ``out`` (and journaling a user's answers)."""
-    # lazy: start-up (the user-system run loop and errors, ~60 ms, load only when retrieval runs live)
-    from doceval.harness.agents import abandoned_stop, errors_stop
+    # lazy: start-up (the user-system errors, ~60 ms, load only when retrieval runs live)
     from doceval.system.external.agents import system_error_text
 
     user = isinstance(retriever, FunctionRetriever)

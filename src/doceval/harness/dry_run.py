@@ -26,9 +26,13 @@ from typing import TYPE_CHECKING, Any
 from doceval.common.journal import load_records
 from doceval.config import schema
 from doceval.errors import UsageError
+from doceval.harness.evaluate import run_key_of
+from doceval.harness.plan import plan_run
+from doceval.harness.repeats import repeat_config
 from doceval.inputs.golden import GoldenEntry
 from doceval.llm.cache import observed_usage
 from doceval.llm.prompts import PromptTemplate
+from doceval.scoring.judging import load_verdicts
 from doceval.seam import Reply
 
 if TYPE_CHECKING:
@@ -136,12 +140,6 @@ def journaled_entries(cfg: Config, options: EvalOptions, repeats: int) -> tuple[
     """Per repeat, the entries this configuration's journals already hold for each LLM role (answered without a
     system error; judged with a verdict), and where they were read; None when the run cannot be planned
     without doing work (then the reason)."""
-    # lazy: an import cycle (the evaluation harness imports the planning this dry run shares)
-    from doceval.harness.evaluate import run_key_of
-    from doceval.harness.plan import plan_run
-    from doceval.harness.repeats import repeat_config
-    from doceval.scoring.judging import load_verdicts
-
     try:
         plan = plan_run(cfg, options)
     except UsageError as exc:

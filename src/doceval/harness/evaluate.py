@@ -18,7 +18,6 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +25,7 @@ import numpy as np
 
 from doceval.common.journal import journal_lock, mark_finished, plan_journals
 from doceval.common.notes import print_note
-from doceval.common.provenance import source_hash
+from doceval.common.provenance import code_hash
 from doceval.common.redact import register_config
 from doceval.config import schema
 from doceval.config.objects import config_dict
@@ -36,14 +35,16 @@ from doceval.harness.candidates import turn_queries
 from doceval.harness.plan import EvalOptions, RunPlan, plan_run, retrieve_live
 from doceval.harness.retrieval_journal import finish_retrieval
 from doceval.harness.retrieval_scores import RetrievalScores, score_retrieval, score_sources
+from doceval.harness.run_parts import AgentSetup, AnswerScores, SystemRun, reset_mode
 from doceval.harness.summary import answerer_record, build_summary, system_block
+from doceval.index.embed import judge_encoder
 from doceval.llm import Ledger
-from doceval.scoring.judge import Judge, make_judge
-from doceval.scoring.judging import JudgeRecord, JudgingOutcome, judge_answers, load_verdicts
+from doceval.scoring.judge import make_judge
+from doceval.scoring.judging import judge_answers, load_verdicts
 from doceval.scoring.reference_judge import version_strings
 from doceval.scoring.registry import ANSWER_NAMES, answer_scores, names
 from doceval.seam import Reply
-from doceval.system.docchat.answerers import Answerer, is_offline, make_answerer
+from doceval.system.docchat.answerers import is_offline, make_answerer
 from doceval.system.docchat.runner import RemoteUnits, load_journal, run_agent
 from doceval.system.docchat.search import PrecomputedSearch
 
@@ -57,50 +58,28 @@ def run_key(parts: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-# The code the journals' answers and verdicts depend on: a change to it starts a new run directory.
-AGENT_CODE = ("seam.py", "system/docchat", "scoring/judge.py", "scoring/judging.py", "common/journal.py")
+# The loop that calls the user's assistant and journals its replies (imported lazily below: start-up).
+ASSISTANT_LOOP = "doceval.harness.agents"
 
 
-@dataclass(frozen=True)
-class AgentSetup:
-    """How the LLM work of a run is done: the answerer (doceval's agent only) and judge, memory, the run's
-    budget and concurrency (shared by answering and judging), and the journals (None: not journaled)."""
-
-    answerer_cfg: schema.Answerer | None  # the configured answerer; None: the user's assistant answers
-    judge_cfg: schema.Judge  # the configured judge (judge=none with --no-judge)
-    answerer: Answerer | None  # None: the user's assistant answers
-    judge: Judge | None  # None: not judged (answer_accuracy null)
-    warm: bool
-    budget_usd: float | None
-    max_concurrency: int
-    key: str
-    agent_journal: Path | None
-    judge_journal: Path | None
-    # run.max_abandoned: calls of the user's function left running past their deadline before the run stops
-    max_abandoned: int | None
-    rewrite: str  # memory.rewrite: how doceval's agent retrieves for a conversation's follow-up
-    # --memory-reset needs_memory: each needs_memory turn asked without its conversation's context
-    memory_reset: bool = False
-    # engine=ray: the user's assistant is called on Ray actors (doceval.engine.fanout); None or local: threads
-    engine: schema.Engine | None = None
-    # --memory-reset standalone: the reset turns ask their standalone rewrites (EvalOptions.standalone)
-    standalone: bool = False
-
-    @property
-    def reset_mode(self) -> str | None:
-        """What the summary records as ``config.memory.reset``: None, "needs_memory" or "standalone"."""
-        return reset_mode(self) if self.memory_reset else None
-
-    def reset_ids(self, plan: RunPlan) -> frozenset[str]:
-        """The turns asked without their conversation's context (none unless ``memory_reset``)."""
-        if not self.memory_reset:
-            return frozenset()
-        return frozenset(e.id for e in plan.entries if e.conversation is not None and e.needs_memory)
+def journaled_modules(user_assistant: bool, judge_cfg: schema.Judge) -> list[str]:
+    """The modules whose code made the journals' answers and verdicts: doceval's agent and its answerer, or the
+    loop that journals the user's assistant's replies; the judging loop, the judge and what the reference judge
+    embeds with; the journal's format."""
+    answering = [ASSISTANT_LOOP] if user_assistant else [run_agent.__module__, make_answerer.__module__]
+    judging = (
+        [] if isinstance(judge_cfg, schema.JudgeNone) else [judge_answers.__module__, make_judge.__module__]
+    )
+    if isinstance(judge_cfg, schema.JudgeReference):
+        judging.append(judge_encoder.__module__)
+    return [*answering, *judging, plan_journals.__module__]
 
 
-def reset_mode(how: EvalOptions | AgentSetup) -> str:
-    """Which reset a replay asks (``--memory-reset``): "standalone" (the rewrites) or "needs_memory"."""
-    return "standalone" if how.standalone else "needs_memory"
+def journaled_code(plan: RunPlan, judge_cfg: schema.Judge) -> str:
+    """The run key's ``code``: :func:`code_hash` of :func:`journaled_modules` (their import closures, imports
+    inside functions included) and the prompts. A change there starts a new run directory; a change elsewhere (a
+    report renderer's docstring) keeps the paid answers and verdicts."""
+    return code_hash(journaled_modules(plan.agent is not None, judge_cfg), data=["prompts"])
 
 
 def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetup:
@@ -109,7 +88,7 @@ def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetu
     answerer_cfg, judge_cfg, warm = _roles(cfg, options, plan)
     budget = cfg.run.budget_usd
     answerer = make_answerer(answerer_cfg) if answerer_cfg is not None else None
-    judge = make_judge(judge_cfg, version_strings(plan.entries))
+    judge = make_judge(judge_cfg, version_strings(plan.entries), judge_encoder)
     if warm and options.memory_reset:
         raise UsageError(
             "--memory-reset needs_memory with warm memory (--warm-memory or memory.isolate=false): a turn "
@@ -157,7 +136,7 @@ def run_key_of(cfg: Config, options: EvalOptions, plan: RunPlan) -> str:
             **({"rewrite": cfg.memory.rewrite} if plan.conversations() else {}),
             # Another replay of the same conversations (what memory benefit compares against): its own journals.
             **({"memory_reset": reset_mode(options)} if options.memory_reset else {}),
-            "code": source_hash(*AGENT_CODE, "llm", "prompts"),
+            "code": journaled_code(plan, judge_cfg),
             # A repeat of a run is a run of its own (an assistant's replies are not cached by seed).
             **({"repeat": options.repeat} if options.repeat else {}),
         }
@@ -180,16 +159,6 @@ def _stopped(what: str, why: str, journal: Path | None) -> UsageError:
     return UsageError(
         f"the {what}: {why} rerun the same command to resume from {journal} (finished entries are not redone)"
     )
-
-
-@dataclass
-class SystemRun:
-    replies: dict[str, Reply]  # the entries the system was asked about, in entry order
-    usage_by_role: dict[str, dict[str, float]]  # the system's LLM usage (doceval's agent), whole run
-    resumed: int
-    stopped: bool = False  # --max-errors (or run.max_abandoned) exceeded: later entries were never asked
-    n_errors: int = 0
-    stop_reason: str | None = None
 
 
 def docchat_remote(setup: AgentSetup, plan: RunPlan) -> RemoteUnits | None:
@@ -340,14 +309,6 @@ def unmeasured_answers(answers: AnswerScores) -> AnswerScores:
     return dataclasses.replace(answers, per_entry=blank)
 
 
-@dataclass(frozen=True)
-class AnswerScores:
-    per_entry: dict[str, np.ndarray]  # every answer metric of the registry, NaN where it does not apply
-    verdicts: dict[str, JudgeRecord]  # judged entries only
-    judging: JudgingOutcome | None  # None: no judge configured
-    stopped: str | None = None  # why judging stopped early (the budget); the run is then incomplete
-
-
 def score_answers(
     plan: RunPlan, setup: AgentSetup, run: SystemRun, ledger: Ledger, progress: bool
 ) -> AnswerScores:
@@ -396,7 +357,9 @@ def evaluate(cfg: Config, options: EvalOptions | None = None, plan: RunPlan | No
     ``plan``: one :func:`plan_run` made for these ``cfg`` and ``options`` (the evaluate stage plans once for
     all its sections); None plans here."""
     options = options or EvalOptions()
-    register_config(cfg)  # every writer below scrubs what the config holds or points at (the API path too)
+    register_config(
+        config_dict(cfg)
+    )  # every writer below scrubs what the config holds or points at (API too)
     plan = plan if plan is not None else plan_run(cfg, options)
     # The system's first calls are the run's: an assistant's probe request (one that does not answer fails
     # before any work; once per command: repeat 0's), or the live retrieval a plan awaits.

@@ -78,10 +78,11 @@ def judge_passes(
 ) -> list[list[bool | None]]:
     """``repeats`` verdicts per row (None: a judge error): passes[r][i] for row i, repeat r."""
     # lazy: start-up (the judge and LLM stack, ~70 ms: `judge calibrate` loads this module without it)
+    from doceval.index.embed import judge_encoder
     from doceval.scoring.judge import make_judge
     from doceval.scoring.judging import judge_answers
 
-    judges = [make_judge(_repeat_cfg(judge_cfg, r), strings_of(rows)) for r in range(repeats)]
+    judges = [make_judge(_repeat_cfg(judge_cfg, r), strings_of(rows), judge_encoder) for r in range(repeats)]
     if judges[0] is None:
         raise UsageError("judge=none: nothing to validate; choose a judge (judge=openai, judge=reference)")
     combined = _RepeatJudges(judges)
@@ -207,6 +208,7 @@ def rescore(
     every repeat's answers re-judged (repeat r with repeat r's judge seed) and is combined again: the entry
     means, the spread and the flaky list under the new judge. ``repeat``: which repeat this one is (its journal)."""
     # lazy: start-up (the judge and LLM stack, ~70 ms: `judge calibrate` loads this module without it)
+    from doceval.index.embed import judge_encoder
     from doceval.llm import Ledger
     from doceval.scoring.judge import judge_id, make_judge
     from doceval.scoring.judging import judge_answers
@@ -225,7 +227,7 @@ def rescore(
     recorded = summary.get("config") or {}
     todo = [e for e in entries if e.get("system_error") is None]
     order = [golden[e["id"]] for e in todo]
-    judge = make_judge(judge_cfg, version_strings(order))
+    judge = make_judge(judge_cfg, version_strings(order), judge_encoder)
     if judge is None:
         raise UsageError("judge=none: choose the judge to rescore with (judge=openai, judge=reference)")
 

@@ -22,8 +22,10 @@ from doceval.config import schema
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.harness.candidate_cache import check_candidates, load_candidates
-from doceval.harness.candidates import CandidateSet, ErrorLimits, compute_candidates, score_range_of
+from doceval.harness.candidate_set import CandidateSet
+from doceval.harness.candidates import compute_candidates, score_range_of
 from doceval.harness.floors import Floors, check_floors, resolve_floors
+from doceval.harness.stops import ErrorLimits
 from doceval.inputs.conversation import first_records, records_of
 from doceval.inputs.corpus import Corpus, load_corpus
 from doceval.inputs.golden import DEFAULT_PIN, GoldenEntry, parse_golden, select_split

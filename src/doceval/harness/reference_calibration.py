@@ -44,8 +44,11 @@ class Components:
 
 
 def components(rows: Sequence[LabelledAnswer]) -> Components:
+    # lazy: start-up (the embedders' module, ~40 ms: `judge calibrate` loads this module before it scores)
+    from doceval.index.embed import judge_encoder
+
     strings = strings_of(rows)
-    judge = ReferenceJudge(0.0, strings)
+    judge = ReferenceJudge(0.0, strings, judge_encoder)
     try:
         sims = judge.similarities([(r.candidate, r.entry.reference_answer) for r in rows])
     finally:

@@ -26,13 +26,15 @@ from doceval.common.io import sha256_file
 from doceval.common.progress import Progress
 from doceval.common.targets import installed_file
 from doceval.errors import UsageError, WorkersLost
+from doceval.harness.retrieval_journal import journal_answer
+from doceval.harness.stops import ErrorLimits, abandoned_calls_stop, errors_stop
 from doceval.system.external.agents import system_error_text
 
 if TYPE_CHECKING:
     from doceval.common.journal import Journal
     from doceval.config import schema
     from doceval.engine.cluster import RaySession
-    from doceval.harness.candidates import CandidateSet, ErrorLimits
+    from doceval.harness.candidate_set import CandidateSet
     from doceval.inputs.golden import GoldenEntry
     from doceval.seam import Reply
     from doceval.system.docchat.conversation import TurnQuery
@@ -83,11 +85,9 @@ def retrieve_on_ray(
     fills the candidate set and journals each answer as it arrives (``into``); ``retriever`` is the driver's
     copy (its ``scored`` is set from the actors' results). Losing every node that can run the actors stops the
     run as ``--max-errors`` does (``out.stopped``): the journal resumes it."""
-    # lazy: ray (~1 s to import) loads only for engine=ray; candidates imports this module lazily too
+    # lazy: ray (~1 s to import) loads only for engine=ray
     from doceval.engine import engine_session
     from doceval.engine.fanout import iter_on_actors
-    from doceval.harness.agents import abandoned_calls_stop, errors_stop
-    from doceval.harness.retrieval_journal import journal_answer
 
     out, journal = into
     abandoned = [0]

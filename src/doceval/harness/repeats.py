@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from doceval.common.notes import print_note
 from doceval.config import schema
+from doceval.harness.evaluate import evaluate
 from doceval.harness.plan import EvalOptions, agent_name
 from doceval.scoring.repeats import combine, seeded
 
@@ -46,9 +47,6 @@ def seeds_note(roles: Sequence[str]) -> str:
 def evaluate_repeats(cfg: Config, options: EvalOptions, repeats: int) -> dict[str, Any]:
     """One evaluation, or ``repeats`` of them (each with its own seeds and journals) combined; the user's
     assistant is probed once, before repeat 0."""
-    # lazy: an import cycle (the evaluation imports the harness this module is part of)
-    from doceval.harness.evaluate import evaluate
-
     if repeats == 1:
         return evaluate(cfg, options)
     roles = sampled_roles(cfg, agent_name(cfg, options) != "docchat")

@@ -23,7 +23,7 @@ from doceval.config.schema import Config
 from doceval.system.retrievers.function import FunctionRetriever
 
 if TYPE_CHECKING:
-    from doceval.harness.candidates import CandidateSet
+    from doceval.harness.candidate_set import CandidateSet
     from doceval.inputs.golden import GoldenEntry
     from doceval.system.retrievers.base import Ranked
 

@@ -21,12 +21,12 @@ from doceval.scoring.judge import judge_id
 from doceval.scoring.registry import AT_K_NAMES, METRIC_NAMES
 from doceval.seam import sum_usage
 
-if TYPE_CHECKING:  # the stages' types only: evaluate imports this module, never the other way at run time
+if TYPE_CHECKING:
     from doceval.config import schema
     from doceval.config.schema import Config
-    from doceval.harness.evaluate import AgentSetup, AnswerScores, SystemRun
     from doceval.harness.plan import RunPlan
     from doceval.harness.retrieval_scores import RetrievalScores
+    from doceval.harness.run_parts import AgentSetup, AnswerScores, SystemRun
     from doceval.llm import Ledger
 
 __all__ = ["answerer_record", "build_summary", "pipeline_record", "public_block", "system_block"]

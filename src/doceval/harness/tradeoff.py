@@ -19,7 +19,8 @@ import numpy as np
 
 from doceval.common.plotting import panel_grid
 from doceval.errors import UsageError
-from doceval.harness.candidates import CandidateSet, bm25_rankings, score_range_of
+from doceval.harness.candidate_set import CandidateSet
+from doceval.harness.candidates import bm25_rankings, score_range_of
 from doceval.harness.floor_search import sweep
 from doceval.inputs.corpus import Corpus
 from doceval.inputs.golden import GoldenEntry

@@ -123,6 +123,12 @@ class MiniLMEmbedder:
         return normalised
 
 
+def judge_encoder() -> MiniLMEmbedder:
+    """The bundled all-MiniLM-L6-v2 as the reference judge embeds answers and references (it takes this through
+    its ``encoder`` seam, :class:`doceval.scoring.reference_judge.TextEncoder`: scoring never imports the index)."""
+    return MiniLMEmbedder(batch_size=32)
+
+
 def minilm_fingerprint(precision: str, device: str) -> str:
     """The cache key's model part. fp32 on the CPU keeps the bare name (the committed headline's vectors); every
     other precision or device gets its own suffix, so their vectors never mix with fp32's."""

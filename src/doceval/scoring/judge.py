@@ -25,11 +25,11 @@ from doceval.common.registry import Registry, as_variant
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.llm import LLMConfig, LLMError, PromptTemplate, TemplatedChat
-from doceval.scoring.reference_judge import ReferenceJudge, VersionStrings
+from doceval.scoring.reference_judge import EncoderFactory, ReferenceJudge, VersionStrings
 from doceval.scoring.reference_judge import identity as reference_identity
 
-__all__ = ["JUDGES", "Judge", "OpenAIJudge", "register_judge", "judge_hash", "judge_id", "judge_identity", "judge_input", "make_judge",
-           "parse_verdict"]  # fmt: skip
+__all__ = ["JUDGES", "Judge", "OpenAIJudge", "judge_hash", "judge_id", "judge_identity", "judge_input", "make_judge",
+           "parse_verdict", "register_judge"]  # fmt: skip
 from doceval.seam import Probe
 
 
@@ -110,7 +110,7 @@ class OpenAIJudge(TemplatedChat):
 
 
 Labels = Mapping[str, VersionStrings] | None
-JudgeBuilder = Callable[[schema.Judge, Labels], "Judge | None"]
+JudgeBuilder = Callable[[schema.Judge, Labels, "EncoderFactory | None"], "Judge | None"]
 # sent(recorded block, recorded identity, summary entry): what the judge was sent beyond the answer and the
 # reference, rebuilt from a summary (the entry trace's judge span, design 6.7).
 Sent = Callable[[Mapping[str, Any], Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
@@ -136,7 +136,7 @@ JUDGES: Registry[RegisteredJudge] = Registry("judge")
 def register_judge(
     name: str, *, identity: Callable[[schema.Judge], dict[str, Any] | None], sent: Sent = _nothing_more
 ) -> Callable[[JudgeBuilder], JudgeBuilder]:
-    """Decorator: ``build(block, labels) -> Judge`` serves ``judge.name == name``; ``identity(block)`` is what
+    """Decorator: ``build(block, labels, encoder) -> Judge`` serves ``judge.name == name``; ``identity(block)`` is what
     decides its verdicts (hashed into ``config.judge_id`` and the journal keys); ``sent`` rebuilds what it was
     sent from a summary."""
 
@@ -147,10 +147,13 @@ def register_judge(
     return decorate
 
 
-def make_judge(cfg: schema.Judge, labels: Labels = None) -> Judge | None:
+def make_judge(
+    cfg: schema.Judge, labels: Labels = None, encoder: EncoderFactory | None = None
+) -> Judge | None:
     """The configured judge, built by the builder registered under ``cfg.name``: ``judge=none`` -> None (no
-    judge); ``labels``: the entries' version strings (the reference judge reads them)."""
-    return JUDGES.require(cfg.name).build(cfg, labels)
+    judge); ``labels``: the entries' version strings (the reference judge reads them); ``encoder``: what a judge
+    that embeds answers embeds with (the harness passes :func:`doceval.index.embed.judge_encoder`)."""
+    return JUDGES.require(cfg.name).build(cfg, labels, encoder)
 
 
 def judge_identity(cfg: schema.Judge) -> dict[str, Any] | None:
@@ -230,17 +233,19 @@ def _reference_sent(
 
 
 @register_judge("none", identity=_no_identity)
-def _build_none(cfg: schema.Judge, labels: Labels) -> None:
+def _build_none(cfg: schema.Judge, labels: Labels, encoder: EncoderFactory | None) -> None:
     return None
 
 
 @register_judge("openai", identity=_openai_identity, sent=_openai_sent)
-def _build_openai(cfg: schema.Judge, labels: Labels) -> Judge:
+def _build_openai(cfg: schema.Judge, labels: Labels, encoder: EncoderFactory | None) -> Judge:
     block = as_variant(cfg, schema.JudgeOpenAI, "judge")
     return OpenAIJudge(block.llm, PromptTemplate.load(block.template))
 
 
 @register_judge("reference", identity=_reference_identity, sent=_reference_sent)
-def _build_reference(cfg: schema.Judge, labels: Labels) -> Judge:
+def _build_reference(cfg: schema.Judge, labels: Labels, encoder: EncoderFactory | None) -> Judge:
     block = as_variant(cfg, schema.JudgeReference, "judge")
-    return ReferenceJudge(float(block.threshold), labels or {}, float(block.facts_threshold))
+    if encoder is None:
+        raise ValueError("judge=reference embeds answers: pass make_judge(..., encoder=judge_encoder)")
+    return ReferenceJudge(float(block.threshold), labels or {}, encoder, float(block.facts_threshold))

@@ -12,9 +12,9 @@ with the human labels is measured on the other half (``doceval judge validate``)
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -27,12 +27,22 @@ from doceval.seam import Probe
 
 if TYPE_CHECKING:
     from doceval.config.schema import JudgeReference
-    from doceval.index.embed import MiniLMEmbedder
 
 EMBEDDER = "all-MiniLM-L6-v2"
 # Names the extraction rule in the judge's identity: a change to doceval.scoring.key_facts that moves verdicts
 # bumps it, so the judge hash changes with it.
 KEY_FACTS_RULE = "key_facts v1"
+
+
+class TextEncoder(Protocol):
+    """What the judge embeds with: unit-length vectors, one row per text (the harness passes the bundled
+    all-MiniLM-L6-v2, :func:`doceval.index.embed.judge_encoder`; scoring never imports the index)."""
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+# Builds the encoder on first use: loading the model takes seconds, and only a judge that scores needs it.
+EncoderFactory = Callable[[], TextEncoder]
 
 
 @dataclass(frozen=True)
@@ -72,20 +82,22 @@ class ReferenceJudge:
     name = "reference"
 
     def __init__(
-        self, threshold: float, labels: Mapping[str, VersionStrings], facts_threshold: float = 0.0
+        self,
+        threshold: float,
+        labels: Mapping[str, VersionStrings],
+        encoder: EncoderFactory,
+        facts_threshold: float = 0.0,
     ) -> None:
         self.threshold = float(threshold)
         self.facts_threshold = float(facts_threshold)
         self.labels = dict(labels)
-        self._model: MiniLMEmbedder | None = None
+        self._make_encoder = encoder
+        self._model: TextEncoder | None = None
         self._lock = threading.Lock()  # the model is loaded once, and encodes one batch at a time
 
-    def _encoder(self) -> MiniLMEmbedder:
+    def _encoder(self) -> TextEncoder:
         if self._model is None:
-            # lazy: start-up (torch and sentence_transformers, seconds; only a judge that scores loads them)
-            from doceval.index.embed import MiniLMEmbedder
-
-            self._model = MiniLMEmbedder(batch_size=32)
+            self._model = self._make_encoder()
         return self._model
 
     def similarities(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:

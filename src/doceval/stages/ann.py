@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from doceval.harness.candidate_cache import load_candidates
-from doceval.harness.candidates import EXACT
+from doceval.harness.candidate_set import EXACT
 from doceval.harness.evaluate import evaluate
 from doceval.harness.plan import EvalOptions, RunPlan, variant
 from doceval.results.comparison import compare

@@ -13,7 +13,7 @@ from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.harness.calibrate import calibrate, overlap_notes, plot_calibration, write_curves
 from doceval.harness.candidate_cache import check_candidates, load_candidates
-from doceval.harness.candidates import CANDIDATES
+from doceval.harness.candidate_set import CANDIDATES
 from doceval.harness.evaluate import evaluate
 from doceval.harness.floors import Floors
 from doceval.harness.plan import EvalOptions, load_inputs, needs_corpus

@@ -10,7 +10,8 @@ from doceval import tracking
 from doceval.common.io import atomic_dir, check_writable, write_json_atomic
 from doceval.harness import tradeoff
 from doceval.harness.candidate_cache import load_candidates
-from doceval.harness.candidates import CandidateSet, bm25_rankings
+from doceval.harness.candidate_set import CandidateSet
+from doceval.harness.candidates import bm25_rankings
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.harness.floors import Floors
 from doceval.harness.plan import (

@@ -13,15 +13,8 @@ from doceval.common.hints import rerun
 from doceval.common.io import atomic_dir, jsonl_line, write_json_atomic
 from doceval.config import schema
 from doceval.errors import UsageError
-from doceval.harness.candidates import (
-    BM25_RANKINGS,
-    CANDIDATES,
-    EXACT,
-    META,
-    CandidateSet,
-    bm25_rankings,
-    compute_candidates,
-)
+from doceval.harness.candidate_set import BM25_RANKINGS, CANDIDATES, EXACT, META, CandidateSet
+from doceval.harness.candidates import bm25_rankings, compute_candidates
 from doceval.inputs.configured import refuse_stage_overlap
 from doceval.inputs.corpus import load_corpus
 from doceval.inputs.golden import GoldenEntry
