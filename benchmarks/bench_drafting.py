@@ -58,7 +58,7 @@ PAIRS = HERE / "drafting" / "v2.1_trap_pairs.jsonl"
 AUDIT = HERE / "drafting" / "audit_sheet.jsonl"
 V21 = ROOT / "data" / "golden" / "v2.1.jsonl"
 AUDIT_SIZE, AUDIT_SEED = 60, 45
-RANKING_SEED, RANKING_MAX = 7, 18  # the drafted set compared with v2.1 (--max per kind per library)
+RANKING_SEED, RANKING_MAX = 7, 40  # the drafted set compared with v2.1 (--max per kind per library)
 CONFIGS: list[tuple[str, list[str]]] = [
     *((f"{r} k={k}", [f"retriever={r}", f"k={k}", "floors=zero"]) for r in ("overlap", "bm25", "dense", "hybrid")
       for k in (3, 10)),

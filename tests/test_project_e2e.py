@@ -196,7 +196,9 @@ def test_the_readme_recipe_runs_first_time_as_written(project: tuple[Path, Assis
     assert "refused_correctly is asked of refusal_rate for an assistant" in " ".join(out.split())
     assert "doceval.yaml (gate.thresholds.refused_correctly=0.3)" in out
     report = (folder / "eval" / "report.md").read_text()
-    assert _rule_line(report).split(":")[0] == rule.split(":")[0]  # one rule, whichever run it judges
+    # One rule, whichever run it judges: the report's run is the pipeline's own system, which is asked
+    # refused_correctly itself; the assistant's run above is asked its own refusal.
+    assert _rule_line(report).split(":")[0] == rule.split(":")[0].replace("refusal_rate", "refused_correctly")
     suite = ET.parse(folder / "gate.xml").getroot().find("testsuite")
     assert suite is not None and suite.get("name") == "acme-assistant"
     assert {case.get("name") for case in suite.iter("testcase")} >= {"refusal_rate >= 0.30"}
