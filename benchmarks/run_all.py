@@ -32,6 +32,7 @@ DOC_BLOCKS = {
     "bench_paired_coverage.py": ("<!-- bench-paired:start -->", "<!-- bench-paired:end -->"),
     "bench_drafting.py": ("<!-- drafting:start -->", "<!-- drafting:end -->"),
     "bench_dry_run.py": ("<!-- dry-run:start -->", "<!-- dry-run:end -->"),
+    "bench_recovery.py": ("<!-- recovery:start -->", "<!-- recovery:end -->"),
 }
 
 

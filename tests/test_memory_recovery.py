@@ -193,13 +193,56 @@ def test_the_recovery_interval_is_where_the_inverted_paired_interval_turns() -> 
     assert method == RECOVERY_METHOD and ci is not None and ci[0] < estimate < ci[1]
 
     def holds_zero(ratio: float) -> bool:
-        scaled = [(b - ratio * c) / (1 + abs(ratio)) for b, c in zip(benefit, ceiling, strict=True)]
-        lo, hi = cluster_paired_interval(scaled, settings).ci or (math.nan, math.nan)
+        scale = 1 + abs(ratio)
+        scaled = [(b - ratio * c) / scale for b, c in zip(benefit, ceiling, strict=True)]
+        # With the two one-turn anchors: a turn recovered in full and one not recovered (the ceiling is > 0).
+        anchors = ((1 - ratio) / scale, -ratio / scale)
+        lo, hi = cluster_paired_interval(scaled, settings, anchors).ci or (math.nan, math.nan)
         return lo <= 0.0 <= hi
 
     # Just inside each bound the paired interval of benefit - R x ceiling holds 0; just outside it does not.
     assert holds_zero(ci[0] + 1e-3) and not holds_zero(ci[0] - 1e-3)
     assert holds_zero(ci[1] - 1e-3) and not holds_zero(ci[1] + 1e-3)
+
+
+def test_one_unrecovered_turn_in_eighty_does_not_rule_out_a_recovery_of_095() -> None:
+    """Near a recovery of 1 the residuals benefit - R x ceiling are many small positives and a few large
+    negatives; a sample with one of those few gave the sign flips too little spread, and the interval left out
+    recoveries an exact binomial test keeps (issue 41 item 2: coverage 0.88 at 48 conversations, 0.95)."""
+    ceiling = [np.ones(2) for _ in range(40)]  # 80 turns, each with all to recover
+    benefit = [np.array([1.0, 0.0])] + [np.ones(2) for _ in range(39)]  # memory misses one of them
+    # Even as 80 independent turns, one miss or fewer has probability 0.086 when 5% are missed: 0.95 stays.
+    p_one_sided = sum(math.comb(80, k) * 0.05**k * 0.95 ** (80 - k) for k in (0, 1))
+    assert p_one_sided > 0.025
+    ci, method = ratio_interval(benefit, ceiling, 79 / 80, ClusterSettings(1000, 0))
+    assert method == RECOVERY_METHOD and ci is not None and ci[0] < 0.95 < 79 / 80 < ci[1]
+
+
+def test_the_recovery_interval_keeps_95_percent_near_a_recovery_of_1() -> None:
+    """A seeded run of the coverage benchmark's cell that under-covered (48 conversations, true recovery 0.95:
+    0.88 over 1000 samples before the anchors, 0.98 after; docs/benchmarks.md)."""
+    rng, settings, covered, printed = np.random.default_rng(7), ClusterSettings(1000, 0), 0, 0
+    for _ in range(100):
+        benefit, ceiling = _clusters(rng, 48, 0.95)
+        total = float(np.concatenate(ceiling).sum())
+        if total == 0.0:
+            continue
+        ci, _ = ratio_interval(benefit, ceiling, float(np.concatenate(benefit).sum()) / total, settings)
+        if ci is not None:
+            printed += 1
+            covered += ci[0] <= 0.95 <= ci[1]
+    assert printed >= 80 and covered / printed >= 0.93  # before: 81 of 92, 0.88
+
+
+def test_make_bench_writes_the_recovery_coverage_between_its_own_markers() -> None:
+    spec = importlib.util.spec_from_file_location("run_all", BENCH.parent / "run_all.py")
+    assert spec is not None and spec.loader is not None
+    run_all: Any = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_all)
+    start, end = run_all.DOC_BLOCKS["bench_recovery.py"]
+    page = (BENCH.parents[1] / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert page.count(start) == 1 and page.index(start) < page.index(end)
+    assert "bench_recovery.py" in {cmd[0] for _, cmd in run_all.suite(None, quick=False)}
 
 
 def test_a_ceiling_indistinguishable_from_zero_gives_no_bounded_recovery_interval() -> None:

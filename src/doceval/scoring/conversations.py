@@ -129,19 +129,22 @@ class PairedInterval:
     note: str | None = None
 
 
-def cluster_paired_interval(diffs: Sequence[np.ndarray], settings: ClusterSettings) -> PairedInterval:
+def cluster_paired_interval(
+    diffs: Sequence[np.ndarray], settings: ClusterSettings, anchors: Sequence[float] = ()
+) -> PairedInterval:
     """The 95% interval of the mean of paired turn differences (one array per conversation, values in
     [-1, 1]): the sign-flip interval with conversations as the units (each its summed differences over its turn
     count), ``settings.n_boot`` seeded flips (every sign vector up to 12 conversations). Fewer than
-    MIN_DIFFERING conversations with a differing turn: no interval, ``note`` says so."""
+    MIN_DIFFERING conversations with a differing turn: no interval, ``note`` says so. ``anchors``: extra units
+    of one turn each, flipped with the others but never counted as differing (:func:`ratio_interval`'s)."""
     clusters = [c for c in diffs if c.size]
     if not clusters:
         return PairedInterval(None, None)
     differing = sum(bool(np.any(c != 0.0)) for c in clusters)
     if differing < MIN_DIFFERING:
         return PairedInterval(None, None, too_few(differing, "conversations"))
-    sums = np.array([c.sum() for c in clusters])
-    counts = np.array([c.size for c in clusters], dtype=np.float64)
+    sums = np.array([*(c.sum() for c in clusters), *anchors])
+    counts = np.array([*(c.size for c in clusters), *(1 for _ in anchors)], dtype=np.float64)
     lo, hi = sign_flip_interval(sums, counts, n_flips=settings.n_boot, seed=settings.seed)[0]
     return PairedInterval([max(-1.0, float(lo)), min(1.0, float(hi))], "cluster-sign-flip")
 
@@ -323,6 +326,18 @@ class _Untestable(Exception):
     """The paired interval gives no interval for some ratio (its method says why): nothing to invert."""
 
 
+def _anchors(ceiling: Sequence[np.ndarray], ratio: float, scale: float) -> tuple[float, float]:
+    """Two one-turn pseudo-conversations for the test at ``ratio``: a turn memory recovers in full (benefit =
+    ceiling = 1, the ceiling's sign) and one it does not recover at all (benefit 0, ceiling 1), residuals
+    (1 - ratio) and -ratio, scaled as the real ones. Near a recovery of 1 (or 0) the residuals at the true
+    ratio are many small ones and a few large ones of the other sign; a sample holding few of those few
+    gives the sign flips too little spread and rejects the truth (coverage 0.88 at 48 conversations). The
+    anchors hold one of each side, as Agresti and Coull add successes and failures to Wald's interval
+    (docs/design.md 4.6, "Recovery's interval")."""
+    sign = 1.0 if float(sum(c.sum() for c in ceiling)) >= 0.0 else -1.0
+    return sign * (1.0 - ratio) / scale, -sign * ratio / scale
+
+
 def _accepts(
     benefit: Sequence[np.ndarray], ceiling: Sequence[np.ndarray], ratio: float, settings: ClusterSettings
 ) -> bool:
@@ -331,7 +346,7 @@ def _accepts(
     interval has none."""
     scale = 1.0 + abs(ratio)
     diffs = [(b - ratio * c) / scale for b, c in zip(benefit, ceiling, strict=True)]
-    paired = cluster_paired_interval(diffs, settings)
+    paired = cluster_paired_interval(diffs, settings, _anchors(ceiling, ratio, scale))
     if paired.ci is None:
         raise _Untestable(paired.note or "no turn differs")
     return paired.ci[0] <= 0.0 <= paired.ci[1]
