@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_checks_before_work import ROWS, _golden_text
 from test_conversation_surfaces import GOLDEN as CONVERSATIONS
 from test_conversation_surfaces import MemoryAssistant
 from test_eval_cli import DOCS
-from test_guards import ROWS, _golden_text
 from tiny_project import make_tiny_project
 
 import doceval

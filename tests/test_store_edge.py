@@ -1,7 +1,7 @@
 """store=qdrant_edge: real Qdrant Edge shards on disk (no mocks), against local mode, and through the CLI.
 
 The CLI half runs the real stages on the tiny fixture corpus with embedder=openai pointed at the local
-OpenAI-compatible test server (deterministic vectors, no model to load), as tests/test_integrity.py does.
+OpenAI-compatible test server (deterministic vectors, no model to load), as tests/test_damaged_inputs.py does.
 """
 
 from __future__ import annotations
