@@ -172,6 +172,7 @@ def _judge_overrides(server: FakeOpenAI) -> list[str]:
     return ["judge=openai", f"judge.base_url={server.base_url}", "judge.model=j", "judge.max_retries=0"]
 
 
+@pytest.mark.slow
 def test_validate_against_the_local_server_with_repeats_flips_cache_and_mlflow(
     project: Path,
     openai_server: FakeOpenAI,

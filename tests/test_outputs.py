@@ -151,6 +151,7 @@ def test_h17_an_output_ending_in_a_slash_is_a_folder_never_a_file(
     assert not (files / "newdir").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "what"),
     [

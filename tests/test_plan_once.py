@@ -92,6 +92,7 @@ def count_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> Coun
     return calls
 
 
+@pytest.mark.slow
 def test_the_evaluate_stage_loads_each_input_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chdir_back: None
 ) -> None:

@@ -385,6 +385,7 @@ main(["index", "--params", "params.yaml", "--quiet"])
 """
 
 
+@pytest.mark.slow
 def test_a_killed_index_stage_leaves_the_previous_index_whole(project: Path) -> None:
     before = {p: p.stat().st_size for p in (project / "data/index").rglob("*") if p.is_file()}
     proc = subprocess.Popen([sys.executable, "-c", KILLED_INDEX], cwd=project, stdout=subprocess.PIPE,
