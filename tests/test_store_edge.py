@@ -423,6 +423,7 @@ def test_reading_the_index_never_changes_its_files(project: Path) -> None:
     assert _file_hashes(project / "data/index") == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", ["minilm", "minilm_bf16", "minilm_bf16_weights", "minilm_auto"])
 def test_every_minilm_embedder_option_indexes_and_retrieves_from_the_cli(project: Path, option: str) -> None:
     """The shipped conf/embedder/<option>.yaml through the index and retrieve stages with the real model: the
