@@ -2,8 +2,8 @@
 opens an MLflow store, loads the embedding model, reaches past the loopback interface or writes into the checkout.
 
 A Python audit hook (`sys.addaudithook`) sees every process start, sqlite connection, socket connection and file
-opened for writing; from the setup of an unmarked test to its teardown, `forbidden` turns each event into a
-reason, and the test's teardown report fails with the reasons. `make test` (`-m "not slow"`) thus keeps the
+opened for writing; from the setup of an unmarked test to the end of its call, `forbidden` turns each event
+into a reason, and the test's teardown report fails with the reasons. `make test` (`-m "not slow"`) thus keeps the
 unit-test loop fast and the checkout clean; `make test-full` runs the marked tests too.
 """
 
@@ -46,6 +46,7 @@ JUDGED = frozenset(
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
 _reasons: list[str] | None = None  # what the running unmarked test did; None while no unmarked test runs
+_judging = False  # from an unmarked test's setup to the end of its call
 _earlier_threads: frozenset[int] = frozenset()  # threads an earlier test left running (a slow test's MLflow)
 
 
@@ -112,7 +113,7 @@ def forbidden(event: str, args: tuple[Any, ...], frame: FrameType | None) -> str
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if _reasons is None or event not in JUDGED or len(_reasons) >= 5:
+    if not _judging or _reasons is None or event not in JUDGED or len(_reasons) >= 5:
         return  # cheap for the events nobody judges (sys._getframe below is itself an audited event)
     if threading.get_ident() in _earlier_threads:
         return
@@ -126,12 +127,20 @@ sys.addaudithook(_audit)
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None]:
-    global _reasons, _earlier_threads
+    global _reasons, _earlier_threads, _judging
     _reasons = None if item.get_closest_marker("slow") else []
+    _judging = _reasons is not None
     _earlier_threads = frozenset(
         t.ident for t in threading.enumerate() if t.ident and t is not threading.main_thread()
     )
     yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Stop judging: a module's or session's fixtures (a Ray cluster, a server) end in its last test's teardown."""
+    global _judging
+    _judging = False
 
 
 @pytest.hookimpl(hookwrapper=True)
