@@ -79,13 +79,13 @@ def test_every_model_option_builds_its_object_from_the_shipped_file(
     group: str, option: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """Composing is not enough (a hand-built dict once hid a failing answerer=openai): build the object."""
-    monkeypatch.chdir(tmp_path)  # the shipped relative LLM cache path opens there, not in the checkout
     from doceval.index.embed import make_embedder
     from doceval.results.gating import check_gate_config
     from doceval.scoring.judge import make_judge
     from doceval.system.docchat.answerers import make_answerer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.chdir(tmp_path)  # the shipped LLM cache_path is relative: never the checkout's data/cache
     block = getattr(compose([f"{group}={option}"], conf_dir=CONF), group)
     if group == "answerer":
         built: Any = make_answerer(block)
