@@ -16,7 +16,7 @@ repro: setup  ## reproduce the headline numbers (dvc repro) and show them
 	$(VENV)/dvc repro
 	$(VENV)/doceval show  # the headline table of eval/summary.json and the conversations line
 
-test: setup  ## ruff, mypy and the fast tests (no tests marked slow): the inner loop
+test: setup  ## ruff, mypy and the unit tests (no tests marked slow): the unit-test loop
 	$(VENV)/ruff check src tests benchmarks
 	$(VENV)/mypy
 	$(VENV)/python -m pytest -q -m "not slow"

@@ -11,6 +11,10 @@ from openai_server import openai_server  # noqa: F401 - the shared fixture: a lo
 from ray_cluster import ray_cluster  # noqa: F401 - the shared fixture: a real two-node Ray cluster on 127.0.0.1
 from ray_hosts import host_installs  # noqa: F401 - the shared fixture: per-host installs for tests/ray_hosts.py
 
+# A test not marked slow fails when it starts a process, opens an MLflow store, loads the model, reaches past
+# 127.0.0.1 or writes into the checkout (tests/slow_rule.py).
+pytest_plugins = ("slow_rule",)
+
 ROOT = Path(__file__).resolve().parents[1]
 # conf/'s answerer/judge cache_path, relative: where a client built from the shipped settings in the checkout writes.
 LLM_CACHE = ROOT / "data" / "cache" / "llm.sqlite"
@@ -18,6 +22,8 @@ LLM_CACHE = ROOT / "data" / "cache" / "llm.sqlite"
 # Tests never reach for a model hub; the embedding model ships inside a package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# MLflow would look up its telemetry host from every test that opens a store.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 # Loopback test clusters run without token auth (a ~/.ray/auth_token would turn it on): tests/ray_cluster.py.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 

@@ -250,6 +250,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_run_killed_with_sigkill_and_resumed_answers_each_entry_once(tmp_path: Path) -> None:
     n = 24
     script = tmp_path / "child.py"

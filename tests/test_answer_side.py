@@ -465,6 +465,7 @@ def test_a14_the_dry_run_consults_journals_and_cache_and_takes_per_million_price
     )
 
 
+@pytest.mark.slow
 def test_a2_history_and_drift_split_the_family_by_judge(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -104,6 +104,7 @@ def test_compose_through_the_api_matches_params_yaml(monkeypatch: pytest.MonkeyP
     assert api.compose(["k=10"]).k == 10
 
 
+@pytest.mark.slow
 def test_compare_and_gate_take_mlflow_run_ids(golden: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """As the docstrings promise: a run id resolves through the tracking store (./mlruns/mlflow.db here)."""
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")

@@ -13,6 +13,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from doceval.cli.main import build_parser
 from doceval.scoring.registry import METRIC_NAMES
 
@@ -105,6 +107,7 @@ OUTSIDE = re.compile("|".join(map(re.escape, ("../" + "shared", "/work/" + "shar
 ALLOWED = {"docs/design.md"}
 
 
+@pytest.mark.slow
 def test_no_tracked_file_refers_outside_the_repository() -> None:
     listed = subprocess.run(
         ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True

@@ -197,6 +197,7 @@ def test_bad_systems_exit_2_naming_the_key(
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_kwargs_sweep_tunes_the_users_own_evidence_bar(project: Path) -> None:
     """`doceval sweep -m +retriever.kwargs.NAME=...` runs the user's retriever live at every point."""
     argv = ["sweep", "-m", "+retriever.kwargs.min_score=1,4", "retriever=function", "retriever.target=userret:make",
@@ -251,6 +252,7 @@ def test_http_params_are_sent_only_when_set_and_recorded_redacted(project: Path)
     assert "key-Secret-987654" not in Path("out.json").read_text()
 
 
+@pytest.mark.slow
 def test_a_sweep_over_the_assistants_kwargs(project: Path) -> None:
     argv = ["sweep", "-m", "+agent.kwargs.bar=1,4", "agent=function", "agent.target=userret:make_assistant",
             "golden=golden.jsonl", "split=all", "k=2", "--no-track", "--quiet", "--jobs", "1"]  # fmt: skip

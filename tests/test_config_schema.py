@@ -71,7 +71,11 @@ def test_every_group_option_composes_and_validates(group: str, option: str) -> N
 MODEL_GROUPS = ("answerer", "judge", "embedder", "gate")
 
 
-@pytest.mark.parametrize("group,option", [o for o in OPTIONS if o[0] in MODEL_GROUPS])
+@pytest.mark.parametrize(
+    "group,option",  # building a minilm embedder loads the model: slow
+    [pytest.param(*o, marks=[pytest.mark.slow] if o[1].startswith("minilm") else []) for o in OPTIONS
+     if o[0] in MODEL_GROUPS],
+)  # fmt: skip
 def test_every_model_option_builds_its_object_from_the_shipped_file(
     group: str, option: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -87,7 +87,11 @@ def conversation_summary(tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     folder = tmp_path_factory.mktemp("conversations")
     path = folder / "golden.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in GOLDEN), encoding="utf-8")
-    return dict(doceval.evaluate(path, agent=MemoryAssistant(), k=2, split="all"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(
+            folder
+        )  # the run's journal (data/runs/eval/) goes beside the golden set, not into the checkout
+        return dict(doceval.evaluate(path, agent=MemoryAssistant(), k=2, split="all"))
 
 
 @pytest.fixture
@@ -111,6 +115,7 @@ def _run_traces(uri: str, run_id: str) -> list[Any]:
     return list(client.search_traces(locations=[run.info.experiment_id], run_id=run_id, max_results=100))
 
 
+@pytest.mark.slow
 def test_every_turn_trace_carries_its_conversation_session_and_position(logged: tuple[str, str]) -> None:
     uri, run_id = logged
     traces = {t.info.tags["doceval.entry_id"]: t for t in _run_traces(uri, run_id)}
@@ -134,6 +139,7 @@ def test_every_turn_trace_carries_its_conversation_session_and_position(logged: 
         assert tags["doceval.needs_memory"] == ("true" if entry_id in ("conv-a#2", "conv-b#3") else "false")
 
 
+@pytest.mark.slow
 def test_a_session_search_returns_one_conversations_turns_in_order(logged: tuple[str, str]) -> None:
     uri, run_id = logged
     client = MlflowClient(uri)
@@ -147,6 +153,7 @@ def test_a_session_search_returns_one_conversations_turns_in_order(logged: tuple
         assert [t.info.tags["doceval.entry_id"] for t in found] == [f"{conversation}#{n}" for n in (1, 2, 3)]
 
 
+@pytest.mark.slow
 def test_the_conversation_block_is_logged_as_run_metrics(
     logged: tuple[str, str], conversation_summary: dict[str, Any]
 ) -> None:
@@ -358,6 +365,7 @@ def _git(root: Path, *args: str) -> str:
                           check=True).stdout.strip()  # fmt: skip
 
 
+@pytest.mark.slow
 def test_history_prints_and_plots_a_logged_conversation_metric(
     tmp_path: Path,
     summary: dict[str, Any],

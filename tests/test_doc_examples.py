@@ -127,6 +127,7 @@ def test_a_relevant_document_whose_example_fails_its_group_is_a_warning(
 _KEPT = re.compile(r"^- `([^`]+)` keeps `([^`]+)` \(against (\S+)\): (.{20,})$")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "changes"),
     [("v2.1.jsonl", "v2.1.changes.md"), ("conversations.jsonl", "conversations.changes.md")],

@@ -117,6 +117,7 @@ def _cached_wheel(pin: str) -> Path:
     return wheels[0]
 
 
+@pytest.mark.slow
 def test_real_click_wheels_document_each_versions_own_api(real_corpus_dir):
     ids = {}
     for pin, digest in CLICK_PINS.items():
@@ -137,6 +138,7 @@ def test_real_click_wheels_document_each_versions_own_api(real_corpus_dir):
         assert not any(i.split(":", 1)[1].split(".")[-1].startswith("_") for i in found)
 
 
+@pytest.mark.slow
 def test_real_pydantic2_wheel_excludes_the_vendored_v1(real_corpus_dir):
     wheel = _cached_wheel("pydantic@2.8.2")
     docs = {

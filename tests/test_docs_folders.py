@@ -226,6 +226,7 @@ ODD = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", list(ODD))
 def test_h9_a_docs_folder_is_read_for_its_regular_files_only_and_never_blocks(
     project: Path, kind: str

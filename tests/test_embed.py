@@ -89,6 +89,7 @@ def test_unknown_embedder_name_is_a_usage_error():
         make_embedder(replace(block, model=""), None)
 
 
+@pytest.mark.slow
 def test_bf16_precision_agrees_with_fp32_under_its_own_cache_key(tmp_path):
     from doceval.index.embed import MiniLMEmbedder
 
@@ -105,6 +106,7 @@ def test_bf16_precision_agrees_with_fp32_under_its_own_cache_key(tmp_path):
         MiniLMEmbedder(precision="fp16")
 
 
+@pytest.mark.slow
 def test_bf16_weights_agree_with_fp32_under_their_own_cache_key():
     from doceval.index.embed import MiniLMEmbedder
 

@@ -248,6 +248,7 @@ def _processes() -> list[tuple[int, bytes]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_index_stage_loads_no_ray_for_engine_local() -> None:
     # The stage module and what it imports at the top: ray (~1 s) must wait for engine=ray.
     code = "import sys, doceval.stages.index, doceval.index.build; print('ray' in sys.modules)"

@@ -148,6 +148,7 @@ def test_a_ray_sweep_logs_the_same_runs_and_points_as_a_local_sweep(
     assert {a.path for a in MlflowClient(uri).list_artifacts(ray_parent)} == {"points.csv", "sweep.png"}
 
 
+@pytest.mark.slow
 def test_a_point_failing_validation_stops_the_ray_sweep_before_the_cluster_is_joined(project: Path) -> None:
     # Nothing listens at the address: joining it first would be exit 2 naming the address instead.
     address = f"127.0.0.1:{free_port()}"
@@ -160,6 +161,7 @@ def test_a_point_failing_validation_stops_the_ray_sweep_before_the_cluster_is_jo
     assert not (project / "eval" / "sweeps").exists() and not (project / "mlruns").exists()
 
 
+@pytest.mark.slow
 def test_the_engine_cannot_be_swept(
     project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -184,6 +184,7 @@ def test_retrievers_cut_at_k_and_break_ties_by_id() -> None:
     assert all(isinstance(score, float) for _, score in ranked)
 
 
+@pytest.mark.slow
 def test_retrievers_resolve_by_dotted_name_from_the_repository_root() -> None:
     """`retriever.target=examples.askdocs.retrievers:overlap` imports from the repository root."""
     code = "import examples.askdocs.retrievers as r; print(r.overlap('Does gift card money expire?', 3))"
@@ -244,6 +245,7 @@ def _ask(url: str, entry: str, session: str) -> dict[str, Any]:
     return body
 
 
+@pytest.mark.slow
 def test_server_answers_with_sources_and_usage(server: str) -> None:
     body = _ask(server, "q05", "answers")
     assert body["refused"] is False
@@ -255,12 +257,14 @@ def test_server_answers_with_sources_and_usage(server: str) -> None:
     assert [s["id"] for s in multi["sources"]][:2] == ["discounts#student", "pricing#price-match"]
 
 
+@pytest.mark.slow
 def test_server_refuses_what_the_handbook_cannot_answer(server: str) -> None:
     for entry in ("u01", "u02", "q08"):
         body = _ask(server, entry, f"refuses-{entry}")
         assert (body["answer"], body["sources"], body["refused"]) == (None, [], True), entry
 
 
+@pytest.mark.slow
 def test_server_matches_the_http_readme_at_k3(server: str) -> None:
     """Fresh session per entry, as doceval sends them: 7 of 8 answerable hit at rank 1, both refusals."""
     for row in GOLDEN:
@@ -272,6 +276,7 @@ def test_server_matches_the_http_readme_at_k3(server: str) -> None:
             assert top[0] in row["relevant_ids"] and set(row["relevant_ids"]) <= set(top), row["id"]
 
 
+@pytest.mark.slow
 def test_server_keeps_memory_per_session(server: str) -> None:
     # In a session that asked about late fees, "gift wrapping" is read as a follow-up and answered ...
     assert _ask(server, "q02", "warm")["refused"] is False
@@ -285,6 +290,7 @@ def test_server_keeps_memory_per_session(server: str) -> None:
     assert status == 200 and body["refused"] is True
 
 
+@pytest.mark.slow
 def test_server_stops_on_sigint() -> None:
     proc = subprocess.Popen(
         [sys.executable, str(HTTP_AGENT / "server.py")], stdout=subprocess.PIPE, text=True
@@ -299,6 +305,7 @@ def test_server_stops_on_sigint() -> None:
             proc.wait()
 
 
+@pytest.mark.slow
 def test_server_rejects_bad_requests(server: str) -> None:
     assert _post(server + "/nope", {"question": "x"})[0] == 404
     assert _post(server + "/ask", None, raw=b"{not json")[0] == 400
@@ -354,6 +361,7 @@ def _conversation_run(server: str, tmp_path: Path, *flags: str) -> dict[str, Any
     return summary
 
 
+@pytest.mark.slow
 def test_the_example_assistant_gets_one_session_per_conversation_and_memory_helps_its_follow_ups(
     server: str, tmp_path: Path
 ) -> None:

@@ -80,6 +80,7 @@ def test_fp32_never_warns_and_auto_picks_fp32_where_bf16_is_emulated() -> None:
     assert fp32.stdout.split()[:2] == ["fp32", "cpu"] and auto.stdout == fp32.stdout  # same cache key too
 
 
+@pytest.mark.slow
 def test_device_check_says_there_is_no_gpu_and_exits_0_on_a_cpu_only_machine() -> None:
     import torch
 

@@ -52,6 +52,7 @@ def _history(project: Path, n: int, step: float) -> tuple[str, list[str], dict[s
     return uri, commits, base
 
 
+@pytest.mark.slow
 def test_history_table_plot_and_dirty_runs(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     uri, commits, _ = _history(project, 5, 0.01)
     capsys.readouterr()
@@ -73,6 +74,7 @@ def test_history_table_plot_and_dirty_runs(project: Path, capsys: pytest.Capture
     assert main(["history", "--tracking-uri", uri, "--metric", "hits"]) == 2
 
 
+@pytest.mark.slow
 def test_history_outside_a_git_repository_says_it_needs_a_commit(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -90,6 +92,7 @@ def test_history_outside_a_git_repository_says_it_needs_a_commit(
     assert "2 tracked runs" in err and "git commit" in err and "git init" in err
 
 
+@pytest.mark.slow
 def test_history_picks_a_family_by_system_or_run_name(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -115,6 +118,7 @@ def test_history_picks_a_family_by_system_or_run_name(
     assert "--system nosuch" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_slow_decline_passes_the_baseline_gate_and_fails_the_drift_rule(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -229,6 +233,7 @@ def test_compare_shows_the_stage_transitions_with_ids(project: Path) -> None:
     assert transitions(base["entries"], base["entries"]) == []
 
 
+@pytest.mark.slow
 def test_runs_say_what_they_are(project: Path) -> None:
     """A configured run is named split · system · k · floors · golden version, described by its headline."""
     import mlflow

@@ -78,6 +78,7 @@ def test_a_journal_path_that_is_a_directory_is_exit_2(
         Journal(journal)
 
 
+@pytest.mark.slow
 def test_a_second_identical_run_never_shares_the_first_ones_journal(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -296,6 +296,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_judging_killed_with_sigkill_resumes_without_reasking(tmp_path: Path) -> None:
     n = 24
     script = tmp_path / "child.py"

@@ -117,6 +117,7 @@ def test_v8_junit_labels_it_a_heuristic(project: Path, openai_server: FakeOpenAI
     assert any("answer_accuracy is heuristic" in n for n in verdict.notes)
 
 
+@pytest.mark.slow
 def test_v8_mlflow_labels_it_a_heuristic(project: Path, openai_server: FakeOpenAI, store: str) -> None:
     from doceval import tracking
 
@@ -147,6 +148,7 @@ def test_v8_an_eval_with_the_offline_judge_prints_it_a_heuristic(
 # --------------------------------------------------------------------------- A12 the judge span is real
 
 
+@pytest.mark.slow
 def test_a12_the_judge_span_is_the_real_call_after_the_answer_with_what_was_sent(
     project: Path, openai_server: FakeOpenAI, store: str
 ) -> None:

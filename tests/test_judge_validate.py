@@ -172,6 +172,7 @@ def _judge_overrides(server: FakeOpenAI) -> list[str]:
     return ["judge=openai", f"judge.base_url={server.base_url}", "judge.model=j", "judge.max_retries=0"]
 
 
+@pytest.mark.slow
 def test_validate_against_the_local_server_with_repeats_flips_cache_and_mlflow(
     project: Path,
     openai_server: FakeOpenAI,
@@ -320,6 +321,7 @@ def test_the_shipped_reference_threshold_is_the_calibrated_one(capsys: pytest.Ca
     assert f"facts_threshold {shipped['facts_threshold']} threshold {shipped['threshold']} " in out
 
 
+@pytest.mark.slow
 def test_eval_with_the_shipped_reference_judge_runs_offline(project: Path) -> None:
     assert main(eval_args("--split", "test", *overrides(), "judge=reference")) == 0
     summary = json.loads((project / "out.json").read_text())
@@ -381,6 +383,7 @@ def test_the_documented_agreement_is_the_pipelines() -> None:
     assert f"{a['kappa']:.3f} ({lo:.3f}–{hi:.3f})" in (ROOT / "data" / "judge" / "README.md").read_text()
 
 
+@pytest.mark.slow
 def test_validate_reports_components_the_paired_bootstrap_and_each_label_file(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

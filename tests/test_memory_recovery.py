@@ -344,6 +344,7 @@ def test_a_set_without_rewrites_measures_no_recovery_and_says_why(
     assert "conversations.memory_recovery.hit_rate_ci_lo" not in flat
 
 
+@pytest.mark.slow
 def test_the_replays_are_logged_with_the_run(tmp_path: Path) -> None:
     from mlflow import MlflowClient
 

@@ -154,6 +154,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.slow
 def test_adding_a_metric_is_one_declaration(tmp_path: Path) -> None:
     assert "hit_rate_copy" not in METRIC_NAMES
     rows = [("q1", "how much are late fees", ["D1"], "5"), ("q2", "when are returns accepted", ["D2"], "30"),

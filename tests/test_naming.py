@@ -66,6 +66,7 @@ def test_headers_and_junit_carry_the_name() -> None:
     )  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_history_keeps_a_local_assistant_when_its_port_changes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

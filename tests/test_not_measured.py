@@ -252,6 +252,7 @@ RUNNABLE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", sorted(RUNNABLE))
 def test_logged_params_are_what_the_summary_says_ran(project: Path, option: str) -> None:
     summary, params, name = tracked(project, *RUNNABLE[option])
@@ -263,6 +264,7 @@ def test_logged_params_are_what_the_summary_says_ran(project: Path, option: str)
     assert (" · warm memory" in name) == warm  # a warm run is named apart from the isolated one
 
 
+@pytest.mark.slow
 def test_an_http_assistants_params_are_what_ran(project: Path) -> None:
     # lazy: the fake assistant server is a test helper only this test needs
     from fake_agent import running_agent

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import test_hardening_outputs
+import test_output_safety
 
 from doceval.cli.main import main
 
@@ -20,18 +20,18 @@ DOCEVAL = Path(sys.executable).parent / "doceval"
 LONG = "x" * 300  # one path component longer than any file system takes (ENAMETOOLONG)
 
 
-project = test_hardening_outputs.project  # the user folder of the output tests: a fixture `files` builds on
+project = test_output_safety.project  # the user folder of the output tests: a fixture `files` builds on
 
 
 @pytest.fixture
 def files(project: Path) -> Path:
-    """test_hardening_outputs's user folder (a retriever function, golden.jsonl, passing.json) and a label file."""
+    """test_output_safety's user folder (a retriever function, golden.jsonl, passing.json) and a label file."""
     (project / "labels.jsonl").write_text('{"id": "q1", "answer": "five dollars", "label": "correct"}\n')
     return project
 
 
 def _eval(output: str) -> list[str]:
-    return test_hardening_outputs.eval_argv(output)
+    return test_output_safety.eval_argv(output)
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
@@ -151,6 +151,7 @@ def test_h17_an_output_ending_in_a_slash_is_a_folder_never_a_file(
     assert not (files / "newdir").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("argv", "what"),
     [

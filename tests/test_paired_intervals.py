@@ -223,6 +223,7 @@ def test_the_report_and_the_metrics_file_say_why_a_leak_has_no_interval() -> Non
     assert flat[f"{name}_ci_note"] == "too few differing conversations (n=1)"
 
 
+@pytest.mark.slow
 def test_the_mlflow_run_carries_the_reason_as_a_tag(tmp_path: Path) -> None:
     summary = base_summary()
     summary["metrics"].update(_conversation_metrics(_v2_leak()))

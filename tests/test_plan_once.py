@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_checks_before_work import ROWS, _golden_text
 from test_conversation_surfaces import GOLDEN as CONVERSATIONS
 from test_conversation_surfaces import MemoryAssistant
 from test_eval_cli import DOCS
-from test_guards import ROWS, _golden_text
 from tiny_project import make_tiny_project
 
 import doceval
@@ -92,6 +92,7 @@ def count_calls(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> Coun
     return calls
 
 
+@pytest.mark.slow
 def test_the_evaluate_stage_loads_each_input_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chdir_back: None
 ) -> None:
@@ -148,6 +149,7 @@ def test_limit_keeps_every_conversation_whole(
 ) -> None:
     """Issue 39 H14: --limit 1 kept turn 1 of a 3-turn conversation and reported all_turns_correct for it.
     A limit counts the golden set's records: a conversation is one, with all its turns (the dry run too)."""
+    monkeypatch.chdir(tmp_path)  # the runs' journals (data/runs/eval/) stay out of the checkout
     path = tmp_path / "golden.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in CONVERSATIONS), encoding="utf-8")
     one = doceval.evaluate(path, agent=MemoryAssistant(), k=2, overrides=["limit=1"])
@@ -159,7 +161,6 @@ def test_limit_keeps_every_conversation_whole(
         "def answer(question, library, version, session_id):\n"
         "    return {'answer': 'x', 'sources': [], 'refused': True}\n"
     )
-    monkeypatch.chdir(tmp_path)
     code = main(["eval", "--dry-run", "--golden", str(path), "--split", "all", "--limit", "1", "agent=function",
                  "agent.target=conv_agent:answer"])  # fmt: skip
     out = capsys.readouterr().out

@@ -374,6 +374,7 @@ def test_c5_golden_template_writes_real_ids_from_a_built_corpus_and_never_overwr
     assert (folder / "golden.jsonl").read_text() == (FIXTURE / "golden.jsonl").read_text()
 
 
+@pytest.mark.slow
 def test_c5_init_gitignore_covers_every_cached_output_and_keeps_metrics_committable(folder: Path) -> None:
     """On main `doceval docs` then `git add -A` committed data/docs, and `dvc repro` failed: "output
     'data/docs' is already tracked by SCM". Checked by git itself."""

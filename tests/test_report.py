@@ -636,6 +636,7 @@ def _doceval(*args: str) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT, timeout=60)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_doceval_cli_end_to_end(files: tuple[Path, Path], tmp_path: Path) -> None:
     base, new = files
     proc = _doceval("compare", str(base), str(new))  # default gate: conf/gate/default.yaml (cwd = repo root)

@@ -41,6 +41,7 @@ def _run_stages(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, bytes]
     return {name: (root / name).read_bytes() for name in OUTPUTS}
 
 
+@pytest.mark.slow
 def test_two_runs_of_the_same_inputs_write_the_same_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

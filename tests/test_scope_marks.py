@@ -328,6 +328,7 @@ SQLA20_002_AT_START = {
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 
 
+@pytest.mark.slow
 def test_sqla20_002_as_labelled_at_the_start_fails_the_stricter_check(
     tmp_path: Path, real_corpus_dir: Path
 ) -> None:
@@ -352,6 +353,7 @@ def test_the_shipped_sets_no_longer_forbid_column_and_give_every_waiver_a_reason
     assert "Base = declarative_base(" in v21["sqla20-001"].allow_reasons
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "known"), [("v1.jsonl", 20), ("v2.jsonl", 8)])
 def test_the_frozen_sets_keep_their_labels_and_record_the_stricter_findings(
     name: str, known: int, real_corpus_dir: Path

@@ -153,6 +153,7 @@ def _runs(uri: str) -> list[Any]:
     return list(client.search_runs(ids)) if ids else []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("case", "overrides", "code", "param"), LEAKS, ids=[c[0] for c in LEAKS])
 def test_url_credentials_never_leak(
     case: str, overrides: list[str], code: int, param: str | None, project: Path, llm: FakeOpenAI,
@@ -255,6 +256,7 @@ def summaries(project: Path) -> tuple[Path, Path]:
     return project / "base.json", project / "new.json"
 
 
+@pytest.mark.slow
 def test_report_escapes_golden_set_text(summaries: tuple[Path, Path]) -> None:
     summary = json.loads(summaries[0].read_text())
     (u1,) = [e for e in summary["entries"] if e["id"] == "u1"]
@@ -283,6 +285,7 @@ def test_markdown_cells_are_inert(value: str, expected: str) -> None:
     assert md_text(value) == expected
 
 
+@pytest.mark.slow
 def test_compare_does_not_replay_escape_sequences(
     summaries: tuple[Path, Path], capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -332,6 +335,7 @@ def artifact_files(project: Path) -> set[Path]:
     return {p for p in (project / "mlruns" / "artifacts").rglob("*") if p.is_file()}
 
 
+@pytest.mark.slow
 def test_a_copied_project_logs_into_its_own_artifacts(
     tmp_path: Path, template_db: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -364,6 +368,7 @@ def test_a_copied_project_logs_into_its_own_artifacts(
     assert tracking.load_summary_from_run(first, uri_b, copy)["entries"][0]["id"] == "q1"
 
 
+@pytest.mark.slow
 def test_a_dvc_exp_workspace_logs_to_the_project_it_came_from(
     tmp_path: Path, template_db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -379,6 +384,7 @@ def test_a_dvc_exp_workspace_logs_to_the_project_it_came_from(
     assert not artifact_files(workspace)
 
 
+@pytest.mark.slow
 def test_an_unwritable_artifact_location_stops_before_a_run_exists(tmp_path: Path, template_db: Path) -> None:
     uri = seed_store(tmp_path, template_db)
     blocker = tmp_path / "not-a-folder"

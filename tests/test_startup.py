@@ -85,6 +85,7 @@ def assistant_url() -> Iterator[str]:
                 proc.wait()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "system",
     [
@@ -100,6 +101,7 @@ def test_a_no_track_eval_imports_no_heavy_library(tmp_path: Path, system: list[s
     assert heavy(modules) == []
 
 
+@pytest.mark.slow
 def test_a_no_track_eval_of_an_http_assistant_imports_no_heavy_library(
     tmp_path: Path, assistant_url: str
 ) -> None:
@@ -109,6 +111,7 @@ def test_a_no_track_eval_of_an_http_assistant_imports_no_heavy_library(
     assert heavy(modules) == []
 
 
+@pytest.mark.slow
 def test_help_imports_no_heavy_library(tmp_path: Path) -> None:
     modules = loaded_modules(tmp_path, "--help")
     assert heavy(modules) == [] and "numpy" not in modules and "hydra" not in modules  # argparse only

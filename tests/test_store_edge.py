@@ -1,7 +1,7 @@
 """store=qdrant_edge: real Qdrant Edge shards on disk (no mocks), against local mode, and through the CLI.
 
 The CLI half runs the real stages on the tiny fixture corpus with embedder=openai pointed at the local
-OpenAI-compatible test server (deterministic vectors, no model to load), as tests/test_integrity.py does.
+OpenAI-compatible test server (deterministic vectors, no model to load), as tests/test_damaged_inputs.py does.
 """
 
 from __future__ import annotations
@@ -384,6 +384,7 @@ main(["index", "--params", "params.yaml", "--quiet"])
 """
 
 
+@pytest.mark.slow
 def test_a_killed_index_stage_leaves_the_previous_index_whole(project: Path) -> None:
     before = {p: p.stat().st_size for p in (project / "data/index").rglob("*") if p.is_file()}
     proc = subprocess.Popen([sys.executable, "-c", KILLED_INDEX], cwd=project, stdout=subprocess.PIPE,
@@ -421,6 +422,7 @@ def test_reading_the_index_never_changes_its_files(project: Path) -> None:
     assert _file_hashes(project / "data/index") == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", ["minilm", "minilm_bf16", "minilm_bf16_weights", "minilm_auto"])
 def test_every_minilm_embedder_option_indexes_and_retrieves_from_the_cli(project: Path, option: str) -> None:
     """The shipped conf/embedder/<option>.yaml through the index and retrieve stages with the real model: the

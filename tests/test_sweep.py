@@ -47,6 +47,7 @@ def test_points_that_differ_in_a_secret_get_ordinal_labels() -> None:
     forget_secrets()
 
 
+@pytest.mark.slow
 def test_a_sweep_over_a_secret_kwarg_tells_its_points_apart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -54,6 +54,7 @@ def _dump(traces: list[Any]) -> str:
     return json.dumps([t.to_dict() for t in traces], default=str)
 
 
+@pytest.mark.slow
 def test_every_entry_is_a_trace_with_spans_expectations_and_feedback(
     project: Path, store: str, openai_server: FakeOpenAI
 ) -> None:
@@ -129,6 +130,7 @@ def test_every_entry_is_a_trace_with_spans_expectations_and_feedback(
     assert run.info.experiment_id in backend.get_dataset_experiment_ids(dataset_id)
 
 
+@pytest.mark.slow
 def test_tracking_traces_false_logs_the_run_without_traces(project: Path, store: str) -> None:
     assert main(["eval", "--quiet", "--split", "test", "--output", "plain.json", *overrides(),
                  f"tracking.uri={store}", "tracking.traces=false"]) == 0  # fmt: skip
@@ -154,6 +156,7 @@ def leaky(project: Path) -> Iterator[None]:
     sys.modules.pop("leaky_agent", None)
 
 
+@pytest.mark.slow
 def test_an_external_system_is_one_call_span_and_a_leaked_key_reaches_no_trace(
     project: Path, store: str, leaky: None
 ) -> None:
@@ -170,6 +173,7 @@ def test_an_external_system_is_one_call_span_and_a_leaked_key_reaches_no_trace(
     assert spans["assistant call"].attributes["doceval.usage"] == {"prompt_tokens": 3, "completion_tokens": 2}
 
 
+@pytest.mark.slow
 def test_compare_run_ids_reads_the_traces_and_refuses_incomplete_ones(
     project: Path, store: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -194,6 +198,7 @@ def test_compare_run_ids_reads_the_traces_and_refuses_incomplete_ones(
     assert "traces are incomplete" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_bulk_trace_writes_store_what_start_trace_stores(tmp_path: Path, template_db: Path) -> None:
     """The batched writer builds MLflow's own rows; a trace written by it reads back exactly as one written by
     MLflow's ``start_trace`` (ids, times and locations aside)."""

@@ -199,6 +199,7 @@ def test_tracking_uri_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 # ------------------------------------------------------------------------------------------------ (a)
 
 
+@pytest.mark.slow
 def test_log_run_contents_and_split_experiments(tmp_path: Path, template_db: Path) -> None:
     uri = new_store(tmp_path, template_db)
     golden = golden_file(tmp_path)
@@ -277,6 +278,7 @@ def test_log_run_contents_and_split_experiments(tmp_path: Path, template_db: Pat
 # ------------------------------------------------------------------------------------------------ (b)
 
 
+@pytest.mark.slow
 def test_parent_with_children(tmp_path: Path, template_db: Path) -> None:
     uri = new_store(tmp_path, template_db)
     parent = tracking.start_parent("sweep-floors", uri=uri, root=tmp_path, split="calibration",
@@ -331,6 +333,7 @@ def test_check_reachable_closed_port_is_quick(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ (e)
 
 
+@pytest.mark.slow
 def test_secrets_never_reach_the_store(
     tmp_path: Path, template_db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -376,6 +379,7 @@ def test_secrets_never_reach_the_store(
 # ------------------------------------------------------------------------------------------------ (f)
 
 
+@pytest.mark.slow
 def test_load_summary_round_trip(tmp_path: Path, template_db: Path) -> None:
     uri = new_store(tmp_path, template_db)
     summary = make_summary("test")
@@ -409,6 +413,7 @@ def _writer(uri: str, root: str, barrier: Any, index: int) -> None:
     tracking.log_run(make_summary("test", recall=index / 10), uri=uri, root=Path(root), run_name=f"w{index}")
 
 
+@pytest.mark.slow
 def test_ensure_store_idempotent_and_concurrent(tmp_path: Path) -> None:
     uri = tracking.tracking_uri(None, tmp_path)
     ctx = mp.get_context("spawn")  # like joblib/loky workers: fresh interpreters

@@ -21,6 +21,7 @@ GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden" / "v1.jsonl"
 CUTOFFS = (1, 3, 5, 10)
 
 
+@pytest.mark.slow
 def test_golden_runs_match_trec_eval_per_entry(real_corpus_dir: Path) -> None:
     corpus = load_corpus(real_corpus_dir)
     entries = [e for e in parse_golden(GOLDEN, corpus_ids=corpus.doc_ids()) if not e.out_of_scope]

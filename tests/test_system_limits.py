@@ -460,6 +460,7 @@ def test_a_call_past_timeout_s_is_a_system_error_and_too_many_stop_the_run(
     assert s["config"]["run"]["max_abandoned"] == 1
 
 
+@pytest.mark.slow
 def test_a_call_that_never_returns_does_not_hold_the_process_at_exit(project: Write, tmp_path: Path) -> None:
     project("pass")
     Path("hang.py").write_text(

@@ -224,6 +224,7 @@ def _report(project: Path, capfd: pytest.CaptureFixture[str], streams: list[str]
     return _run(["report"], capfd, streams)
 
 
+@pytest.mark.slow
 def test_no_secret_reaches_any_file_or_stream(
     project: Path, echo: EchoAgent, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -332,6 +333,7 @@ def test_no_secret_reaches_any_file_or_stream(
 OPENAI_KEY = "sk-live-0penAIKeyS3cret-0009"  # in OPENAI_API_KEY: registered from the environment
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides",
     [["agent.url=http://alice:pa55w0rd-Us3rinfo-77aa@127.0.0.1:9/ask"], [f"+retriever.kwargs.token={KWARG}"],

@@ -1,6 +1,7 @@
 """Issue 27's audit, case by case: every input that once gave a traceback, a silent wrong number, a wrong exit
 code or invalid JSON, replayed through the CLI and the Python API on a tiny project. Each case names the
-audit's bullet it closes; the detailed tests live in tests/test_hardening_*.py."""
+audit's bullet it closes; the detailed tests live in tests/test_strict_io.py, test_system_limits.py,
+test_output_safety.py, test_secret_leaks.py and test_journal_resume.py."""
 
 from __future__ import annotations
 
@@ -231,7 +232,7 @@ API_CASES = {
 def test_python_api_bad_arguments_are_usage_errors(name: str, project: Path) -> None:
     with pytest.raises(UsageError) as info:
         API_CASES[name]()
-    assert str(info.value)  # names the argument and the fix (the wording is tested in test_hardening_inputs)
+    assert str(info.value)  # names the argument and the fix (the wording is tested in test_strict_io)
 
 
 def test_no_summary_holds_non_finite_numbers(project: Path) -> None:

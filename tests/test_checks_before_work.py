@@ -269,7 +269,10 @@ CASES = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, id=what) for what, c in CASES.items()])
+@pytest.mark.parametrize(
+    "case",  # a read-only folder takes `chattr +i` (a process), a read-only mlruns/ an MLflow store: slow
+    [pytest.param(c, id=what, marks=[pytest.mark.slow] if c.read_only else []) for what, c in CASES.items()],
+)
 def test_bad_input_exits_with_a_message_and_leaves_outputs_alone(
     project: Path, capsys: pytest.CaptureFixture[str], case: Case
 ) -> None:
@@ -388,6 +391,7 @@ def _user_sweep(*values: str, track: list[str]) -> list[str]:
             f"retriever.target={USER_MODULE_NAME}:make", "split=test", *track, "--quiet", "--jobs", "1"]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_point_failing_at_run_time_marks_the_parent_failed_and_the_folder(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -413,6 +417,7 @@ def test_a_point_failing_at_run_time_marks_the_parent_failed_and_the_folder(
     assert [p.name for p in (folder / "points").glob("*.json")] == ["0.json"]
 
 
+@pytest.mark.slow
 def test_a_sweep_whose_every_point_fails_leaves_no_folder(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -422,6 +427,7 @@ def test_a_sweep_whose_every_point_fails_leaves_no_folder(
     assert not (project / "eval" / "sweeps").exists() or not any((project / "eval" / "sweeps").iterdir())
 
 
+@pytest.mark.slow
 def test_a_good_sweep_still_runs(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert (
         main(
@@ -451,6 +457,7 @@ def _env() -> dict[str, str]:
     return {**env, "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", "HF_HUB_OFFLINE": "1"}
 
 
+@pytest.mark.slow
 def test_eval_piped_into_head_ends_without_a_traceback(project: Path) -> None:
     cmd = "doceval eval --no-track --quiet --output piped.json retriever=bm25 | head -1"
     proc = subprocess.run(["bash", "-c", f"{cmd}; echo rc=${{PIPESTATUS[0]}} >&2"], cwd=project, env=_env(),
@@ -465,6 +472,7 @@ def test_eval_piped_into_head_ends_without_a_traceback(project: Path) -> None:
     assert json.loads((project / "piped.json").read_text())["entries"]  # the summary was written first
 
 
+@pytest.mark.slow
 def test_a_reader_gone_before_the_first_line_exits_141(project: Path) -> None:
     proc = subprocess.Popen([str(BIN / "doceval"), "eval", "--no-track", "--quiet", "--output", "gone.json",
                              *BM25], cwd=project, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip

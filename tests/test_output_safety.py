@@ -289,6 +289,7 @@ def test_golden_split_rewrites_the_file_a_symlink_names_and_refuses_a_fifo(
     assert stat.S_ISFIFO((project / "pipe.jsonl").stat().st_mode)
 
 
+@pytest.mark.slow
 def test_writes_use_a_temporary_name_of_their_own_and_keep_the_permissions(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     out.write_text("old\n", encoding="utf-8")

@@ -97,6 +97,7 @@ def _check_audits(
                 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["v2.1.jsonl", "conversations.jsonl"])
 def test_validates_strictly_with_no_grading_warning(
     name: str, real_corpus_dir: Path, capsys: pytest.CaptureFixture[str]

@@ -22,11 +22,13 @@ def corpus(real_corpus_dir: Path):  # type: ignore[no-untyped-def]
     return load_corpus(real_corpus_dir)
 
 
+@pytest.mark.slow
 def test_v1_is_valid_against_the_built_corpus(corpus) -> None:  # type: ignore[no-untyped-def]
     entries = parse_golden(GOLDEN, corpus_ids=corpus.doc_ids())
     assert len(entries) >= 240
 
 
+@pytest.mark.slow
 def test_every_relevant_document_carries_a_verbatim_evidence_quote(corpus) -> None:  # type: ignore[no-untyped-def]
     """The second labelling pass: each relevant id was confirmed by a quote that occurs in that document."""
     text_of: dict[str, str] = {}
@@ -80,6 +82,7 @@ def test_split_tags_are_the_documented_seeded_assignment() -> None:
     assert abs(counts["calibration"] - counts["test"]) <= 2
 
 
+@pytest.mark.slow
 def test_v1_scope_labels_hold_for_the_default_corpus(corpus) -> None:  # type: ignore[no-untyped-def]
     """v1 is frozen: its findings are the recorded ones (warnings), and none is a label wrong for the corpus."""
     from doceval.inputs.scope import load_checked_golden

@@ -210,6 +210,7 @@ def test_older_summaries_holding_infinity_and_nan_still_read(
     json_text(loaded)  # what doceval reads back, it can write
 
 
+@pytest.mark.slow
 def test_mlflow_runs_with_infinity_still_read_by_compare_and_history(
     old_and_new: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -241,6 +242,7 @@ SURROGATE_REPLY = (
 )
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_in_a_reply_is_escaped_in_every_output(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -299,6 +301,7 @@ def test_strict_writers_escape_surrogates_and_refuse_non_finite_numbers(
             write({"config": {"floors": {"global": bad}}})
 
 
+@pytest.mark.slow
 def test_a_file_name_that_is_not_utf8_is_printed_not_fatal(tmp_path: Path) -> None:
     rows = [{"id": f"e{i}", "question": "q", "library": "docs", "version": "1", "out_of_scope": False,
              "relevant_ids": ["docs@1:D1"], "reference_answer": "a", "expected_apis": [], "forbidden_apis": [],

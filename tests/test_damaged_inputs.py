@@ -445,6 +445,7 @@ def _writer(target: Path) -> tuple[subprocess.Popen[str], Path]:
     return proc, Path(proc.stdout.readline().strip())
 
 
+@pytest.mark.slow
 def test_stale_temp_dirs_are_removed_and_a_live_writers_is_kept(tmp_path: Path) -> None:
     target = tmp_path / "index"
     killed, stale = _writer(target)
@@ -528,6 +529,7 @@ main(["calibrate", "--params", "params.yaml", "--quiet"])
 """
 
 
+@pytest.mark.slow
 def test_a_killed_calibrate_leaves_the_previous_folder_whole(project: Path) -> None:
     out = project / "eval" / "calibration"
     before = snapshot(out)
