@@ -215,11 +215,12 @@ def installed_file(file: Path) -> bool:
 
 def holding_distribution(file: Path, top: str) -> Holder | None:
     """The installed distribution that holds ``file``, the source of a module whose top-level name is ``top``:
-    one installed in site-packages whose RECORD lists that very file, or an editable install whose project
-    folder contains it. Another distribution merely claiming ``top`` (ir_datasets ships a top-level
+    one installed in site-packages whose RECORD lists that very file, or an editable install that provides
+    ``top`` and whose project folder contains it. Another distribution merely claiming ``top`` (ir_datasets ships a top-level
     ``examples``; a stray ``*.egg-info`` in a source folder) holds nothing."""
     file = file.resolve()
-    for name in dict.fromkeys(distributions_of(top)):
+    claiming = dict.fromkeys(distributions_of(top))
+    for name in claiming:
         with contextlib.suppress(metadata.PackageNotFoundError):
             dist = metadata.distribution(name)
             if dist.read_text("RECORD") and _in_site(dist):
@@ -228,7 +229,10 @@ def holding_distribution(file: Path, top: str) -> Holder | None:
                     return Holder(name, dist.version, False)
     for dist in metadata.distributions():
         folder = _editable_folder(dist)
-        if folder is not None and file.is_relative_to(folder) and _in_site(dist):
+        # An editable install provides its own top-level packages, not every file of its project folder (a
+        # checkout's examples/ beside doceval's src/ is nobody's installed code).
+        provides = dist.metadata["Name"] in claiming
+        if folder is not None and provides and file.is_relative_to(folder) and _in_site(dist):
             return Holder(dist.metadata["Name"], dist.version, True)
     return None
 
