@@ -131,6 +131,16 @@ def test_the_readers_of_each_group_exist() -> None:
     assert named and not stale, f"GROUP_READERS in tests/architecture_tables.py names no such module: {stale}"
 
 
+def test_design_names_every_top_level_key() -> None:
+    """design.md 6.1's key table (the meanings) names every key of conf/config.yaml the generated table lists."""
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    section = design[design.index("### 6.1") : design.index("### 6.2")]
+    keys = re.findall(r"^\| `([\w.]+)` \|", architecture_tables.keys_table(), flags=re.MULTILINE)
+    # a row may shorten the keys of one block after its first: `paths.docs`, `paths.index` or `.split`
+    missing = [k for k in keys if f"`{k}`" not in section and f"`.{k.rsplit('.', 1)[-1]}`" not in section]
+    assert keys and not missing, f"docs/design.md section 6.1 does not say what these keys mean: {missing}"
+
+
 # The dependency rules the page states are checked by tests/test_dependency_rules.py.
 
 
