@@ -14,7 +14,10 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "doceval"
 # module under src/doceval -> (plain writes there, why each cannot leave a half-written output)
 ALLOWED: dict[str, tuple[int, str]] = {
     "common/io.py": (1, "the atomic writer itself: a temporary sibling renamed into place"),
-    "common/journal.py": (3, "the append-only journal, its torn last line cut; finished.json renamed into place"),
+    "common/journal.py": (
+        3,
+        "the append-only journal, its torn last line cut; finished.json renamed into place",
+    ),
     "common/locking.py": (1, "the lock file, held open"),
     "common/paths.py": (1, "create_new_file: exclusive creation, never through a link"),
     "tracking/uris.py": (1, "the sqlite store opened read-write to check it can be (reads its header only)"),
