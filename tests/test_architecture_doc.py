@@ -1,5 +1,6 @@
-"""docs/architecture.md names everything a newcomer looks for, the dependency rules it states hold, and the
-repository refers to no file outside itself.
+"""docs/architecture.md names everything a newcomer looks for, its generated tables (metrics, config groups,
+options, top-level keys, commands: `tests/architecture_tables.py`) say what the code says, and the repository
+refers to no file outside itself.
 
 Conventions (stated at the top of docs/architecture.md): modules by dotted path in backticks
 (`doceval.scoring.registry`), config groups as `conf/<group>/` and options as `group=option`, CLI commands in
@@ -9,14 +10,17 @@ full (`doceval golden validate`), metrics by their registry name (`hit_rate`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
+import architecture_tables
 import pytest
 
 from doceval.cli.main import build_parser
-from doceval.scoring.registry import METRIC_NAMES
+from doceval.common.metric_names import METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -53,20 +57,6 @@ def test_the_modules_table_names_only_modules_that_exist() -> None:
     assert not stale, f"docs/architecture.md lists modules that do not exist (renamed or removed?): {stale}"
 
 
-def test_every_metric_is_named() -> None:
-    missing = [name for name in METRIC_NAMES if name not in TICKED]
-    assert not missing, _missing(missing, "metrics from doceval.scoring.registry")
-
-
-def test_every_config_group_and_option_is_named() -> None:
-    wanted = ["conf/config.yaml"]
-    for group in GROUPS:
-        wanted.append(f"conf/{group}/")
-        wanted += [f"{group}={p.stem}" for p in sorted((CONF / group).glob("*.yaml"))]
-    missing = [w for w in wanted if w not in TICKED]
-    assert not missing, _missing(missing, "config groups as `conf/<group>/`, options as `group=option`")
-
-
 def test_named_config_options_exist() -> None:
     named = [m.groups() for t in TICKED if (m := re.fullmatch(r"(\w+)=(\w+)", t)) and m.group(1) in GROUPS]
     stale = [f"{g}={o}" for g, o in named if not (CONF / g / f"{o}.yaml").is_file()]
@@ -88,13 +78,67 @@ def test_the_parser_walk_finds_nested_subcommands() -> None:
     assert ("eval",) in commands and ("golden", "validate") in commands and ("beir", "import") in commands
 
 
-def test_every_cli_command_is_named() -> None:
-    missing = []
-    for path in _commands(build_parser()):
-        name = "doceval " + " ".join(path)
-        if not re.search(rf"`{re.escape(name)}[` ]", TEXT):
-            missing.append(name)
-    assert not missing, _missing(missing, "CLI commands, in full, in the CLI table")
+def test_generated_tables_are_current() -> None:
+    """The metric, config group, option, top-level key and command tables say what the code says."""
+    assert architecture_tables.rendered(TEXT) == TEXT, (
+        "docs/architecture.md's generated tables differ from the registry, conf/ or the argument parser: "
+        "run `python tests/architecture_tables.py` and commit docs/architecture.md"
+    )
+
+
+def test_a_new_metric_option_key_or_command_changes_the_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison can fail: each source's addition shows in the page it regenerates."""
+    extra = dataclasses.replace(METRICS[0], name="precision", description="|R ∩ relevant| / |R|")
+    monkeypatch.setattr(architecture_tables, "METRICS", (*METRICS, extra))
+    assert "| `precision` | retrieval |" in architecture_tables.rendered(TEXT)
+    monkeypatch.undo()
+
+    def with_command() -> argparse.ArgumentParser:
+        parser = build_parser()
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        sub.add_parser("explain", help="say why an entry failed")
+        return parser
+
+    monkeypatch.setattr(architecture_tables, "build_parser", with_command)
+    assert "| `doceval explain` |  | say why an entry failed |" in architecture_tables.rendered(TEXT)
+
+
+def test_a_new_conf_key_or_option_changes_the_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF, conf)
+    with (conf / "config.yaml").open("a", encoding="utf-8") as fh:
+        fh.write("newkey: 3   # a key added without regenerating\n")
+    (conf / "retriever" / "splade.yaml").write_text("name: splade\ntop: 9\n", encoding="utf-8")
+    monkeypatch.setattr(architecture_tables, "CONF", conf)
+    page = architecture_tables.rendered(TEXT)
+    assert "| `newkey` | `3` | a key added without regenerating |" in page
+    assert "| `retriever=splade` | `retriever.top` `9` |" in page and "`retriever=splade`" not in TEXT
+
+
+def test_a_new_config_group_must_say_who_reads_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF, conf)
+    (conf / "reranker").mkdir()
+    (conf / "reranker" / "none.yaml").write_text("name: none\n", encoding="utf-8")
+    monkeypatch.setattr(architecture_tables, "CONF", conf)
+    with pytest.raises(SystemExit, match="conf/reranker/ in GROUP_READERS"):
+        architecture_tables.rendered(TEXT)
+
+
+def test_the_readers_of_each_group_exist() -> None:
+    named = re.findall(r"`(doceval[\w.]*)`", " ".join(architecture_tables.GROUP_READERS.values()))
+    stale = [name for name in named if name not in MODULES]
+    assert named and not stale, f"GROUP_READERS in tests/architecture_tables.py names no such module: {stale}"
+
+
+def test_design_names_every_top_level_key() -> None:
+    """design.md 6.1's key table (the meanings) names every key of conf/config.yaml the generated table lists."""
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    section = design[design.index("### 6.1") : design.index("### 6.2")]
+    keys = re.findall(r"^\| `([\w.]+)` \|", architecture_tables.keys_table(), flags=re.MULTILINE)
+    # a row may shorten the keys of one block after its first: `paths.docs`, `paths.index` or `.split`
+    missing = [k for k in keys if f"`{k}`" not in section and f"`.{k.rsplit('.', 1)[-1]}`" not in section]
+    assert keys and not missing, f"docs/design.md section 6.1 does not say what these keys mean: {missing}"
 
 
 # The dependency rules the page states are checked by tests/test_dependency_rules.py.

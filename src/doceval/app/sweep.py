@@ -24,6 +24,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from doceval.app.sweep_app import FAILED_SUFFIX
 from doceval.common.hints import rerun
+from doceval.common.io import write_text_atomic
 from doceval.common.redact import redact_text
 from doceval.common.secret_rule import secret_name
 from doceval.common.table import format_table
@@ -190,7 +191,7 @@ def write_outputs(
     """A finished sweep's points.txt, points.csv and sweep.png (the latter two on the parent run); returns
     the table."""
     table = format_points(points)
-    (sweep_dir / "points.txt").write_text(table + "\n")
+    write_text_atomic(sweep_dir / "points.txt", table + "\n")
     write_points_csv(points, sweep_dir / "points.csv")
     plot = sweep_dir / "sweep.png"
     plot_points(points, plot)
@@ -215,8 +216,8 @@ def abandon(sweep_dir: Path, parent: str | None, uri: str | None, point: str | N
     if not finished:
         shutil.rmtree(sweep_dir, ignore_errors=True)
         return f"no point finished, so {sweep_dir} was removed"
-    with contextlib.suppress(OSError):
-        (sweep_dir / "FAILED").write_text(f"{why}\n", encoding="utf-8")
+    with contextlib.suppress(OSError, UsageError):
+        write_text_atomic(sweep_dir / "FAILED", f"{why}\n")
     kept = f"{len(finished)} finished point{'s' if len(finished) != 1 else ''}"
     return f"the {kept} stay{'s' if len(finished) == 1 else ''} in {sweep_dir} (its FAILED file says why)"
 
@@ -291,7 +292,7 @@ def write_points_csv(points: Sequence[dict[str, Any]], path: Path) -> None:
             vals += ["" if v is None else f"{v:.6f}", *(["", ""] if not ci else [f"{ci[0]:.6f}", f"{ci[1]:.6f}"]),
                      str(counts.get(f"n_{c}", ""))]  # fmt: skip
         lines.append(",".join([p["job"], '"' + " ".join(p["overrides"]) + '"', *vals]))
-    path.write_text("\n".join(lines) + "\n")
+    write_text_atomic(path, "\n".join(lines) + "\n")
 
 
 def _axis(points: Sequence[dict[str, Any]]) -> str | None:

@@ -23,7 +23,7 @@ from doceval.cli.common import (
     with_drafts,
 )
 from doceval.cli.conversations import register_conversations
-from doceval.common.io import check_writable, output_folder, write_json_atomic
+from doceval.common.io import check_writable, output_folder, write_bytes_atomic, write_json_atomic
 from doceval.common.journal import journal_note
 from doceval.common.paths import refuse_overlap
 from doceval.common.redact import secret_locations
@@ -63,7 +63,9 @@ def cmd_params(args: argparse.Namespace) -> int:
             "the project; pass credentials through environment variables instead (agent.headers_env, "
             "answerer.api_key_env, judge.api_key_env, store.api_key_env) and keep URLs without user:password@"
         )
-    PARAMS.write_text(dump_params(cfg, args.overrides), encoding="utf-8")
+    write_bytes_atomic(
+        PARAMS, dump_params(cfg, args.overrides).encode("utf-8")
+    )  # checked above, not scrubbed
     print(f"wrote {PARAMS} (from {read})")
     return 0
 

@@ -96,11 +96,6 @@ def extend_secret_names(names: Iterable[str]) -> None:
         _extra.update(found)
 
 
-def extra_secret_names() -> list[str]:
-    """The names a ``secrets:`` list added (as segments joined by ``_``)."""
-    return sorted("_".join(words) for words in _extra)
-
-
 def forget_secret_names() -> None:
     """Drop the names a ``secrets:`` list added (tests; a long-lived process between unrelated runs)."""
     with _extra_lock:

@@ -10,7 +10,6 @@ compared casefolded, as the answer metrics compare them.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from doceval.drafting.names import (
@@ -180,7 +179,3 @@ def _called_in(sentence: str, param: str) -> str:
             if last(name) != param:
                 return last(name)
     return ""
-
-
-def inventories(texts: Mapping[str, PinText]) -> dict[str, Inventory]:
-    return {pin: build_inventory(pin, t) for pin, t in texts.items()}

@@ -117,10 +117,6 @@ def usable_task(text: str, avoid: Iterable[str]) -> bool:
     )
 
 
-def pin_words(library: str, version: str) -> str:
-    return f"{library} {version}"
-
-
 def quote(text: str, limit: int = 300) -> str:
     """A quote for a reference answer: one line, cut at a word boundary."""
     line = " ".join(text.split())

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from doceval.common.io import write_text_atomic
 from doceval.common.plotting import panel_grid
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
@@ -236,4 +237,4 @@ def write_curves(artifact: Mapping[str, Any], folder: Path) -> None:
         for i, x in enumerate(curve["floor"]):
             vals = [curve[m][i] for m in CURVE_CSV]
             lines.append(",".join([f"{x:.6f}", *("" if v is None else f"{v:.6f}" for v in vals)]))
-        (folder / f"{name}.csv").write_text("\n".join(lines) + "\n")
+        write_text_atomic(folder / f"{name}.csv", "\n".join(lines) + "\n")

@@ -48,11 +48,6 @@ def retriever_fingerprint(retriever: schema.Retriever) -> str:
     return hashlib.sha256(json.dumps(config_dict(retriever), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def route(entry: GoldenEntry, corpus: Corpus) -> str | None:
-    """The router: the entry's library@version must be an indexed partition. Returns a refusal reason or None."""
-    return route_pin(entry.library, entry.version, corpus)
-
-
 def route_pin(library: str, version: str, corpus: Corpus) -> str | None:
     """The router for one pin (a follow-up's is the pin its conversation moved to)."""
     if f"{library}@{version}" in corpus.partitions:

@@ -14,7 +14,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -36,13 +36,6 @@ class Embedder(Protocol):
     dim: int
 
     def encode(self, texts: Sequence[str], progress: bool = False) -> np.ndarray: ...
-
-
-class StreamingEmbedder(Embedder, Protocol):
-    """An embedder that takes many texts in one pass and hands vectors back as batches finish, in any order
-    (``engine=ray``'s :class:`doceval.engine.embedding.RayEmbedder`)."""
-
-    def encode_stream(self, texts: Sequence[str]) -> Iterator[tuple[np.ndarray, np.ndarray]]: ...
 
 
 # fp32 (the default: the same rankings on every x86-64 CPU, design.md 2.3); bf16: fp32 weights under bf16

@@ -7,7 +7,7 @@ others is refused; query-time keys (``exact``, ``hnsw_ef``, ``rescore``, ``overs
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from doceval.config import schema
@@ -59,10 +59,6 @@ class SearchConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    def exact_twin(self) -> SearchConfig:
-        """The same index searched exhaustively (the reference of the report's "ANN vs exact")."""
-        return replace(self, exact=True)
 
 
 def search_record(store_cfg: schema.Store) -> dict[str, Any]:

@@ -310,10 +310,6 @@ def _type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _score_text(score: int | float) -> str:
-    return str(score) if isinstance(score, float) else "an integer too large for a float"
-
-
 def _source(item: Any, i: int) -> Source:
     if isinstance(item, str):
         doc_id, score = item, None
