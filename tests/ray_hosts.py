@@ -312,6 +312,14 @@ class Hosts:
         if not private:
             return [*cmd, *argv]
         mounts = " && ".join(f"mount -t tmpfs -o size=512m tmpfs {p}" for p in map(str, private))
+        # The test venv's site-packages (torch, ray: below every host's own packages) stay visible even when the
+        # venv lies in a hidden folder (CI's checkout holds its .venv): bound aside first, then back in place.
+        venv = Path(sys.prefix).resolve()
+        if any(venv.is_relative_to(Path(p)) for p in private):
+            aside = self.installs.base / "base-venv"
+            aside.mkdir(exist_ok=True)
+            mounts = (f"mount --bind {venv} {aside} && {mounts} && mkdir -p {venv} && "
+                      f"mount --bind {aside} {venv}")  # fmt: skip
         script = f'hostname {HOSTNAMES[host]} && {mounts} && exec "$@"'
         return [*cmd, UNSHARE, "-m", "-u", "--propagation", "private", "sh", "-c", script, "sh", *argv]
 

@@ -142,6 +142,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # The docs group points at the folder; everything else stays the shipped default (dense retriever).
     (root / "conf" / "docs" / "tiny.yaml").write_text(
         f"chunk_chars: 1500\nfolders: [{{path: {docs}, library: tinylib, version: '1.0'}}]\nlibraries: []\n"
+        "golden_set: data/golden/v2.1.jsonl\n"
     )
     config = (root / "conf" / "config.yaml").read_text().replace("  - docs: default", "  - docs: tiny")
     # the judge stage measures against the one label file written above

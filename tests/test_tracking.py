@@ -101,12 +101,12 @@ class Server:
     log: Path
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def mlflow_server(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Server | None]:
-    """A real `mlflow server` on a free 127.0.0.1 port, started when this module starts (it takes ~20 s to
-    boot on a small machine, so it boots while the other tests run) and only if test (c) is selected."""
+    """A real `mlflow server` on a free 127.0.0.1 port, started by the first (slow) test that asks for it: an
+    unmarked test of this module must not start a process (tests/slow_rule.py)."""
     if not any(item.name in SERVER_TESTS for item in request.session.items):
         yield None
         return
