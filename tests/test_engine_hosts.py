@@ -286,8 +286,17 @@ def copied(init_project: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(init_project, tmp_path / "project", symlinks=True))
 
 
+def _index_record(index: Path) -> dict[str, Any]:
+    """What the index is (manifest.json) with what its build did (build.json: cache counts, the engine)."""
+    return {
+        **json.loads((index / "manifest.json").read_text()),
+        **json.loads((index / "build.json").read_text()),
+    }
+
+
 def test_the_index_across_hosts_equals_local(hosts: Hosts, copied: Path) -> None:
-    local = json.loads((copied / "data" / "index" / "manifest.json").read_text())
+    index = copied / "data" / "index"
+    local = _index_record(index)
     shutil.rmtree(copied / "data" / "index")
     for cache in (copied / "data" / "cache").glob("embeddings.sqlite*"):
         cache.unlink()
@@ -295,7 +304,7 @@ def test_the_index_across_hosts_equals_local(hosts: Hosts, copied: Path) -> None
         ["index", "--quiet"], copied, DOCEVAL_ENGINE=f"ray address={hosts.address} batch_size=4"
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    ray = json.loads((copied / "data" / "index" / "manifest.json").read_text())
+    ray = _index_record(index)
     for key in ("content_hash", "model", "embedder", "dim", "partitions", "chunks"):
         assert ray[key] == local[key], key
     # Both embedded everything from an empty cache (a text repeated across the pins is a hit either way).
@@ -347,7 +356,7 @@ def test_r9_switching_engines_leaves_params_yaml_and_the_tree_clean(hosts: Hosts
     choice = f"ray address={hosts.address}"
     done = hosts.doceval(["index", "--quiet"], copied, DOCEVAL_ENGINE=choice)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads((copied / "data" / "index" / "manifest.json").read_text())["engine"]["name"] == "ray"
+    assert json.loads((copied / "data" / "index" / "build.json").read_text())["engine"]["name"] == "ray"
     done = hosts.doceval(["eval", "--no-track", "--quiet", "--output", "eval/ray.json", "floors=zero"], copied,
                          DOCEVAL_ENGINE=choice)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]

@@ -215,4 +215,5 @@ class TestNoNodeCanHost:
         done = hosts.doceval(["index", "--quiet"], project, DOCEVAL_ENGINE=choice)
         assert done.returncode == 0, done.stderr[-3000:]
         manifest: dict[str, Any] = json.loads((project / "data" / "index" / "manifest.json").read_text())
-        assert manifest["embedding_cache"]["hits"] >= kept and manifest["chunks"] == chunks(project)
+        record: dict[str, Any] = json.loads((project / "data" / "index" / "build.json").read_text())
+        assert record["embedding_cache"]["hits"] >= kept and manifest["chunks"] == chunks(project)
