@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import summary_reference
 from readme_blocks import BLOCKS, EXCLUDED, PYTHON_BLOCK_TEST, README, ROOT, commands, excluded, shell_blocks
 
 TEXT = README.read_text(encoding="utf-8")
@@ -209,6 +210,22 @@ def test_make_repro_runs_as_the_readme_shows(tmp_path: Path) -> None:
     assert (clone / "eval" / "metrics.json").read_bytes() == (ROOT / "eval" / "metrics.json").read_bytes()
     again = _make(clone, "git status --porcelain --untracked-files=no")
     assert again.stdout == "", f"make repro changed tracked files: {again.stdout}"
+    _assert_the_reference_summaries(clone)
+
+
+def _assert_the_reference_summaries(clone: Path) -> None:
+    """Issue 44's typed summary changed how summaries are built, not what they say: the metrics files equal the
+    reference commit's bytes, and each summary.json equals the reference once what differs between equal runs is
+    removed (tests/summary_reference.py)."""
+    commit = summary_reference.reference_commit()
+    for name in summary_reference.METRICS:
+        shown = _make(clone, f"git show {commit}:{name}").stdout.encode("utf-8")
+        assert (clone / name).read_bytes() == shown, f"{name} differs from {commit[:8]}'s"
+    for name, fixture in summary_reference.SUMMARIES.items():
+        made = summary_reference.canonical(json.loads((clone / name).read_text(encoding="utf-8")))
+        assert made == summary_reference.reference(fixture), (
+            f"{name} differs from {commit[:8]}'s (normalised)"
+        )
 
 
 @pytest.mark.slow
