@@ -47,7 +47,7 @@ def worker(sample_n: int, rounds: int) -> None:
     from doceval.index.hardware import cpu_capability
 
     sample = _sample(sample_n)
-    models = {p: MiniLMEmbedder(batch_size=b, precision=p) for p, b in VARIANTS.items()}
+    models = {p: MiniLMEmbedder(batch_size=b, device="cpu", precision=p) for p, b in VARIANTS.items()}
     for m in models.values():
         m.encode(sample[:32])  # warm-up
     times: dict[str, list[float]] = {p: [] for p in models}
@@ -68,7 +68,7 @@ def knobs(sample_n: int, batches: list[int]) -> None:
     from doceval.index.embed import MiniLMEmbedder
 
     sample = _sample(sample_n)
-    model = MiniLMEmbedder(batch_size=64)
+    model = MiniLMEmbedder(batch_size=64, device="cpu", precision="fp32")
     model.encode(sample[:32])
     ref = model.encode(sample)
     print(f"fp32 speed knobs (uncapped, {len(sample)} chunks; vectors compared with batch 64, 2 threads):")

@@ -61,7 +61,7 @@ def main() -> int:
     corpus = load_corpus(Path(params.paths.docs))
     texts = [t for p in corpus.partitions.values() for t in p.texts]
     sample = random.Random(0).sample(texts, min(args.sample, len(texts)))
-    models = {p: MiniLMEmbedder(batch_size=b, precision=p) for p, b in VARIANTS.items()}
+    models = {p: MiniLMEmbedder(batch_size=b, device="cpu", precision=p) for p, b in VARIANTS.items()}
     vecs = {}
     for p, m in models.items():
         m.encode(sample[:64])  # warm-up

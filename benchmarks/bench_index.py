@@ -15,6 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from doceval.config import schema
 from doceval.config.compose import compose
 from doceval.index.build import build_index
 from doceval.index.embed import CachedEmbedder, EmbeddingCache, MiniLMEmbedder
@@ -37,7 +38,9 @@ def main() -> None:
             corpus.partitions[pin] = Partition(pin, part.chunk_ids[:n], part.doc_ids[:n], part.texts[:n])
     texts = [t for pin in corpus.pins for t in corpus.partitions[pin].texts]
     n = len(texts)
-    model = MiniLMEmbedder()
+    block = compose(["embedder=minilm"]).embedder  # the index stage's embedder, as conf/ configures it
+    assert isinstance(block, schema.EmbedderMiniLM)
+    model = MiniLMEmbedder(batch_size=block.batch_size, device=block.device, precision=block.precision)
     model.encode(texts[:64])  # warm up kernels so neither side pays first-call costs
 
     t0 = time.perf_counter()

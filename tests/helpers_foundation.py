@@ -165,11 +165,15 @@ def make_wheel(
 
 
 @functools.cache
-def minilm():
-    """The real all-MiniLM-L6-v2 embedder, loaded once per test session."""
+def minilm(option: str = "minilm"):
+    """The real all-MiniLM-L6-v2 embedder as conf/embedder/OPTION.yaml configures it, loaded once per session."""
+    from doceval.config import schema
+    from doceval.config.compose import compose
     from doceval.index.embed import MiniLMEmbedder
 
-    return MiniLMEmbedder()
+    block = compose([f"embedder={option}"]).embedder
+    assert isinstance(block, schema.EmbedderMiniLM)
+    return MiniLMEmbedder(batch_size=block.batch_size, device=block.device, precision=block.precision)
 
 
 def write_fixture_golden(root: Path, rows: list[tuple[str, str, str, list[str], str]]) -> Path:

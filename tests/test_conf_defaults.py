@@ -31,22 +31,6 @@ NOT_CONFIG = {
     "doceval.system.external.http.HttpAgent(retry_base_delay_s=1.0)": "an agent's own delay for a key conf/ leaves out",
     "doceval.system.external.http.HttpAgent(retry_max_delay_s=30.0)": "an agent's own delay for a key conf/ leaves out",
 }
-# Constructors that still restate a conf/ value: each is left for the plug-in registry work (issue 44 M4), which
-# rebuilds these components from their blocks. Remove a line when its default goes; the test fails until then.
-NOT_YET = {
-    "doceval.index.embed.MiniLMEmbedder(batch_size=64)",
-    "doceval.index.embed.MiniLMEmbedder(device='cpu')",
-    "doceval.index.embed.MiniLMEmbedder(precision='fp32')",
-    "doceval.system.external.http.HttpAgent(max_retries=3)",
-    "doceval.system.external.http.HttpAgent(timeout_s=30.0)",
-    "doceval.system.retrievers.bm25.BM25Retriever(k1=1.5)",
-    "doceval.system.retrievers.bm25.BM25Retriever(b=0.75)",
-    "doceval.system.retrievers.hybrid.HybridRetriever(rrf_k=60)",
-    "doceval.system.retrievers.hybrid.HybridRetriever(depth=100)",
-    "doceval.system.retrievers.hybrid_native.NativeHybridRetriever(rrf_k=60)",
-    "doceval.system.retrievers.hybrid_native.NativeHybridRetriever(depth=100)",
-    "doceval.system.retrievers.overlap.OverlapRetriever(min_score=0.0)",
-}
 
 
 def _option_files() -> list[tuple[str, Path]]:
@@ -184,12 +168,10 @@ def _restating_constructors(conf: dict[str, list[Any]]) -> set[str]:
 
 def test_no_constructor_restates_a_conf_value() -> None:
     found = _restating_constructors(_conf_values())
-    new = sorted(found - set(NOT_CONFIG) - NOT_YET)
+    new = sorted(found - set(NOT_CONFIG))
     assert not new, (
         "constructors restating conf/ (take the value from the composed block instead):\n" + "\n".join(new)
     )
-    gone = sorted(NOT_YET - found)
-    assert not gone, f"no longer restating conf/: remove from NOT_YET: {gone}"
     assert "doceval.common.llm_settings.LLMConfig(max_retries=5)" not in found  # the 11 LLM defaults went
     assert "doceval.system.docchat.answerers.ExtractiveAnswerer(max_passages=3)" not in found
 

@@ -97,25 +97,23 @@ def test_bf16_precision_agrees_with_fp32_under_its_own_cache_key(tmp_path):
         "Validate a model from a dict with model_validate.",
         "Create an async engine with create_async_engine.",
     ]
-    fp32, bf16 = minilm(), MiniLMEmbedder(precision="bf16")
+    fp32, bf16 = minilm(), minilm("minilm_bf16")
     a, b = fp32.encode(texts), bf16.encode(texts)
     assert b.dtype == np.float32 and np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)
     assert float(np.min(np.sum(a * b, axis=1))) > 0.999  # measured >= 0.99997 on 600 corpus chunks
     assert bf16.fingerprint == fp32.fingerprint + ":bf16"  # its vectors never mix with fp32 ones in a cache
     with pytest.raises(UsageError, match="embedder.precision='fp16'"):
-        MiniLMEmbedder(precision="fp16")
+        MiniLMEmbedder(batch_size=16, device="cpu", precision="fp16")
 
 
 @pytest.mark.slow
 def test_bf16_weights_agree_with_fp32_under_their_own_cache_key():
-    from doceval.index.embed import MiniLMEmbedder
-
     texts = [
         "Validate a model from a dict with model_validate.",
         "Create an async engine with create_async_engine.",
         "x",
     ]
-    fp32, bf16w = minilm(), MiniLMEmbedder(batch_size=16, precision="bf16_weights")
+    fp32, bf16w = minilm(), minilm("minilm_bf16_weights")
     a, b = fp32.encode(texts), bf16w.encode(texts)
     assert b.shape == (3, 384) and b.dtype == np.float32
     assert np.allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-5)

@@ -33,7 +33,7 @@ from doceval.config.compose import compose
 from doceval.harness.agents import _ExternalRun, load_journal
 from doceval.harness.remote import check_user_code
 from doceval.seam import Reply
-from doceval.system.external.agents import FunctionAgent
+from doceval.system.external.agents import FunctionAgent, make_agent
 from doceval.system.external.http import HttpAgent
 from doceval.tracking.configured import effective_params
 
@@ -274,9 +274,10 @@ def test_the_driver_keeps_the_first_reply_per_entry(tmp_path: Path) -> None:
 
 def test_the_adapters_travel_to_actors_with_their_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCEVAL_TEST_TOKEN", "tok-123456789")
-    http = HttpAgent(
-        "http://127.0.0.1:9/ask", headers_env={"Authorization": "DOCEVAL_TEST_TOKEN"}, timeout_s=3
-    )
+    token = "+agent.headers_env.Authorization=DOCEVAL_TEST_TOKEN"
+    block = compose(["agent=http", "agent.url=http://127.0.0.1:9/ask", "agent.timeout_s=3", token]).agent
+    http = make_agent(block)
+    assert isinstance(http, HttpAgent)
     monkeypatch.delenv("DOCEVAL_TEST_TOKEN")  # a worker elsewhere has not got the driver's environment
     copy = pickle.loads(pickle.dumps(http))
     assert copy._headers == {"Authorization": "tok-123456789"} and copy.timeout_s == 3.0
@@ -364,7 +365,9 @@ def test_installed_code_is_accepted_without_asking_the_nodes(tmp_path: Path) -> 
     import yaml
 
     remote = _session_on(["127.0.0.1", "10.9.0.2"], tmp_path)
-    check_user_code(remote, HttpAgent("http://127.0.0.1:9/ask"), "agent.url")  # no module to import: fine
+    http = make_agent(compose(["agent=http", "agent.url=http://127.0.0.1:9/ask"]).agent)
+    assert http is not None
+    check_user_code(remote, http, "agent.url")  # no module to import: fine
     check_user_code(remote, FunctionAgent(json.loads, "json:loads"), "agent.target")
     check_user_code(remote, FunctionAgent(yaml.safe_load, "yaml:safe_load"), "agent.target")
 

@@ -53,8 +53,9 @@ def _load_under_caps(precision: str) -> subprocess.CompletedProcess[str]:
     """Build the MiniLM embedder in a fresh interpreter that sees an AVX2-only CPU (both caps set before torch
     loads), and print what it resolved to."""
     code = (
-        "from doceval.index.embed import MiniLMEmbedder\n"
-        f"e = MiniLMEmbedder(precision={precision!r})\n"
+        "from doceval.config.compose import compose\n"
+        "from doceval.index.embed import make_embedder\n"
+        f"e = make_embedder(compose(['embedder=minilm', 'embedder.precision={precision}']).embedder, None).inner\n"
         "print(e.precision, e.device, e.fingerprint)\n"
     )
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "HF_HUB_OFFLINE": "1"}

@@ -22,7 +22,6 @@ from doceval.index.store import VectorStore, store_subdir
 from doceval.inputs.corpus import Corpus, Partition, load_corpus
 from doceval.system.retrievers import RETRIEVERS, Retriever, best_per_document, make_retriever, needs_index
 from doceval.system.retrievers.base import SCORE_DECIMALS
-from doceval.system.retrievers.bm25 import BM25Retriever
 from doceval.system.retrievers.dense import DenseRetriever
 from doceval.system.retrievers.hybrid import HybridRetriever
 from doceval.system.retrievers.overlap import OverlapRetriever
@@ -38,6 +37,9 @@ G = f"{PIN2}:demo.BaseModel.model_dump_json"
 H = f"{PIN2}:demo.Field"
 
 Q_SERIALIZE = "How do I serialize a model to a dictionary?"
+# The retriever blocks as conf/ writes them (k1 = 1.5, b = 0.75: the hand computations below rely on them).
+OVERLAP = compose(["retriever=overlap"]).retriever
+BM25 = compose(["retriever=bm25"]).retriever
 
 
 @pytest.fixture(scope="module")
@@ -49,12 +51,12 @@ def corpus(tmp_path_factory) -> Corpus:
 
 @pytest.fixture(scope="module")
 def overlap(corpus):
-    return OverlapRetriever(corpus)
+    return make_retriever(OVERLAP, corpus)
 
 
 @pytest.fixture(scope="module")
 def bm25(corpus):
-    return BM25Retriever(corpus)
+    return make_retriever(BM25, corpus)
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +72,9 @@ def dense(corpus, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hybrid(bm25, dense):
-    return HybridRetriever(bm25, dense, rrf_k=60, depth=100)
+    hybrid = compose(["retriever=hybrid"]).retriever
+    assert isinstance(hybrid, schema.RetrieverHybrid)
+    return HybridRetriever(bm25, dense, rrf_k=hybrid.rrf_k, depth=hybrid.depth)
 
 
 def test_fixture_tokens_the_hand_computations_rely_on():
@@ -197,7 +201,7 @@ def test_hybrid_native_fuses_the_engine_s_two_rankings(index, corpus):
 
 def contract_bm25(root: str) -> Any:
     """retriever=function's factory for the contract: BM25 over the fixture corpus, as the user's function."""
-    bm25 = BM25Retriever(load_corpus(Path(root)))
+    bm25 = make_retriever(BM25, load_corpus(Path(root)))
 
     def retrieve(question: str, k: int, library: str, version: str) -> list[tuple[str, float]]:
         return bm25.retrieve(question, library, version, k)
@@ -294,12 +298,13 @@ def test_ties_are_broken_by_document_id_whatever_the_corpus_order(corpus):
             for pin, p in corpus.partitions.items()
         },
     )
-    for make in (OverlapRetriever, BM25Retriever):
-        forward = make(corpus).retrieve("field", "demo", "1.0", 10)
-        backward = make(reversed_corpus).retrieve("field", "demo", "1.0", 10)
+    for block in (OVERLAP, BM25):
+        forward = make_retriever(block, corpus).retrieve("field", "demo", "1.0", 10)
+        backward = make_retriever(block, reversed_corpus).retrieve("field", "demo", "1.0", 10)
         assert forward == backward
     # "serialize": A and B score 1.0 each under overlap; "dict" < "json".
-    assert OverlapRetriever(reversed_corpus).retrieve("serialize", "demo", "1.0", 10) == [(A, 1.0), (B, 1.0)]
+    reversed_overlap = make_retriever(OVERLAP, reversed_corpus)
+    assert reversed_overlap.retrieve("serialize", "demo", "1.0", 10) == [(A, 1.0), (B, 1.0)]
 
 
 def test_best_per_document_collapses_chunks_and_sorts_deterministically():
@@ -383,3 +388,11 @@ def test_a_retriever_declares_whether_it_reads_the_index(corpus) -> None:
             make_retriever(_Named("test_index_reader"), corpus)  # type: ignore[arg-type]
     finally:
         RETRIEVERS.remove("test_index_reader")
+
+
+def test_the_agreement_signals_bm25_is_conf_s_bm25_block():
+    """The bm25 ranking the agreement and fused signals read takes k1 and b from conf/retriever/bm25.yaml (its
+    constructor has no defaults of its own), whatever retriever is configured."""
+    from doceval.harness.candidates import shipped_bm25
+
+    assert shipped_bm25() == BM25

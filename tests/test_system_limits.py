@@ -208,7 +208,7 @@ def test_a_declared_length_over_the_cap_is_refused_before_reading() -> None:
 def test_max_reply_bytes_is_checked_as_config() -> None:
     for bad in (0, -1, 1.5, True, "4MB"):
         with pytest.raises(UsageError, match=r"agent.max_reply_bytes=.*expected an integer >= 1"):
-            HttpAgent("http://127.0.0.1:9/ask", max_reply_bytes=bad)  # type: ignore[arg-type]
+            HttpAgent("http://127.0.0.1:9/ask", timeout_s=30, max_retries=0, max_reply_bytes=bad)  # type: ignore[arg-type]
     conf = Path(__file__).resolve().parents[1] / "conf"
     with pytest.raises(UsageError, match=r"agent.max_reply_bytes=0: expected an integer >= 1"):
         compose(["agent=function", "agent.max_reply_bytes=0"], conf_dir=conf)

@@ -17,11 +17,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import yaml
+
 from doceval.common.hints import rerun
 from doceval.common.journal import Journal
 from doceval.common.progress import iterate
 from doceval.config import schema
+from doceval.config.compose import SOURCE_CONF
 from doceval.config.objects import config_dict
+from doceval.config.validate import validate_block
 from doceval.errors import UsageError
 from doceval.harness.candidate_set import CandidateSet
 from doceval.harness.retrieval_journal import in_entry_order, journal_answer, journal_for, resume_retrievals
@@ -89,8 +93,9 @@ def turn_queries(
 
 def bm25_rankings(entries: Sequence[GoldenEntry], corpus: Corpus, depth: int) -> dict[str, list[str]]:
     """bm25's ranked document ids per entry (the second ranking the agreement and fused signals need), with
-    BM25Retriever's own k1 and b, whatever retriever is configured."""
-    bm25 = BM25Retriever(corpus)
+    the k1 and b of conf/retriever/bm25.yaml as doceval ships it, whatever retriever is configured."""
+    block = shipped_bm25()
+    bm25 = BM25Retriever(corpus, k1=float(block.k1), b=float(block.b))
     pins = set(corpus.pins)
     out: dict[str, list[str]] = {}
     for e in entries:
@@ -99,6 +104,14 @@ def bm25_rankings(entries: Sequence[GoldenEntry], corpus: Corpus, depth: int) ->
             [d for d, _ in bm25.retrieve(e.question, e.library, e.version, depth)] if pin in pins else []
         )
     return out
+
+
+@functools.cache
+def shipped_bm25() -> schema.RetrieverBM25:
+    """The ``retriever`` block of conf/retriever/bm25.yaml shipped with doceval (its defaults live there only)."""
+    path = SOURCE_CONF / "retriever" / "bm25.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return validate_block(schema.RetrieverBM25, data, str(path), "retriever")
 
 
 @contextlib.contextmanager

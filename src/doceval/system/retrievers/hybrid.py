@@ -8,7 +8,7 @@ from doceval.system.retrievers.base import Ranked, Retriever
 class HybridRetriever:
     name = "hybrid"
 
-    def __init__(self, lexical: Retriever, dense: Retriever, rrf_k: int = 60, depth: int = 100) -> None:
+    def __init__(self, lexical: Retriever, dense: Retriever, *, rrf_k: int, depth: int) -> None:
         self.lexical, self.dense = lexical, dense
         self.rrf_k, self.depth = rrf_k, depth
         # A document ranked first by both components scores 2 / (rrf_k + 1).

@@ -16,7 +16,7 @@ class NativeHybridRetriever:
     name = "hybrid_native"
 
     def __init__(
-        self, store: VectorStore, embedder: CachedEmbedder, pins: set[str], rrf_k: int = 60, depth: int = 100
+        self, store: VectorStore, embedder: CachedEmbedder, pins: set[str], *, rrf_k: int, depth: int
     ) -> None:
         self.store, self.embedder, self.pins = store, embedder, pins
         self.rrf_k, self.depth = rrf_k, depth

@@ -11,7 +11,7 @@ class OverlapRetriever:
     name = "overlap"
     score_range = (0.0, 1.0)
 
-    def __init__(self, corpus: Corpus, min_score: float = 0.0) -> None:
+    def __init__(self, corpus: Corpus, *, min_score: float) -> None:
         # min_score is exclusive: a document sharing no content word with the question is never a result.
         self.min_score = min_score
         self.index: dict[str, list[tuple[str, frozenset[str]]]] = {
