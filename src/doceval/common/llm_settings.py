@@ -4,23 +4,19 @@ answerer/judge block (and a ``--llm`` file) with these very fields, and :mod:`do
 them, so ``doceval.llm`` never imports ``doceval.config``.
 
 No field has a default: every value comes from conf/ (``conf/answerer/openai.yaml``, ``conf/judge/openai.yaml``),
-composed and validated before an LLMConfig is built. Field metadata follows the schema's ``spec`` conventions
-(``ge``/``gt``/``le``, ``nonempty``, ``example``, and ``not_with``: a key that must stay unset, or 0, when this
-one is set).
+composed and validated before an LLMConfig is built. Fields are declared with the schema's own ``spec``
+(:mod:`doceval.common.field_spec`: ``ge``/``gt``/``le``, ``nonempty``, ``example``, and ``not_with``: a key that
+must stay unset, or 0, when this one is set).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
+from doceval.common.field_spec import spec
 from doceval.common.redact import redact_url
-
-
-def _rules(**rules: Any) -> Any:
-    """A required field with its validation rules (read by doceval.config.schema's validator)."""
-    return field(metadata=rules)
 
 
 def _per_million(part: str) -> str:
@@ -31,29 +27,29 @@ def _per_million(part: str) -> str:
 class LLMConfig:
     """Client and generation settings shared by the answerer and the judge (one instance per role)."""
 
-    model: str = _rules(nonempty=True, example="gpt-4o-mini")
-    base_url: str | None = _rules(example="http://127.0.0.1:11434/v1")  # null: api.openai.com
-    api_key_env: str = _rules(nonempty=True, example="OPENAI_API_KEY")
-    temperature: float = _rules(ge=0, le=2, example="0.0")
-    max_tokens: int = _rules(ge=1, example="512")
-    seed: int | None = _rules()
+    model: str = spec(nonempty=True, example="gpt-4o-mini")
+    base_url: str | None = spec(example="http://127.0.0.1:11434/v1")  # null: api.openai.com
+    api_key_env: str = spec(nonempty=True, example="OPENAI_API_KEY")
+    temperature: float = spec(ge=0, le=2, example="0.0")
+    max_tokens: int = spec(ge=1, example="512")
+    seed: int | None = spec()
     # Free-form: the API's own options (listed in doceval.config.schema.OPEN_MAPPINGS).
-    response_format: Mapping[str, Any] | None = _rules()
-    timeout_s: float = _rules(gt=0, example="60")
-    max_retries: int = _rules(ge=0, example="5")
-    retry_base_delay_s: float = _rules(ge=0, example="1.0")
-    retry_max_delay_s: float = _rules(ge=0, example="30.0")
-    max_concurrency: int = _rules(ge=1, example="8")
-    price_per_1k_prompt: float = _rules(ge=0, example="0.0")
-    price_per_1k_completion: float = _rules(ge=0, example="0.0")
+    response_format: Mapping[str, Any] | None = spec()
+    timeout_s: float = spec(gt=0, example="60")
+    max_retries: int = spec(ge=0, example="5")
+    retry_base_delay_s: float = spec(ge=0, example="1.0")
+    retry_max_delay_s: float = spec(ge=0, example="30.0")
+    max_concurrency: int = spec(ge=1, example="8")
+    price_per_1k_prompt: float = spec(ge=0, example="0.0")
+    price_per_1k_completion: float = spec(ge=0, example="0.0")
     # Providers quote prices per million tokens: set these instead of the per-1k ones (not both).
-    price_per_1m_prompt: float | None = _rules(
+    price_per_1m_prompt: float | None = spec(
         ge=0, example="0.15", not_with="price_per_1k_prompt", why=_per_million("prompt")
     )
-    price_per_1m_completion: float | None = _rules(
+    price_per_1m_completion: float | None = spec(
         ge=0, example="0.60", not_with="price_per_1k_completion", why=_per_million("completion")
     )
-    cache_path: str | None = _rules(example="data/cache/llm.sqlite")  # null or "": no response cache
+    cache_path: str | None = spec(example="data/cache/llm.sqlite")  # null or "": no response cache
 
     def cost_usd(self, prompt_tokens: float, completion_tokens: float) -> float:
         """What ``prompt_tokens`` and ``completion_tokens`` cost at the configured prices (per 1M when set, else

@@ -26,9 +26,10 @@ Conventions read by the validator:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
+from doceval.common.field_spec import spec
 from doceval.common.llm_settings import LLMConfig
 from doceval.common.metric_names import METRIC_NAMES, conversation_metric_names, unknown_metric
 from doceval.common.paths import pin_part_error
@@ -40,11 +41,6 @@ OPEN_MAPPINGS: frozenset[str] = frozenset(
     {"answerer.response_format", "judge.response_format", "retriever.kwargs", "agent.headers_env", "agent.kwargs",
      "agent.params"}
 )  # fmt: skip
-
-
-def spec(default: Any = MISSING, **rules: Any) -> Any:
-    """A dataclass field with validation rules (see the module docstring); no default = the key is required."""
-    return field(default=default, metadata=rules)
 
 
 def _threshold_names() -> tuple[str, ...]:
