@@ -5,6 +5,7 @@ included."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import subprocess
 import xml.etree.ElementTree as ET
@@ -15,7 +16,14 @@ import pytest
 from test_report import base_summary, new_summary
 
 from doceval.cli.main import main
-from doceval.common.naming import canonical_system, system_label
+from doceval.common.naming import (
+    OWN_AGENT,
+    USER_FUNCTION,
+    canonical_system,
+    is_function_retriever,
+    is_own_agent,
+    system_label,
+)
 from doceval.config.compose import compose
 from doceval.results import compare, format_compare, gate
 from doceval.results.junit import junit_xml
@@ -111,3 +119,35 @@ def test_history_keeps_a_local_assistant_when_its_port_changes(
     assert run.data.tags["system"] == "ravel-assistant" and run.info.run_name.startswith(
         "test · ravel-assistant"
     )
+
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "doceval"
+
+
+def _name_comparisons(source: str) -> list[int]:
+    """Lines comparing a value with the literal "docchat" or "function" (==, !=, in)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(isinstance(o, ast.Constant) and o.value in (OWN_AGENT, USER_FUNCTION) for o in operands):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_own_agent_and_function_retriever_are_asked_through_one_predicate_each() -> None:
+    """Whether the system is doceval's own agent, and whether the retriever is the user's function, is asked of
+    is_own_agent / is_function_retriever (doceval.common.naming), never by comparing the names in place."""
+    found = [
+        f"{path.relative_to(SRC)}:{line}"
+        for path in sorted(SRC.rglob("*.py"))
+        if path.name != "naming.py" or path.parent.name != "common"
+        for line in _name_comparisons(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, "compare through doceval.common.naming's predicates instead:\n" + "\n".join(found)
+    assert _name_comparisons('if cfg.agent.name != "docchat": pass') == [1]  # the scan sees one
+    assert is_own_agent("docchat") and not is_own_agent("http") and not is_own_agent(None)
+    assert is_function_retriever("function") and not is_function_retriever("bm25")
+    for config in (compose([]), compose(["agent=http", "agent.url=http://127.0.0.1:9/ask"])):
+        assert is_own_agent(config.agent.name) == (config.agent.name == "docchat")
+    assert is_function_retriever(compose(["retriever=function"]).retriever.name)

@@ -30,6 +30,7 @@ from types import MappingProxyType
 from typing import Any
 
 from doceval.common.journal import journal_note
+from doceval.common.naming import USER_FUNCTION, is_function_retriever
 from doceval.common.notes import collected_notes
 from doceval.config.compose import compose, load_params
 from doceval.config.schema import Config, Gate, RetrieverFunction
@@ -89,7 +90,7 @@ def load_summary(path_or_run_id: str | Path) -> Summary:
 def _built_in_retrievers() -> tuple[str, ...]:
     """The registered retrievers a name can pick, read when asked (``function`` is the user's own: pass the
     function itself)."""
-    return tuple(n for n in RETRIEVERS.names() if n != "function")
+    return tuple(n for n in RETRIEVERS.names() if not is_function_retriever(n))
 
 
 def _name(fn: Any) -> str:
@@ -196,7 +197,7 @@ def _users_system(cfg: Config, options: EvalOptions, retriever: Any, agent: Any)
         # The summary names the user's callable (and the deadline its calls run with), and no floors of another
         # retriever can match it.
         block = RetrieverFunction(
-            name="function", target=name, kwargs=MappingProxyType({}), timeout_s=function.timeout_s
+            name=USER_FUNCTION, target=name, kwargs=MappingProxyType({}), timeout_s=function.timeout_s
         )
         cfg = dataclasses.replace(cfg, retriever=block)
     if agent is not None:

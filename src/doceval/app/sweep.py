@@ -25,6 +25,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from doceval.app.sweep_app import FAILED_SUFFIX
 from doceval.common.hints import rerun
 from doceval.common.io import write_text_atomic
+from doceval.common.naming import is_own_agent
 from doceval.common.redact import redact_text
 from doceval.common.secret_rule import secret_name
 from doceval.common.table import format_table
@@ -159,7 +160,7 @@ def validate_points(points: Sequence[Sequence[str]], swept_keys: set[str]) -> Co
 def _check_point(cfg: Config, caches: dict[Path, CandidateSet], first_point: bool) -> None:
     """What one job will check when it starts, without running anything."""
     options = EvalOptions(progress=False)
-    if uses_function_retriever(cfg, options) or agent_name(cfg, options) != "docchat":
+    if uses_function_retriever(cfg, options) or not is_own_agent(agent_name(cfg, options)):
         # The user's retriever or assistant runs live at every point: check the inputs, never call it.
         _, entries, golden_path, _ = load_inputs(cfg, options, needs_corpus(cfg, options))
         select_split(entries, cfg.split.name, golden_path)  # a split with no entries fails here, exit 2

@@ -18,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from doceval.common.hints import rerun
 from doceval.common.io import write_json_atomic
+from doceval.common.naming import is_function_retriever, is_own_agent
 from doceval.common.redact import register_config, register_overrides, scrub_stdio
 from doceval.config.compose import validate_config
 from doceval.config.schema import Config
@@ -54,7 +55,7 @@ def evaluate_point(
     runs = root / cfg.paths.runs
     cands = None
     # A user's retriever, or a user's assistant (it brings its own retrieval), runs live at every point.
-    if cfg.retriever.name != "function" and cfg.agent.name == "docchat":
+    if not is_function_retriever(cfg.retriever.name) and is_own_agent(cfg.agent.name):
         if not (runs / "candidates" / META).is_file():
             raise UsageError(
                 f"sweep: no cached candidates; run {rerun('retrieve')} (sweeps never open the index)"

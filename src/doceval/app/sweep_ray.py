@@ -27,6 +27,7 @@ from doceval.app.sweep import abandon, count_points, point_failed, shown_points,
 from doceval.app.sweep_app import FAILED_SUFFIX, evaluate_point, log_point
 from doceval.app.sweep_inputs import collect, digest, external_paths, in_folder, materialize, snapshot
 from doceval.common.io import check_writable, write_bytes_atomic, write_json_atomic
+from doceval.common.naming import is_function_retriever
 from doceval.common.progress import Progress
 from doceval.common.provenance import provenance
 from doceval.common.redact import register_config, register_overrides
@@ -171,7 +172,7 @@ def _check_nodes(session: RaySession, specs: list[PointSpec], configs: list[Conf
     from doceval.harness.remote import check_user_code
     from doceval.system.retrievers.function import FunctionRetriever
 
-    if configs[0].retriever.name == "function":
+    if is_function_retriever(configs[0].retriever.name):
         assert isinstance(configs[0].retriever, RetrieverFunction)
         retriever = FunctionRetriever.from_config(configs[0].retriever)
         check_user_code(session, retriever, "retriever.target")

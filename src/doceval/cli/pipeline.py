@@ -25,6 +25,7 @@ from doceval.cli.common import (
 from doceval.cli.conversations import register_conversations
 from doceval.common.io import check_writable, output_folder, write_bytes_atomic, write_json_atomic
 from doceval.common.journal import journal_note
+from doceval.common.naming import is_own_agent
 from doceval.common.paths import refuse_overlap
 from doceval.common.redact import secret_locations
 from doceval.errors import EXIT_USAGE, RunIncomplete, UsageError
@@ -275,7 +276,7 @@ def _dry_run(cfg: Config, options: EvalOptions, repeats: int) -> int:
     from doceval.harness.dry_run import estimate, format_estimate, journaled_entries
     from doceval.harness.plan import limited, load_inputs, needs_corpus, split_of
 
-    external = cfg.agent.name != "docchat"
+    external = not is_own_agent(cfg.agent.name)
     # The inputs the run itself reads: a user's assistant or retriever function needs no built corpus.
     corpus, entries, golden_path, _ = load_inputs(cfg, options, needs_corpus(cfg, options))
     split = split_of(cfg, options)

@@ -7,8 +7,24 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
+
+# The names that tell the system under test apart (conf/agent/docchat.yaml, conf/agent/function.yaml,
+# conf/retriever/function.yaml), written once: code asks is_own_agent / is_function_retriever, never the string.
+OWN_AGENT: Final = "docchat"  # doceval's own agent, over a configured retriever
+USER_FUNCTION: Final = "function"  # the user's function: retriever=function (or agent=function, an assistant)
+
+
+def is_own_agent(name: object) -> bool:
+    """Whether an ``agent.name`` is doceval's own agent (over a retriever), not the user's assistant."""
+    return name == OWN_AGENT
+
+
+def is_function_retriever(name: object) -> bool:
+    """Whether a ``retriever.name`` is the user's retriever function (it brings its own documents)."""
+    return name == USER_FUNCTION
+
 
 # A URL on this machine: its port changes from one start of a local server to the next (a free port).
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
@@ -23,7 +39,7 @@ def system_label(recorded: Mapping[str, Any]) -> str:
         return str(recorded["name"])
     system = recorded.get("system") or {}
     agent = system.get("agent") or {}
-    if agent.get("name", "docchat") != "docchat":
+    if not is_own_agent(agent.get("name", OWN_AGENT)):
         return canonical_system(f"{agent['name']}:{agent.get('target') or agent.get('url') or '?'}")
     retriever = system.get("retriever") or {}
     if retriever.get("target"):
@@ -118,7 +134,7 @@ def is_assistant(recorded: Mapping[str, Any]) -> bool:
     the sources it returned (a summary written before ``system`` was recorded: its ``agent:`` retriever)."""
     agent = (recorded.get("system") or {}).get("agent") or {}
     if agent.get("name"):
-        return str(agent["name"]) != "docchat"
+        return not is_own_agent(str(agent["name"]))
     retriever = recorded.get("retriever")
     name = retriever.get("name") if isinstance(retriever, Mapping) else retriever
     return str(name or "").startswith("agent:")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from doceval.common.naming import OWN_AGENT, USER_FUNCTION, is_function_retriever, is_own_agent
 from doceval.common.notes import print_note
 from doceval.config import schema
 from doceval.config.objects import config_dict
@@ -83,14 +84,14 @@ def agent_name(cfg: Config, options: EvalOptions) -> str:
 
 
 def uses_function_retriever(cfg: Config, options: EvalOptions) -> bool:
-    return options.retriever is not None or cfg.retriever.name == "function"
+    return options.retriever is not None or is_function_retriever(cfg.retriever.name)
 
 
 def check_one_system(cfg: Config, options: EvalOptions) -> None:
     """One system under test: an assistant brings its own retrieval, so a user's retriever next to it would be
     silently ignored."""
     agent = agent_name(cfg, options)
-    if agent != "docchat" and uses_function_retriever(cfg, options):
+    if not is_own_agent(agent) and uses_function_retriever(cfg, options):
         raise UsageError(
             f"agent={agent} and retriever=function: the assistant brings its own retrieval, so the retriever "
             f"would be ignored; drop retriever=function to evaluate the assistant, or agent={agent} to evaluate "
@@ -100,7 +101,7 @@ def check_one_system(cfg: Config, options: EvalOptions) -> None:
 
 def needs_corpus(cfg: Config, options: EvalOptions) -> bool:
     """Only built-in retrievers read doceval's docs corpus; a user's function or assistant brings its own."""
-    return agent_name(cfg, options) == "docchat" and not uses_function_retriever(cfg, options)
+    return is_own_agent(agent_name(cfg, options)) and not uses_function_retriever(cfg, options)
 
 
 def known_corpus(cfg: Config, entries: Sequence[GoldenEntry], golden_path: Path) -> Corpus | None:
@@ -295,7 +296,7 @@ def _floors(
 def _external_agent(cfg: Config, options: EvalOptions) -> ExternalAgent | None:
     if options.agent is not None:
         return options.agent
-    if agent_name(cfg, options) == "docchat":
+    if is_own_agent(agent_name(cfg, options)):
         return None
     # lazy: start-up (the assistant clients, ~30 ms, load only when an external assistant is evaluated)
     from doceval.system.external.agents import make_agent
@@ -360,7 +361,7 @@ def plan_run(cfg: Config, options: EvalOptions) -> RunPlan:
     if agent is None and not builtin and options.floor_flags:  # a typo costs no call of the user's code
         _check_golden_libraries(Floors(float("-inf"), dict(options.floor_flags), source="cli"), all_entries,
                                 golden_path)  # fmt: skip
-    plan = RunPlan("docchat" if agent is None else agent.name, k, limit, split, corpus, golden_path, golden_md5,
+    plan = RunPlan(OWN_AGENT if agent is None else agent.name, k, limit, split, corpus, golden_path, golden_md5,
                    entries, floors, None, cfg.relevance.threshold, cfg.floors.signal, agent,
                    all_entries=all_entries, user_retriever=agent is None and not builtin)  # fmt: skip
     if agent is not None:
@@ -471,6 +472,5 @@ def _check_golden_libraries(floors: Floors, entries: Sequence[GoldenEntry], gold
     """A user's retriever has no corpus to name the libraries: per-library floors must name one of the golden
     set's, as they must name an indexed one with a built-in retriever."""
     libraries = sorted({e.library for e in entries})
-    check_floors(
-        floors, libraries, (float("-inf"), float("inf")), "function", known_in=f"the golden set {golden_path}"
-    )
+    unbounded = (float("-inf"), float("inf"))
+    check_floors(floors, libraries, unbounded, USER_FUNCTION, known_in=f"the golden set {golden_path}")

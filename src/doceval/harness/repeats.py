@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from doceval.common.naming import is_own_agent
 from doceval.common.notes import print_note
 from doceval.config import schema
 from doceval.harness.evaluate import evaluate
@@ -49,7 +50,7 @@ def evaluate_repeats(cfg: Config, options: EvalOptions, repeats: int) -> dict[st
     assistant is probed once, before repeat 0."""
     if repeats == 1:
         return evaluate(cfg, options)
-    roles = sampled_roles(cfg, agent_name(cfg, options) != "docchat")
+    roles = sampled_roles(cfg, not is_own_agent(agent_name(cfg, options)))
     if not roles:
         print_note("--repeats: nothing in this run is sampled (no LLM role, doceval's own agent): the repeats "
                    "will agree")  # fmt: skip

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from doceval.common.naming import OWN_AGENT
 from doceval.common.provenance import provenance
 from doceval.common.redact import scrub, scrub_data, secret_values
 from doceval.config.objects import config_dict
@@ -39,7 +40,7 @@ def system_block(cfg: Config, plan: RunPlan) -> dict[str, Any]:
         return {"agent": plan.agent.describe()}
     meta = plan.candidates.meta if plan.candidates is not None else {}
     retriever = meta.get("system") or {"retriever": cfg.retriever.name}
-    return {"agent": {"name": "docchat"}, "retriever": retriever}
+    return {"agent": {"name": OWN_AGENT}, "retriever": retriever}
 
 
 def answerer_record(answerer: schema.Answerer | None, plan: RunPlan) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from doceval import tracking
 from doceval.common.io import atomic_dir, check_writable, write_json_atomic
+from doceval.common.naming import is_own_agent
 from doceval.harness import tradeoff
 from doceval.harness.candidate_cache import load_candidates
 from doceval.harness.candidate_set import CandidateSet
@@ -64,9 +65,11 @@ def run(cfg: Config, progress: bool = True) -> tuple[dict[str, Any], RunPlan]:
     summary = evaluate(cfg, options, plan)
     write_json_atomic(out / "summary.json", pipeline_record(summary))  # MLflow gets the whole summary
     write_json_atomic(out / "metrics.json", headline_metrics(summary))
-    if cfg.agent.name == "docchat":
+    if is_own_agent(cfg.agent.name):
         write_json_atomic(out / ANN_VS_EXACT, ann_vs_exact(cfg, summary, plan))
-    if summary["config"]["floors"].get("source", "").startswith("calibrated") and cfg.agent.name == "docchat":
+    if summary["config"]["floors"].get("source", "").startswith("calibrated") and is_own_agent(
+        cfg.agent.name
+    ):
         trade_off(cfg, summary, plan, out / "tradeoff")
     return summary, plan
 

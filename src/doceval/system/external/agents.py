@@ -28,6 +28,7 @@ from doceval.common.concurrency import (
     timeout_of,
 )
 from doceval.common.io import json_text
+from doceval.common.naming import OWN_AGENT, USER_FUNCTION
 from doceval.common.redact import scrub
 from doceval.common.registry import Registry, as_variant
 from doceval.common.targets import build_from_factory, load_target, provenance_of
@@ -84,7 +85,7 @@ class FunctionAgent:
     """A Python callable ``fn(question=..., library=..., version=..., session_id=...)`` returning the reply,
     called on a worker thread with a deadline (``timeout_s``; None: in the caller's thread, no deadline)."""
 
-    name = "function"
+    name = USER_FUNCTION
 
     def __init__(
         self,
@@ -260,7 +261,7 @@ def make_agent(cfg: schema.Agent) -> ExternalAgent | None:
     return AGENTS.require(cfg.name).build(cfg)
 
 
-@register_agent("docchat")
+@register_agent(OWN_AGENT)
 def _build_docchat(cfg: schema.Agent) -> None:
     return None
 
@@ -270,7 +271,7 @@ def _build_http(cfg: schema.Agent) -> ExternalAgent:
     return HttpAgent.from_config(as_variant(cfg, schema.AgentHttp, "agent"))
 
 
-@register_agent("function")
+@register_agent(USER_FUNCTION)
 def _build_function(block: schema.Agent) -> ExternalAgent:
     cfg = as_variant(block, schema.AgentFunction, "agent")
     target = cfg.target

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from doceval.common.hints import rerun
+from doceval.common.naming import USER_FUNCTION
 from doceval.common.registry import Registry, as_variant
 from doceval.config import schema
 from doceval.errors import UsageError
@@ -160,6 +161,6 @@ def _build_hybrid_native(cfg: schema.Retriever, res: Resources) -> Retriever:
     )
 
 
-@register_retriever("function", needs_corpus=False)
+@register_retriever(USER_FUNCTION, needs_corpus=False)
 def _build_function(cfg: schema.Retriever, res: Resources) -> Retriever:
     return FunctionRetriever.from_config(_block(cfg, schema.RetrieverFunction))

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from doceval.common.concurrency import DEFAULT_TIMEOUT_S, DeadlineCaller, timeout_of
+from doceval.common.naming import USER_FUNCTION
 from doceval.common.targets import build_from_factory, load_target, provenance_of
 from doceval.errors import UsageError
 from doceval.seam import InvalidRetrieval, source_problem
@@ -45,7 +46,7 @@ def _signature(fn: Callable[..., Any]) -> inspect.Signature | None:
 
 
 class FunctionRetriever:
-    name = "function"
+    name = USER_FUNCTION
     # User scores may be on any scale (a distance, a logit), so no floor is out of range.
     score_range = (-math.inf, math.inf)
 
