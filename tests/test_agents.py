@@ -110,7 +110,7 @@ def test_faults_become_per_entry_errors_and_transient_ones_are_retried(
     server: FakeAgent, token: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     delays: list[float] = []
-    agent = HttpAgent(server.url, headers_env={"Authorization": token}, timeout_s=0.3, max_retries=1,
+    agent = HttpAgent(server.url, headers_env={"Authorization": token}, timeout_s=0.3, max_retries=1, max_reply_bytes=HTTP.max_reply_bytes,
                       retry_base_delay_s=0.01, sleep=delays.append)  # fmt: skip
     server.faults = {"then_ok_500": ["500"], "then_ok_429": ["429"]}
     server.always = {"down": "500", "slow": "slow", "bad_json": "bad_json", "no_refused": "no_refused",
@@ -141,7 +141,7 @@ def test_a_reply_nested_100k_deep_is_a_counted_system_error(server: FakeAgent, t
     """Issue 39 H10: 100k-deep JSON in the probe reply was a RecursionError (exit 1); in any reply, or from a
     user's function, it is one entry's system error, the run goes on."""
     server.always = {"deep": "deep", "doceval connectivity check: please ignore": "deep"}
-    agent = HttpAgent(server.url, timeout_s=5, max_retries=0)
+    agent = HttpAgent(server.url, timeout_s=5, max_retries=0, max_reply_bytes=HTTP.max_reply_bytes)
     agent.check()  # the probe's reply is malformed: a warning, never a crash
     out = run_external([Probe("d", "deep", "pydantic", "2.8.2"), Probe("ok", "ok", "pydantic", "2.8.2")], agent,
                        journal_path=tmp_path / "journal.jsonl", progress=False)  # fmt: skip
@@ -152,7 +152,7 @@ def test_a_reply_nested_100k_deep_is_a_counted_system_error(server: FakeAgent, t
     for _ in range(100_000):
         deep = {"a": deep}
     reply = {"answer": "x", "sources": [], "refused": False, "debug": deep}
-    own = function_agent(lambda **_: reply if _["question"] == "deep" else {**reply, "debug": 1})
+    own = function_agent(lambda **_: reply if _["question"] == "deep" else {**reply, "debug": 1}, FUNCTION)
     out = run_external([Probe("d", "deep", "pydantic", "2.8.2"), Probe("ok", "ok", "pydantic", "2.8.2")], own,
                        progress=False)  # fmt: skip
     assert (out.responses["d"].error or "").startswith("malformed: the reply nests deeper than 100 levels")
@@ -314,17 +314,17 @@ def test_function_agent_for_the_python_api() -> None:
     def answer(**kw: Any) -> dict[str, Any]:
         return {"answer": kw["question"].upper(), "sources": ["a", {"id": "b"}], "refused": False}
 
-    agent = function_agent(answer, name="notebook")
+    agent = function_agent(answer, FUNCTION, name="notebook")
     out = run_external(PROBES[:2], agent, progress=False)
     assert out.responses["e0"].answer == "QUESTION 0"
     assert out.responses["e0"].sources == [Source("a", None), Source("b", None)]
     assert agent.describe()["target"] == "notebook"
     with pytest.raises(UsageError, match=r"function_agent\(bad\): the signature"):
-        function_agent(lambda question: {}, name="bad")
+        function_agent(lambda question: {}, FUNCTION, name="bad")
 
 
 def test_duplicate_probe_ids_are_refused() -> None:
-    agent = function_agent(lambda **kw: {}, name="x")
+    agent = function_agent(lambda **kw: {}, FUNCTION, name="x")
     with pytest.raises(UsageError, match="unique"):
         run_external([PROBES[0], PROBES[0]], agent, progress=False)
 
@@ -362,7 +362,7 @@ def test_journal_lines_from_before_one_reply_type_still_load(tmp_path: Path) -> 
         calls.append(kw["question"])
         return {"answer": "x", "sources": [], "refused": False}
 
-    out = run_external(PROBES[:3], function_agent(answer), journal_path=journal, progress=False)
+    out = run_external(PROBES[:3], function_agent(answer, FUNCTION), journal_path=journal, progress=False)
     assert out.resumed == 2 and calls == ["question 2"]
     refused, answered = out.responses["e0"], out.responses["e1"]
     assert (refused.refused, refused.refusal_cause, refused.refusal_reason) == (

@@ -11,6 +11,7 @@ import pytest
 
 import doceval
 from doceval import api
+from doceval.config.compose import compose
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = {"D1": "late fees are five dollars per day", "D2": "returns are accepted within thirty days",
@@ -91,6 +92,24 @@ def test_evaluate_an_assistant_compare_and_gate(golden: Path) -> None:
     assert result.row("hit_rate").change == 0.0 and result.n_compared == 3
     assert doceval.gate(new, {"hit_rate": 0.6, "refused_correctly": 1.0}).passed
     assert not doceval.gate(new, {"recall": 0.9}).passed
+
+
+def test_a_callables_settings_come_from_conf_and_its_overrides(golden: Path) -> None:
+    """A user's callable runs with the deadline of conf/retriever/function.yaml, and an assistant with the reply
+    cap of conf/agent/function.yaml, composed like any block: an override changes them."""
+    conf = compose(["retriever=function"]).retriever
+    default = doceval.evaluate(golden, retriever=overlap, k=2)
+    assert default["config"]["retriever"]["timeout_s"] == conf.timeout_s == 120  # type: ignore[union-attr]
+    tight = doceval.evaluate(golden, retriever=overlap, k=2, overrides=["retriever.timeout_s=7"])
+    assert tight["config"]["retriever"]["timeout_s"] == 7
+
+    def assistant(**_: Any) -> dict[str, Any]:
+        return {"answer": "a" * 20_000, "sources": [], "refused": False}  # 20 kB: under conf/'s 4 MiB cap
+
+    assert doceval.evaluate(golden, agent=assistant, k=2)["metrics"]["counts"]["system_errors"] == 0
+    capped = doceval.evaluate(golden, agent=assistant, k=2, overrides=["agent.max_reply_bytes=9999"])
+    assert capped["metrics"]["counts"]["system_errors"] == 3
+    assert all("agent.max_reply_bytes=9999" in e["system_error"] for e in capped["entries"])
 
 
 def test_both_systems_at_once_is_a_usage_error(golden: Path) -> None:

@@ -118,9 +118,49 @@ def _conf_values() -> dict[str, list[Any]]:
     return out
 
 
-def _defaults(node: ast.ClassDef) -> list[tuple[str, Any]]:
+def _constant(node: ast.expr, names: dict[str, Any]) -> Any:
+    """The value of a constant expression (``3``, ``4 * 1024 * 1024``, ``-1``, a module constant's name), else
+    ``MISSING``."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        return names.get(node.id, MISSING)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _constant(node.operand, names)
+        return -value if isinstance(value, int | float) else MISSING
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Add):
+        left, right = _constant(node.left, names), _constant(node.right, names)
+        if isinstance(left, int | float) and isinstance(right, int | float):
+            return left * right if isinstance(node.op, ast.Mult) else left + right
+    return MISSING
+
+
+def _module_names(trees: dict[str, ast.Module]) -> dict[str, dict[str, Any]]:
+    """Per module: the constants its top level assigns (``DEFAULT_X = 120.0``) or imports from another
+    module of the package (``from doceval.common.concurrency import DEFAULT_X``)."""
+    own: dict[str, dict[str, Any]] = {}
+    for module, tree in trees.items():
+        own[module] = {}
+        for node in tree.body:
+            target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+            if isinstance(target, ast.Name):
+                value = _constant(node.value, own[module])  # type: ignore[attr-defined]
+                if value is not MISSING:
+                    own[module][target.id] = value
+    names = {module: dict(found) for module, found in own.items()}
+    for module, tree in trees.items():
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module in own:
+                for alias in node.names:
+                    if alias.name in own[node.module]:
+                        names[module][alias.asname or alias.name] = own[node.module][alias.name]
+    return names
+
+
+def _defaults(node: ast.ClassDef, names: dict[str, Any] | None = None) -> list[tuple[str, Any]]:
     """(name, constant) of a class's ``__init__`` parameters and class-level fields with a constant default
-    (``x: int = 3``, ``x: int = field(default=3)``, ``spec(3)``)."""
+    (``x: int = 3``, ``x: int = field(default=3)``, ``spec(3)``, ``x: int = DEFAULT_X`` where ``names`` holds
+    the module's constants)."""
     out: list[tuple[str, Any]] = []
     for item in node.body:
         if isinstance(item, ast.FunctionDef) and item.name == "__init__":
@@ -128,7 +168,8 @@ def _defaults(node: ast.ClassDef) -> list[tuple[str, Any]]:
             positional = a.posonlyargs + a.args
             pairs = list(zip(positional[len(positional) - len(a.defaults) :], a.defaults, strict=True))
             pairs += [(arg, d) for arg, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is not None]
-            out += [(arg.arg, d.value) for arg, d in pairs if isinstance(d, ast.Constant)]
+            values = [(arg.arg, _constant(d, names or {})) for arg, d in pairs]
+            out += [(arg, value) for arg, value in values if value is not MISSING]
         elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value is not None:
             value = item.value
             if isinstance(value, ast.Call):
@@ -154,12 +195,15 @@ def _same(a: Any, b: Any) -> bool:
 
 def _restating_constructors(conf: dict[str, list[Any]]) -> set[str]:
     found = set()
-    for path in sorted(SRC.rglob("*.py")):
-        module = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    paths = sorted(SRC.rglob("*.py"))
+    modules = [".".join(path.relative_to(SRC.parent).with_suffix("").parts) for path in paths]
+    trees = {m: ast.parse(path.read_text(encoding="utf-8")) for m, path in zip(modules, paths, strict=True)}
+    names = _module_names(trees)
+    for module, tree in trees.items():
+        for node in ast.walk(tree):
             if not isinstance(node, ast.ClassDef):
                 continue
-            for name, value in _defaults(node):
+            for name, value in _defaults(node, names[module]):
                 same = [v for v in conf.get(name, []) if _same(v, value)]
                 if value is not None and same:
                     found.add(f"{module}.{node.name}({name}={value!r})")
@@ -183,10 +227,13 @@ def test_no_constructor_restates_a_conf_value() -> None:
         ("class A:\n    k1: float = 1.5\n", "A(k1=1.5)"),
         ("class A:\n    k1: float = field(default=1.5)\n", "A(k1=1.5)"),
         ("class A:\n    def __init__(self, *, k1: float = 1.5) -> None: ...\n", "A(k1=1.5)"),
+        ("K1 = 1.5\nclass A:\n    def __init__(self, *, k1: float = K1) -> None: ...\n", "A(k1=1.5)"),
+        ("N = 4 * 1024\nclass A:\n    def __init__(self, n: int = N) -> None: ...\n", "A(n=4096)"),
     ],
 )
 def test_the_constructor_scan_sees_every_form(source: str, expected: str) -> None:
-    (node,) = ast.parse(source).body
+    tree = ast.parse(source)
+    node = tree.body[-1]
     assert isinstance(node, ast.ClassDef)
-    name, value = _defaults(node)[0]
+    name, value = _defaults(node, _module_names({"m": tree})["m"])[0]
     assert f"{node.name}({name}={value!r})" == expected

@@ -38,6 +38,8 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 START = ("pydantic", "2.8.2")
 VERSIONS = versions_by_library(["pydantic@1.10.17", "pydantic@2.8.2"])
 
+FUNCTION_AGENT = compose(["agent=function"]).agent  # the deadline and reply cap conf/ gives a callable
+
 
 def turn(conversation: str, n: int, question: str, version: str, needs_memory: bool) -> GoldenEntry:
     """A conversation's turn as the golden parser flattens it (the contract of issue 30)."""
@@ -91,14 +93,14 @@ class Recorder:
 
 def test_function_assistant_gets_a_fresh_session_for_each_needs_memory_turn_alone() -> None:
     plan = plan_of(ENTRIES)
-    out = run_external(plan.probes(), function_agent(Recorder()), progress=False,
+    out = run_external(plan.probes(), function_agent(Recorder(), FUNCTION_AGENT), progress=False,
                        conversation_of=plan.conversations(), reset_ids={"c1#2"})  # fmt: skip
     sessions = {i: r.session_id for i, r in out.responses.items()}
     assert sessions["c1#2"] not in {sessions["c1#1"], sessions["c1#3"], sessions["c2#1"]}
     assert sessions["c1#3"] == sessions["c1#1"]  # the conversation's session goes on afterwards
     assert sessions["c1#1"] != sessions["c2#1"]
     # Without a reset every turn of c1 shares one session (as before this replay existed).
-    plain = run_external(plan.probes(), function_agent(Recorder()), progress=False,
+    plain = run_external(plan.probes(), function_agent(Recorder(), FUNCTION_AGENT), progress=False,
                          conversation_of=plan.conversations())  # fmt: skip
     assert plain.responses["c1#2"].session_id == plain.responses["c1#1"].session_id
 

@@ -36,6 +36,8 @@ VERSIONS = versions_by_library(
     ["pydantic@1.10.17", "pydantic@2.8.2", "sqlalchemy@1.4.52", "sqlalchemy@2.0.31"]
 )
 
+FUNCTION_AGENT = compose(["agent=function"]).agent  # the deadline and reply cap conf/ gives a callable
+
 
 def entry(
     entry_id: str, question: str, library: str = "pydantic", version: str = "2.8.2", **kw: Any
@@ -120,7 +122,7 @@ class Recorder:
 def test_function_assistant_gets_one_session_per_conversation_the_start_pin_and_turns_in_order() -> None:
     plan = plan_of(ENTRIES)
     recorder = Recorder()
-    out = run_external(plan.probes(), function_agent(recorder), max_concurrency=4, progress=False,
+    out = run_external(plan.probes(), function_agent(recorder, FUNCTION_AGENT), max_concurrency=4, progress=False,
                        conversation_of=plan.conversations())  # fmt: skip
     assert out.n_errors == 0 and list(out.responses) == [e.id for e in ENTRIES]
     # Every probe carries its conversation's starting pin, never the turn's label.
@@ -141,7 +143,7 @@ def test_function_assistant_gets_one_session_per_conversation_the_start_pin_and_
 def test_warm_memory_keeps_one_session_for_the_run_in_golden_set_order() -> None:
     plan = plan_of(ENTRIES)
     recorder = Recorder()
-    out = run_external(plan.probes(), function_agent(recorder), warm_memory=True, max_concurrency=4,
+    out = run_external(plan.probes(), function_agent(recorder, FUNCTION_AGENT), warm_memory=True, max_concurrency=4,
                        progress=False, conversation_of=plan.conversations())  # fmt: skip
     assert len({r.session_id for r in out.responses.values()}) == 1
     assert [c["question"] for c in recorder.calls] == [e.question for e in ENTRIES]
@@ -172,14 +174,14 @@ def test_http_assistant_gets_one_session_id_per_conversation_over_real_http() ->
 def test_an_interrupted_conversation_is_replayed_from_its_first_turn_in_a_new_session(tmp_path: Path) -> None:
     plan = plan_of(ENTRIES)
     journal = tmp_path / "journal.jsonl"
-    first = run_external(plan.probes(), function_agent(Recorder(fail_on="and in 1.10?")), journal_path=journal,
+    first = run_external(plan.probes(), function_agent(Recorder(fail_on="and in 1.10?"), FUNCTION_AGENT), journal_path=journal,
                          max_concurrency=1, max_errors=0, progress=False,
                          conversation_of=plan.conversations())  # fmt: skip
     assert first.stopped and first.responses["c1#2"].error is not None
     assert "c1#3" not in first.responses  # the conversation stops where the run stopped
     old_session = first.responses["c1#1"].session_id
     recorder = Recorder()
-    again = run_external(plan.probes(), function_agent(recorder), journal_path=journal, max_concurrency=1,
+    again = run_external(plan.probes(), function_agent(recorder, FUNCTION_AGENT), journal_path=journal, max_concurrency=1,
                          progress=False, conversation_of=plan.conversations())  # fmt: skip
     asked = [c["question"] for c in recorder.calls]
     # c1 whole again (its journaled turn 1 is dropped), then what was never asked; nothing twice.
@@ -189,7 +191,7 @@ def test_an_interrupted_conversation_is_replayed_from_its_first_turn_in_a_new_se
     assert len(new_sessions) == 1 and old_session not in new_sessions
     # A third run resumes everything: whole conversations are kept.
     third = Recorder()
-    done = run_external(plan.probes(), function_agent(third), journal_path=journal, progress=False,
+    done = run_external(plan.probes(), function_agent(third, FUNCTION_AGENT), journal_path=journal, progress=False,
                         conversation_of=plan.conversations())  # fmt: skip
     assert third.calls == [] and done.resumed == len(ENTRIES)
 

@@ -33,11 +33,13 @@ from doceval.config.compose import compose
 from doceval.harness.agents import _ExternalRun, load_journal
 from doceval.harness.remote import check_user_code
 from doceval.seam import Reply
-from doceval.system.external.agents import FunctionAgent, make_agent
+from doceval.system.external.agents import FunctionAgent, function_agent, make_agent
 from doceval.system.external.http import HttpAgent
 from doceval.tracking.configured import effective_params
 
 SRC = Path(__file__).resolve().parents[1] / "src"
+FUNCTION_AGENT = compose(["agent=function"]).agent  # the deadline and reply cap conf/ gives a callable
+REPLY_CAP = FUNCTION_AGENT.max_reply_bytes  # type: ignore[union-attr]
 
 MODULE = (
     SCORING_MODULE
@@ -263,7 +265,9 @@ def test_max_errors_stops_a_ray_run_and_the_calls_in_flight_are_journaled(
 
 def test_the_driver_keeps_the_first_reply_per_entry(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
-    agent = FunctionAgent(lambda **kw: {"answer": "a", "sources": [], "refused": False}, "fn")
+    agent = function_agent(
+        lambda **kw: {"answer": "a", "sources": [], "refused": False}, FUNCTION_AGENT, "fn"
+    )
     run = _ExternalRun(agent, Journal(path), {}, lambda probe: "s")
     first, retried = Reply("q1", "first", session_id="s"), Reply("q1", "again", session_id="s")
     assert run.record(first) is True and run.record(retried) is False
@@ -282,7 +286,7 @@ def test_the_adapters_travel_to_actors_with_their_settings(monkeypatch: pytest.M
     copy = pickle.loads(pickle.dumps(http))
     assert copy._headers == {"Authorization": "tok-123456789"} and copy.timeout_s == 3.0
     assert copy._lock is not http._lock and copy.describe() == http.describe()
-    fn = FunctionAgent(json.loads, "json:loads", timeout_s=5)
+    fn = FunctionAgent(json.loads, "json:loads", timeout_s=5, max_reply_bytes=REPLY_CAP)
     twin = pickle.loads(pickle.dumps(fn))
     assert twin._fn is json.loads and twin.timeout_s == 5.0 and twin.abandoned == 0
 
@@ -368,8 +372,9 @@ def test_installed_code_is_accepted_without_asking_the_nodes(tmp_path: Path) -> 
     http = make_agent(compose(["agent=http", "agent.url=http://127.0.0.1:9/ask"]).agent)
     assert http is not None
     check_user_code(remote, http, "agent.url")  # no module to import: fine
-    check_user_code(remote, FunctionAgent(json.loads, "json:loads"), "agent.target")
-    check_user_code(remote, FunctionAgent(yaml.safe_load, "yaml:safe_load"), "agent.target")
+    for fn, target in ((json.loads, "json:loads"), (yaml.safe_load, "yaml:safe_load")):
+        agent = FunctionAgent(fn, target, timeout_s=FUNCTION_AGENT.timeout_s, max_reply_bytes=REPLY_CAP)
+        check_user_code(remote, agent, "agent.target")
 
 
 ACCEPTED = """

@@ -440,14 +440,14 @@ def test_from_callable_needs_no_module_and_no_corpus() -> None:
         seen.append((question, k, library))
         return [("a", 0.5), ("b", 0.25)]
 
-    retriever = FunctionRetriever.from_callable(mine, name="notebook")
+    retriever = FunctionRetriever.from_callable(mine, name="notebook", timeout_s=FUNCTION.timeout_s)
     assert retriever.retrieve("q", "lib", "1", 1) == [("a", 0.5)]
     assert seen == [("q", 1, "lib")]
     described = retriever.describe()
     assert described["target"] == "notebook" and described["qualname"].endswith("mine")
     assert described["source_sha256"]
     with pytest.raises(UsageError, match="retriever callable 'lam'.*cannot be called as"):
-        FunctionRetriever.from_callable(lambda question: [], name="lam")
+        FunctionRetriever.from_callable(lambda question: [], name="lam", timeout_s=FUNCTION.timeout_s)
 
 
 def test_load_target_puts_the_working_directory_first(user_module: Write) -> None:

@@ -158,7 +158,7 @@ def test_a_journaled_reply_with_nan_from_an_older_doceval_is_asked_again(tmp_pat
         calls.append(question)
         return {"answer": "b", "sources": [{"id": "d1", "score": 0.5}], "refused": False}
 
-    out = run_external([Probe("e1", "q1", "docs", "1")], function_agent(assistant), journal_path=journal,
+    out = run_external([Probe("e1", "q1", "docs", "1")], function_agent(assistant, compose(["agent=function"]).agent), journal_path=journal,
                        progress=False)  # fmt: skip
     assert calls == ["q1"] and out.responses["e1"].error is None and out.resumed == 0
     strict(journal.read_text().splitlines()[-1])

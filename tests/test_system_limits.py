@@ -39,6 +39,8 @@ from doceval.system.external.agents import make_agent
 from doceval.system.external.http import HttpAgent
 
 Write = Callable[..., None]  # the project fixture: write(failure, top="") rewrites the user's module
+# conf/agent/http.yaml's reply cap (4 MiB): the oversize message below quotes it
+REPLY_CAP = compose(["agent=http"]).agent.max_reply_bytes  # type: ignore[union-attr]
 PROBE = Probe("p1", "what is a model?", "pydantic", "2.8.2")
 REPLY = json.dumps({"answer": "a class", "sources": ["pydantic@2.8.2:a"], "refused": False}).encode()
 
@@ -109,7 +111,7 @@ def test_agent_timeout_is_one_deadline_from_connect_to_the_last_byte(where: str)
     assert len(REPLY) * DRIP_S > 10  # without a deadline the call would succeed after this long
     sent: list[int] = []
     with serving(drip(where, sent)) as srv:
-        agent = HttpAgent(srv.url, timeout_s=1, max_retries=0)
+        agent = HttpAgent(srv.url, timeout_s=1, max_retries=0, max_reply_bytes=REPLY_CAP)
         out = run_external([PROBE], agent, progress=False)
         slow_bytes_sent = len(sent)  # how far the drip had got when the client gave up
     error = out.responses["p1"].error
@@ -120,7 +122,9 @@ def test_agent_timeout_is_one_deadline_from_connect_to_the_last_byte(where: str)
 
 def test_a_reply_past_the_deadline_is_retried_like_other_timeouts() -> None:
     with serving(drip("body")) as srv:
-        agent = HttpAgent(srv.url, timeout_s=0.5, max_retries=1, sleep=lambda s: None)
+        agent = HttpAgent(
+            srv.url, timeout_s=0.5, max_retries=1, max_reply_bytes=REPLY_CAP, sleep=lambda s: None
+        )
         out = run_external([PROBE], agent, progress=False)
         assert srv.requests == 2
     assert out.responses["p1"].error == "timeout: no reply within 0.5s (gave up after 2 attempt(s))"
@@ -136,7 +140,9 @@ def test_a_reply_within_the_deadline_still_arrives_whole() -> None:
         h.wfile.write(b"0\r\n\r\n")
 
     with serving(chunked) as srv:
-        out = run_external([PROBE], HttpAgent(srv.url, timeout_s=2, max_retries=0), progress=False)
+        out = run_external(
+            [PROBE], HttpAgent(srv.url, timeout_s=2, max_retries=0, max_reply_bytes=REPLY_CAP), progress=False
+        )
     assert out.responses["p1"].error is None and out.responses["p1"].answer == "a class"
 
 
@@ -199,7 +205,9 @@ def test_a_declared_length_over_the_cap_is_refused_before_reading() -> None:
         time.sleep(5)
 
     with serving(promise) as srv:  # refused on the header: a read would time out with another message
-        out = run_external([PROBE], HttpAgent(srv.url, timeout_s=4, max_retries=0), progress=False)
+        out = run_external(
+            [PROBE], HttpAgent(srv.url, timeout_s=4, max_retries=0, max_reply_bytes=REPLY_CAP), progress=False
+        )
     assert out.responses["p1"].error == (
         "oversize: reply over agent.max_reply_bytes=4194304 bytes (Content-Length 50000000)"
     )

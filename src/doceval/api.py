@@ -32,8 +32,9 @@ from typing import Any
 from doceval.common.journal import journal_note
 from doceval.common.naming import USER_FUNCTION, is_function_retriever
 from doceval.common.notes import collected_notes
+from doceval.common.registry import as_variant
 from doceval.config.compose import compose, load_params
-from doceval.config.schema import Config, Gate, RetrieverFunction
+from doceval.config.schema import AgentFunction, Config, Gate, RetrieverFunction
 from doceval.errors import UsageError
 from doceval.harness.evaluate import evaluate as evaluate_config
 from doceval.harness.plan import EvalOptions
@@ -99,15 +100,20 @@ def _name(fn: Any) -> str:
 
 
 def _composed(
-    overrides: Sequence[str], retriever: object, k: int | None, allow_drafts: bool, track: bool
+    overrides: Sequence[str], retriever: object, agent: object, k: int | None, allow_drafts: bool, track: bool
 ) -> Config:
-    """conf/ + ``overrides`` + what the arguments set (k, a built-in retriever's name, no floors for a user's
-    callable unless ``overrides`` name some, drafts), with tracking on only when asked."""
+    """conf/ + ``overrides`` + what the arguments set (k, a built-in retriever's name, ``retriever=function`` or
+    ``agent=function`` for a user's callable, whose settings (the deadline) then come from conf/, no floors for
+    a user's retriever unless ``overrides`` name some, drafts), with tracking on only when asked."""
     extra = ([f"k={k}"] if k is not None else []) + (["allow_drafts=true"] if allow_drafts else [])
     if isinstance(retriever, str):
         extra.append(f"retriever={retriever}")
-    elif retriever is not None and not any(o.split("=", 1)[0].lstrip("+~") == "floors" for o in overrides):
-        extra.append("floors=zero")
+    elif retriever is not None:
+        extra.append(f"retriever={USER_FUNCTION}")
+        if not any(o.split("=", 1)[0].lstrip("+~") == "floors" for o in overrides):
+            extra.append("floors=zero")
+    if agent is not None:
+        extra.append(f"agent={USER_FUNCTION}")
     cfg = compose([*overrides, *extra])
     return dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=track))
 
@@ -159,7 +165,7 @@ def evaluate(
         raise _bad("evaluate", "repeats", repeats, "an integer >= 1", "repeats=3")
     if retriever is not None and agent is not None:
         raise UsageError("evaluate: pass retriever= or agent=, not both (an agent brings its own retrieval)")
-    cfg = _composed(overrides, retriever, k, allow_drafts, track)
+    cfg = _composed(overrides, retriever, agent, k, allow_drafts, track)
     if isinstance(retriever, str):
         retriever = None  # a built-in: composed like `doceval eval retriever=NAME`
     options = EvalOptions(
@@ -192,7 +198,10 @@ def _users_system(cfg: Config, options: EvalOptions, retriever: Any, agent: Any)
         from doceval.system.retrievers.function import FunctionRetriever
 
         name = _name(retriever)
-        function = FunctionRetriever.from_callable(retriever, name=name)
+        composed = as_variant(
+            cfg.retriever, RetrieverFunction, "retriever"
+        )  # _composed chose retriever=function
+        function = FunctionRetriever.from_callable(retriever, name=name, timeout_s=composed.timeout_s)
         options.retriever = function
         # The summary names the user's callable (and the deadline its calls run with), and no floors of another
         # retriever can match it.
@@ -204,7 +213,12 @@ def _users_system(cfg: Config, options: EvalOptions, retriever: Any, agent: Any)
         # lazy: start-up (as above)
         from doceval.system.external.agents import function_agent
 
-        options.agent = function_agent(agent, name=_name(agent))
+        name = _name(agent)
+        options.agent = function_agent(agent, cfg.agent, name=name)  # _composed chose agent=function
+        agent_block = as_variant(cfg.agent, AgentFunction, "agent")
+        cfg = dataclasses.replace(
+            cfg, agent=dataclasses.replace(agent_block, target=name)
+        )  # the summary names it
     return cfg
 
 

@@ -17,7 +17,6 @@ from doceval.errors import UsageError
 
 T = TypeVar("T")
 R = TypeVar("R")
-DEFAULT_TIMEOUT_S = 120.0  # a call of the user's function (agent.timeout_s, retriever.timeout_s), as in conf/
 
 
 def timeout_of(value: Any, key: str) -> float | None:

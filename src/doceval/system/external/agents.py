@@ -21,12 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from doceval.common.bounded_json import MAX_JSON_DEPTH, deeper_than
-from doceval.common.concurrency import (
-    DEFAULT_TIMEOUT_S,
-    CallTimedOut,
-    DeadlineCaller,
-    timeout_of,
-)
+from doceval.common.concurrency import CallTimedOut, DeadlineCaller, timeout_of
 from doceval.common.io import json_text
 from doceval.common.naming import OWN_AGENT, USER_FUNCTION
 from doceval.common.redact import scrub
@@ -35,7 +30,7 @@ from doceval.common.targets import build_from_factory, load_target, provenance_o
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.seam import InvalidRetrieval, Probe, Reply, Source, source_problem
-from doceval.system.external.http import DEFAULT_MAX_REPLY_BYTES, AgentCallError, HttpAgent, reply_cap
+from doceval.system.external.http import AgentCallError, HttpAgent, reply_cap
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +87,8 @@ class FunctionAgent:
         fn: Callable[..., Mapping[str, Any]],
         target: str,
         *,
-        timeout_s: float | None = DEFAULT_TIMEOUT_S,
-        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+        timeout_s: float | None,
+        max_reply_bytes: int,
         kwargs: Mapping[str, Any] | None = None,
         origin: Any = None,
     ) -> None:
@@ -181,12 +176,17 @@ def _accepts(fn: Callable[..., Any], keyword: str) -> bool:
     return keyword in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def function_agent(fn: Callable[..., Mapping[str, Any]], name: str = "callable") -> ExternalAgent:
-    """An external agent from a callable, for the Python API (``name`` is recorded as its target)."""
+def function_agent(
+    fn: Callable[..., Mapping[str, Any]], cfg: schema.Agent, name: str = "callable"
+) -> ExternalAgent:
+    """An external agent from a callable, for the Python API (``name`` is recorded as its target), with the
+    deadline and reply cap of the composed ``agent=function`` block ``cfg``."""
+    block = as_variant(cfg, schema.AgentFunction, "agent")
     if not callable(fn):
         raise UsageError(f"function_agent({name}): {type(fn).__name__} object is not callable")
     _check_signature(fn, f"function_agent({name})", "accept these keyword arguments (or **kwargs)")
-    return FunctionAgent(fn, name)
+    timeout_s = timeout_of(block.timeout_s, "agent.timeout_s")
+    return FunctionAgent(fn, name, timeout_s=timeout_s, max_reply_bytes=reply_cap(block.max_reply_bytes))
 
 
 def resolve_target(

@@ -52,7 +52,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")  # an RFC 9110 token
-DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024  # agent.max_reply_bytes in conf/agent/{http,function}.yaml
 _CHUNK = 64 * 1024
 
 
@@ -198,7 +197,7 @@ class HttpAgent:
         params: Mapping[str, Any] | None = None,
         timeout_s: float,
         max_retries: int,
-        max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES,
+        max_reply_bytes: int,
         retry_base_delay_s: float = 1.0,
         retry_max_delay_s: float = 30.0,
         environ: Mapping[str, str] | None = None,

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from doceval.common.concurrency import DEFAULT_TIMEOUT_S, DeadlineCaller, timeout_of
+from doceval.common.concurrency import DeadlineCaller, timeout_of
 from doceval.common.naming import USER_FUNCTION
 from doceval.common.targets import build_from_factory, load_target, provenance_of
 from doceval.errors import UsageError
@@ -58,7 +58,7 @@ class FunctionRetriever:
         target: str,
         kwargs: Mapping[str, Any] | None = None,
         origin: Any = None,
-        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        timeout_s: float | None,
     ) -> None:
         """Use :meth:`from_target`, :meth:`from_config` or :meth:`from_callable`.
 
@@ -122,7 +122,8 @@ class FunctionRetriever:
         cls,
         target: str,
         kwargs: Mapping[str, Any] | None = None,
-        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        *,
+        timeout_s: float | None,
     ) -> FunctionRetriever:
         where = f"retriever.target={target}"
         attr = load_target(target, "retriever.target")
@@ -135,7 +136,8 @@ class FunctionRetriever:
         fn: Any,
         name: str = "callable",
         kwargs: Mapping[str, Any] | None = None,
-        timeout_s: float | None = DEFAULT_TIMEOUT_S,
+        *,
+        timeout_s: float | None,
     ) -> FunctionRetriever:
         """For the Python API: ``fn`` is the retrieve function, an object with ``.retrieve``, or (with ``kwargs``,
         or when it is a class) a factory of either. ``name`` stands for the target in errors and
