@@ -26,10 +26,6 @@ NOT_CONFIG = {
     "doceval.drafting.run.DraftOptions(seed=0)": "`golden draft --seed`, a flag of its own (not conf/'s seed)",
     "doceval.harness.floors.Floors(source='config')": "where resolved floors came from (config|cli|calibrated:…), "
     "a label, not conf/'s floors.source",
-    # conf/agent/http.yaml leaves the retry delays out (null: doceval.common.retry's own, RetryPolicy's); the
-    # LLM blocks' keys of the same name happen to hold the same numbers.
-    "doceval.system.external.http.HttpAgent(retry_base_delay_s=1.0)": "an agent's own delay for a key conf/ leaves out",
-    "doceval.system.external.http.HttpAgent(retry_max_delay_s=30.0)": "an agent's own delay for a key conf/ leaves out",
 }
 
 
@@ -216,6 +212,8 @@ def test_no_constructor_restates_a_conf_value() -> None:
     assert not new, (
         "constructors restating conf/ (take the value from the composed block instead):\n" + "\n".join(new)
     )
+    stale = set(NOT_CONFIG) - found
+    assert not stale, f"NOT_CONFIG lists what the scan no longer finds: {sorted(stale)}"
     assert "doceval.common.llm_settings.LLMConfig(max_retries=5)" not in found  # the 11 LLM defaults went
     assert "doceval.system.docchat.answerers.ExtractiveAnswerer(max_passages=3)" not in found
 

@@ -198,8 +198,8 @@ class HttpAgent:
         timeout_s: float,
         max_retries: int,
         max_reply_bytes: int,
-        retry_base_delay_s: float = 1.0,
-        retry_max_delay_s: float = 30.0,
+        retry_base_delay_s: float | None = None,
+        retry_max_delay_s: float | None = None,
         environ: Mapping[str, str] | None = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -245,7 +245,9 @@ class HttpAgent:
         self.url = redact_url(url)  # for messages and provenance
         self.timeout_s = float(timeout_s)
         self.max_reply_bytes = reply_cap(max_reply_bytes)
-        self.policy = RetryPolicy(max_retries, retry_base_delay_s, retry_max_delay_s)
+        # None: doceval.common.retry's own delay (conf/agent/http.yaml leaves them out)
+        delays = {"base_delay_s": retry_base_delay_s, "max_delay_s": retry_max_delay_s}
+        self.policy = RetryPolicy(max_retries, **{k: v for k, v in delays.items() if v is not None})
         self._sleep = sleep
         self._opener = urllib.request.build_opener(
             _NoRedirect(), _DeadlineHTTPHandler(), _DeadlineHTTPSHandler()
@@ -284,7 +286,6 @@ class HttpAgent:
         headers_env = cfg.headers_env  # free-form (config.schema.OPEN_MAPPINGS): read as the user wrote it
         if not isinstance(headers_env, Mapping):
             raise UsageError("agent.headers_env: expected a mapping of header name -> environment variable")
-        base, top = cfg.retry_base_delay_s, cfg.retry_max_delay_s
         return cls(
             url.strip(),
             headers_env={str(k): v for k, v in headers_env.items()},
@@ -292,8 +293,8 @@ class HttpAgent:
             timeout_s=float(cfg.timeout_s),
             max_retries=cfg.max_retries,
             max_reply_bytes=reply_cap(cfg.max_reply_bytes),
-            retry_base_delay_s=RetryPolicy.base_delay_s if base is None else base,
-            retry_max_delay_s=RetryPolicy.max_delay_s if top is None else top,
+            retry_base_delay_s=cfg.retry_base_delay_s,
+            retry_max_delay_s=cfg.retry_max_delay_s,
             **kwargs,
         )
 
