@@ -21,9 +21,11 @@ import sys
 import time
 from pathlib import Path
 
+from bench_embed_precision import conf_variants
+
 from doceval.index.hardware import ISA_CAPS, capped_env
 
-VARIANTS = {"fp32": 16, "bf16": 64, "bf16_weights": 16}  # precision -> conf/embedder batch size
+VARIANTS = conf_variants()  # precision -> conf/embedder/minilm*.yaml's batch size
 CLASSES = {
     "AVX2": ISA_CAPS["avx2"],
     "AVX-512": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"},

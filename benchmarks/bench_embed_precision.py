@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from doceval.config import schema
 from doceval.config.compose import compose, load_params
 from doceval.index.embed import MiniLMEmbedder, make_embedder
 from doceval.inputs.corpus import load_corpus
@@ -29,8 +30,16 @@ from doceval.scoring.metrics import build_matrix
 from doceval.scoring.registry import retrieval_scores
 
 METRICS = ("hit_rate", "recall", "mrr", "ndcg")
-# precision -> batch size, as in conf/embedder/minilm*.yaml
-VARIANTS = {"fp32": 16, "bf16": 64, "bf16_weights": 16}
+MINILM_OPTIONS = ("minilm", "minilm_bf16", "minilm_bf16_weights")
+
+
+def conf_variants() -> dict[str, int]:
+    """precision -> batch size, as conf/embedder/minilm*.yaml set them (composed, never restated here)."""
+    blocks = [compose([f"embedder={option}"]).embedder for option in MINILM_OPTIONS]
+    return {b.precision: b.batch_size for b in blocks if isinstance(b, schema.EmbedderMiniLM)}
+
+
+VARIANTS = conf_variants()
 
 
 def _search(
