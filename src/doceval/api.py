@@ -198,9 +198,7 @@ def _users_system(cfg: Config, options: EvalOptions, retriever: Any, agent: Any)
         from doceval.system.retrievers.function import FunctionRetriever
 
         name = _name(retriever)
-        composed = as_variant(
-            cfg.retriever, RetrieverFunction, "retriever"
-        )  # _composed chose retriever=function
+        composed = as_variant(cfg.retriever, RetrieverFunction, "retriever")  # see _composed
         function = FunctionRetriever.from_callable(retriever, name=name, timeout_s=composed.timeout_s)
         options.retriever = function
         # The summary names the user's callable (and the deadline its calls run with), and no floors of another
@@ -215,10 +213,9 @@ def _users_system(cfg: Config, options: EvalOptions, retriever: Any, agent: Any)
 
         name = _name(agent)
         options.agent = function_agent(agent, cfg.agent, name=name)  # _composed chose agent=function
+        # The config names the user's callable, as it does a retriever function.
         agent_block = as_variant(cfg.agent, AgentFunction, "agent")
-        cfg = dataclasses.replace(
-            cfg, agent=dataclasses.replace(agent_block, target=name)
-        )  # the summary names it
+        cfg = dataclasses.replace(cfg, agent=dataclasses.replace(agent_block, target=name))
     return cfg
 
 
