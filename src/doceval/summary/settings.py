@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from doceval.common.naming import floors_label, is_assistant, system_label
 
 __all__ = ["CandidatesRecord", "Floors", "GoldenRecord", "RunSettings", "mapping", "number", "text", "whole"]
 
@@ -25,8 +28,9 @@ def text(value: Any) -> str | None:
 
 
 def number(value: Any) -> float | None:
-    """A JSON number (never a bool), else None: "not measured" stays None, never 0."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A JSON number as written (an int stays an int: files built from it must not change), never a bool;
+    anything else None: "not measured" stays None, never 0."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def whole(value: Any) -> int | None:
@@ -43,6 +47,12 @@ class Floors:
     source: str | None
     signal: str | None
     provenance: Mapping[str, Any]
+    recorded: Mapping[str, Any]
+
+    @property
+    def label(self) -> str:
+        """The floors in the words a user chose them with (``calibrated (PATH)``, ``zero``, ...)."""
+        return floors_label(self.recorded)
 
     @property
     def calibrated(self) -> bool:
@@ -58,6 +68,7 @@ class Floors:
             source=text(recorded.get("source")),
             signal=text(recorded.get("signal")),
             provenance=mapping(recorded.get("provenance")),
+            recorded=recorded,
         )
 
 
@@ -75,13 +86,18 @@ class GoldenRecord:
     allow_drafts: bool
     drafts: int
 
+    @property
+    def file(self) -> Path | None:
+        """The golden set's path as a path (None: not recorded)."""
+        return None if self.path is None else Path(self.path)
+
     @classmethod
     def from_mapping(cls, block: Any) -> GoldenRecord:
         recorded = mapping(block)
         pins = recorded.get("corpus_pins")
         return cls(
             path=text(recorded.get("path")),
-            md5=text(recorded.get("md5")) or None,
+            md5=text(recorded.get("md5")),
             corpus_pins=tuple(str(p) for p in pins) if isinstance(pins, list) else None,
             graded=recorded.get("graded") is True,
             qrels=recorded.get("qrels") is True,
@@ -130,7 +146,7 @@ class RunSettings:
     floors: Floors
     answerer: Mapping[str, Any]
     judge: Mapping[str, Any]
-    judge_id: str | None
+    judge_id: Mapping[str, Any] | None
     judge_evidence: Mapping[str, Any]
     engine: Mapping[str, Any]
     run: Mapping[str, Any]
@@ -141,7 +157,30 @@ class RunSettings:
     run_key: str | None
     usage: Mapping[str, Any]
     provenance: Mapping[str, Any]
+    rescored_from: Mapping[str, Any] | None
     recorded: Mapping[str, Any]
+
+    @property
+    def judge_hash(self) -> str | None:
+        """The hash naming the judge that produced answer_accuracy (None: no judge ran, or an older summary)."""
+        return text(mapping(self.judge_id).get("hash"))
+
+    @property
+    def retriever_name(self) -> str:
+        """The retriever's name as recorded (``agent:NAME`` for a user's assistant; an older summary may record
+        the name alone); ``None`` when not recorded, as history's family tags have always written it."""
+        retriever = self.recorded.get("retriever")
+        return str(retriever.get("name") if isinstance(retriever, Mapping) else retriever)
+
+    @property
+    def system_label(self) -> str:
+        """One short name for the system under test (doceval.common.naming.system_label)."""
+        return system_label(self.recorded)
+
+    @property
+    def is_assistant(self) -> bool:
+        """Whether the system under test was a user's whole assistant (its retrieval is the sources it returned)."""
+        return is_assistant(self.recorded)
 
     @property
     def git_commit(self) -> str | None:
@@ -161,7 +200,7 @@ class RunSettings:
             floors=Floors.from_mapping(recorded.get("floors")),
             answerer=mapping(recorded.get("answerer")),
             judge=mapping(recorded.get("judge")),
-            judge_id=text(recorded.get("judge_id")),
+            judge_id=recorded["judge_id"] if isinstance(recorded.get("judge_id"), Mapping) else None,
             judge_evidence=mapping(recorded.get("judge_evidence")),
             engine=mapping(recorded.get("engine")),
             run=mapping(recorded.get("run")),
@@ -172,5 +211,7 @@ class RunSettings:
             run_key=text(recorded.get("run_key")),
             usage=mapping(recorded.get("usage")),
             provenance=mapping(recorded.get("provenance")),
+            # A re-judged run (doceval judge rescore): the run whose answers it judged again.
+            rescored_from=recorded["rescored_from"] if isinstance(recorded.get("rescored_from"), Mapping) else None,
             recorded=recorded,
         )
