@@ -87,7 +87,7 @@ class Summary(dict[str, Any]):
 
     @property
     def config(self) -> dict[str, Any]:
-        return dict(self.get("config") or {})
+        return dict(self._typed.settings.recorded)
 
     @property
     def entries(self) -> list[dict[str, Any]]:

@@ -26,7 +26,7 @@ from doceval.harness.candidate_cache import load_candidates
 from doceval.harness.candidate_set import META
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.scoring.registry import names
-from doceval.summary import as_summary
+from doceval.summary import as_summary, settings_of
 
 ENV_PARENT = "DOCEVAL_SWEEP_PARENT"
 ENV_DIR = "DOCEVAL_SWEEP_DIR"
@@ -86,7 +86,7 @@ def log_point(
     parent, uri = tracked
     run_id: str = tracking.log_run(
         summary, uri=uri, root=root, run_name=" ".join(overrides) or f"point-{job_id}", parent_run_id=parent,
-        extra_tags={"sweep_overrides": " ".join(overrides)}, golden_path=as_summary(summary).settings.golden.file,
+        extra_tags={"sweep_overrides": " ".join(overrides)}, golden_path=settings_of(summary).golden.file,
     )  # fmt: skip
     return run_id
 

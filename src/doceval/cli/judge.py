@@ -16,7 +16,7 @@ from doceval.errors import GateFailed, RunIncomplete, UsageError
 from doceval.inputs.golden import DEFAULT_PIN, parse_golden
 from doceval.inputs.judge_labels import read_label_files
 from doceval.inputs.qrels import labels_md5
-from doceval.summary import as_summary
+from doceval.summary import as_summary, settings_of
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -223,7 +223,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     old = answered.metrics.value("answer_accuracy")
     print(f"answer_accuracy {('n/a' if acc is None else f'{acc:.3f}')} (was "
           f"{'not judged' if old is None else f'{old:.3f}'}), judged {m['counts']['n_judged']}, "
-          f"judge errors {m['counts']['judge_errors']}; judge {as_summary(new).settings.judge_hash}")  # fmt: skip
+          f"judge errors {m['counts']['judge_errors']}; judge {settings_of(new).judge_hash}")  # fmt: skip
     print(f"summary: {output}")
     if new.get("complete") is False:
         raise RunIncomplete(f"doceval judge rescore: incomplete: {new['incomplete']['reason']} ({output})")

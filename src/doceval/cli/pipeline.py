@@ -30,6 +30,7 @@ from doceval.common.redact import secret_locations
 from doceval.errors import EXIT_USAGE, RunIncomplete, UsageError
 from doceval.inputs.configured import configured_inputs
 from doceval.inputs.golden import select_split
+from doceval.summary import settings_of
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -252,7 +253,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # Written and logged before anything is printed: a reader that stops early (| head) loses only lines.
     tracking.log_configured_run(cfg, summary, {}, run_name=output.stem, tags={"stage": "eval"})
     print_headline(summary)
-    note = journal_note((summary.get("config") or {}).get("usage"))
+    note = journal_note(settings_of(summary).usage)
     if note:
         print(note)
     if "repeats" in summary:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from doceval.common.naming import ASSISTANT_REFUSED_CORRECTLY, is_assistant
+from doceval.common.naming import ASSISTANT_REFUSED_CORRECTLY
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.results.comparison import compare
@@ -26,6 +26,7 @@ from doceval.scoring.conversation_names import (
 )
 from doceval.scoring.intervals import holm
 from doceval.scoring.registry import LOWER_IS_BETTER
+from doceval.summary import settings_of
 
 # The config checks live in doceval.results.gate_config; importers of this module find them here too.
 __all__ = ["GateFailure", "GateResult", "check_gate_config", "drift_failures", "gate", "load_gate_config",
@@ -174,7 +175,7 @@ def _rules_for_system(rules: schema.Gate, summary: Summary) -> tuple[schema.Gate
     """The rules as they apply to this run's system: for a user's assistant each metric of ``for_assistants``
     asked of its substitute (refused_correctly -> refusal_rate: the reply's own refusal, not "no sources"),
     with a note; a rule left on refused_correctly for an assistant gets a note saying what it measures there."""
-    if not is_assistant(summary.get("config") or {}):
+    if not settings_of(summary).is_assistant:
         return rules, []
     swap, gated, notes = dict(rules.for_assistants), _gated(rules), []
     for m in gated:

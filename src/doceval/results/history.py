@@ -13,12 +13,12 @@ from typing import Any
 from doceval.common.io import write_bytes_atomic
 from doceval.common.table import format_table
 from doceval.scoring.conversation_names import MEMORY_FIGURES, PREFIX, lower_is_better
-from doceval.summary import as_summary
+from doceval.summary import settings_of
 
 
 def family_of(summary: Mapping[str, Any]) -> dict[str, str]:
     """The tags that make two runs comparable over time (tracking.history.FAMILY_TAGS), from a summary."""
-    settings = as_summary(summary).settings
+    settings = settings_of(summary)
     return {
         "golden_md5": settings.golden.md5 or "",
         "system": settings.system_label,

@@ -31,7 +31,7 @@ from doceval.scoring.contrast import contrast_only
 from doceval.scoring.failures import STAGES, stage_counts
 from doceval.scoring.intervals import MIN_N_BREAKDOWN, interval
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES, names
-from doceval.summary import RunSettings, as_summary
+from doceval.summary import RunSettings, as_summary, settings_of
 
 
 def _md(value: Any) -> str:
@@ -208,7 +208,7 @@ def _headline_section(summary: Summary) -> list[str]:
     out = ["", "## Headline metrics", ""]
     rows = []
     unmeasured: Mapping[str, str] = m.get("not_measured") or {}
-    settings = as_summary(summary).settings
+    settings = settings_of(summary)
     labels = metric_labels(summary, at_k=False)
     for key in shown_metrics(summary):
         name = _md(labels[key]) + (" (lower is better)" if key in LOWER_IS_BETTER else "")
@@ -424,7 +424,7 @@ _SYSTEM_ROLES = ("answerer", "system")  # the system under test; everything else
 def _answer_side(summary: Summary) -> list[str]:
     """The judge that produced answer_accuracy, the LLM usage and cost split between the system under test and
     the judge, and the spread across repeats with the flaky entries."""
-    settings = as_summary(summary).settings
+    settings = settings_of(summary)
     out: list[str] = []
     judge_id = settings.judge_id
     out += ["", "## Judge", ""]

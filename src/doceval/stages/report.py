@@ -20,7 +20,7 @@ from doceval.results.markdown import render_report
 from doceval.results.summaries import load_summary, shown_metrics
 from doceval.results.tradeoff_md import tradeoff_lines
 from doceval.scoring.agreement import MIN_KAPPA, trusted
-from doceval.summary import as_summary
+from doceval.summary import settings_of
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -68,7 +68,7 @@ def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
 def produced_by(summary: Mapping[str, Any], source: str) -> str:
     """One line saying which run a section's figures come from, read from that run's settings: the system under
     test, the floors, the golden set (path and md5), split and k, and the file read."""
-    settings = as_summary(summary).settings
+    settings = settings_of(summary)
     golden = settings.golden
     return (
         f"From `{md_text(source)}`: system under test `{md_text(settings.system_label)}`, floors "

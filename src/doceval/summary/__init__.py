@@ -3,7 +3,7 @@ assembles or a summary read back, read by attribute everywhere else. Imports not
 ``doceval.common``, so the harness (which builds it), scoring, results, tracking, stages, the CLI and the API (which
 read it) may all import it."""
 
-from doceval.summary.model import Entry, Incomplete, Metrics, MetricValue, Summary, as_summary
+from doceval.summary.model import Entry, Incomplete, Metrics, MetricValue, Summary, as_summary, settings_of
 from doceval.summary.settings import CandidatesRecord, Floors, GoldenRecord, RunSettings
 
 __all__ = [
@@ -17,4 +17,5 @@ __all__ = [
     "RunSettings",
     "Summary",
     "as_summary",
+    "settings_of",
 ]

@@ -18,7 +18,7 @@ from typing import Any
 from doceval.common.metric_names import METRIC_NAMES, PREFIX
 from doceval.summary.settings import RunSettings, mapping, number, text, whole
 
-__all__ = ["Entry", "Incomplete", "MetricValue", "Metrics", "Summary", "as_summary"]
+__all__ = ["Entry", "Incomplete", "MetricValue", "Metrics", "Summary", "as_summary", "settings_of"]
 
 
 @dataclass(frozen=True)
@@ -192,3 +192,11 @@ class Summary:
 def as_summary(summary: Summary | Mapping[str, Any]) -> Summary:
     """``summary`` typed: itself when it already is, else :meth:`Summary.from_mapping` of it."""
     return summary if isinstance(summary, Summary) else Summary.from_mapping(summary)
+
+
+def settings_of(summary: Summary | Mapping[str, Any]) -> RunSettings:
+    """The resolved settings of ``summary``, typed; for a mapping only its ``config`` block is read (and copied),
+    so a reader that needs the settings alone does not pay for the entries."""
+    if isinstance(summary, Summary):
+        return summary.settings
+    return RunSettings.from_mapping(copy.deepcopy(summary.get("config")))

@@ -80,7 +80,7 @@ class GoldenRecord:
     path: str | None
     md5: str | None
     corpus_pins: tuple[str, ...] | None
-    graded: bool
+    graded: bool | None  # None: a summary written before it was recorded
     qrels: bool
     pool: Any
     allow_drafts: bool
@@ -99,7 +99,7 @@ class GoldenRecord:
             path=text(recorded.get("path")),
             md5=text(recorded.get("md5")),
             corpus_pins=tuple(str(p) for p in pins) if isinstance(pins, list) else None,
-            graded=recorded.get("graded") is True,
+            graded=recorded["graded"] if isinstance(recorded.get("graded"), bool) else None,
             qrels=recorded.get("qrels") is True,
             pool=recorded.get("pool"),
             allow_drafts=recorded.get("allow_drafts") is True,
@@ -191,7 +191,8 @@ class RunSettings:
     def from_mapping(cls, block: Any) -> RunSettings:
         recorded = mapping(block)
         return cls(
-            name=text(recorded.get("name")),
+            # What the user calls the system (``name=``; a YAML number stays its text).
+            name=None if recorded.get("name") is None else str(recorded["name"]),
             split=text(recorded.get("split")),
             k=whole(recorded.get("k")),
             limit=whole(recorded.get("limit")),
