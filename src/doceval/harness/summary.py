@@ -97,14 +97,14 @@ def build_summary(
     if unmeasured is not None:
         # Null metrics that say why: the headline, compare, the gate and the report read this.
         metrics["not_measured"] = {m: unmeasured for m in names("answer_text")}
-    config = public_block(_config_block(cfg, plan, setup, run, answers, ledger))
+    recorded = public_block(_config_block(cfg, plan, setup, run, answers, ledger))
     # Beside usage.resumed / resumed_verdicts (how many came from a journal): why, and from where.
-    config["usage"]["journal"] = dict(journal)
+    recorded["usage"]["journal"] = dict(journal)
     # Every block (a user's retriever kwargs and URLs included), not only the model blocks, is stored scrubbed;
     # the entries (answers, errors, extras a system echoed) lose every registered secret.
     summary: dict[str, Any] = {
         "metrics": metrics,
-        "config": config,
+        "config": recorded,
         "entries": scrub_data(entry_rows),
     }
     summary["complete"] = not (run.stopped or answers.stopped)
