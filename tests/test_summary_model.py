@@ -147,3 +147,16 @@ def test_doceval_summary_is_a_read_only_mapping_over_the_typed_summary() -> None
     summary.notes = ["note: x"]
     for other in (copy.copy(summary), copy.deepcopy(summary), pickle.loads(pickle.dumps(summary))):
         assert other == summary and other.notes == ["note: x"] and other.settings == summary.settings
+
+
+def test_an_incomplete_run_says_why_by_attribute() -> None:
+    stopped = {**SUMMARY_0_1_0, "complete": False,
+               "incomplete": {"reason": "budget", "entries_scored": 1, "entries_in_split": 2}}  # fmt: skip
+    typed = Summary.from_mapping(stopped)
+    assert typed.complete is False and typed.incomplete is not None
+    assert (typed.incomplete.reason, typed.incomplete.entries_scored, typed.incomplete.entries_in_split) == (
+        "budget",
+        1,
+        2,
+    )
+    assert list(typed.to_dict()) == ["metrics", "config", "entries", "complete", "incomplete"]

@@ -26,7 +26,7 @@ from doceval.scoring.conversation_names import (
 )
 from doceval.scoring.intervals import holm
 from doceval.scoring.registry import LOWER_IS_BETTER
-from doceval.summary import settings_of
+from doceval.summary import as_summary, settings_of
 
 # The config checks live in doceval.results.gate_config; importers of this module find them here too.
 __all__ = ["GateFailure", "GateResult", "check_gate_config", "drift_failures", "gate", "load_gate_config",
@@ -343,7 +343,8 @@ def _run_failures(summary: Summary, max_system_errors: int) -> list[GateFailure]
     call failed than ``max_system_errors`` (those entries are scored by no metric, so the metrics alone would
     pass a run whose system failed on 4 entries of 10)."""
     failures: list[GateFailure] = []
-    if not summary["entries"]:
+    typed = as_summary(summary)
+    if not typed.entries:
         failures.append(
             GateFailure(
                 "(entries)",
@@ -354,9 +355,8 @@ def _run_failures(summary: Summary, max_system_errors: int) -> list[GateFailure]
                 "gate a summary written by `doceval eval` or `doceval evaluate`",
             )
         )
-    if summary.get("complete") is False:
-        incomplete = summary.get("incomplete")
-        reason = incomplete.get("reason") if isinstance(incomplete, Mapping) else None
+    if not typed.complete:
+        reason = typed.incomplete.reason if typed.incomplete is not None else None
         failures.append(
             GateFailure(
                 "(complete)",
@@ -376,7 +376,7 @@ def _run_failures(summary: Summary, max_system_errors: int) -> list[GateFailure]
                 f"system_errors <= {max_system_errors}",
                 float(errors),
                 float(errors - max_system_errors),
-                f"{errors} of {len(summary['entries'])} entries had a system error (the system under test failed "
+                f"{errors} of {len(typed.entries)} entries had a system error (the system under test failed "
                 f"on them; they are scored by no metric), more than max_system_errors: {max_system_errors} in the "
                 "gate config; fix the system and rerun, or raise max_system_errors",
             )

@@ -55,9 +55,7 @@ def ann_vs_exact(cfg: Config, summary: Mapping[str, Any], plan: RunPlan) -> dict
         base_label="exact", new_label="configured",
     )  # fmt: skip
     overlaps = [
-        top_k_overlap(
-            [d for d, _ in ann.ranked.get(e.id, [])], [d for d, _ in exact.ranked.get(e.id, [])], k
-        )
+        top_k_overlap([d for d, _ in ann.ranked.get(e.id, [])], [d for d, _ in exact.ranked.get(e.id, [])], k)
         for e in typed.entries
     ]
     found = [o for o in overlaps if o is not None]

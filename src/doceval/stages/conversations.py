@@ -52,7 +52,11 @@ KEY = "golden_conversations"  # the config key naming the conversation set
 
 def _replay_record(summary: Mapping[str, Any]) -> dict[str, Any]:
     typed = as_summary(summary)
-    return {"run_key": typed.settings.run_key, "memory": dict(typed.settings.memory), "complete": typed.complete}
+    return {
+        "run_key": typed.settings.run_key,
+        "memory": dict(typed.settings.memory),
+        "complete": typed.complete,
+    }
 
 
 def conversation_golden(cfg: Config) -> Path:

@@ -213,6 +213,8 @@ class RunSettings:
             usage=mapping(recorded.get("usage")),
             provenance=mapping(recorded.get("provenance")),
             # A re-judged run (doceval judge rescore): the run whose answers it judged again.
-            rescored_from=recorded["rescored_from"] if isinstance(recorded.get("rescored_from"), Mapping) else None,
+            rescored_from=recorded["rescored_from"]
+            if isinstance(recorded.get("rescored_from"), Mapping)
+            else None,
             recorded=recorded,
         )
