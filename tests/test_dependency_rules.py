@@ -13,6 +13,8 @@ inside functions and under TYPE_CHECKING included), resolved to absolute module 
 - no upward import: inputs never imports scoring, config never imports the harness (CONTRIBUTING.md), scoring
   never imports the index (the reference judge gets its embedder through a seam), common imports nothing of
   doceval but doceval.errors (everything may import common);
+- the typed run summary (doceval.summary) imports nothing of doceval but common and errors: the harness builds
+  it and scoring, results, tracking, stages, the CLI and the API read it, so it sits below them all;
 - no import circle: no module reaches itself through the imports it names.
 """
 
@@ -69,6 +71,11 @@ RULES = [
         ("doceval.index",),
     ),
     ("common imports nothing of doceval but doceval.errors", modules_under("common"), ABOVE_COMMON),
+    (
+        "the run summary imports nothing of doceval but common and errors",
+        modules_under("summary"),
+        tuple(m for m in ABOVE_COMMON if m != "doceval.summary"),
+    ),
     ("scoring never imports the system under test", modules_under("scoring"), ("doceval.system",)),
     (
         "the system never imports the harness or the scorers",
@@ -130,6 +137,7 @@ def test_the_rules_cover_the_modules_they_name() -> None:
     assert {"doceval.index.store.edge", "doceval.index.store.client"} <= names  # the two Qdrant importers
     assert "doceval.engine.cluster" in names  # the Ray importer
     assert "doceval.drafting.differences" in names
+    assert {"doceval.summary.model", "doceval.summary.settings"} <= names
 
 
 @pytest.mark.parametrize(

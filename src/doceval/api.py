@@ -43,6 +43,8 @@ from doceval.results import CompareResult, GateResult, check_gate_config, load_g
 from doceval.results import compare as compare_summaries
 from doceval.results import gate as gate_summary
 from doceval.results import load_summary as load_summary_mapping
+from doceval.summary import RunSettings, as_summary
+from doceval.summary import Summary as TypedSummary
 from doceval.system.retrievers import RETRIEVERS
 
 __all__ = [
@@ -59,12 +61,27 @@ __all__ = [
 
 
 class Summary(dict[str, Any]):
-    """A run summary (docs/design.md section 4.1): the JSON object ``doceval eval --output`` writes, as a dict
-    (``json.dump`` it, index it), with its blocks as attributes: ``metrics`` (values, counts, intervals),
-    ``config`` (the effective configuration), ``entries`` (one row per golden entry), ``complete``; and
-    ``notes``: what the run said on stderr as ``note:`` lines (not part of the dict: the file has no such key)."""
+    """A run summary (docs/design.md section 7): the JSON object ``doceval eval --output`` writes, as a read-only
+    dict (``json.dump`` it, index it: ``s["metrics"]``), over the typed summary (``typed``,
+    :class:`doceval.summary.Summary`); its blocks as attributes: ``metrics`` (values, counts, intervals), ``config``
+    (the configuration as recorded), ``entries`` (one row per golden entry), ``complete``; the resolved run
+    settings typed as ``settings`` (``s.settings.floors.source``, ``s.settings.k``); and ``notes``: what the run
+    said on stderr as ``note:`` lines (not part of the dict: the file has no such key)."""
 
     notes: list[str] = []  # noqa: RUF012 - a class-level default; evaluate() sets each instance's own list
+
+    def __init__(self, data: Mapping[str, Any] | TypedSummary) -> None:
+        typed = as_summary(data)
+        super().__init__(typed.to_dict())
+        self._typed = typed
+
+    @property
+    def typed(self) -> TypedSummary:
+        return self._typed
+
+    @property
+    def settings(self) -> RunSettings:
+        return self._typed.settings
 
     @property
     def metrics(self) -> dict[str, Any]:
@@ -72,7 +89,7 @@ class Summary(dict[str, Any]):
 
     @property
     def config(self) -> dict[str, Any]:
-        return dict(self["config"])
+        return dict(self._typed.settings.recorded)
 
     @property
     def entries(self) -> list[dict[str, Any]]:
@@ -80,7 +97,18 @@ class Summary(dict[str, Any]):
 
     @property
     def complete(self) -> bool:
-        return bool(self.get("complete", True))
+        return self._typed.complete
+
+    def _read_only(self, *_: Any, **__: Any) -> Any:
+        raise TypeError("a doceval.Summary is read-only: copy it (dict(summary)) to change it")
+
+    __setitem__ = __delitem__ = __ior__ = _read_only
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # copy, deepcopy and pickle rebuild it from its items (the default would set them one by one).
+        return (type(self), (dict(self),), {"notes": self.notes} if "notes" in self.__dict__ else None)
+
+    clear = pop = popitem = setdefault = update = _read_only
 
 
 def load_summary(path_or_run_id: str | Path) -> Summary:
@@ -181,7 +209,7 @@ def evaluate(
     cfg = _users_system(cfg, options, retriever, agent)
     with collected_notes() as notes:
         summary = Summary(evaluate_repeats(cfg, options, repeats))
-    journal = journal_note((summary.get("config") or {}).get("usage"))
+    journal = journal_note(summary.settings.usage)
     summary.notes = [*notes, *([journal] if journal else [])]
     if track:
         # lazy: start-up (mlflow, ~2 s): an untracked evaluation never loads it

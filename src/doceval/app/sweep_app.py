@@ -27,6 +27,7 @@ from doceval.harness.candidate_cache import load_candidates
 from doceval.harness.candidate_set import META
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.scoring.registry import names
+from doceval.summary import as_summary, settings_of
 
 ENV_PARENT = "DOCEVAL_SWEEP_PARENT"
 ENV_DIR = "DOCEVAL_SWEEP_DIR"
@@ -63,15 +64,16 @@ def evaluate_point(
         cands = load_candidates(runs)
     summary = evaluate(cfg, EvalOptions(candidates=cands, progress=False, run_dir=out_dir / "agent"))
     write_json_atomic(out_dir / "summary.json", summary)
+    metrics = as_summary(summary).metrics
     point = {
         "job": job_id,
         "overrides": overrides,
-        "metrics": {k: v for k, v in summary["metrics"].items() if not isinstance(v, dict)},
+        "metrics": {k: v for k, v in metrics.recorded.items() if not isinstance(v, dict)},
         # each metric's 95% interval and n, for the sweep table, points.csv and the plot
-        "ci95": summary["metrics"].get("ci95") or {},
-        "counts": summary["metrics"].get("counts") or {},
+        "ci95": dict(metrics.breakdown("ci95")),
+        "counts": dict(metrics.counts),
     }
-    point["by_library"] = summary["metrics"]["by_library"]
+    point["by_library"] = dict(metrics.breakdown("by_library"))
     return summary, point
 
 
@@ -85,7 +87,7 @@ def log_point(
     parent, uri = tracked
     run_id: str = tracking.log_run(
         summary, uri=uri, root=root, run_name=" ".join(overrides) or f"point-{job_id}", parent_run_id=parent,
-        extra_tags={"sweep_overrides": " ".join(overrides)}, golden_path=Path(summary["config"]["golden"]["path"]),
+        extra_tags={"sweep_overrides": " ".join(overrides)}, golden_path=settings_of(summary).golden.file,
     )  # fmt: skip
     return run_id
 

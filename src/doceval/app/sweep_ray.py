@@ -29,12 +29,12 @@ from doceval.app.sweep_inputs import collect, digest, external_paths, in_folder,
 from doceval.common.io import check_writable, write_bytes_atomic, write_json_atomic
 from doceval.common.naming import is_function_retriever
 from doceval.common.progress import Progress
-from doceval.common.provenance import provenance
 from doceval.common.redact import register_config, register_overrides
 from doceval.config.compose import compose, validate_config
 from doceval.config.objects import config_dict
 from doceval.config.schema import Config, EngineRay, RetrieverFunction
 from doceval.errors import UsageError
+from doceval.harness.summary import ran_on
 
 if TYPE_CHECKING:
     from doceval.engine.cluster import RaySession
@@ -121,8 +121,7 @@ def _keep(result: dict[str, Any], spec: PointSpec, root: Path, tracked: tuple[st
     text = json.dumps(result["summary"]).replace(
         json.dumps(result["scratch"])[1:-1], json.dumps(str(root))[1:-1]
     )
-    summary = json.loads(text)
-    summary["config"]["provenance"] = {**provenance(), "node": result["node"]}
+    summary = ran_on(json.loads(text), result["node"])
     out_dir = root / spec.out
     for rel, data in result["files"].items():
         write_bytes_atomic(out_dir / rel, data)

@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from doceval.common.naming import (
     ASSISTANT_LEGEND,
-    floors_label,
-    is_assistant,
     judged_share_label,
     judged_share_note,
-    system_label,
 )
 from doceval.common.table import format_table
 from doceval.common.text import one_line
 from doceval.errors import EXIT_USAGE
+from doceval.summary import as_summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -87,12 +85,12 @@ def print_headline(summary: Mapping[str, Any], conversations: bool = True) -> No
     from doceval.results.judges import answer_label
     from doceval.results.summaries import metric_labels, rel1_note, shown_metrics
 
-    m = summary["metrics"]
-    recorded = summary["config"]  # the configuration the run recorded, not a config object
-    k = recorded["k"]
+    typed = as_summary(summary)
+    m, settings = typed.metrics.recorded, typed.settings  # the settings the run recorded, not a config object
+    k = settings.k
     print(
-        f"split={one_line(recorded['split'] or 'all')} k={one_line(k)} system={one_line(system_label(recorded))} "
-        f"floors={one_line(floors_label(recorded['floors']))}"
+        f"split={one_line(settings.split or 'all')} k={one_line(k)} system={one_line(settings.system_label)} "
+        f"floors={one_line(settings.floors.label)}"
     )
     rows: list[list[str]] = []
     labels = metric_labels(summary)
@@ -110,8 +108,8 @@ def print_headline(summary: Mapping[str, Any], conversations: bool = True) -> No
     if rel1_note(summary):
         _note(rel1_note(summary))
     if m.get("judged_share") is not None:
-        _note(judged_share_note(recorded, k))
-    if is_assistant(recorded):
+        _note(judged_share_note(settings.recorded, k))
+    if settings.is_assistant:
         _note(ASSISTANT_LEGEND)
     judge_line = answer_label(summary)[1]
     if judge_line:
@@ -126,9 +124,9 @@ def print_headline(summary: Mapping[str, Any], conversations: bool = True) -> No
         listed = ", ".join(k for k, v in unmeasured.items() if v == why)
         _note(f"not measured: {listed}: {why}")
     if "conversations" in m and conversations:
-        _print_conversations(m, k, shown_metrics(summary), judged_share_label(recorded, k))
-    if not summary.get("complete", True):
-        _note(f"INCOMPLETE: {summary['incomplete']['reason']}")
+        _print_conversations(m, k, shown_metrics(summary), judged_share_label(settings.recorded, k))
+    if not typed.complete:
+        _note(f"INCOMPLETE: {typed.incomplete.reason if typed.incomplete else 'stopped early'}")
 
 
 def _note(text: str) -> None:
@@ -226,10 +224,11 @@ def conversation_line(summary: Mapping[str, Any]) -> str:
     # lazy: start-up (the registry imports numpy)
     from doceval.scoring.conversation_names import PREFIX, conversation_figures
 
-    conv = summary["metrics"].get(PREFIX)
-    if not isinstance(conv, Mapping):
+    metrics = as_summary(summary).metrics
+    conv = metrics.conversations
+    if conv is None:
         return "conversations: none in this summary"
-    figures = conversation_figures(summary["metrics"])
+    figures = conversation_figures(metrics.recorded)
 
     def shown(name: str, signed: bool = False) -> str:
         figure = figures.get(f"{PREFIX}.{name}")

@@ -16,6 +16,7 @@ from doceval.errors import GateFailed, RunIncomplete, UsageError
 from doceval.inputs.golden import DEFAULT_PIN, parse_golden
 from doceval.inputs.judge_labels import read_label_files
 from doceval.inputs.qrels import labels_md5
+from doceval.summary import as_summary, settings_of
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -211,18 +212,18 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         summary = read_json(summary_path, "run summary", rerun="doceval eval")
         if not isinstance(summary, dict) or "config" not in summary:
             raise UsageError(f"{summary_path}: not a doceval summary (no config block)")
-        recorded = summary["config"]  # the answering run's recorded configuration
-        golden_path = args.golden or (recorded.get("golden") or {}).get("path") or cfg.golden
+        answered = as_summary(summary)  # the answering run, its recorded settings typed
+        golden_path = args.golden or answered.settings.golden.path or cfg.golden
         golden, _, golden_md5 = _golden(cfg, golden_path, own_ids=True)
         new = rescore(summary, summary_path, golden, golden_md5, cfg.judge, cfg=cfg, progress=not args.quiet)
         write_json_atomic(output, new)
     tracking.log_configured_run(cfg, new, {}, run_name=output.stem, tags={"stage": "rescore"})
     m = new["metrics"]
     acc = m.get("answer_accuracy")
-    old = (summary.get("metrics") or {}).get("answer_accuracy")
+    old = answered.metrics.value("answer_accuracy")
     print(f"answer_accuracy {('n/a' if acc is None else f'{acc:.3f}')} (was "
           f"{'not judged' if old is None else f'{old:.3f}'}), judged {m['counts']['n_judged']}, "
-          f"judge errors {m['counts']['judge_errors']}; judge {new['config']['judge_id']['hash']}")  # fmt: skip
+          f"judge errors {m['counts']['judge_errors']}; judge {settings_of(new).judge_hash}")  # fmt: skip
     print(f"summary: {output}")
     if new.get("complete") is False:
         raise RunIncomplete(f"doceval judge rescore: incomplete: {new['incomplete']['reason']} ({output})")

@@ -31,6 +31,7 @@ from doceval.common.redact import secret_locations
 from doceval.errors import EXIT_USAGE, RunIncomplete, UsageError
 from doceval.inputs.configured import configured_inputs
 from doceval.inputs.golden import select_split
+from doceval.summary import Incomplete, as_summary, settings_of
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -253,7 +254,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     # Written and logged before anything is printed: a reader that stops early (| head) loses only lines.
     tracking.log_configured_run(cfg, summary, {}, run_name=output.stem, tags={"stage": "eval"})
     print_headline(summary)
-    note = journal_note((summary.get("config") or {}).get("usage"))
+    note = journal_note(settings_of(summary).usage)
     if note:
         print(note)
     if "repeats" in summary:
@@ -262,10 +263,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
         print("\n".join(format_repeats(summary["repeats"])))
     print(f"summary: {output}")
-    if not summary.get("complete", True):
+    typed = as_summary(summary)
+    if not typed.complete:
+        stopped = typed.incomplete or Incomplete("stopped early", len(typed.entries), None)
         raise RunIncomplete(
-            f"doceval eval: run incomplete: {summary['incomplete']['reason']}; the summary covers "
-            f"{summary['incomplete']['entries_scored']} of {summary['incomplete']['entries_in_split']} entries "
+            f"doceval eval: run incomplete: {stopped.reason}; the summary covers "
+            f"{stopped.entries_scored} of {stopped.entries_in_split} entries "
             f"({output}); fix the system or raise the limit named, then rerun (answered entries are not redone)"
         )
     return 0

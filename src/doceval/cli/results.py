@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from doceval.common.io import check_writable, write_text_atomic
 from doceval.common.paths import Named, refuse_overlap
 from doceval.errors import GateFailed, UsageError
+from doceval.summary import settings_of
 
 if TYPE_CHECKING:
     from doceval.config.schema import Gate
@@ -185,7 +186,7 @@ def _drift_history(gate_cfg: Gate, summary: Mapping[str, Any], uri_flag: str | N
                                                                        *gate_cfg.for_assistants.values()])],
                                               family=family, root=root,
                                               judge_hash=judge_key(summary) or "")  # fmt: skip
-    commit = ((summary.get("config") or {}).get("provenance") or {}).get("git_commit")
+    commit = settings_of(summary).git_commit
     return [r for r in rows if not (commit and r["commit"] == commit)]
 
 

@@ -212,7 +212,7 @@ def journal_lock(run_dir: Path | None) -> Iterator[None]:
 def journal_note(usage: Any) -> str | None:
     """One console line saying how many entries came from a journal, and why (the summary's
     ``config.usage``); None when none did and the run started afresh for no reason worth stating."""
-    if not isinstance(usage, dict) or not isinstance(usage.get("journal"), dict):
+    if not isinstance(usage, Mapping) or not isinstance(usage.get("journal"), Mapping):
         return None
     entries, verdicts = usage.get("resumed", 0), usage.get("resumed_verdicts", 0)
     mode, where = usage["journal"].get("mode"), usage["journal"].get("dir")

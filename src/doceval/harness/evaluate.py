@@ -409,15 +409,10 @@ def _journaled_run(cfg: Config, options: EvalOptions, plan: RunPlan, setup: Agen
     answers = score_answers(plan, setup, run, ledger, options.progress)
     if unknown_text is not None:
         answers = unmeasured_answers(answers)
-    summary = build_summary(cfg, plan, setup, retrieval, run, answers, ledger, total)
-    if unknown_text is not None:
-        # Null metrics that say why: the headline, compare, the gate and the report read this.
-        summary["metrics"]["not_measured"] = {m: unknown_text for m in names("answer_text")}
-    # Beside usage.resumed / resumed_verdicts (how many came from a journal): why, and from where.
-    summary["config"]["usage"]["journal"] = {
-        "mode": reuse.mode,
-        "dir": None if reuse.run_dir is None else str(reuse.run_dir),
-    }
+    journal = {"mode": reuse.mode, "dir": None if reuse.run_dir is None else str(reuse.run_dir)}
+    summary = build_summary(
+        cfg, plan, setup, retrieval, run, answers, ledger, total, unmeasured=unknown_text, journal=journal
+    )
     if summary["complete"]:
         mark_finished(reuse, {"entries": len(plan.entries), "system_errors": run.n_errors})
         finish_retrieval(plan.candidates.journal if plan.candidates is not None else None, len(plan.entries))

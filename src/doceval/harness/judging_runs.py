@@ -28,6 +28,7 @@ from doceval.scoring.failures import failure_stage, refusal_cause
 from doceval.scoring.reference_judge import version_strings
 from doceval.scoring.repeats import combine, repeat_summaries, seeded
 from doceval.seam import Probe, Reply
+from doceval.summary import RunSettings, as_summary, settings_of
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -217,14 +218,14 @@ def rescore(
         return _rescore_repeats(
             summary, summary_path, golden, golden_md5, judge_cfg, cfg=cfg, progress=progress
         )
-    unmeasured = (summary.get("metrics") or {}).get("not_measured") or {}
-    if "answer_accuracy" in unmeasured:
+    answered = as_summary(summary)  # the answering run
+    unmeasured = answered.metrics.values.get("answer_accuracy")
+    if unmeasured is not None and unmeasured.not_measured is not None:
         raise UsageError(
-            f"{summary_path}: its answers were not measured ({unmeasured['answer_accuracy']}): there is "
-            "nothing to judge"
+            f"{summary_path}: its answers were not measured ({unmeasured.not_measured}): there is nothing to judge"
         )
     entries = _recorded_answers(summary, summary_path, golden, golden_md5)
-    recorded = summary.get("config") or {}
+    recorded = answered.settings
     todo = [e for e in entries if e.get("system_error") is None]
     order = [golden[e["id"]] for e in todo]
     judge = make_judge(judge_cfg, version_strings(order), judge_encoder)
@@ -232,7 +233,7 @@ def rescore(
         raise UsageError("judge=none: choose the judge to rescore with (judge=openai, judge=reference)")
 
     new_id = judge_id(judge_cfg)
-    key = _key({"rescore_of": recorded.get("run_key"), "summary": _sha256(summary_path), "judge": new_id,
+    key = _key({"rescore_of": recorded.run_key, "summary": _sha256(summary_path), "judge": new_id,
                 **({"repeat": repeat} if repeat else {})})  # fmt: skip
     journal = Path(cfg.paths.runs) / "rescore" / key / "judge.jsonl"
     ledger = Ledger(cfg.run.budget_usd)
@@ -261,13 +262,17 @@ def rescore(
         }
     _rejudge_entries(new["entries"], todo, order, outcome.verdicts)
     new["metrics"] = _rescored_metrics(new["entries"], summary["metrics"], outcome.verdicts, cfg)
-    new["config"].update(_rescored_config(recorded, summary_path, judge_cfg, cfg))
-    new["config"]["usage"] = {"judge": outcome.total_usage(), "this_invocation": ledger.snapshot(),
-                              "cache": ledger.cache_stats(), "answering": recorded.get("usage")}  # fmt: skip
+    # The answering run's settings with the new judge, in their recorded order (changed keys keep their place).
+    new["config"] = {
+        **recorded.recorded,
+        **_rescored_config(recorded, summary_path, judge_cfg, cfg),
+        "usage": {"judge": outcome.total_usage(), "this_invocation": ledger.snapshot(),
+                  "cache": ledger.cache_stats(), "answering": recorded.recorded.get("usage")},
+    }  # fmt: skip
     return new
 
 
-def _rescored_config(recorded: Mapping[str, Any], summary_path: Path, judge_cfg: schema.Judge,
+def _rescored_config(recorded: RunSettings, summary_path: Path, judge_cfg: schema.Judge,
                      cfg: Config) -> dict[str, Any]:  # fmt: skip
     """What a rescore changes in the config block: the answering run it came from, the new judge (scrubbed), its
     identity and its evidence (design 4.4)."""
@@ -278,8 +283,8 @@ def _rescored_config(recorded: Mapping[str, Any], summary_path: Path, judge_cfg:
     new_id = judge_id(judge_cfg)
     return {
         "rescored_from": {"path": str(summary_path), "sha256": _sha256(summary_path),
-                          "run_key": recorded.get("run_key"), "judge": recorded.get("judge"),
-                          "judge_id": recorded.get("judge_id")},
+                          "run_key": recorded.recorded.get("run_key"), "judge": recorded.recorded.get("judge"),
+                          "judge_id": recorded.recorded.get("judge_id")},
         "judge": scrub(judge_record, secret_values(judge_record), drop_secret_keys=False),
         "judge_id": new_id,
         "judge_evidence": evidence_for(new_id, cfg.paths.eval),
@@ -315,7 +320,6 @@ def _recorded_answers(
     """The summary's entries, once it records answers, was answered against this golden set (same md5) and
     every entry is in it; otherwise a UsageError saying what to rerun."""
     entries = summary.get("entries")
-    recorded = summary.get("config") or {}
     if (
         not isinstance(entries, list)
         or not entries
@@ -325,7 +329,7 @@ def _recorded_answers(
             f"{summary_path}: records no answers (entries without an `answer` field): only a summary written by "
             "`doceval eval` or the evaluate stage can be re-judged; rerun it"
         )
-    recorded_md5 = (recorded.get("golden") or {}).get("md5")
+    recorded_md5 = settings_of(summary).golden.md5
     if recorded_md5 != golden_md5:
         raise UsageError(
             f"{summary_path}: was answered against golden md5 {recorded_md5}, but the golden set now has md5 "

@@ -19,7 +19,7 @@ from doceval.scoring.aggregate import aggregate
 from doceval.scoring.conversations import ClusterSettings, conversation_metrics
 from doceval.scoring.failures import failure_stage
 from doceval.scoring.judge import judge_id
-from doceval.scoring.registry import AT_K_NAMES, METRIC_NAMES
+from doceval.scoring.registry import AT_K_NAMES, METRIC_NAMES, names
 from doceval.seam import sum_usage
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from doceval.harness.run_parts import AgentSetup, AnswerScores, SystemRun
     from doceval.llm import Ledger
 
-__all__ = ["answerer_record", "build_summary", "pipeline_record", "public_block", "system_block"]
+__all__ = ["answerer_record", "build_summary", "pipeline_record", "public_block", "ran_on", "system_block"]
 
 
 def system_block(cfg: Config, plan: RunPlan) -> dict[str, Any]:
@@ -63,10 +63,15 @@ def build_summary(
     answers: AnswerScores,
     ledger: Ledger,
     total_entries: int,
+    *,
+    unmeasured: str | None,
+    journal: Mapping[str, Any],
 ) -> dict[str, Any]:
     """``{"metrics", "config", "entries", "complete"}``: one row per entry with its scores, the aggregates over
     the rows (means, counts, intervals, breakdowns) with k next to the metrics it applies to, and the
-    effective configuration with the system under test and the whole run's LLM usage."""
+    effective configuration with the system under test and the whole run's LLM usage. ``unmeasured``: why the
+    answer-text metrics could not be measured (None: they were); ``journal``: where the run's journal was and
+    how it was reused (``usage.journal``)."""
     routed = plan.candidates.routed if plan.candidates is not None else {}
     entry_rows = _entry_rows(plan, retrieval, run, answers, routed)
     verdicts = answers.verdicts.values()
@@ -90,11 +95,17 @@ def build_summary(
     )
     if conversations is not None:
         metrics["conversations"] = conversations
+    if unmeasured is not None:
+        # Null metrics that say why: the headline, compare, the gate and the report read this.
+        metrics["not_measured"] = {m: unmeasured for m in names("answer_text")}
+    recorded = public_block(_config_block(cfg, plan, setup, run, answers, ledger))
+    # Beside usage.resumed / resumed_verdicts (how many came from a journal): why, and from where.
+    recorded["usage"]["journal"] = dict(journal)
     # Every block (a user's retriever kwargs and URLs included), not only the model blocks, is stored scrubbed;
     # the entries (answers, errors, extras a system echoed) lose every registered secret.
     summary: dict[str, Any] = {
         "metrics": metrics,
-        "config": public_block(_config_block(cfg, plan, setup, run, answers, ledger)),
+        "config": recorded,
         "entries": scrub_data(entry_rows),
     }
     summary["complete"] = not (run.stopped or answers.stopped)
@@ -262,3 +273,10 @@ def pipeline_record(summary: Mapping[str, Any]) -> dict[str, Any]:
     recorded["usage"] = {"by_role": (recorded.get("usage") or {}).get("by_role") or {}}
     entries = [{k: v for k, v in e.items() if k != "timing"} for e in summary["entries"]]
     return {**summary, "config": recorded, "entries": entries}
+
+
+def ran_on(summary: Mapping[str, Any], node: Any) -> dict[str, Any]:
+    """``summary`` as the driver records a sweep point a Ray worker ran: the driver's provenance with the node
+    that ran it in place of the worker's (key order kept)."""
+    recorded = {**summary["config"], "provenance": {**provenance(), "node": node}}
+    return {**summary, "config": recorded}

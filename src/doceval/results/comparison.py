@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from doceval.common.naming import system_label
 from doceval.common.table import format_table
 from doceval.common.text import one_line, printable
 from doceval.errors import UsageError
@@ -39,6 +38,7 @@ from doceval.scoring.intervals import MIN_DIFFERING, holm, paired_change
 from doceval.scoring.metrics import mean_or_none
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 from doceval.scoring.stats import win_tie_loss
+from doceval.summary import settings_of
 
 _ALLOW_GOLDEN = "--allow-different-golden"
 
@@ -155,7 +155,7 @@ def compare(
     return CompareResult(
         base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes, moved,
         position_changes(b_rows, n_rows), all_turns_correct_change(b_rows, n_rows, n_boot=n_boot, seed=seed),
-        (system_label(base["config"]), system_label(new["config"])), rel1_note(base, new) if metrics is None else "",
+        (settings_of(base).system_label, settings_of(new).system_label), rel1_note(base, new) if metrics is None else "",
         (answer_label(base)[0], answer_label(new)[0]),
     )  # fmt: skip
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from doceval.common.naming import ASSISTANT_REFUSED_CORRECTLY, is_assistant
+from doceval.common.naming import ASSISTANT_REFUSED_CORRECTLY
 from doceval.config import schema
 from doceval.errors import UsageError
 from doceval.results.comparison import compare
@@ -26,6 +26,7 @@ from doceval.scoring.conversation_names import (
 )
 from doceval.scoring.intervals import holm
 from doceval.scoring.registry import LOWER_IS_BETTER
+from doceval.summary import as_summary, settings_of
 
 # The config checks live in doceval.results.gate_config; importers of this module find them here too.
 __all__ = ["GateFailure", "GateResult", "check_gate_config", "drift_failures", "gate", "load_gate_config",
@@ -174,7 +175,7 @@ def _rules_for_system(rules: schema.Gate, summary: Summary) -> tuple[schema.Gate
     """The rules as they apply to this run's system: for a user's assistant each metric of ``for_assistants``
     asked of its substitute (refused_correctly -> refusal_rate: the reply's own refusal, not "no sources"),
     with a note; a rule left on refused_correctly for an assistant gets a note saying what it measures there."""
-    if not is_assistant(summary.get("config") or {}):
+    if not settings_of(summary).is_assistant:
         return rules, []
     swap, gated, notes = dict(rules.for_assistants), _gated(rules), []
     for m in gated:
@@ -342,7 +343,8 @@ def _run_failures(summary: Summary, max_system_errors: int) -> list[GateFailure]
     call failed than ``max_system_errors`` (those entries are scored by no metric, so the metrics alone would
     pass a run whose system failed on 4 entries of 10)."""
     failures: list[GateFailure] = []
-    if not summary["entries"]:
+    typed = as_summary(summary)
+    if not typed.entries:
         failures.append(
             GateFailure(
                 "(entries)",
@@ -353,9 +355,8 @@ def _run_failures(summary: Summary, max_system_errors: int) -> list[GateFailure]
                 "gate a summary written by `doceval eval` or `doceval evaluate`",
             )
         )
-    if summary.get("complete") is False:
-        incomplete = summary.get("incomplete")
-        reason = incomplete.get("reason") if isinstance(incomplete, Mapping) else None
+    if not typed.complete:
+        reason = typed.incomplete.reason if typed.incomplete is not None else None
         failures.append(
             GateFailure(
                 "(complete)",
@@ -375,7 +376,7 @@ def _run_failures(summary: Summary, max_system_errors: int) -> list[GateFailure]
                 f"system_errors <= {max_system_errors}",
                 float(errors),
                 float(errors - max_system_errors),
-                f"{errors} of {len(summary['entries'])} entries had a system error (the system under test failed "
+                f"{errors} of {len(typed.entries)} entries had a system error (the system under test failed "
                 f"on them; they are scored by no metric), more than max_system_errors: {max_system_errors} in the "
                 "gate config; fix the system and rerun, or raise max_system_errors",
             )

@@ -11,21 +11,20 @@ from pathlib import Path
 from typing import Any
 
 from doceval.common.io import write_bytes_atomic
-from doceval.common.naming import system_label
 from doceval.common.table import format_table
 from doceval.scoring.conversation_names import MEMORY_FIGURES, PREFIX, lower_is_better
+from doceval.summary import settings_of
 
 
 def family_of(summary: Mapping[str, Any]) -> dict[str, str]:
     """The tags that make two runs comparable over time (tracking.history.FAMILY_TAGS), from a summary."""
-    recorded = summary.get("config") or {}
-    retriever = recorded.get("retriever") or {}
+    settings = settings_of(summary)
     return {
-        "golden_md5": str((recorded.get("golden") or {}).get("md5") or ""),
-        "system": system_label(recorded),
-        "retriever": str(retriever.get("name") if isinstance(retriever, Mapping) else retriever),
-        "k": str(recorded.get("k")),
-        "split": str(recorded.get("split") or "all"),
+        "golden_md5": settings.golden.md5 or "",
+        "system": settings.system_label,
+        "retriever": settings.retriever_name,
+        "k": str(settings.k),
+        "split": settings.split or "all",
     }
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from doceval.common.naming import judge_hash
 from doceval.errors import UsageError
 from doceval.scoring.agreement import JUDGED_METRICS, evidence_label, evidence_tag, summary_evidence
+from doceval.summary import settings_of
 
 __all__ = ["ALLOW_FLAG", "JUDGED_METRICS", "answer_label", "check_same_judge", "evidence_notes", "judge_key"]
 
@@ -25,9 +26,8 @@ def judge_key(summary: Mapping[str, Any]) -> str | None:
     The stated rule for summaries written before repeat 0 sent the single run's request: a ``--repeats``
     summary without the ``repeats.repeat0`` marker recorded repeat 0's judge with ``seed: 0`` where the
     configuration left it unset, so its identity is read with that seed unset, as the single run records it."""
-    recorded = summary.get("config") or {}
-    named = recorded.get("judge_id")
-    if not isinstance(named, Mapping) or not named.get("hash"):
+    named = settings_of(summary).judge_id
+    if named is None or not named.get("hash"):
         return None
     identity = named.get("identity")
     repeats = summary.get("repeats")
@@ -71,7 +71,7 @@ def answer_label(summary: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """``(tag, line)`` for the summary's answer_accuracy: ``("heuristic", "heuristic: judge ... kappa ...")``,
     ``("unvalidated", ...)``, or ``(None, None)`` when its judge cleared the bar (or nothing was judged)."""
     evidence = summary_evidence(dict(summary))
-    hash_ = ((summary.get("config") or {}).get("judge_id") or {}).get("hash")
+    hash_ = settings_of(summary).judge_hash
     return evidence_tag(evidence), evidence_label(evidence, hash_)
 
 

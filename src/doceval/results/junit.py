@@ -12,6 +12,7 @@ from typing import Any
 from doceval.results.gating import GateFailure, GateResult
 from doceval.results.judges import JUDGED_METRICS, answer_label
 from doceval.scoring.registry import LOWER_IS_BETTER
+from doceval.summary import settings_of
 
 MAX_ENTRY_CASES = 500  # per failed metric: a CI page stays readable; the summary has the rest
 
@@ -100,7 +101,7 @@ def junit_xml(
     """The verdict as JUnit XML; the suite is named ``name``, else the system's configured ``name`` (what CI
     lists it as), else "doceval gate". A failed non-regression lists the entries that got worse than in
     ``baseline``; a case on answer_accuracy carries its judge's label when that judge has not cleared the bar."""
-    named = (summary.get("config") or {}).get("name")
+    named = settings_of(summary).name
     suite = ET.Element("testsuite", name=name or (str(named) if named else "doceval gate"))
     properties = ET.SubElement(suite, "properties")
     ET.SubElement(properties, "property", name="gate_source", value=verdict.source)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from doceval.common.naming import ASSISTANT_LEGEND, is_assistant, judged_share_note, system_label
+from doceval.common.naming import ASSISTANT_LEGEND, judged_share_note
 from doceval.common.text import md_code, md_text
 from doceval.results.comparison import _num
 from doceval.results.conversations_md import conversations_section
@@ -31,6 +31,7 @@ from doceval.scoring.contrast import contrast_only
 from doceval.scoring.failures import STAGES, stage_counts
 from doceval.scoring.intervals import MIN_N_BREAKDOWN, interval
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES, names
+from doceval.summary import RunSettings, as_summary, settings_of
 
 
 def _md(value: Any) -> str:
@@ -155,10 +156,10 @@ def _triple(values: Any) -> str:
 def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None) -> str:
     """report.md: headline metrics with intervals, counts, breakdowns, floors, provenance, leaks."""
     summary = check_summary(summary, "summary")
-    m = summary["metrics"]
-    recorded = summary.get("config") or {}
-    counts = m.get("counts") or {}
-    floors = recorded.get("floors") or {}
+    typed = as_summary(summary)
+    m = typed.metrics.recorded
+    counts = typed.metrics.counts
+    floors = typed.settings.floors.recorded
     out = _title_section(summary)
     out += _headline_section(summary)
     out += ["", "## Counts", ""]
@@ -177,7 +178,7 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     out += _floors_section(floors)
     if calibration is not None:
         out += _calibration_section(calibration, floors)
-    out += _provenance_section(recorded)
+    out += _provenance_section(typed.settings)
     out += _leaks_section(summary["entries"])
     out += ["", *_contrast_section(summary["entries"])]
     return "\n".join(out) + "\n"
@@ -185,16 +186,16 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
 
 def _title_section(summary: Summary) -> list[str]:
     """The title and the one-line description of the run (split, k, system, golden set), and INCOMPLETE."""
-    recorded = summary.get("config") or {}
-    golden = recorded.get("golden") or {}
+    typed = as_summary(summary)
+    settings, golden = typed.settings, typed.settings.golden
     out = ["# doceval report", ""]
     out.append(
-        f"Split {_code(recorded.get('split'))}, k = {_md(recorded.get('k'))}, system under test "
-        f"{_code(system_label(recorded))}, golden set {_code(golden.get('path'))} "
-        f"(md5 {_code(golden.get('md5'))}), {len(summary['entries'])} entries."
+        f"Split {_code(settings.split)}, k = {_md(settings.k)}, system under test "
+        f"{_code(settings.system_label)}, golden set {_code(golden.path)} "
+        f"(md5 {_code(golden.md5)}), {len(typed.entries)} entries."
     )
-    if summary.get("complete") is False:
-        why = (summary.get("incomplete") or {}).get("reason", "stopped early")
+    if not typed.complete:
+        why = typed.incomplete.reason if typed.incomplete is not None else "stopped early"
         out += ["", f"**INCOMPLETE run**: {_md(why)}; its numbers cover only the entries it reached."]
     return out
 
@@ -207,7 +208,7 @@ def _headline_section(summary: Summary) -> list[str]:
     out = ["", "## Headline metrics", ""]
     rows = []
     unmeasured: Mapping[str, str] = m.get("not_measured") or {}
-    recorded = summary.get("config") or {}
+    settings = settings_of(summary)
     labels = metric_labels(summary, at_k=False)
     for key in shown_metrics(summary):
         name = _md(labels[key]) + (" (lower is better)" if key in LOWER_IS_BETTER else "")
@@ -226,7 +227,7 @@ def _headline_section(summary: Summary) -> list[str]:
         rows.append([name, value, ci_text, _md(method) if method else "-", str(_n_of(summary, key))])
     out += _table(["metric", "value", "95% CI", "interval", "n"], rows, ["l", "r", "l", "l", "r"])
     out += ["", _INTERVALS_NOTE]
-    if is_assistant(summary.get("config") or {}):
+    if settings.is_assistant:
         out += ["", _md(ASSISTANT_LEGEND) + "."]
     judge_line = answer_label(summary)[1]
     if judge_line:
@@ -237,7 +238,7 @@ def _headline_section(summary: Summary) -> list[str]:
     if rel1_note(summary):
         out += ["", _md(rel1_note(summary))]
     if m.get("judged_share") is not None:
-        out += ["", _md(judged_share_note(recorded, recorded.get("k")))]
+        out += ["", _md(judged_share_note(settings.recorded, settings.k))]
     for why in sorted(set(unmeasured.values())):
         shown = ", ".join(k for k, v in unmeasured.items() if v == why)
         out += ["", f"**Not measured**: {_md(shown)}: {_md(why)}."]
@@ -350,11 +351,10 @@ def _floors_not_used(per_lib: Mapping[str, Any], floors: Mapping[str, Any]) -> l
     return differ
 
 
-def _provenance_section(recorded: Mapping[str, Any]) -> list[str]:
-    """From the summary's recorded ``config`` block: git commit (and whether the tree was dirty), golden set,
-    run key, corpus hash, python."""
-    prov = recorded.get("provenance") or {}
-    golden = recorded.get("golden") or {}
+def _provenance_section(settings: RunSettings) -> list[str]:
+    """From the run's recorded settings: git commit (and whether the tree was dirty), golden set, run key, corpus
+    hash, python."""
+    prov, golden = settings.provenance, settings.golden
     out = ["", "## Provenance", ""]
     dirty = prov.get("git_dirty")
     if "git_commit" in prov:
@@ -366,10 +366,10 @@ def _provenance_section(recorded: Mapping[str, Any]) -> list[str]:
     else:  # a pipeline output (doceval.harness.summary.pipeline_record): nothing that differs per run
         out.append("- code: the commit that holds this report and dvc.lock (pipeline outputs record nothing that "
                    "changes from run to run; the stage's MLflow run has its commit and timings)")  # fmt: skip
-    out.append(f"- golden set: {_code(golden.get('path'))} md5 {_code(golden.get('md5'))}")
-    for key in ("run_key", "corpus_hash"):
-        if recorded.get(key):
-            out.append(f"- {key}: {_code(recorded[key])}")
+    out.append(f"- golden set: {_code(golden.path)} md5 {_code(golden.md5)}")
+    for key, value in (("run_key", settings.run_key), ("corpus_hash", settings.corpus_hash)):
+        if value:
+            out.append(f"- {key}: {_code(value)}")
     if prov.get("python"):
         out.append(f"- python: {_md(prov['python'])}")
     return out
@@ -424,9 +424,9 @@ _SYSTEM_ROLES = ("answerer", "system")  # the system under test; everything else
 def _answer_side(summary: Summary) -> list[str]:
     """The judge that produced answer_accuracy, the LLM usage and cost split between the system under test and
     the judge, and the spread across repeats with the flaky entries."""
-    recorded = summary.get("config") or {}
+    settings = settings_of(summary)
     out: list[str] = []
-    judge_id = recorded.get("judge_id")
+    judge_id = settings.judge_id
     out += ["", "## Judge", ""]
     if judge_id:
         ident = judge_id.get("identity") or {}
@@ -437,13 +437,13 @@ def _answer_side(summary: Summary) -> list[str]:
                    "judge hashes are not comparable.")  # fmt: skip
     else:
         out.append("No judge ran: answer_accuracy is not judged.")
-    source = recorded.get("rescored_from")
+    source = settings.rescored_from
     if source:
         old = (source.get("judge_id") or {}).get("hash")
         out += ["", f"Re-judged from {_code(source.get('path'))} (sha256 {_code(str(source.get('sha256'))[:16])}, "
                     f"run key {_code(source.get('run_key'))}, judge {_code(old) if old else 'none'}): the answers are "
                     "that run's; only the verdicts are new."]  # fmt: skip
-    by_role = ((recorded.get("usage") or {}).get("by_role")) or {}
+    by_role = settings.usage.get("by_role") or {}
     if by_role:
         out += ["", "## LLM usage and cost", ""]
         rows = []

@@ -10,11 +10,12 @@ from typing import Any
 
 from doceval.common.bounded_json import loads
 from doceval.common.io import finite_or_null
-from doceval.common.naming import ASSISTANT_REFUSED_CORRECTLY, is_assistant, judged_share_label
+from doceval.common.naming import ASSISTANT_REFUSED_CORRECTLY, judged_share_label
 from doceval.common.paths import input_file
 from doceval.errors import UsageError
 from doceval.results.judges import answer_label
 from doceval.scoring.registry import BY_NAME, METRIC_NAMES, names
+from doceval.summary import settings_of
 
 Summary = Mapping[str, Any]
 MlflowLoader = Callable[[str], Mapping[str, Any]]
@@ -100,9 +101,7 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
 
 
 def _golden_md5(summary: Summary) -> str | None:
-    golden = (summary.get("config") or {}).get("golden") or {}
-    md5 = golden.get("md5") if isinstance(golden, dict) else None
-    return str(md5) if md5 else None
+    return settings_of(summary).golden.md5 or None
 
 
 def _doc_ids(entry: Mapping[str, Any]) -> list[str]:
@@ -127,13 +126,12 @@ def _one_line(text: Any) -> str:
 
 
 def _k(summary: Summary) -> int | None:
-    k = summary.get("config", {}).get("k")
-    return k if isinstance(k, int) and not isinstance(k, bool) else None
+    return settings_of(summary).k
 
 
 def _pins(summary: Summary) -> list[str] | None:
-    pins = ((summary.get("config") or {}).get("golden") or {}).get("corpus_pins")
-    return [str(p) for p in pins] if isinstance(pins, list) else None
+    pins = settings_of(summary).golden.corpus_pins
+    return None if pins is None else list(pins)
 
 
 def check_same_corpus(
@@ -189,9 +187,9 @@ def graded(summary: Summary) -> bool:
     """Whether the run's metrics at grade >= 1 (``*_rel1``) can differ from their grade-2 ones: its judgments
     have a grade 1 and relevance.threshold is 2 (``config.golden.graded``). A summary written before that was
     recorded: whether any entry's ``*_rel1`` score differs from its grade-2 one."""
-    recorded = (summary.get("config") or {}).get("golden") or {}
-    if isinstance(recorded.get("graded"), bool):
-        return bool(recorded["graded"])
+    recorded = settings_of(summary).golden.graded
+    if recorded is not None:
+        return recorded
     pairs = [(m, m.removesuffix("_rel1")) for m in names("graded")]
     scored = [(e.get("scores") or {}) for e in summary.get("entries") or []]
     return any(
@@ -217,10 +215,10 @@ def metric_labels(summary: Mapping[str, Any], at_k: bool = True) -> dict[str, st
     """Each metric's name as the headline and report.md show it: with k (``hit_rate@5``; ``at_k=False``: the
     bare name), refused_correctly of a user's assistant as what it measures there, answer_accuracy with its
     judge's label ("heuristic", "unvalidated") when that judge has not cleared the bar (results.judges); judged_share as what it measures (common.naming.judged_share_label)."""
-    recorded = summary.get("config") or {}
-    labels = {name: metric.label(recorded.get("k")) if at_k else name for name, metric in BY_NAME.items()}
-    labels["judged_share"] = judged_share_label(recorded, recorded.get("k") if at_k else None)
-    if is_assistant(recorded):
+    settings = settings_of(summary)
+    labels = {name: metric.label(settings.k) if at_k else name for name, metric in BY_NAME.items()}
+    labels["judged_share"] = judged_share_label(settings.recorded, settings.k if at_k else None)
+    if settings.is_assistant:
         labels["refused_correctly"] += f" ({ASSISTANT_REFUSED_CORRECTLY})"
     tag = answer_label(summary)[0]
     if tag:

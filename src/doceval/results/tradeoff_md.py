@@ -9,6 +9,7 @@ from typing import Any
 
 from doceval.common.text import md_text
 from doceval.scoring.registry import names
+from doceval.summary import as_summary
 
 OOS_KINDS = ("unindexed_library", "nonexistent_api", "off_topic")
 
@@ -75,7 +76,7 @@ def tradeoff_lines(
             change = "n/a" if r["change"] is None else f"{r['change']:+.3f}{interval}"
             out.append(f"| {r['metric']} | {_f(r['global'])} | {_f(r['per_library'])} | {change} | "
                        f"{_f(r.get('p_holm'))} | {r['n']} |")  # fmt: skip
-    by_kind = (summary.get("metrics") or {}).get("by_kind") or {}
+    by_kind = as_summary(summary).metrics.breakdown("by_kind")
     kinds = [k for k in OOS_KINDS if k in by_kind]
     if kinds:
         out += ["", "Refusals by out-of-scope kind (test): a similarity floor cannot catch a plausible but "

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from doceval.scoring.proportions import wilson
+from doceval.summary import settings_of
 
 
 def cohen_kappa(human: Sequence[bool], judge: Sequence[bool]) -> float | None:
@@ -272,12 +273,12 @@ def summary_evidence(summary: dict[str, Any]) -> dict[str, Any] | None:
     """The judge evidence a summary's answer_accuracy carries: None when it has no judged figure (not judged,
     not measured); a summary written before runs recorded it counts as unvalidated."""
     metrics = summary.get("metrics") or {}
-    recorded = summary.get("config") or {}
-    if metrics.get("answer_accuracy") is None or not recorded.get("judge_id"):
+    settings = settings_of(summary)
+    if metrics.get("answer_accuracy") is None or not settings.judge_id:
         return None
-    evidence = recorded.get("judge_evidence")
-    if isinstance(evidence, dict) and evidence.get("status") in ("cleared", "below_bar", "unvalidated"):
-        return evidence
+    evidence = settings.judge_evidence
+    if evidence.get("status") in ("cleared", "below_bar", "unvalidated"):
+        return dict(evidence)
     return {"status": "unvalidated", "bar": BAR, "validations": [],
             "note": "the summary was written before runs recorded their judge's validation"}  # fmt: skip
 

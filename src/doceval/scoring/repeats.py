@@ -17,6 +17,7 @@ from doceval.config import schema
 from doceval.scoring.aggregate import aggregate
 from doceval.scoring.conversations import ClusterSettings, conversation_metrics
 from doceval.scoring.registry import METRIC_NAMES, names
+from doceval.summary import settings_of
 
 Role = TypeVar("Role", schema.Answerer, schema.Judge)
 
@@ -146,7 +147,7 @@ def combine(summaries: Sequence[Mapping[str, Any]], seeds: str) -> dict[str, Any
         "n": len(summaries),
         "seeds": seeds,
         "repeat0": REPEAT0,
-        "run_keys": [s["config"].get("run_key") for s in summaries],
+        "run_keys": [settings_of(s).recorded.get("run_key") for s in summaries],
         "metrics": _spread(summaries),
         "flaky": _flaky(summaries[0]["entries"], rows),
         "answers": {

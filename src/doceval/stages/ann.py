@@ -18,6 +18,7 @@ from doceval.harness.evaluate import evaluate
 from doceval.harness.plan import EvalOptions, RunPlan, variant
 from doceval.results.comparison import compare
 from doceval.scoring.registry import names
+from doceval.summary import as_summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -37,10 +38,10 @@ def ann_vs_exact(cfg: Config, summary: Mapping[str, Any], plan: RunPlan) -> dict
     """``{"search", "k", "exact": true}`` when the configured search is exact; otherwise also ``rows`` (one per
     metric: exact, configured, change, ci95 or ci_note (why there is none), p, n) and ``overlap_at_k`` (mean over entries, and n). ``plan``:
     the run's (its candidates are the configured search's); only the exact twin is loaded here."""
-    recorded = summary["config"]
-    search = (recorded.get("candidates") or {}).get("search")
-    k = int(recorded["k"])
-    out: dict[str, Any] = {"search": search, "k": k, "split": recorded.get("split")}
+    typed = as_summary(summary)
+    search, k = typed.settings.candidates.search, typed.settings.k
+    assert k is not None  # a run of doceval's agent records its k
+    out: dict[str, Any] = {"search": search, "k": k, "split": typed.settings.split}
     if search is None:
         return {**out, "exact": None, "note": "the retriever does not search the index"}
     if search.get("exact", True):
@@ -54,10 +55,8 @@ def ann_vs_exact(cfg: Config, summary: Mapping[str, Any], plan: RunPlan) -> dict
         base_label="exact", new_label="configured",
     )  # fmt: skip
     overlaps = [
-        top_k_overlap(
-            [d for d, _ in ann.ranked.get(e["id"], [])], [d for d, _ in exact.ranked.get(e["id"], [])], k
-        )
-        for e in summary["entries"]
+        top_k_overlap([d for d, _ in ann.ranked.get(e.id, [])], [d for d, _ in exact.ranked.get(e.id, [])], k)
+        for e in typed.entries
     ]
     found = [o for o in overlaps if o is not None]
     rows = [

@@ -21,6 +21,7 @@ from doceval.harness.summary import pipeline_record
 from doceval.inputs.configured import refuse_stage_overlap
 from doceval.inputs.golden import select_split
 from doceval.scoring.registry import names
+from doceval.summary import as_summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -85,7 +86,7 @@ def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
             {
                 "global": artifact["global"],
                 "per_library": artifact["per_library"],
-                **{m: summary["metrics"][m] for m in names("short")},
+                **{m: as_summary(summary).metrics.value(m) for m in names("short")},
             }
         )
     )

@@ -40,6 +40,7 @@ from doceval.scoring.conversations import (
     not_measured_block,
     standalone_ceiling,
 )
+from doceval.summary import as_summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -50,8 +51,12 @@ KEY = "golden_conversations"  # the config key naming the conversation set
 
 
 def _replay_record(summary: Mapping[str, Any]) -> dict[str, Any]:
-    recorded = summary["config"]
-    return {"run_key": recorded["run_key"], "memory": recorded["memory"], "complete": summary["complete"]}
+    typed = as_summary(summary)
+    return {
+        "run_key": typed.settings.run_key,
+        "memory": dict(typed.settings.memory),
+        "complete": typed.complete,
+    }
 
 
 def conversation_golden(cfg: Config) -> Path:
@@ -143,7 +148,8 @@ def replay_conversations(
         "warm_memory": _replay_record(warm),
         "standalone": _replay_record(alone) if gap is None else {"not_measured": gap},
     }
-    summary["complete"] = all(s["complete"] for s in (summary, reset, warm)) and alone.get("complete", True)
+    ran = (summary, reset, warm, alone) if gap is None else (summary, reset, warm)
+    summary["complete"] = all(as_summary(s).complete for s in ran)
     return summary, {"memory_reset": reset, "warm_memory": warm, "standalone": alone}
 
 
@@ -151,15 +157,16 @@ def flat_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The DVC metrics file, by the names MLflow, the gate and history use (doceval.scoring.conversation_names):
     every figure of the conversation block with its interval as ``_ci_lo``/``_ci_hi``, or ``_ci_note`` saying why
     it has none; null where not measured."""
-    block = summary["metrics"]["conversations"]
+    typed = as_summary(summary)
+    block = typed.metrics.conversations or {}
     out: dict[str, Any] = {
-        "split": summary["config"]["split"],
-        "k": summary["config"]["k"],
+        "split": typed.settings.split,
+        "k": typed.settings.k,
         "n_conversations": block["n_conversations"],
         "n_turns": block["n_turns"],
         "n_needs_memory": block["n_needs_memory"],
     }
-    for name, figure in conversation_figures(summary["metrics"]).items():
+    for name, figure in conversation_figures(typed.metrics.recorded).items():
         out[name] = figure.value
         if figure.ci95 is not None:
             out[f"{name}_ci_lo"], out[f"{name}_ci_hi"] = figure.ci95

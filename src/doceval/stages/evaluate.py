@@ -30,6 +30,7 @@ from doceval.inputs.golden import GoldenEntry, select_split
 from doceval.results.comparison import compare
 from doceval.scoring.registry import METRIC_NAMES, names
 from doceval.stages.ann import ann_vs_exact
+from doceval.summary import as_summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -39,12 +40,12 @@ ANN_VS_EXACT = "ann_vs_exact.json"  # the report's "ANN vs exact" (doceval.stage
 
 def headline_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
     """The DVC metrics file: headline values and counts, flat enough for `dvc metrics diff`."""
-    m = summary["metrics"]
+    typed = as_summary(summary)
     return {
-        **{k: m[k] for k in METRIC_NAMES},
-        **m["counts"],
-        "split": summary["config"]["split"],
-        "k": summary["config"]["k"],
+        **{k: typed.metrics.value(k) for k in METRIC_NAMES},
+        **typed.metrics.counts,
+        "split": typed.settings.split,
+        "k": typed.settings.k,
     }
 
 
@@ -67,9 +68,7 @@ def run(cfg: Config, progress: bool = True) -> tuple[dict[str, Any], RunPlan]:
     write_json_atomic(out / "metrics.json", headline_metrics(summary))
     if is_own_agent(cfg.agent.name):
         write_json_atomic(out / ANN_VS_EXACT, ann_vs_exact(cfg, summary, plan))
-    if summary["config"]["floors"].get("source", "").startswith("calibrated") and is_own_agent(
-        cfg.agent.name
-    ):
+    if plan.floors.source.startswith("calibrated") and is_own_agent(cfg.agent.name):
         trade_off(cfg, summary, plan, out / "tradeoff")
     return summary, plan
 
@@ -80,24 +79,25 @@ TRADEOFF_METRICS = names("tradeoff_effect")
 def trade_off(cfg: Config, summary: Mapping[str, Any], plan: RunPlan, folder: Path) -> None:
     """eval/tradeoff: the refusal curves, AUROCs and signals (doceval.harness.tradeoff) and the test-split
     effect of the per-library floors against the global floor alone, with paired intervals."""
-    floors_block = summary["config"]["floors"]  # the floors the run used, as its summary records them
+    floors = plan.floors  # the floors the run used, resolved by its plan
     corpus, entries, golden_path, cands = _tradeoff_inputs(cfg, plan)
     splits = {
         "calibration": select_split(entries, cfg.calibration.split, golden_path),
-        "test": select_split(entries, summary["config"]["split"], golden_path),
+        "test": select_split(entries, plan.split, golden_path),
     }
     bm25 = _bm25(cfg, [e for es in splits.values() for e in es], corpus, cands)
     data = tradeoff.analyse(
-        splits, cands, bm25, dict(floors_block["per_library"]), float(floors_block["global"]), cfg.k,
+        splits, cands, bm25, dict(floors.per_library), floors.global_floor, cfg.k,
         cfg.relevance.threshold, seed=cfg.seed,
     )  # fmt: skip
     # One global floor for every library, on the same test entries: is the per-library choice worth it?
-    pooled = Floors(float(floors_block["global"]), {}, source=f"{floors_block['source']} (global floor only)",
-                    provenance=dict(floors_block.get("provenance") or {}))  # fmt: skip
+    # The provenance as the summary records it (the calibrated ids shortened to their count).
+    pooled = Floors(floors.global_floor, {}, source=f"{floors.source} (global floor only)",
+                    provenance=floors.as_dict()["provenance"])  # fmt: skip
     single = evaluate(cfg, EvalOptions(progress=False, floors=pooled), variant(cfg, plan, floors=pooled))
     result = compare(single, summary, n_boot=cfg.bootstrap, seed=cfg.seed)
     data["per_library_vs_global"] = {
-        "global_floor": float(floors_block["global"]),
+        "global_floor": floors.global_floor,
         "rows": [{"metric": r.metric, "global": r.base, "per_library": r.new, "change": r.change,
                   "ci95": list(r.ci) if r.ci else None, "ci_note": r.ci_note, "p": r.p_value, "p_holm": r.p_holm,
                   "n": r.n_paired}

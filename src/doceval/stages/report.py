@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from doceval.common.hints import stage_command
 from doceval.common.io import check_writable, read_json, write_text_atomic
-from doceval.common.naming import floors_label, system_label
 from doceval.common.text import md_code, md_text
 from doceval.results.ann_md import ann_lines
 from doceval.results.conversations_md import conversations_section
@@ -21,6 +20,7 @@ from doceval.results.markdown import render_report
 from doceval.results.summaries import load_summary, shown_metrics
 from doceval.results.tradeoff_md import tradeoff_lines
 from doceval.scoring.agreement import MIN_KAPPA, trusted
+from doceval.summary import settings_of
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -65,15 +65,15 @@ def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
-def produced_by(recorded: Mapping[str, Any], source: str) -> str:
-    """One line saying which run a section's figures come from, read from that run's recorded ``config``: the
-    system under test, the floors, the golden set (path and md5), split and k, and the file read."""
-    golden = recorded.get("golden") or {}
-    split = recorded.get("split")
+def produced_by(summary: Mapping[str, Any], source: str) -> str:
+    """One line saying which run a section's figures come from, read from that run's settings: the system under
+    test, the floors, the golden set (path and md5), split and k, and the file read."""
+    settings = settings_of(summary)
+    golden = settings.golden
     return (
-        f"From `{md_text(source)}`: system under test `{md_text(system_label(recorded))}`, floors "
-        f"`{md_text(floors_label(recorded.get('floors') or {}))}`, golden set `{md_text(golden.get('path'))}` "
-        f"(md5 `{md_text(golden.get('md5'))}`), split `{md_text(split or 'all')}`, k = {md_text(recorded.get('k'))}."
+        f"From `{md_text(source)}`: system under test `{md_text(settings.system_label)}`, floors "
+        f"`{md_text(settings.floors.label)}`, golden set `{md_text(golden.path)}` "
+        f"(md5 `{md_text(golden.md5)}`), split `{md_text(settings.split or 'all')}`, k = {md_text(settings.k)}."
     )
 
 
@@ -86,7 +86,7 @@ def conversation_lines(summary: dict[str, Any], source: Path) -> list[str]:
     """The conversations stage's section, saying which run produced it (its own system, floors, golden set and
     split: another system than the headline's when the conversations were replayed with other overrides)."""
     section = conversations_section(summary["metrics"], shown_metrics(summary))
-    return _with_source(section, produced_by(summary["config"], str(source)))
+    return _with_source(section, produced_by(summary, str(source)))
 
 
 def report_inputs(out: Path) -> dict[str, Path]:
@@ -120,7 +120,7 @@ def run(cfg: Config, gate_source: str = "params.yaml") -> tuple[Path, GateResult
     verdict = gate(summary, cfg.gate, source=gate_source)
     lines = [render_report(summary, calibration).rstrip()]
     # The evaluate stage writes the trade-off and "ANN vs exact" from the headline's own run.
-    headline = produced_by(summary["config"], f"{files['summary']} (the evaluate stage's run)")
+    headline = produced_by(summary, f"{files['summary']} (the evaluate stage's run)")
     trade = files["tradeoff"]
     if trade.is_file():
         lines += _with_source(tradeoff_lines(

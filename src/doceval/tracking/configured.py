@@ -11,6 +11,7 @@ from doceval.config.compose import flatten
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.inputs.corpus import load_corpus
+from doceval.summary import as_summary
 from doceval.tracking.judge_runs import JUDGE_EXPERIMENT, log_judge_validation
 from doceval.tracking.locking import _store_lock
 from doceval.tracking.runs import log_run
@@ -47,8 +48,9 @@ def log_configured_run(
         return None
     root = Path.cwd()
     uri = tracking_uri(cfg.tracking.uri, root)
-    flat = effective_params(cfg, summary.get("config") or {})
-    title = run_title(summary.get("config") or {})
+    typed = as_summary(summary)
+    flat = effective_params(cfg, typed.settings.recorded)
+    title = run_title(typed.settings.recorded)
     run_id = log_run(
         dict(summary),
         uri=uri,
@@ -56,13 +58,13 @@ def log_configured_run(
         # What the run is (split · system · k · floors · golden), then the caller's label (an output name).
         run_name=title if not run_name else f"{title} · {run_name}",
         artifacts=dict(artifacts),
-        extra_tags={**(tags or {}), **({"complete": "false"} if summary.get("complete") is False else {})},
+        extra_tags={**(tags or {}), **({} if typed.complete else {"complete": "false"})},
         flat_config=flat,
-        golden_path=Path(summary["config"]["golden"]["path"]),
+        golden_path=typed.settings.golden.file,
         traces=_traces_on(cfg),
         doc_texts=(_doc_texts(cfg) if doc_texts is None else doc_texts) if _traces_on(cfg) else None,
     )
-    n = len(summary.get("entries") or [])
+    n = len(typed.entries)
     traced = f", {n} entry traces" if _traces_on(cfg) else ""
     print(f"mlflow: logged run {run_id}{traced} ({redact_url(uri)})")
     return run_id

@@ -22,6 +22,7 @@ from doceval.common.io import (
     without_surrogates,
 )
 from doceval.errors import UsageError
+from doceval.summary import settings_of
 from doceval.tracking.datasets import register_golden
 from doceval.tracking.locking import _store_lock
 from doceval.tracking.secrets import (
@@ -165,7 +166,7 @@ def log_run(
 
     # An older summary (NaN, -Infinity: an assistant's floors) is logged with the null a current one holds.
     summary = finite_or_null(summary)
-    raw_recorded = summary.get("config") or {}  # the summary's config block, as recorded
+    raw_recorded = settings_of(summary).recorded  # the summary's config block, as recorded
     # Values holding a key variable's content are dropped from params and tags; everything logged has URL
     # credentials masked, and those credentials are redacted wherever else they appear.
     env_secrets = env_secret_values(raw_recorded, flat_config or {})
@@ -173,7 +174,7 @@ def log_run(
     clean = scrub(summary, secrets)  # summary.json: a lone surrogate stays a JSON escape (json_text)
     # The store (sqlite) takes UTF-8 only: params, tags and traces hold a lone surrogate as the text \udXXX.
     summary, raw_recorded, flat_config = without_surrogates([summary, raw_recorded, flat_config])
-    recorded: dict[str, Any] = without_surrogates(clean.get("config") or {})
+    recorded: dict[str, Any] = without_surrogates(dict(settings_of(clean).recorded))
     split = _split_of(recorded)
     params = build_params(raw_recorded, flat_config, env_secrets)  # raw: leaking values are dropped
     usage_block = usage if usage is not None else (raw_recorded.get("usage") or None)

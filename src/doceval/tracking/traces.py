@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from doceval.scoring.judge import judge_input
+from doceval.summary import settings_of
 from doceval.tracking.secrets import leaks, scrub
 
 if TYPE_CHECKING:
@@ -464,7 +465,7 @@ def log_traces(store: AbstractStore, *, run_id: str, experiment_id: str, summary
     from mlflow.entities import Span
 
     clean = scrub(summary, secrets)
-    recorded = clean.get("config") or {}
+    recorded = settings_of(clean).recorded
     entries = clean.get("entries") or []
     start_ms = int(time.time() * 1000)
     turn_times: dict[str, int] = {}  # conversation -> its last turn's request time (ms)
