@@ -30,7 +30,7 @@ from doceval.inputs.template import template_text
 GOLDEN = "golden.jsonl"
 TEMPLATE = "golden.template.jsonl"
 # What caches, runs, sweeps and MLflow write: rebuilt, never committed. The pipeline's cached outputs are
-# ignored too (ignored_outputs), before the first `dvc repro` adds them: a `git add -A` after `doceval docs`
+# ignored too (ignored_outputs), before the first `dvc repro` adds them: a `git add -A` after `doceval stage docs`
 # would otherwise commit data/docs, and DVC refuses an output git tracks.
 # IGNORED is in .dvcignore too: never a DVC output there (DVC refuses an output .dvcignore hides).
 IGNORED = ["/data/cache/", "/eval/runs/", "/eval/sweeps/", "/mlruns/", "__pycache__/"]
@@ -106,27 +106,29 @@ def dvc_pipeline(doc_paths: Sequence[str], conversation_labels: Sequence[str] = 
     uncached = {"cache": False}
     return {
         "stages": {
-            "docs": _stage("doceval docs --quiet", list(doc_paths), ["docs", "paths.docs"], ["data/docs"]),
+            "docs": _stage(
+                "doceval stage docs --quiet", list(doc_paths), ["docs", "paths.docs"], ["data/docs"]
+            ),
             "index": _stage(
-                "doceval index --quiet",
+                "doceval stage index --quiet",
                 ["data/docs"],
                 ["embedder", "store", "paths.index"],
                 [{INDEX_MANIFEST: uncached}],  # the shards differ byte for byte per build: never hashed
             ),  # fmt: skip
             "retrieve": _stage(
-                "doceval retrieve --quiet",
+                "doceval stage retrieve --quiet",
                 ["data/docs", INDEX_MANIFEST, *labels],
                 ["retriever", "candidates_k", "k", "golden", "embedder", "store", "paths.runs"],
                 ["data/runs/candidates"],
             ),  # fmt: skip
             "calibrate": _stage(
-                "doceval calibrate --quiet",
+                "doceval stage calibrate --quiet",
                 ["data/runs/candidates", *labels],
                 ["calibration", *answer],
                 ["eval/calibration"],
             ),  # fmt: skip
             "evaluate": _stage(
-                "doceval evaluate --quiet",
+                "doceval stage evaluate --quiet",
                 ["data/runs/candidates", *labels, "eval/calibration/floors.json"],
                 [*answer, "split", "floors", "limit", "calibration", "candidates_k"],
                 ["eval/summary.json", {"eval/ann_vs_exact.json": uncached}, {"eval/tradeoff": uncached}],
@@ -134,7 +136,7 @@ def dvc_pipeline(doc_paths: Sequence[str], conversation_labels: Sequence[str] = 
             ),  # fmt: skip
             **({"conversations": conversations_stage(conversation_labels)} if conversation_labels else {}),
             "report": _stage(
-                "doceval report",
+                "doceval stage report",
                 [
                     "eval/summary.json",
                     "eval/calibration/floors.json",
@@ -166,7 +168,7 @@ def conversations_stage(labels: Sequence[str]) -> dict[str, Any]:
               "seed", "bootstrap", "intervals", "relevance", "calibration", "candidates_k", "embedder", "store",
               "paths.docs", "paths.index", "paths.eval"]  # fmt: skip
     return _stage(
-        "doceval conversations --quiet",
+        "doceval stage conversations --quiet",
         ["data/docs", INDEX_MANIFEST, *labels, "eval/calibration/floors.json"],
         params,
         [CONVERSATIONS_SUMMARY, "eval/conversations/replays"],
@@ -210,10 +212,10 @@ An evaluation of a documentation assistant over these docs with [doceval](https:
 - `.gitignore`: caches, runs and every output DVC caches (data/, eval/summary.json, eval/calibration/);
   eval/metrics.json and eval/report.md stay committable.
 
-First run, in this order (the golden set cites ids of the corpus `doceval docs` builds):
+First run, in this order (the golden set cites ids of the corpus `doceval stage docs` builds):
 
 ```bash
-doceval docs                           # the corpus of these docs (data/docs)
+doceval stage docs                     # the corpus of these docs (data/docs)
 doceval ids                            # its document ids, for relevant_ids
 {write}doceval golden validate {golden} --corpus data/docs
 git add -A && git commit -m "doceval project"
