@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doceval.cli.aliases import DeprecatedFlag, alias_help, deprecated_command
+from doceval.cli.aliases import DeprecatedFlag, alias_help, deprecated_command, override_help
 from doceval.cli.common import (
     PARAMS_DEFAULT,
     add_allow_drafts,
@@ -203,10 +203,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    """User command: the seed harness's flags plus Hydra overrides; writes one summary JSON."""
-    # lazy: start-up (the harness loads numpy; doceval.tracking loads mlflow only when a run is logged)
-    from doceval import tracking
+def eval_run(args: argparse.Namespace) -> tuple[Config, EvalOptions]:
+    """`doceval eval`'s configuration (conf/ + doceval.yaml + the overrides) and the options its flags add."""
+    # lazy: start-up (the harness loads numpy)
     from doceval.config.compose import compose
     from doceval.harness.evaluate import EvalOptions
     from doceval.harness.floors import check_score_floor, parse_floor_flags
@@ -230,14 +229,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
         resume=args.resume,
         fresh=args.fresh,
     )
+    if args.no_track:
+        cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
+    return cfg, options
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """User command: the seed harness's flags plus Hydra overrides; writes one summary JSON."""
+    # lazy: start-up (doceval.tracking loads mlflow only when a run is logged)
+    from doceval import tracking
+
+    cfg, options = eval_run(args)
     if args.repeats < 1:
         raise UsageError(
             f"--repeats {args.repeats}: must be at least 1 (1 = answer and judge each entry once)"
         )
     if args.dry_run:
         return _dry_run(cfg, options, args.repeats)
-    if args.no_track:
-        cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
     # Every output is checked before any work: a bad path or tracking store must not cost a run.
     output = Path(args.output)
     fix = "pass a writable --output PATH (e.g. eval/runs/NAME.json)"
@@ -452,6 +460,7 @@ def _register_eval(sub: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     add_allow_drafts(p)
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. retriever=bm25 k=10")
+    override_help(p)
     p.set_defaults(func=cmd_eval)
 
 
