@@ -4,6 +4,8 @@ before with one deprecation line on stderr, and the user commands that share a n
 
 from __future__ import annotations
 
+import subprocess
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -131,3 +133,20 @@ def test_an_error_names_the_stage_command_as_typed(
     monkeypatch.chdir(tmp_path)
     assert main(["stage", "report", "--params", "missing.yaml"]) == 2
     assert capsys.readouterr().err.startswith("doceval stage report: error: ")
+
+
+@pytest.mark.slow  # runs sed, as a user would
+def test_the_changelogs_sed_migrates_a_0_1_0_dvc_yaml(tmp_path: Path) -> None:
+    """The `sed` of CHANGELOG.md's "Migrating from 0.1.0" turns every 0.1.0 stage command into the new one:
+    today's dvc.yaml written back in 0.1.0's spellings comes back byte for byte."""
+    text = (ROOT / "dvc.yaml").read_text(encoding="utf-8")
+    old = text
+    for name, words in OLD.items():
+        old = old.replace(f"cmd: doceval stage {name}", f"cmd: doceval {' '.join(words)}")
+    assert old != text and "doceval stage" not in old
+    (tmp_path / "dvc.yaml").write_text(old, encoding="utf-8")
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    migrating = changelog[changelog.index("### Migrating from 0.1.0") :]
+    script = migrating[migrating.index("```bash\n") + 8 : migrating.index("```\n")]
+    subprocess.run(["bash", "-c", textwrap.dedent(script)], cwd=tmp_path, check=True)
+    assert (tmp_path / "dvc.yaml").read_text(encoding="utf-8") == text
