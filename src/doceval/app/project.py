@@ -66,8 +66,13 @@ def project_overrides(
         items.append(f"{{path: {_quoted(rel)}, library: {_quoted(src.library)}, version: {version}}}")
     folders = f"docs.folders=[{', '.join(items)}]"
     # No pinned wheels and no shipped golden set: this project's docs and labels only.
-    return [folders, "docs.libraries=[]", "docs.golden_set=null", f"golden={_quoted(golden)}",
-            conversations_override(conversations)]  # fmt: skip
+    return [
+        folders,
+        "docs.libraries=[]",
+        "docs.golden_set=null",
+        f"golden={_quoted(golden)}",
+        conversations_override(conversations),
+    ]
 
 
 def conversations_override(conversations: str | None) -> str:
@@ -114,26 +119,26 @@ def dvc_pipeline(doc_paths: Sequence[str], conversation_labels: Sequence[str] = 
                 ["data/docs"],
                 ["embedder", "store", "paths.index"],
                 [{INDEX_MANIFEST: uncached}],  # the shards differ byte for byte per build: never hashed
-            ),  # fmt: skip
+            ),
             "retrieve": _stage(
                 "doceval stage retrieve --quiet",
                 ["data/docs", INDEX_MANIFEST, *labels],
                 ["retriever", "candidates_k", "k", "golden", "embedder", "store", "paths.runs"],
                 ["data/runs/candidates"],
-            ),  # fmt: skip
+            ),
             "calibrate": _stage(
                 "doceval stage calibrate --quiet",
                 ["data/runs/candidates", *labels],
                 ["calibration", *answer],
                 ["eval/calibration"],
-            ),  # fmt: skip
+            ),
             "evaluate": _stage(
                 "doceval stage evaluate --quiet",
                 ["data/runs/candidates", *labels, "eval/calibration/floors.json"],
                 [*answer, "split", "floors", "limit", "calibration", "candidates_k"],
                 ["eval/summary.json", {"eval/ann_vs_exact.json": uncached}, {"eval/tradeoff": uncached}],
                 metrics=[{"eval/metrics.json": uncached}],
-            ),  # fmt: skip
+            ),
             **({"conversations": conversations_stage(conversation_labels)} if conversation_labels else {}),
             "report": _stage(
                 "doceval stage report",
@@ -146,7 +151,7 @@ def dvc_pipeline(doc_paths: Sequence[str], conversation_labels: Sequence[str] = 
                 ],
                 ["gate"],
                 [{"eval/report.md": uncached}],
-            ),  # fmt: skip
+            ),
         }
     }
 
@@ -164,9 +169,28 @@ def pipeline_outputs(pipeline: dict[str, Any]) -> dict[str, bool]:
 def conversations_stage(labels: Sequence[str]) -> dict[str, Any]:
     """The conversations stage over the project's conversation set (``labels``: ``${golden_conversations}`` and
     its qrels when beside it), with the repository's params and outputs (replays included)."""
-    params = ["golden_conversations", "run", "k", "split", "floors", "retriever", "answerer", "judge", "memory",
-              "seed", "bootstrap", "intervals", "relevance", "calibration", "candidates_k", "embedder", "store",
-              "paths.docs", "paths.index", "paths.eval"]  # fmt: skip
+    params = [
+        "golden_conversations",
+        "run",
+        "k",
+        "split",
+        "floors",
+        "retriever",
+        "answerer",
+        "judge",
+        "memory",
+        "seed",
+        "bootstrap",
+        "intervals",
+        "relevance",
+        "calibration",
+        "candidates_k",
+        "embedder",
+        "store",
+        "paths.docs",
+        "paths.index",
+        "paths.eval",
+    ]
     return _stage(
         "doceval stage conversations --quiet",
         ["data/docs", INDEX_MANIFEST, *labels, "eval/calibration/floors.json"],
@@ -344,9 +368,12 @@ def init_project(
     outs = [target / out for out in pipeline_outputs(dvc_pipeline([], ["${golden_conversations}"]))]
     read: list[Named] = [("the docs folder", s.path) for s in sources]
     read += [("--golden", golden), ("--conversations", conversations)]
-    refuse_overlap([("init's output", p) for p in files + outs], read,
-                   "keep the docs and the golden set apart from the project's files and outputs "
-                   "(e.g. DIR/docs, or init the project in another folder)")  # fmt: skip
+    refuse_overlap(
+        [("init's output", p) for p in files + outs],
+        read,
+        "keep the docs and the golden set apart from the project's files and outputs "
+        "(e.g. DIR/docs, or init the project in another folder)",
+    )
     existing = [p for p in files if os.path.lexists(p)]
     if existing:
         raise UsageError(

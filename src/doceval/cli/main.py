@@ -88,8 +88,17 @@ def _flush_stdout(code: int) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="doceval", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for register in (register_project, register_pipeline, register_stage, register_golden, register_judge,
-                     register_ids, register_results, register_history, register_beir):  # fmt: skip
+    for register in (
+        register_project,
+        register_pipeline,
+        register_stage,
+        register_golden,
+        register_judge,
+        register_ids,
+        register_results,
+        register_history,
+        register_beir,
+    ):
         register(sub)
     return parser
 

@@ -91,9 +91,11 @@ def _check_params(params: Path, given: list[str], read: str) -> int:
         read += f" + {' '.join(overrides)}"
     keys = differing_keys(current, overrides)
     if keys:
-        print(f"{params} differs from {read} at {', '.join(keys)}: run `doceval params`"
-              f"{' ' + ' '.join(overrides) if overrides else ''} and commit it",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{params} differs from {read} at {', '.join(keys)}: run `doceval params`"
+            f"{' ' + ' '.join(overrides) if overrides else ''} and commit it",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     print(f"{params} matches {read}")
     return 0
@@ -293,8 +295,15 @@ def _dry_run(cfg: Config, options: EvalOptions, repeats: int) -> int:
     chunks = list(corpus.first_chunks.values()) if corpus is not None else []
     mean_chars = sum(len(c) for c in chunks) / len(chunks) if chunks else 1000.0
     held, consulted = journaled_entries(cfg, options, repeats)
-    rows = estimate(cfg, entries, mean_chunk_chars=mean_chars, external_agent=external,
-                    judged=not options.no_judge, repeats=repeats, journaled=held)  # fmt: skip
+    rows = estimate(
+        cfg,
+        entries,
+        mean_chunk_chars=mean_chars,
+        external_agent=external,
+        judged=not options.no_judge,
+        repeats=repeats,
+        journaled=held,
+    )
     print("\n".join(format_estimate(rows, len(entries), repeats, consulted)))
     return 0
 
@@ -382,8 +391,12 @@ def _register_stages(sub: Any) -> None:
         action="store_true",
         help="write over a folder that holds another corpus (other pins or sources); without it that is exit 2",
     )
-    for name, func in (("index", cmd_index), ("retrieve", cmd_retrieve), ("calibrate", cmd_calibrate),
-                       ("evaluate", cmd_evaluate)):  # fmt: skip
+    for name, func in (
+        ("index", cmd_index),
+        ("retrieve", cmd_retrieve),
+        ("calibrate", cmd_calibrate),
+        ("evaluate", cmd_evaluate),
+    ):
         new = f"doceval stage {name}"
         add_stage(sub, name, deprecated_command(func, f"doceval {name}", new), alias_help(new))
     register_conversations(sub)
