@@ -85,6 +85,10 @@ CONVERSATIONS_SUMMARY = "eval/conversations/summary.json"  # what the report rea
 INDEX_MANIFEST = "data/index/manifest.json"  # the index stage's one output: what the index is
 
 
+# The params of the system under test and how it is scored, which every answering stage depends on.
+SYSTEM_PARAMS = ["retriever", "answerer", "judge", "memory", "seed", "bootstrap", "intervals", "relevance"]
+
+
 def _stage(cmd: str, deps: list[str], params: list[str], outs: list[Any], **extra: Any) -> dict[str, Any]:
     return {"cmd": cmd, "deps": deps, "params": params, "outs": outs, **extra}
 
@@ -95,19 +99,7 @@ def dvc_pipeline(doc_paths: Sequence[str], conversation_labels: Sequence[str] = 
     labelled answers a new project has not written. ``conversation_labels`` (the conversation set and its qrels,
     when the project has one): the conversations stage too, and the report depends on what it writes."""
     labels = ["${golden}"]
-    answer = [
-        "name",  # what the summaries and MLflow call the system under test
-        "run",
-        "k",
-        "retriever",
-        "answerer",
-        "judge",
-        "memory",
-        "seed",
-        "bootstrap",
-        "intervals",
-        "relevance",
-    ]
+    answer = ["name", "run", "k", *SYSTEM_PARAMS]  # name: what the summaries and MLflow call the system
     uncached = {"cache": False}
     return {
         "stages": {
@@ -175,14 +167,7 @@ def conversations_stage(labels: Sequence[str]) -> dict[str, Any]:
         "k",
         "split",
         "floors",
-        "retriever",
-        "answerer",
-        "judge",
-        "memory",
-        "seed",
-        "bootstrap",
-        "intervals",
-        "relevance",
+        *SYSTEM_PARAMS,
         "calibration",
         "candidates_k",
         "embedder",

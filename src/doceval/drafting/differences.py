@@ -143,16 +143,14 @@ def _stated(
             return None
         near = old.docs[doc_id].header.path
         kind = "renamed" if not old.documenting(b) else "removed"
-        return Difference(
+        return _spelled(
             kind,
-            old.pin,
-            new.pin,
-            old.spelled(a),
-            new.spelled(b),
+            (old, a),
+            (new, b),
             f"statement:{st.how}:old_pin",
             (stated, *documents_evidence(old, a, near)),
             documents_evidence(new, b, near),
-            new_path=st.written,
+            st.written,
         )
     if a != b and _parameter_pair(old, new, doc_id, a, b):
         path = new.docs[doc_id].header.path
@@ -174,30 +172,44 @@ def _stated(
         return None
     near = new.docs[doc_id].header.path
     if not old.documenting(b) and _retired(new, a, doc_id):
-        return Difference(
-            "renamed",
-            old.pin,
-            new.pin,
-            old.spelled(a),
-            new.spelled(b),
-            f"statement:{st.how}",
-            documents_evidence(old, a, near),
-            (stated, *documents_evidence(new, b, near)),
-            new_path=st.written,
-        )
-    if gone(new, a):
-        return Difference(
-            "removed",
-            old.pin,
-            new.pin,
-            old.spelled(a),
-            new.spelled(b),
-            f"statement:{st.how}",
-            documents_evidence(old, a, near),
-            (stated,),
-            new_path=st.written,
-        )
-    return None  # a deprecation only: both pins document both names
+        kind, new_evidence = "renamed", (stated, *documents_evidence(new, b, near))
+    elif gone(new, a):
+        kind, new_evidence = "removed", (stated,)
+    else:
+        return None  # a deprecation only: both pins document both names
+    return _spelled(
+        kind,
+        (old, a),
+        (new, b),
+        f"statement:{st.how}",
+        documents_evidence(old, a, near),
+        new_evidence,
+        st.written,
+    )
+
+
+def _spelled(
+    kind: str,
+    old_name: tuple[Inventory, str],
+    new_name: tuple[Inventory, str],
+    rule: str,
+    old_evidence: tuple[Evidence, ...],
+    new_evidence: tuple[Evidence, ...],
+    new_path: str,
+) -> Difference:
+    """A statement's difference between two names as each pin spells them."""
+    (old, a), (new, b) = old_name, new_name
+    return Difference(
+        kind,
+        old.pin,
+        new.pin,
+        old.spelled(a),
+        new.spelled(b),
+        rule,
+        old_evidence,
+        new_evidence,
+        new_path=new_path,
+    )
 
 
 def _retired(new: Inventory, name: str, doc_id: str) -> bool:

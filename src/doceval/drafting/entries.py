@@ -237,3 +237,25 @@ def record(
 def object_words(name: str) -> str:
     """A name in words, for a question that must not spell it (``shell_complete`` -> "shell complete")."""
     return " ".join(re.findall(r"[A-Za-z][a-z]*|[0-9]+", last(name).replace("_", " "))).lower()
+
+
+def nonexistent_api_draft(
+    eid: str, question: str, inv: Inventory, reference: str, prov: dict[str, Any], asked: str
+) -> Draft:
+    """An out-of-scope ``nonexistent_api`` entry: no document of the pin answers, and the name asked for
+    (``asked``) is forbidden in the answer."""
+    return Draft(
+        record(
+            eid,
+            question,
+            inv,
+            "nonexistent_api",
+            relevant=[],
+            reference=reference,
+            labels=None,
+            evidence={},
+            prov=prov,
+            out_of_scope=True,
+            forbidden=[asked],
+        )
+    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 
-from doceval.drafting.entries import Draft, entry_id, provenance, record
+from doceval.drafting.entries import Draft, entry_id, nonexistent_api_draft, provenance, record
 from doceval.drafting.inventory import Inventory
 from doceval.drafting.names import last
 
@@ -54,21 +54,8 @@ def nonexistent(invs: Sequence[Inventory], seed: int, n: int) -> Iterator[Draft]
                 f"No version of {inv.library} in the corpus documents `{made_up}`; "
                 f"{inv.library} {inv.version} has `{last(a)}` and `{last(b)}`."
             )
-            yield Draft(
-                record(
-                    eid,
-                    question,
-                    inv,
-                    "nonexistent_api",
-                    relevant=[],
-                    reference=reference,
-                    labels=None,
-                    evidence={},
-                    prov=provenance(None, "made_up_name", parts=[a, b]),
-                    out_of_scope=True,
-                    forbidden=[made_up],
-                )
-            )
+            prov = provenance(None, "made_up_name", parts=[a, b])
+            yield nonexistent_api_draft(eid, question, inv, reference, prov, made_up)
             made += 1
             break
         if made >= n:

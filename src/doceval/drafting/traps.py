@@ -26,6 +26,7 @@ from doceval.drafting.entries import (
     evidence_field,
     judgments,
     name_string,
+    nonexistent_api_draft,
     object_words,
     primary_documents,
     provenance,
@@ -206,21 +207,7 @@ def _asked_where_absent(
         f"{inv.library} {inv.version} does not document `{shown}`: it is documented in {where.pin}, not "
         "in this version's docs."
     )
-    yield Draft(
-        record(
-            eid,
-            question,
-            inv,
-            "nonexistent_api",
-            relevant=[],
-            reference=reference,
-            labels=None,
-            evidence={},
-            prov=provenance(diff, rule),
-            out_of_scope=True,
-            forbidden=[string],
-        )
-    )
+    yield nonexistent_api_draft(eid, question, inv, reference, provenance(diff, rule), string)
 
 
 def added(diff: Difference, old: Inventory, new: Inventory) -> Iterator[Draft]:
