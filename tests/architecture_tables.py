@@ -1,5 +1,6 @@
 """The tables of docs/architecture.md that the code can say itself: metrics (from the registry), config groups,
-their options' keys and the top-level keys (from conf/), commands (from the argument parser).
+their options' keys and the top-level keys (from conf/), commands (from the argument parser), and `doceval eval`'s
+flags that are overrides' aliases (doceval.cli.aliases).
 
 `python tests/architecture_tables.py` rewrites them between their markers; `tests/test_architecture_doc.py`
 regenerates them and fails when the page differs (a metric, option, key or command added without rerunning this).
@@ -16,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from doceval.cli.aliases import EVAL_OVERRIDE_ALIASES
 from doceval.cli.main import build_parser
 from doceval.common.io import write_text_atomic
 from doceval.common.metric_names import METRICS
@@ -189,12 +191,18 @@ def commands_table() -> str:
     return _table(("command", "module", "does (its `--help` line)"), list(_commands(build_parser())))
 
 
+def flag_aliases_table() -> str:
+    rows = [(f"`{a.flag}`", f"`{a.override}`", a.note) for a in EVAL_OVERRIDE_ALIASES]
+    return _table(("`doceval eval` flag", "alias of the override", "note"), rows)
+
+
 TABLES: dict[str, Callable[[], str]] = {
     "metrics": metrics_table,
     "config groups": groups_table,
     "config options": options_table,
     "top-level keys": keys_table,
     "commands": commands_table,
+    "flag aliases": flag_aliases_table,
 }
 
 

@@ -290,7 +290,7 @@ def test_the_cli_flag_and_the_stage_command_on_a_tiny_project(
     make_tiny_project(tmp_path, {pin: list(items) for pin, items in DOCS.items()}, conversation_lines())
     (tmp_path / "data" / "golden" / "conversations.jsonl").write_text(conversation_lines(), encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    eval_args = ["eval", "--no-track", "--quiet", "--corpus", "data/golden/conversations.jsonl", *OVERRIDES]
+    eval_args = ["eval", "--no-track", "--quiet", "--golden", "data/golden/conversations.jsonl", *OVERRIDES]
     assert main([*eval_args, "--output", "reset.json", "--memory-reset", "needs_memory"]) == 0
     reset = json.loads(Path("reset.json").read_text())
     assert reset["config"]["memory"] == {"isolate": True, "reset": "needs_memory", "rewrite": "previous"}

@@ -84,7 +84,7 @@ def test_init_with_conversations_writes_the_key_the_stage_and_the_report_s_depen
     stages = _stages(acme)
     assert list(stages) == ["docs", "index", "retrieve", "calibrate", "evaluate", "conversations", "report"]
     stage = stages["conversations"]
-    assert stage["cmd"] == "doceval conversations --quiet"
+    assert stage["cmd"] == "doceval stage conversations --quiet"
     assert {"${golden_conversations}", "conv.qrels.jsonl", "eval/calibration/floors.json"} <= set(
         stage["deps"]
     )

@@ -277,18 +277,18 @@ CASES = [
     Case("corpus manifest chunks edited",
          edit_json("data/docs/manifest.json", lambda m: m["pins"][PIN2].update({"chunks": 4})), EVAL, 2,
          f"chunks by pin: {PIN2} 3 of 4"),
-    Case("corpus cut, retrieve", cut_lines("data/docs/corpus.jsonl", 8), RETRIEVE, 2, "rerun `doceval docs`"),
-    Case("corpus cut, index", cut_lines("data/docs/corpus.jsonl", 8), INDEX, 2, "rerun `doceval docs`"),
-    Case("corpus cut, calibrate", cut_lines("data/docs/corpus.jsonl", 8), CALIBRATE, 2, "rerun `doceval docs`"),
+    Case("corpus cut, retrieve", cut_lines("data/docs/corpus.jsonl", 8), RETRIEVE, 2, "rerun `doceval stage docs`"),
+    Case("corpus cut, index", cut_lines("data/docs/corpus.jsonl", 8), INDEX, 2, "rerun `doceval stage docs`"),
+    Case("corpus cut, calibrate", cut_lines("data/docs/corpus.jsonl", 8), CALIBRATE, 2, "rerun `doceval stage docs`"),
     # 4. the candidate cache: from this corpus and index, whole
     Case("corpus rebuilt after retrieve", rebuild_corpus_changed, CALIBRATE, 2,
          "candidate cache was retrieved from another corpus"),
     Case("index rebuilt after retrieve", rebuild_index_other_model, CALIBRATE, 2,
          "candidate cache was retrieved from another index"),
     Case("candidates cut mid-line", cut_mid_line("data/runs/candidates/candidates.jsonl"), CALIBRATE, 2,
-         "the file is damaged (cut short?); rerun `doceval retrieve`"),  # no dvc.yaml in the copy
+         "the file is damaged (cut short?); rerun `doceval stage retrieve`"),  # no dvc.yaml in the copy
     Case("candidates cut mid-line, eval", cut_mid_line("data/runs/candidates/candidates.jsonl"), EVAL, 2,
-         "rerun `doceval retrieve`"),
+         "rerun `doceval stage retrieve`"),
     Case("candidates cut at a line", cut_lines("data/runs/candidates/candidates.jsonl", 5), CALIBRATE, 2,
          "candidate cache holds 5 entries, meta.json says 8"),
     Case("candidates meta not an object", write("data/runs/candidates/meta.json", "[]"), CALIBRATE, 2,

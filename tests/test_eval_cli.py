@@ -142,7 +142,7 @@ def test_overrides_never_edit_shipped_defaults(project: Path) -> None:
         (["--score-floor", "-1"], "outside the bm25 retriever's score range"),
         (["--limit", "0"], "--limit 0"),
         (["--split", "nope"], "known splits: calibration, test"),
-        (["--corpus", "missing.jsonl"], "missing.jsonl: golden set not found"),
+        (["--golden", "missing.jsonl"], "missing.jsonl: golden set not found"),
     ],
 )
 def test_bad_input_exits_2_naming_the_flag(project: Path, capsys: pytest.CaptureFixture[str], args: list[str],

@@ -168,14 +168,14 @@ def test_a_hand_written_params_file_is_read_as_it_is(folder: Path) -> None:
 def test_hints_name_commands_that_exist_here(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The issue: `doceval docs` in a plain folder asked for `make params` (no Makefile there), and errors
     suggested `dvc repro index` where there is no dvc.yaml."""
-    assert rerun("index") == "`doceval index`" and rerun("judge") == "`doceval judge agreement`"
+    assert rerun("index") == "`doceval stage index`" and rerun("judge") == "`doceval stage judge`"
     assert params_command() == "`doceval params`"
-    assert main(["docs", "--quiet"]) == 2
+    assert main(["stage", "docs", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "`doceval params`" in err and "make params" not in err
     (folder / "dvc.yaml").write_text("stages:\n  index:\n    cmd: doceval index\n")
     (folder / "Makefile").write_text("params:\n\tdoceval params\n")
-    assert rerun("index") == "`dvc repro index`" and rerun("retrieve") == "`doceval retrieve`"
+    assert rerun("index") == "`dvc repro index`" and rerun("retrieve") == "`doceval stage retrieve`"
     assert params_command() == "`make params`"
     with pytest.raises(UsageError, match="`make params`"):
         load_params(folder / "missing.yaml")
@@ -397,7 +397,7 @@ def test_c6_a_params_yaml_written_by_dvc_exp_run_s_says_how_to_run_experiments_h
     header, data = params.read_text().splitlines(keepends=True)[:2], yaml.safe_load(params.read_text())
     params.write_text("".join(header) + yaml.safe_dump({**data, "retriever": "bm25"}, sort_keys=False))
     capsys.readouterr()
-    assert main(["docs", "--quiet"]) == 2
+    assert main(["stage", "docs", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "params.yaml is stale: retriever" in err
     assert (
@@ -471,7 +471,7 @@ def test_c5_c6_the_recipe_order_works_and_experiments_run_as_documented(folder: 
     )  # the user's labels, written from the template
     for line in [
         "doceval init . --docs docs --library acme --git --dvc",
-        "doceval docs --quiet && doceval ids --count",
+        "doceval stage docs --quiet && doceval ids --count",
         "doceval golden template --out golden.jsonl",
         "doceval golden validate golden.jsonl --corpus data/docs",
         "cp labelled.jsonl golden.jsonl",  # the user fills the template in

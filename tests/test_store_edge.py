@@ -292,13 +292,13 @@ def test_exact_edge_and_local_mode_give_the_same_candidates(
 @pytest.mark.parametrize(
     ("extra", "needles"),
     [
-        (["store.search.m=32"], ["store.search.m=32 (index: 16)", "`doceval index`"]),
+        (["store.search.m=32"], ["store.search.m=32 (index: 16)", "`doceval stage index`"]),
         (
             ["store.search.quantization=scalar"],
-            ["store.search.quantization='scalar' (index: None)", "doceval index"],
+            ["store.search.quantization='scalar' (index: None)", "doceval stage index"],
         ),
-        (["store=qdrant_local"], ["built into qdrant_edge, but store=qdrant_local", "`doceval index`"]),
-        (["embedder.model=another"], ["index built with", "rerun `doceval index`"]),
+        (["store=qdrant_local"], ["built into qdrant_edge, but store=qdrant_local", "`doceval stage index`"]),
+        (["embedder.model=another"], ["index built with", "rerun `doceval stage index`"]),
         (["store.search.quantization=product"], ["store.search.quantization=product", "scalar, binary"]),
         (["store.search.oversampling=0.5"], ["store.search.oversampling=0.5", ">= 1"]),
         (

@@ -75,8 +75,19 @@ RefusalCause = Literal["router", "floor", "retriever", "answerer", "system"]
 # answerer (declined although passages reached it), or the user's own system.
 REFUSAL_CAUSES: tuple[RefusalCause, ...] = ("router", "floor", "retriever", "answerer", "system")
 
-_REPLY_KEYS: tuple[str, ...] = ("id", "answer", "refused", "refusal_cause", "refusal_reason", "sources", "usage", "memory_used",
-               "session_id", "extra", "error")  # fmt: skip
+_REPLY_KEYS: tuple[str, ...] = (
+    "id",
+    "answer",
+    "refused",
+    "refusal_cause",
+    "refusal_reason",
+    "sources",
+    "usage",
+    "memory_used",
+    "session_id",
+    "extra",
+    "error",
+)
 # Journal lines written before one reply type: an external system's reply, and doceval's agent's record.
 _EXTERNAL_KEYS: tuple[str, ...] = (
     "id",

@@ -30,7 +30,7 @@ from doceval.inputs.template import template_text
 GOLDEN = "golden.jsonl"
 TEMPLATE = "golden.template.jsonl"
 # What caches, runs, sweeps and MLflow write: rebuilt, never committed. The pipeline's cached outputs are
-# ignored too (ignored_outputs), before the first `dvc repro` adds them: a `git add -A` after `doceval docs`
+# ignored too (ignored_outputs), before the first `dvc repro` adds them: a `git add -A` after `doceval stage docs`
 # would otherwise commit data/docs, and DVC refuses an output git tracks.
 # IGNORED is in .dvcignore too: never a DVC output there (DVC refuses an output .dvcignore hides).
 IGNORED = ["/data/cache/", "/eval/runs/", "/eval/sweeps/", "/mlruns/", "__pycache__/"]
@@ -66,8 +66,13 @@ def project_overrides(
         items.append(f"{{path: {_quoted(rel)}, library: {_quoted(src.library)}, version: {version}}}")
     folders = f"docs.folders=[{', '.join(items)}]"
     # No pinned wheels and no shipped golden set: this project's docs and labels only.
-    return [folders, "docs.libraries=[]", "docs.golden_set=null", f"golden={_quoted(golden)}",
-            conversations_override(conversations)]  # fmt: skip
+    return [
+        folders,
+        "docs.libraries=[]",
+        "docs.golden_set=null",
+        f"golden={_quoted(golden)}",
+        conversations_override(conversations),
+    ]
 
 
 def conversations_override(conversations: str | None) -> str:
@@ -80,6 +85,10 @@ CONVERSATIONS_SUMMARY = "eval/conversations/summary.json"  # what the report rea
 INDEX_MANIFEST = "data/index/manifest.json"  # the index stage's one output: what the index is
 
 
+# The params of the system under test and how it is scored, which every answering stage depends on.
+SYSTEM_PARAMS = ["retriever", "answerer", "judge", "memory", "seed", "bootstrap", "intervals", "relevance"]
+
+
 def _stage(cmd: str, deps: list[str], params: list[str], outs: list[Any], **extra: Any) -> dict[str, Any]:
     return {"cmd": cmd, "deps": deps, "params": params, "outs": outs, **extra}
 
@@ -90,51 +99,41 @@ def dvc_pipeline(doc_paths: Sequence[str], conversation_labels: Sequence[str] = 
     labelled answers a new project has not written. ``conversation_labels`` (the conversation set and its qrels,
     when the project has one): the conversations stage too, and the report depends on what it writes."""
     labels = ["${golden}"]
-    answer = [
-        "name",  # what the summaries and MLflow call the system under test
-        "run",
-        "k",
-        "retriever",
-        "answerer",
-        "judge",
-        "memory",
-        "seed",
-        "bootstrap",
-        "intervals",
-        "relevance",
-    ]
+    answer = ["name", "run", "k", *SYSTEM_PARAMS]  # name: what the summaries and MLflow call the system
     uncached = {"cache": False}
     return {
         "stages": {
-            "docs": _stage("doceval docs --quiet", list(doc_paths), ["docs", "paths.docs"], ["data/docs"]),
+            "docs": _stage(
+                "doceval stage docs --quiet", list(doc_paths), ["docs", "paths.docs"], ["data/docs"]
+            ),
             "index": _stage(
-                "doceval index --quiet",
+                "doceval stage index --quiet",
                 ["data/docs"],
                 ["embedder", "store", "paths.index"],
                 [{INDEX_MANIFEST: uncached}],  # the shards differ byte for byte per build: never hashed
-            ),  # fmt: skip
+            ),
             "retrieve": _stage(
-                "doceval retrieve --quiet",
+                "doceval stage retrieve --quiet",
                 ["data/docs", INDEX_MANIFEST, *labels],
                 ["retriever", "candidates_k", "k", "golden", "embedder", "store", "paths.runs"],
                 ["data/runs/candidates"],
-            ),  # fmt: skip
+            ),
             "calibrate": _stage(
-                "doceval calibrate --quiet",
+                "doceval stage calibrate --quiet",
                 ["data/runs/candidates", *labels],
                 ["calibration", *answer],
                 ["eval/calibration"],
-            ),  # fmt: skip
+            ),
             "evaluate": _stage(
-                "doceval evaluate --quiet",
+                "doceval stage evaluate --quiet",
                 ["data/runs/candidates", *labels, "eval/calibration/floors.json"],
                 [*answer, "split", "floors", "limit", "calibration", "candidates_k"],
                 ["eval/summary.json", {"eval/ann_vs_exact.json": uncached}, {"eval/tradeoff": uncached}],
                 metrics=[{"eval/metrics.json": uncached}],
-            ),  # fmt: skip
+            ),
             **({"conversations": conversations_stage(conversation_labels)} if conversation_labels else {}),
             "report": _stage(
-                "doceval report",
+                "doceval stage report",
                 [
                     "eval/summary.json",
                     "eval/calibration/floors.json",
@@ -144,7 +143,7 @@ def dvc_pipeline(doc_paths: Sequence[str], conversation_labels: Sequence[str] = 
                 ],
                 ["gate"],
                 [{"eval/report.md": uncached}],
-            ),  # fmt: skip
+            ),
         }
     }
 
@@ -162,11 +161,23 @@ def pipeline_outputs(pipeline: dict[str, Any]) -> dict[str, bool]:
 def conversations_stage(labels: Sequence[str]) -> dict[str, Any]:
     """The conversations stage over the project's conversation set (``labels``: ``${golden_conversations}`` and
     its qrels when beside it), with the repository's params and outputs (replays included)."""
-    params = ["golden_conversations", "run", "k", "split", "floors", "retriever", "answerer", "judge", "memory",
-              "seed", "bootstrap", "intervals", "relevance", "calibration", "candidates_k", "embedder", "store",
-              "paths.docs", "paths.index", "paths.eval"]  # fmt: skip
+    params = [
+        "golden_conversations",
+        "run",
+        "k",
+        "split",
+        "floors",
+        *SYSTEM_PARAMS,
+        "calibration",
+        "candidates_k",
+        "embedder",
+        "store",
+        "paths.docs",
+        "paths.index",
+        "paths.eval",
+    ]
     return _stage(
-        "doceval conversations --quiet",
+        "doceval stage conversations --quiet",
         ["data/docs", INDEX_MANIFEST, *labels, "eval/calibration/floors.json"],
         params,
         [CONVERSATIONS_SUMMARY, "eval/conversations/replays"],
@@ -210,10 +221,10 @@ An evaluation of a documentation assistant over these docs with [doceval](https:
 - `.gitignore`: caches, runs and every output DVC caches (data/, eval/summary.json, eval/calibration/);
   eval/metrics.json and eval/report.md stay committable.
 
-First run, in this order (the golden set cites ids of the corpus `doceval docs` builds):
+First run, in this order (the golden set cites ids of the corpus `doceval stage docs` builds):
 
 ```bash
-doceval docs                           # the corpus of these docs (data/docs)
+doceval stage docs                     # the corpus of these docs (data/docs)
 doceval ids                            # its document ids, for relevant_ids
 {write}doceval golden validate {golden} --corpus data/docs
 git add -A && git commit -m "doceval project"
@@ -342,9 +353,12 @@ def init_project(
     outs = [target / out for out in pipeline_outputs(dvc_pipeline([], ["${golden_conversations}"]))]
     read: list[Named] = [("the docs folder", s.path) for s in sources]
     read += [("--golden", golden), ("--conversations", conversations)]
-    refuse_overlap([("init's output", p) for p in files + outs], read,
-                   "keep the docs and the golden set apart from the project's files and outputs "
-                   "(e.g. DIR/docs, or init the project in another folder)")  # fmt: skip
+    refuse_overlap(
+        [("init's output", p) for p in files + outs],
+        read,
+        "keep the docs and the golden set apart from the project's files and outputs "
+        "(e.g. DIR/docs, or init the project in another folder)",
+    )
     existing = [p for p in files if os.path.lexists(p)]
     if existing:
         raise UsageError(

@@ -290,8 +290,11 @@ def write_points_csv(points: Sequence[dict[str, Any]], path: Path) -> None:
         vals: list[str] = [str(counts.get("n_in_scope", "")), str(counts.get("n_out_of_scope", ""))]
         for c in _COLS:
             v, ci = p["metrics"].get(c), ci95.get(c)
-            vals += ["" if v is None else f"{v:.6f}", *(["", ""] if not ci else [f"{ci[0]:.6f}", f"{ci[1]:.6f}"]),
-                     str(counts.get(f"n_{c}", ""))]  # fmt: skip
+            vals += [
+                "" if v is None else f"{v:.6f}",
+                *(["", ""] if not ci else [f"{ci[0]:.6f}", f"{ci[1]:.6f}"]),
+                str(counts.get(f"n_{c}", "")),
+            ]
         lines.append(",".join([p["job"], '"' + " ".join(p["overrides"]) + '"', *vals]))
     write_text_atomic(path, "\n".join(lines) + "\n")
 

@@ -97,22 +97,31 @@ def run_point_task(spec: PointSpec, files: dict[str, bytes], key: str) -> dict[s
         error = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
         error += "".join(f" ({note})" for note in getattr(exc, "__notes__", []))
         error += f" (on node {node})"
-        failed = {"job": spec.job, "overrides": spec.name, "error": error,
-                  "usage_error": isinstance(exc, UsageError)}  # fmt: skip
+        failed = {
+            "job": spec.job,
+            "overrides": spec.name,
+            "error": error,
+            "usage_error": isinstance(exc, UsageError),
+        }
         return {"failed": failed}
 
 
-def _open_parent(cfg: Config, final: list[str], overrides: Sequence[str], root: Path,
-                 uri: str | None) -> str | None:  # fmt: skip
+def _open_parent(
+    cfg: Config, final: list[str], overrides: Sequence[str], root: Path, uri: str | None
+) -> str | None:
     if uri is None:
         return None
     # lazy: start-up (mlflow, ~2 s), as in run_sweep
     from doceval import tracking
 
     # start_parent creates the sqlite store before any point is logged to it.
-    return tracking.start_parent(f"sweep {' '.join(overrides)}", uri=uri, root=root, split=cfg.split.name,
-                                 tags={"sweep": " ".join(final), "retriever": cfg.retriever.name,
-                                       "engine": "ray"})  # fmt: skip
+    return tracking.start_parent(
+        f"sweep {' '.join(overrides)}",
+        uri=uri,
+        root=root,
+        split=cfg.split.name,
+        tags={"sweep": " ".join(final), "retriever": cfg.retriever.name, "engine": "ray"},
+    )
 
 
 def _keep(result: dict[str, Any], spec: PointSpec, root: Path, tracked: tuple[str, str] | None) -> None:
@@ -132,8 +141,14 @@ def _keep(result: dict[str, Any], spec: PointSpec, root: Path, tracked: tuple[st
     write_json_atomic(out_dir.parent / f"{spec.job}.json", point)
 
 
-def _collect(engine: EngineRay, specs: list[PointSpec], payload: tuple[Any, str], root: Path,
-             tracked: tuple[str, str] | None, progress: bool) -> bool:  # fmt: skip
+def _collect(
+    engine: EngineRay,
+    specs: list[PointSpec],
+    payload: tuple[Any, str],
+    root: Path,
+    tracked: tuple[str, str] | None,
+    progress: bool,
+) -> bool:
     """Run the points, writing ``points/<job>.json`` (or ``.failed``) as each finishes; False when one
     failed (the points not started are cancelled)."""
     # lazy: ray (~1 s) loads only for engine=ray
@@ -145,8 +160,14 @@ def _collect(engine: EngineRay, specs: list[PointSpec], payload: tuple[Any, str]
         nonlocal ok
         spec = specs[i]
         if isinstance(result, TaskLost):
-            result = {"failed": {"job": spec.job, "overrides": spec.name, "usage_error": False,
-                                 "error": f"the Ray task was lost: {result.message}"}}  # fmt: skip
+            result = {
+                "failed": {
+                    "job": spec.job,
+                    "overrides": spec.name,
+                    "usage_error": False,
+                    "error": f"the Ray task was lost: {result.message}",
+                }
+            }
         if "point" in result:
             _keep(result, spec, root, tracked)
             bar.update(1)
@@ -160,8 +181,9 @@ def _collect(engine: EngineRay, specs: list[PointSpec], payload: tuple[Any, str]
     return ok
 
 
-def _check_nodes(session: RaySession, specs: list[PointSpec], configs: list[Config], root: Path,
-                 outside: list[str]) -> None:  # fmt: skip
+def _check_nodes(
+    session: RaySession, specs: list[PointSpec], configs: list[Config], root: Path, outside: list[str]
+) -> None:
     """Before the first task: the user's module, and every path a point needs that is not shipped, on every
     node (exit 2 naming the node and the path)."""
     if session.all_local():
@@ -214,8 +236,14 @@ def run_sweep_ray(
         (sweep_dir / "points").mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
         try:
-            ok = _collect(cfg.engine, specs, (files, digest(files)), root, (parent, uri) if parent and uri else None,
-                          progress)  # fmt: skip
+            ok = _collect(
+                cfg.engine,
+                specs,
+                (files, digest(files)),
+                root,
+                (parent, uri) if parent and uri else None,
+                progress,
+            )
         except (
             BaseException
         ):  # interrupted: the parent must not stay FINISHED over a sweep that did not finish

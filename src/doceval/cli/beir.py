@@ -42,7 +42,7 @@ def cmd_beir_import(args: argparse.Namespace) -> int:
         f"--output {out / 'summary.json'} retriever=bm25 k=10 paths.docs={docs} paths.runs={out / 'runs'}"
     )
     print(
-        "  dense/hybrid: build the index over these docs first (doceval.index.build.build_index, or `doceval index "
+        "  dense/hybrid: build the index over these docs first (doceval.index.build.build_index, or `doceval stage index "
         "--params P` with paths.docs/paths.index set in P), add paths.index=..., and use --score-floor -1 "
         "(cosine: no floor); benchmarks/beir.py does all of this and compares with the published figures"
     )

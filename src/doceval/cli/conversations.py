@@ -1,5 +1,6 @@
-"""`doceval conversations`: the DVC stage (params.yaml), or with Hydra overrides the user's command (conf/ +
-doceval.yaml + the overrides, as `doceval eval` composes them) written to --output; either prints its figures."""
+"""`doceval conversations`: with Hydra overrides or --output the user's command (conf/ + doceval.yaml + the
+overrides, as `doceval eval` composes them) written to --output; bare, the DVC stage from params.yaml (run as
+`doceval stage conversations`; bare `doceval conversations` is its deprecated alias). Either prints its figures."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+from doceval.cli.aliases import alias_help, deprecated_command
 from doceval.cli.common import add_stage, print_headline, stage_params
 from doceval.errors import UsageError
 
@@ -22,7 +24,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
     from doceval.config.compose import compose
     from doceval.stages import conversations
 
-    composed = bool(args.overrides) or args.output is not None
+    composed = _composed(args)
     if composed and args.params != "params.yaml":
         raise UsageError(
             "doceval conversations: --params reads a composed params file (the DVC stage); overrides and --output "
@@ -41,15 +43,22 @@ def cmd_conversations(args: argparse.Namespace) -> int:
     return 0
 
 
+def _composed(args: argparse.Namespace) -> bool:
+    """Overrides or --output: the user's command (composed), not the stage reading params.yaml."""
+    return bool(args.overrides) or args.output is not None
+
+
 def register_conversations(sub: Any) -> None:
     """The stage's flags (add_stage), --output, --no-track and the overrides."""
     p = add_stage(
         sub,
         "conversations",
-        cmd_conversations,
-        "replay the conversation set (golden_conversations) with memory, memory reset, standalone rewrites and "
-        "warm memory: memory benefit, standalone ceiling, memory recovery, leak (DVC stage; with overrides, "
-        "any configuration)",
+        deprecated_command(
+            cmd_conversations, "doceval conversations", "doceval stage conversations", user_use=_composed
+        ),
+        "replay the conversation set (golden_conversations) of any configuration given as Hydra overrides: "
+        "memory benefit, standalone ceiling, memory recovery, leak; without overrides or --output, "
+        + alias_help("doceval stage conversations"),
     )
     p.add_argument(
         "--output",

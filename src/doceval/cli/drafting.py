@@ -45,8 +45,10 @@ def cmd_golden_draft(args: argparse.Namespace) -> int:
     print(f"{len(result.differences)} differences between versions (every one in {differences_path(out)}):")
     for key, n in sorted(counts["differences"].items()):
         print(f"  {key:32s} {n:5d}")
-    print(f"{len(result.drafts)} drafts written to {out} (+ {qrels_path(out).name}), each passing "
-          "`doceval golden validate --strict`:")  # fmt: skip
+    print(
+        f"{len(result.drafts)} drafts written to {out} (+ {qrels_path(out).name}), each passing "
+        "`doceval golden validate --strict`:"
+    )
     for key, n in sorted(counts["drafts"].items()):
         print(f"  {key:32s} {n:5d}")
     if counts["dropped"]:
@@ -83,8 +85,10 @@ def _yaml_mapping(path: Path, where: str) -> dict[str, Any]:
     import yaml  # lazy: start-up, as above
 
     if not path.is_file():
-        raise UsageError(f"{where}: not a file; name a YAML file with the LLM settings (model, base_url, "
-                         "api_key_env, ...), or pass --llm alone for conf/answerer/openai.yaml")  # fmt: skip
+        raise UsageError(
+            f"{where}: not a file; name a YAML file with the LLM settings (model, base_url, "
+            "api_key_env, ...), or pass --llm alone for conf/answerer/openai.yaml"
+        )
     try:
         block = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as exc:
@@ -102,8 +106,10 @@ def cmd_golden_review(args: argparse.Namespace) -> int:
     _outputs_free(out, [path, qrels_path(path)], args.replace, "--out")
     rows = review_rows(parse_golden(path, allow_drafts=True), args.sample, args.seed)
     write_jsonl_atomic(out, rows)
-    print(f"{out}: {len(rows)} drafts to review (seed {args.seed}); fill in verdict (OK, MINOR, WRONG), reason "
-          f"and reviewer, then: doceval golden accept {path} --verdicts {out} --out NAME.jsonl")  # fmt: skip
+    print(
+        f"{out}: {len(rows)} drafts to review (seed {args.seed}); fill in verdict (OK, MINOR, WRONG), reason "
+        f"and reviewer, then: doceval golden accept {path} --verdicts {out} --out NAME.jsonl"
+    )
     return 0
 
 
@@ -118,9 +124,11 @@ def cmd_golden_accept(args: argparse.Namespace) -> int:
     accepted = accept(path, verdicts)
     written = write_accepted(accepted, out)
     c = accepted.counts
-    print(f"{written[0]}: {c['accepted']} accepted, {c['wrong']} dropped as WRONG, {c['unreviewed']} left out "
-          f"(no verdict yet){' + ' + written[1].name if len(written) > 1 else ''}; check it: doceval golden "
-          f"validate {out} --strict")  # fmt: skip
+    print(
+        f"{written[0]}: {c['accepted']} accepted, {c['wrong']} dropped as WRONG, {c['unreviewed']} left out "
+        f"(no verdict yet){' + ' + written[1].name if len(written) > 1 else ''}; check it: doceval golden "
+        f"validate {out} --strict"
+    )
     return 0
 
 
@@ -132,8 +140,12 @@ def register(golden: Any) -> None:
         "(marked draft: review and accept them before scoring)",
     )
     p.add_argument("--corpus", help=f"built corpus directory (default: {DEFAULT_CORPUS})")
-    p.add_argument("--out", required=True, metavar="NAME.jsonl", help="drafts to write (NAME.qrels.jsonl and "
-                   "NAME.differences.jsonl beside it)")  # fmt: skip
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="NAME.jsonl",
+        help="drafts to write (NAME.qrels.jsonl and NAME.differences.jsonl beside it)",
+    )
     p.add_argument("--library", action="append", metavar="LIB", help="only this library (repeatable)")
     p.add_argument(
         "--pins", action="append", metavar="LIB@VER[,LIB@VER]", help="only these pins (repeatable)"
@@ -142,13 +154,19 @@ def register(golden: Any) -> None:
     p.add_argument(
         "--max", type=int, metavar="N", help="at most N differences of each kind per library drafted"
     )
-    p.add_argument("--llm", nargs="?", const="default", metavar="FILE",
-                   help="rephrase questions with an LLM (settings: FILE, or conf/answerer/openai.yaml); labels "
-                   "are never the model's")  # fmt: skip
+    p.add_argument(
+        "--llm",
+        nargs="?",
+        const="default",
+        metavar="FILE",
+        help="rephrase questions with an LLM (settings: FILE, or conf/answerer/openai.yaml); labels "
+        "are never the model's",
+    )
     p.add_argument("--replace", action="store_true", help="write over existing output files")
     p.set_defaults(func=cmd_golden_draft)
-    p = golden.add_parser("review", help="the drafts as a `golden audit` worksheet to fill in (verdict, reason, "
-                          "reviewer)")  # fmt: skip
+    p = golden.add_parser(
+        "review", help="the drafts as a `golden audit` worksheet to fill in (verdict, reason, reviewer)"
+    )
     p.add_argument("path")
     p.add_argument("--out", required=True, metavar="FILE", help="the worksheet to write (JSONL)")
     p.add_argument(
@@ -157,8 +175,11 @@ def register(golden: Any) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--replace", action="store_true", help="write over an existing worksheet")
     p.set_defaults(func=cmd_golden_review)
-    p = golden.add_parser("accept", help="fold a filled review worksheet back: accepted drafts become a golden "
-                          "set with its qrels, provenance kept")  # fmt: skip
+    p = golden.add_parser(
+        "accept",
+        help="fold a filled review worksheet back: accepted drafts become a golden "
+        "set with its qrels, provenance kept",
+    )
     p.add_argument("path", help="the drafted golden set")
     p.add_argument("--verdicts", required=True, metavar="FILE", help="the filled worksheet")
     p.add_argument(

@@ -206,9 +206,11 @@ def cmd_golden_template(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {args.out}: already exists; {fix}")
     by_pin = document_ids(docs_dir, args.pin or ())
     create_new_file(Path(args.out), template_text(by_pin), "--out", fix)
-    print(f"{args.out}: {len(by_pin) + 1} example rows citing ids of {docs_dir} ({', '.join(by_pin)}); replace each "
-          f"TODO, add your entries (`doceval ids --docs {docs_dir}` lists every id), then `doceval golden validate "
-          f"{args.out} --corpus {docs_dir}`")  # fmt: skip
+    print(
+        f"{args.out}: {len(by_pin) + 1} example rows citing ids of {docs_dir} ({', '.join(by_pin)}); replace each "
+        f"TODO, add your entries (`doceval ids --docs {docs_dir}` lists every id), then `doceval golden validate "
+        f"{args.out} --corpus {docs_dir}`"
+    )
     return 0
 
 

@@ -9,7 +9,8 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from doceval.cli.common import add_allow_drafts, stage_params, stale_on_failure, with_drafts
+from doceval.cli.aliases import alias_help, deprecated_command
+from doceval.cli.common import add_allow_drafts, add_stage, stage_params, stale_on_failure, with_drafts
 from doceval.common.io import check_writable, read_json, write_json_atomic
 from doceval.common.paths import Named, refuse_overlap
 from doceval.errors import GateFailed, RunIncomplete, UsageError
@@ -276,11 +277,10 @@ def register(sub: Any) -> None:
     common(p, "calibration")
     p.set_defaults(func=cmd_calibrate)
 
-    text = "DVC stage `judge`: the offline judge's agreement on the held-out labels (reads params.yaml)"
-    p = judge.add_parser("agreement", help=text, description=text)
-    p.add_argument("--params", default="params.yaml", help="composed configuration (default: params.yaml)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=cmd_agreement)
+    new = "doceval stage judge"
+    add_stage(
+        judge, "agreement", deprecated_command(cmd_agreement, "doceval judge agreement", new), alias_help(new)
+    )
 
     text = "re-judge a recorded run's answers with another judge (the system under test is not called)"
     p = judge.add_parser("rescore", help=text, description=text)

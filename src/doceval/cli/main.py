@@ -32,6 +32,7 @@ from doceval.cli.judge import register as register_judge
 from doceval.cli.pipeline import register as register_pipeline
 from doceval.cli.project import register as register_project
 from doceval.cli.results import register as register_results
+from doceval.cli.stage import register as register_stage
 from doceval.common.io import TERMINAL_ERRORS
 from doceval.common.redact import (
     ScrubbingStream,
@@ -87,8 +88,17 @@ def _flush_stdout(code: int) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="doceval", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for register in (register_project, register_pipeline, register_golden, register_judge, register_ids,
-                     register_results, register_history, register_beir):  # fmt: skip
+    for register in (
+        register_project,
+        register_pipeline,
+        register_stage,
+        register_golden,
+        register_judge,
+        register_ids,
+        register_results,
+        register_history,
+        register_beir,
+    ):
         register(sub)
     return parser
 

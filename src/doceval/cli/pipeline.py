@@ -1,5 +1,5 @@
-"""Pipeline commands: `params`, the DVC stages (docs, index, retrieve, calibrate, evaluate, report; conversations is
-doceval.cli.conversations'), `eval`, `sweep`.
+"""Pipeline commands: `params`, `docs --folder`, the DVC stages' commands (run as `doceval stage NAME`,
+doceval.cli.stage; their 0.1.0 names registered here as deprecated aliases), `eval`, `sweep`.
 
 Stage commands read params.yaml, as DVC runs them; `eval` and `sweep` compose conf/ with Hydra overrides given
 after their flags. Each command is a thin wrapper over :mod:`doceval.stages` or the harness.
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from doceval.cli.aliases import DeprecatedFlag, alias_help, deprecated_command, override_help
 from doceval.cli.common import (
     PARAMS_DEFAULT,
     add_allow_drafts,
@@ -92,9 +93,11 @@ def _check_params(params: Path, given: list[str], read: str) -> int:
         read += f" + {' '.join(overrides)}"
     keys = differing_keys(current, overrides)
     if keys:
-        print(f"{params} differs from {read} at {', '.join(keys)}: run `doceval params`"
-              f"{' ' + ' '.join(overrides) if overrides else ''} and commit it",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{params} differs from {read} at {', '.join(keys)}: run `doceval params`"
+            f"{' ' + ' '.join(overrides) if overrides else ''} and commit it",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     print(f"{params} matches {read}")
     return 0
@@ -204,10 +207,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    """User command: the seed harness's flags plus Hydra overrides; writes one summary JSON."""
-    # lazy: start-up (the harness loads numpy; doceval.tracking loads mlflow only when a run is logged)
-    from doceval import tracking
+def eval_run(args: argparse.Namespace) -> tuple[Config, EvalOptions]:
+    """`doceval eval`'s configuration (conf/ + doceval.yaml + the overrides) and the options its flags add."""
+    # lazy: start-up (the harness loads numpy)
     from doceval.config.compose import compose
     from doceval.harness.evaluate import EvalOptions
     from doceval.harness.floors import check_score_floor, parse_floor_flags
@@ -217,7 +219,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: must be at least 1 (or omit it for every entry)")
     options = EvalOptions(
-        golden=Path(args.corpus) if args.corpus else None,
+        golden=Path(args.golden) if args.golden else None,
         split="__config__" if args.split is None else (None if args.split == "all" else args.split),
         limit=args.limit,
         score_floor=args.score_floor,
@@ -231,14 +233,23 @@ def cmd_eval(args: argparse.Namespace) -> int:
         resume=args.resume,
         fresh=args.fresh,
     )
+    if args.no_track:
+        cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
+    return cfg, options
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """User command: the seed harness's flags plus Hydra overrides; writes one summary JSON."""
+    # lazy: start-up (doceval.tracking loads mlflow only when a run is logged)
+    from doceval import tracking
+
+    cfg, options = eval_run(args)
     if args.repeats < 1:
         raise UsageError(
             f"--repeats {args.repeats}: must be at least 1 (1 = answer and judge each entry once)"
         )
     if args.dry_run:
         return _dry_run(cfg, options, args.repeats)
-    if args.no_track:
-        cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
     # Every output is checked before any work: a bad path or tracking store must not cost a run.
     output = Path(args.output)
     fix = "pass a writable --output PATH (e.g. eval/runs/NAME.json)"
@@ -288,8 +299,15 @@ def _dry_run(cfg: Config, options: EvalOptions, repeats: int) -> int:
     chunks = list(corpus.first_chunks.values()) if corpus is not None else []
     mean_chars = sum(len(c) for c in chunks) / len(chunks) if chunks else 1000.0
     held, consulted = journaled_entries(cfg, options, repeats)
-    rows = estimate(cfg, entries, mean_chunk_chars=mean_chars, external_agent=external,
-                    judged=not options.no_judge, repeats=repeats, journaled=held)  # fmt: skip
+    rows = estimate(
+        cfg,
+        entries,
+        mean_chunk_chars=mean_chars,
+        external_agent=external,
+        judged=not options.no_judge,
+        repeats=repeats,
+        journaled=held,
+    )
     print("\n".join(format_estimate(rows, len(entries), repeats, consulted)))
     return 0
 
@@ -328,10 +346,20 @@ def _register_params(sub: Any) -> None:
     p.set_defaults(func=cmd_params)
 
 
+def _docs_user_use(args: argparse.Namespace) -> bool:
+    """`doceval docs` with a folder, --only or --out is the user's command; bare it is the stage's old name."""
+    return bool(args.folders or args.only or args.out or args.replace)
+
+
 def _register_stages(sub: Any) -> None:
-    """The DVC stages, each a subcommand reading params.yaml (add_stage gives them their shared flags)."""
+    """`doceval docs` (the user's `--folder` command; bare, the deprecated name of `doceval stage docs`) and the
+    other stages' 0.1.0 names, deprecated aliases of `doceval stage NAME` (doceval.cli.stage)."""
     p = add_stage(
-        sub, "docs", cmd_docs, "build the documentation corpus from pinned wheels (or a docs folder)"
+        sub,
+        "docs",
+        deprecated_command(cmd_docs, "doceval docs", "doceval stage docs", user_use=_docs_user_use),
+        "build a corpus from a docs folder (--folder) or some configured pins (--only); without them, "
+        + alias_help("doceval stage docs"),
     )
     p.add_argument("--only", nargs="+", metavar="LIB@VERSION", help="build only these configured pins")
     p.add_argument(
@@ -367,15 +395,17 @@ def _register_stages(sub: Any) -> None:
         action="store_true",
         help="write over a folder that holds another corpus (other pins or sources); without it that is exit 2",
     )
-
-    add_stage(sub, "index", cmd_index, "embed the corpus and write the Qdrant index")
-    add_stage(sub, "retrieve", cmd_retrieve, "cache the top-K candidates of every golden entry (no floor)")
-    add_stage(sub, "calibrate", cmd_calibrate, "pick per-library floors on the calibration split")
-    add_stage(
-        sub, "evaluate", cmd_evaluate, "score the held-out split with the calibrated floors (DVC stage)"
-    )
+    for name, func in (
+        ("index", cmd_index),
+        ("retrieve", cmd_retrieve),
+        ("calibrate", cmd_calibrate),
+        ("evaluate", cmd_evaluate),
+    ):
+        new = f"doceval stage {name}"
+        add_stage(sub, name, deprecated_command(func, f"doceval {name}", new), alias_help(new))
     register_conversations(sub)
-    add_stage(sub, "report", cmd_report, "write eval/report.md with the gate's verdict (DVC stage)")
+    new = "doceval stage report"
+    add_stage(sub, "report", deprecated_command(cmd_report, "doceval report", new), alias_help(new))
 
 
 def _register_eval(sub: Any) -> None:
@@ -383,12 +413,12 @@ def _register_eval(sub: Any) -> None:
         "eval", help="evaluate a configuration on a split (flags + Hydra overrides)"
     )
     p.add_argument(
-        "--corpus",
         "--golden",
-        dest="corpus",
         metavar="PATH",
         help="golden set JSONL (default: the `golden` key, data/golden/v2.1.jsonl)",
     )
+    # 0.1.0's name for --golden (`golden validate --corpus` is the docs corpus: one word, one meaning)
+    p.add_argument("--corpus", dest="golden", metavar="PATH", action=DeprecatedFlag, new="--golden")
     p.add_argument("--output", default="eval/runs/latest.json", metavar="PATH", help="summary JSON to write")
     p.add_argument("--no-judge", action="store_true", help="skip the LLM judge (answer_accuracy: not judged)")
     p.add_argument(
@@ -447,6 +477,7 @@ def _register_eval(sub: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     add_allow_drafts(p)
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. retriever=bm25 k=10")
+    override_help(p)
     p.set_defaults(func=cmd_eval)
 
 

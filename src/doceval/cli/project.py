@@ -53,7 +53,7 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"wrote {path}")
     where = "" if Path(args.dir) == Path() else f"cd {args.dir} && "
     print(
-        f"next: {where}doceval docs, write the golden set from its ids, commit, then dvc repro (the commands: "
+        f"next: {where}doceval stage docs, write the golden set from its ids, commit, then dvc repro (the commands: "
         f"{Path(args.dir) / 'README.md'})"
     )
     return 0

@@ -11,16 +11,6 @@ import yaml
 
 DVC_FILE = Path("dvc.yaml")
 MAKEFILE = Path("Makefile")
-# The doceval command each pipeline stage runs (dvc.yaml's cmd), for a user without a dvc.yaml.
-STAGE_COMMANDS = {
-    "docs": "doceval docs",
-    "index": "doceval index",
-    "retrieve": "doceval retrieve",
-    "calibrate": "doceval calibrate",
-    "evaluate": "doceval evaluate",
-    "report": "doceval report",
-    "judge": "doceval judge agreement",
-}
 
 
 def _dvc_stages() -> set[str]:
@@ -34,10 +24,10 @@ def _dvc_stages() -> set[str]:
 
 def stage_command(stage: str) -> str:
     """The command that reruns a pipeline stage here: ``dvc repro index`` in a DVC project with that stage,
-    else ``doceval index``."""
+    else ``doceval stage index``."""
     if stage in _dvc_stages():
         return f"dvc repro {stage}"
-    return STAGE_COMMANDS.get(stage, f"doceval {stage}")
+    return f"doceval stage {stage}"  # what dvc.yaml's cmd runs: every stage is `doceval stage NAME`
 
 
 def rerun(stage: str) -> str:

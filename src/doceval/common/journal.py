@@ -218,8 +218,10 @@ def journal_note(usage: Any) -> str | None:
     mode, where = usage["journal"].get("mode"), usage["journal"].get("dir")
     if entries or verdicts:
         why = "a finished run, --resume" if mode == "resume-finished" else "an interrupted run"
-        return (f"journal: {entries} entries and {verdicts} verdicts replayed from {where} ({why}); "
-                "--fresh asks the system again")  # fmt: skip
+        return (
+            f"journal: {entries} entries and {verdicts} verdicts replayed from {where} ({why}); "
+            "--fresh asks the system again"
+        )
     if mode == "rerun":
         return (
             f"journal: the earlier run of this configuration had finished; asked the system again ({where})"

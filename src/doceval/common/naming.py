@@ -74,9 +74,11 @@ def floors_label(floors: Mapping[str, Any]) -> str:
     global_floor = floors.get("global")
     per_library = floors.get("per_library") or {}
     values = "; ".join(
-        [*([] if global_floor is None else [f"global {global_floor:g}"]),
-         *(f"{lib} {value:g}" for lib, value in sorted(per_library.items()))]
-    )  # fmt: skip
+        [
+            *([] if global_floor is None else [f"global {global_floor:g}"]),
+            *(f"{lib} {value:g}" for lib, value in sorted(per_library.items())),
+        ]
+    )
     if source.startswith("calibrated:"):
         return f"calibrated ({source.split(':', 1)[1]})"
     if source.startswith("none"):
@@ -101,23 +103,31 @@ def judged_share_note(recorded: Mapping[str, Any], k: Any) -> str:
     golden = recorded.get("golden") or {}
     label = judged_share_label(recorded, k)
     if golden.get("qrels") is False:
-        return (f"{label}: the golden set has no graded judgments, so only its relevant ids are judged and "
-                "the share of R judged is the share relevant: a quality score, not how complete the "
-                "judgments are.")  # fmt: skip
+        return (
+            f"{label}: the golden set has no graded judgments, so only its relevant ids are judged and "
+            "the share of R judged is the share relevant: a quality score, not how complete the "
+            "judgments are."
+        )
     what = f"{label}: share of R the judgments cover (any grade; an unjudged document counts as not relevant)"
     if golden.get("qrels") is None:
         return f"{what}; this summary records neither the judgments' kind nor the pool."
     pool = golden.get("pool")
     if not isinstance(pool, Mapping):
-        return (f"{what}; which systems were pooled is not recorded (a NAME.pool.json beside the golden "
-                "set, docs/design.md 3.4): a pooled system scores 1 by construction.")  # fmt: skip
+        return (
+            f"{what}; which systems were pooled is not recorded (a NAME.pool.json beside the golden "
+            "set, docs/design.md 3.4): a pooled system scores 1 by construction."
+        )
     system, depth = system_label(recorded), pool.get("depth")
     pooled = f"pooled from the top {depth} of {', '.join(map(str, pool.get('systems') or []))}"
     if system in (pool.get("systems") or []):
-        return (f"{what}, {pooled}. This run's {system} is a pooled system: 1 by construction up to "
-                f"k = {depth}, it says nothing of how complete the judgments are for another system.")  # fmt: skip
-    return (f"{what}, {pooled}. This run's {system} was not pooled: below 1, the other retrieval metrics may "
-            "undercount (`doceval golden pool` lists what to grade).")  # fmt: skip
+        return (
+            f"{what}, {pooled}. This run's {system} is a pooled system: 1 by construction up to "
+            f"k = {depth}, it says nothing of how complete the judgments are for another system."
+        )
+    return (
+        f"{what}, {pooled}. This run's {system} was not pooled: below 1, the other retrieval metrics may "
+        "undercount (`doceval golden pool` lists what to grade)."
+    )
 
 
 # refused_correctly of a user's assistant (agent=function|http) is computed on the sources it returned, not on

@@ -32,8 +32,13 @@ def pin_part_problem(value: object) -> str | None:
     """Why ``value`` cannot be a pin's library or version (the part of the rule it breaks), else None."""
     if not isinstance(value, str) or not value.strip():
         return "is empty"
-    for bad, why in (("..", "'..'"), ("/", "a path separator /"), ("\\", "a path separator \\"),
-                     (":", "':'"), ("@", "'@'")):  # fmt: skip
+    for bad, why in (
+        ("..", "'..'"),
+        ("/", "a path separator /"),
+        ("\\", "a path separator \\"),
+        (":", "':'"),
+        ("@", "'@'"),
+    ):
         if bad in value:
             return f"holds {why}"
     if any(unicodedata.category(ch) == "Cc" for ch in value):

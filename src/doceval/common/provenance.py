@@ -74,8 +74,13 @@ def code_hash(modules: Iterable[str], data: Iterable[str] = (), src: Path = SRC)
     files: dict[str, Path] = dict(import_closure(*modules, src=src))
     package = src / "doceval"
     for folder in data:
-        files.update({p.relative_to(package).as_posix(): p for p in (package / folder).rglob("*")
-                      if p.is_file() and not p.name.startswith(".")})  # fmt: skip
+        files.update(
+            {
+                p.relative_to(package).as_posix(): p
+                for p in (package / folder).rglob("*")
+                if p.is_file() and not p.name.startswith(".")
+            }
+        )
     h = hashlib.sha256()
     for name in sorted(files):
         h.update(name.encode() + b"\0")

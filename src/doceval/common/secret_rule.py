@@ -32,9 +32,28 @@ from typing import Any
 
 # A segment that makes a name secret wherever it stands.
 SECRET_WORDS = frozenset(
-    {"token", "secret", "password", "passwd", "passphrase", "pass", "pwd", "auth", "authorization", "bearer",
-     "credential", "credentials", "cookie", "jwt", "sig", "signature", "apikey", "privatekey", "accesskey"}
-)  # fmt: skip
+    {
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "passphrase",
+        "pass",
+        "pwd",
+        "auth",
+        "authorization",
+        "bearer",
+        "credential",
+        "credentials",
+        "cookie",
+        "jwt",
+        "sig",
+        "signature",
+        "apikey",
+        "privatekey",
+        "accesskey",
+    }
+)
 # ``key`` is secret alone, or right after one of these (``api_key``); ``sort_key``, ``cache_key`` are not.
 KEY_QUALIFIERS = frozenset({"api", "private", "access"})
 ENV_SUFFIX = "env"  # ``*_env``: the name of an environment variable, exempt

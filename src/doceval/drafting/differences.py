@@ -67,8 +67,15 @@ class Difference:
 
     def record(self) -> dict[str, Any]:
         """The difference as the drafter reports it (NAME.differences.jsonl) and provenance records it."""
-        out: dict[str, Any] = {"kind": self.kind, "library": self.library, "old_pin": self.old_pin,
-                               "new_pin": self.new_pin, "old": self.old, "new": self.new, "rule": self.rule}  # fmt: skip
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "library": self.library,
+            "old_pin": self.old_pin,
+            "new_pin": self.new_pin,
+            "old": self.old,
+            "new": self.new,
+            "rule": self.rule,
+        }
         for name in ("owner", "old_value", "new_value", "alternative", "new_path"):
             if getattr(self, name):
                 out[name] = getattr(self, name)
@@ -136,28 +143,73 @@ def _stated(
             return None
         near = old.docs[doc_id].header.path
         kind = "renamed" if not old.documenting(b) else "removed"
-        return Difference(kind, old.pin, new.pin, old.spelled(a), new.spelled(b), f"statement:{st.how}:old_pin",
-                          (stated, *documents_evidence(old, a, near)), documents_evidence(new, b, near),
-                          new_path=st.written)  # fmt: skip
+        return _spelled(
+            kind,
+            (old, a),
+            (new, b),
+            f"statement:{st.how}:old_pin",
+            (stated, *documents_evidence(old, a, near)),
+            documents_evidence(new, b, near),
+            st.written,
+        )
     if a != b and _parameter_pair(old, new, doc_id, a, b):
         path = new.docs[doc_id].header.path
         old_id = f"{old.pin}:{path}"
-        return Difference("renamed", old.pin, new.pin, st.old, st.new, f"statement:{st.how}:parameter",
-                          (Evidence(old_id, old.texts.docs[old_id].split("\n", 1)[0]),),
-                          (stated, Evidence(doc_id, new.texts.docs[doc_id].split("\n", 1)[0])), owner=path)  # fmt: skip
+        return Difference(
+            "renamed",
+            old.pin,
+            new.pin,
+            st.old,
+            st.new,
+            f"statement:{st.how}:parameter",
+            (Evidence(old_id, old.texts.docs[old_id].split("\n", 1)[0]),),
+            (stated, Evidence(doc_id, new.texts.docs[doc_id].split("\n", 1)[0])),
+            owner=path,
+        )
     # The old name shown as code in the old pin is enough (pydantic 1's parse_obj has no docstring of its
     # own); the new one must be documented in the new pin.
     if a == b or not old.has(a) or not new.documenting(b):
         return None
     near = new.docs[doc_id].header.path
     if not old.documenting(b) and _retired(new, a, doc_id):
-        return Difference("renamed", old.pin, new.pin, old.spelled(a), new.spelled(b), f"statement:{st.how}",
-                          documents_evidence(old, a, near), (stated, *documents_evidence(new, b, near)),
-                          new_path=st.written)  # fmt: skip
-    if gone(new, a):
-        return Difference("removed", old.pin, new.pin, old.spelled(a), new.spelled(b), f"statement:{st.how}",
-                          documents_evidence(old, a, near), (stated,), new_path=st.written)  # fmt: skip
-    return None  # a deprecation only: both pins document both names
+        kind, new_evidence = "renamed", (stated, *documents_evidence(new, b, near))
+    elif gone(new, a):
+        kind, new_evidence = "removed", (stated,)
+    else:
+        return None  # a deprecation only: both pins document both names
+    return _spelled(
+        kind,
+        (old, a),
+        (new, b),
+        f"statement:{st.how}",
+        documents_evidence(old, a, near),
+        new_evidence,
+        st.written,
+    )
+
+
+def _spelled(
+    kind: str,
+    old_name: tuple[Inventory, str],
+    new_name: tuple[Inventory, str],
+    rule: str,
+    old_evidence: tuple[Evidence, ...],
+    new_evidence: tuple[Evidence, ...],
+    new_path: str,
+) -> Difference:
+    """A statement's difference between two names as each pin spells them."""
+    (old, a), (new, b) = old_name, new_name
+    return Difference(
+        kind,
+        old.pin,
+        new.pin,
+        old.spelled(a),
+        new.spelled(b),
+        rule,
+        old_evidence,
+        new_evidence,
+        new_path=new_path,
+    )
 
 
 def _retired(new: Inventory, name: str, doc_id: str) -> bool:
@@ -225,8 +277,16 @@ def _from_matching(old: Inventory, new: Inventory) -> Iterator[Difference]:
             seen.add((a, b))
             quote_old = sentence_with(old.texts.docs[old_id], quote_old) or quote_old
             quote_new = sentence_with(new.texts.docs[new_id], quote_new) or quote_new
-            yield Difference("renamed", old.pin, new.pin, old.spelled(a), new.spelled(b), "matched:code",
-                             (Evidence(old_id, quote_old),), (Evidence(new_id, quote_new),))  # fmt: skip
+            yield Difference(
+                "renamed",
+                old.pin,
+                new.pin,
+                old.spelled(a),
+                new.spelled(b),
+                "matched:code",
+                (Evidence(old_id, quote_old),),
+                (Evidence(new_id, quote_new),),
+            )
 
 
 def _renamed_names(old: Inventory, new: Inventory, a: str, b: str) -> bool:
@@ -316,8 +376,16 @@ def _removed(old: Inventory, new: Inventory, taken: set[str]) -> Iterator[Differ
         stated = tuple(
             Evidence(d, q) for d in holders if (q := _showing(new.texts.docs[d], old.spelled(name)))
         )
-        yield Difference("removed", old.pin, new.pin, old.spelled(name), "", "statement:mark" if stated else "absent",
-                         documents_evidence(old, name), stated[:2])  # fmt: skip
+        yield Difference(
+            "removed",
+            old.pin,
+            new.pin,
+            old.spelled(name),
+            "",
+            "statement:mark" if stated else "absent",
+            documents_evidence(old, name),
+            stated[:2],
+        )
 
 
 def _own_name(inv: Inventory, other: Inventory, name: str) -> bool:
@@ -353,8 +421,17 @@ def _added(old: Inventory, new: Inventory, taken: set[str]) -> Iterator[Differen
             continue
         evidence = documents_evidence(new, name)
         alternative = next((a for e in evidence for a in instead_of(e.quote) if old.documenting(a)), "")
-        yield Difference("added", old.pin, new.pin, "", new.spelled(name), "absent", (), evidence,
-                         alternative=old.spelled(alternative) if alternative else "")  # fmt: skip
+        yield Difference(
+            "added",
+            old.pin,
+            new.pin,
+            "",
+            new.spelled(name),
+            "absent",
+            (),
+            evidence,
+            alternative=old.spelled(alternative) if alternative else "",
+        )
 
 
 def _moved(old: Inventory, new: Inventory) -> Iterator[Difference]:
@@ -365,8 +442,9 @@ def _moved(old: Inventory, new: Inventory) -> Iterator[Difference]:
         (m_old, docs_old), (m_new, docs_new) = next(iter(before.items())), next(iter(after.items()))
         ev_old = _import_evidence(old, sorted(docs_old), m_old, name)
         ev_new = _import_evidence(new, sorted(docs_new), m_new, name)
-        yield Difference("moved", old.pin, new.pin, name, name, "import", ev_old, ev_new,
-                         old_value=m_old, new_value=m_new)  # fmt: skip
+        yield Difference(
+            "moved", old.pin, new.pin, name, name, "import", ev_old, ev_new, old_value=m_old, new_value=m_new
+        )
 
 
 def _import_evidence(inv: Inventory, docs: Iterable[str], module: str, name: str) -> tuple[Evidence, ...]:
@@ -389,10 +467,19 @@ def _defaults_changed(old: Inventory, new: Inventory) -> Iterator[Difference]:
         if len(values_old) != 1 or len(values_new) != 1 or _same_value(values_old.pop(), values_new.pop()):
             continue
         d_old, d_new = before[key][0], after[key][0]
-        yield Difference("default_changed", old.pin, new.pin, d_old.param, d_new.param,
-                         "statement" if " defaults to " in d_new.quote else "signature",
-                         (Evidence(d_old.doc_id, d_old.quote),), (Evidence(d_new.doc_id, d_new.quote),),
-                         owner=key[0], old_value=d_old.value, new_value=d_new.value)  # fmt: skip
+        yield Difference(
+            "default_changed",
+            old.pin,
+            new.pin,
+            d_old.param,
+            d_new.param,
+            "statement" if " defaults to " in d_new.quote else "signature",
+            (Evidence(d_old.doc_id, d_old.quote),),
+            (Evidence(d_new.doc_id, d_new.quote),),
+            owner=key[0],
+            old_value=d_old.value,
+            new_value=d_new.value,
+        )
 
 
 def _same_value(a: str, b: str) -> bool:

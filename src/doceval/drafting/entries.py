@@ -108,14 +108,28 @@ def judgments(entry_id: str, labels: Labels) -> tuple[list[str], list[dict[str, 
                 _line(entry_id, doc_id, 2, f"documents {labels.about} (the API this entry is about)")
             )
         else:
-            lines.append(_line(entry_id, doc_id, 1, f"documents {labels.about} but holds the forbidden {held!r} "
-                               "with no mark governing it", checked=True))  # fmt: skip
+            lines.append(
+                _line(
+                    entry_id,
+                    doc_id,
+                    1,
+                    f"documents {labels.about} but holds the forbidden {held!r} with no mark governing it",
+                    checked=True,
+                )
+            )
     judged = {line["doc_id"] for line in lines}
     for doc_id in _grading_candidates(inv, labels):
         if doc_id not in judged:
             judged.add(doc_id)
-            lines.append(_line(entry_id, doc_id, 1, "documents another object of an expected name, not the one "
-                               "this entry is about", checked=True))  # fmt: skip
+            lines.append(
+                _line(
+                    entry_id,
+                    doc_id,
+                    1,
+                    "documents another object of an expected name, not the one this entry is about",
+                    checked=True,
+                )
+            )
     mentions = [d for d in sorted(inv.code.get(labels.about.casefold(), set())) if d not in judged]
     for doc_id in mentions[:MAX_MENTIONS]:
         lines.append(_line(entry_id, doc_id, 1, f"mentions {labels.about} without documenting it"))
@@ -184,18 +198,33 @@ def provenance(diff: Difference | None, rule: str, **more: Any) -> dict[str, Any
 
 
 def record(
-    entry_id: str, question: str, inv: Inventory, kind: str, *, relevant: list[str], reference: str,
-    labels: Labels | None, evidence: dict[str, str], prov: dict[str, Any], out_of_scope: bool = False,
+    entry_id: str,
+    question: str,
+    inv: Inventory,
+    kind: str,
+    *,
+    relevant: list[str],
+    reference: str,
+    labels: Labels | None,
+    evidence: dict[str, str],
+    prov: dict[str, Any],
+    out_of_scope: bool = False,
     forbidden: list[str] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """One entry in the golden format (docs/design.md section 3), marked draft with its provenance."""
     rec: dict[str, Any] = {
-        "id": entry_id, "question": question, "library": inv.library, "version": inv.version,
-        "out_of_scope": out_of_scope, "relevant_ids": relevant, "reference_answer": reference,
+        "id": entry_id,
+        "question": question,
+        "library": inv.library,
+        "version": inv.version,
+        "out_of_scope": out_of_scope,
+        "relevant_ids": relevant,
+        "reference_answer": reference,
         "expected_apis": list(labels.expected) if labels else [],
         "forbidden_apis": list(labels.forbidden) if labels else list(forbidden or []),
-        "split": None, "kind": kind,
-    }  # fmt: skip
+        "split": None,
+        "kind": kind,
+    }
     if labels and labels.expected_any:
         rec["expected_any"] = labels.expected_any
     if evidence:
@@ -208,3 +237,25 @@ def record(
 def object_words(name: str) -> str:
     """A name in words, for a question that must not spell it (``shell_complete`` -> "shell complete")."""
     return " ".join(re.findall(r"[A-Za-z][a-z]*|[0-9]+", last(name).replace("_", " "))).lower()
+
+
+def nonexistent_api_draft(
+    eid: str, question: str, inv: Inventory, reference: str, prov: dict[str, Any], asked: str
+) -> Draft:
+    """An out-of-scope ``nonexistent_api`` entry: no document of the pin answers, and the name asked for
+    (``asked``) is forbidden in the answer."""
+    return Draft(
+        record(
+            eid,
+            question,
+            inv,
+            "nonexistent_api",
+            relevant=[],
+            reference=reference,
+            labels=None,
+            evidence={},
+            prov=prov,
+            out_of_scope=True,
+            forbidden=[asked],
+        )
+    )

@@ -127,8 +127,9 @@ def _add_names(inv: Inventory, info: DocInfo, text: str) -> None:
         inv.documented.setdefault(name, set()).add(info.doc_id)
     if info.name:
         inv.spelling.setdefault(info.name.casefold(), info.name)
-        inv.uses.setdefault(info.name.casefold(), set()).add("method" if info.header.kind == "def" and
-                                                              _is_method(info) else "name")  # fmt: skip
+        inv.uses.setdefault(info.name.casefold(), set()).add(
+            "method" if info.header.kind == "def" and _is_method(info) else "name"
+        )
     for frag in code_fragments(text)[1:] + prose_code(text):
         for m in re.finditer(r"(\.)?\b([A-Za-z_]\w*)\b(\s*\()?", frag):
             key = m.group(2).casefold()
@@ -155,13 +156,19 @@ def _defaults(info: DocInfo, text: str) -> list[Default]:
     out: list[Default] = []
     first_line = text.split("\n", 1)[0]
     if info.params:
-        out += [Default(info.header.path, p.name, p.default, info.doc_id, first_line)
-                for p in info.params if p.default is not None]  # fmt: skip
+        out += [
+            Default(info.header.path, p.name, p.default, info.doc_id, first_line)
+            for p in info.params
+            if p.default is not None
+        ]
     for frag in code_fragments(text)[1:]:
         for m in _DEF_LINE.finditer(frag):
             params = parameters(m.group(2)) or ()
-            out += [Default(m.group(1), p.name, p.default, info.doc_id, m.group(0).strip())
-                    for p in params if p.default is not None]  # fmt: skip
+            out += [
+                Default(m.group(1), p.name, p.default, info.doc_id, m.group(0).strip())
+                for p in params
+                if p.default is not None
+            ]
     body = text.split("\n", 1)[1] if "\n" in text else ""
     for sentence in sentences(body) if " defaults to " in body else ():
         for m in _DEFAULT_STATEMENT.finditer(sentence):

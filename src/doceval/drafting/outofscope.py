@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 
-from doceval.drafting.entries import Draft, entry_id, provenance, record
+from doceval.drafting.entries import Draft, entry_id, nonexistent_api_draft, provenance, record
 from doceval.drafting.inventory import Inventory
 from doceval.drafting.names import last
 
@@ -50,19 +50,21 @@ def nonexistent(invs: Sequence[Inventory], seed: int, n: int) -> Iterator[Draft]
                 continue
             eid = entry_id(None, inv.library, inv.version, "nonexistent_api", made_up)
             question = f"In {inv.library} {inv.version}, how do I use `{made_up}`?"
-            reference = (f"No version of {inv.library} in the corpus documents `{made_up}`; "
-                         f"{inv.library} {inv.version} has `{last(a)}` and `{last(b)}`.")  # fmt: skip
-            yield Draft(record(eid, question, inv, "nonexistent_api", relevant=[], reference=reference, labels=None,
-                               evidence={}, prov=provenance(None, "made_up_name", parts=[a, b]), out_of_scope=True,
-                               forbidden=[made_up]))  # fmt: skip
+            reference = (
+                f"No version of {inv.library} in the corpus documents `{made_up}`; "
+                f"{inv.library} {inv.version} has `{last(a)}` and `{last(b)}`."
+            )
+            prov = provenance(None, "made_up_name", parts=[a, b])
+            yield nonexistent_api_draft(eid, question, inv, reference, prov, made_up)
             made += 1
             break
         if made >= n:
             return
 
 
-def unindexed(invs: Sequence[Inventory], indexed_libraries: Sequence[str], tasks: Sequence[str], seed: int,
-              n: int) -> Iterator[Draft]:  # fmt: skip
+def unindexed(
+    invs: Sequence[Inventory], indexed_libraries: Sequence[str], tasks: Sequence[str], seed: int, n: int
+) -> Iterator[Draft]:
     """A version after the newest indexed one (a task of this library asked of it), and up to ``n - 1``
     libraries the corpus does not index."""
     newest = max(invs, key=lambda i: _version_key(i.version))
@@ -71,21 +73,42 @@ def unindexed(invs: Sequence[Inventory], indexed_libraries: Sequence[str], tasks
     rng = random.Random(f"{seed}:unindexed:{newest.library}")
     if tasks and n > 0:
         task = rng.choice(sorted(tasks))
-        yield _unindexed(newest.library, version, f"In {newest.library} {version}, {task}?",
-                         f"doceval indexes {', '.join(i.pin for i in invs)}, not {newest.library} {version}.",
-                         "unindexed_version")  # fmt: skip
+        yield _unindexed(
+            newest.library,
+            version,
+            f"In {newest.library} {version}, {task}?",
+            f"doceval indexes {', '.join(i.pin for i in invs)}, not {newest.library} {version}.",
+            "unindexed_version",
+        )
     others = [o for o in OTHER_LIBRARIES if o[0] not in indexed_libraries]
     rng.shuffle(others)
     for library, ver, question in others[: max(0, n - 1)]:
-        yield _unindexed(library, ver, f"In {library} {ver}, {question}?",
-                         f"{library} is not in the indexed documentation.", "unindexed_library")  # fmt: skip
+        yield _unindexed(
+            library,
+            ver,
+            f"In {library} {ver}, {question}?",
+            f"{library} is not in the indexed documentation.",
+            "unindexed_library",
+        )
 
 
 def _unindexed(library: str, version: str, question: str, reference: str, rule: str) -> Draft:
     eid = entry_id(None, library, version, "unindexed_library", "question")
-    rec = {"id": eid, "question": question, "library": library, "version": version, "out_of_scope": True,
-           "relevant_ids": [], "reference_answer": reference, "expected_apis": [], "forbidden_apis": [],
-           "split": None, "kind": "unindexed_library", "draft": True, "provenance": provenance(None, rule)}  # fmt: skip
+    rec = {
+        "id": eid,
+        "question": question,
+        "library": library,
+        "version": version,
+        "out_of_scope": True,
+        "relevant_ids": [],
+        "reference_answer": reference,
+        "expected_apis": [],
+        "forbidden_apis": [],
+        "split": None,
+        "kind": "unindexed_library",
+        "draft": True,
+        "provenance": provenance(None, rule),
+    }
     return Draft(rec)
 
 
@@ -98,8 +121,20 @@ def off_topic(invs: Sequence[Inventory], seed: int, n: int) -> Iterator[Draft]:
         eid = entry_id(None, inv.library, inv.version, "off_topic", str(i + 1))
         question = template.format(library=inv.library, version=inv.version)
         reference = f"Off-topic: the {inv.library} documentation does not cover this."
-        yield Draft(record(eid, question, inv, "off_topic", relevant=[], reference=reference, labels=None,
-                           evidence={}, prov=provenance(None, "off_topic_template"), out_of_scope=True))  # fmt: skip
+        yield Draft(
+            record(
+                eid,
+                question,
+                inv,
+                "off_topic",
+                relevant=[],
+                reference=reference,
+                labels=None,
+                evidence={},
+                prov=provenance(None, "off_topic_template"),
+                out_of_scope=True,
+            )
+        )
 
 
 def _version_key(version: str) -> tuple[int, ...]:

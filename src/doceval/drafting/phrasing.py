@@ -54,8 +54,11 @@ def _questions(rec: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
 
 
 def _labels(rec: dict[str, Any]) -> list[str]:
-    return [*rec.get("expected_apis", []), *rec.get("forbidden_apis", []),
-            *(a for g in rec.get("expected_any", []) for a in g)]  # fmt: skip
+    return [
+        *rec.get("expected_apis", []),
+        *rec.get("forbidden_apis", []),
+        *(a for g in rec.get("expected_any", []) for a in g),
+    ]
 
 
 def _ask(
@@ -63,8 +66,12 @@ def _ask(
 ) -> tuple[str | None, str]:
     question = holder[key]
     avoid = [n for n in _labels(holder) if not names_in(question, [n])]
-    messages = template.render(library=str(holder.get("library", "")), version=str(holder.get("version", "")),
-                               question=question, avoid=", ".join(avoid) or "(none)")  # fmt: skip
+    messages = template.render(
+        library=str(holder.get("library", "")),
+        version=str(holder.get("version", "")),
+        question=question,
+        avoid=", ".join(avoid) or "(none)",
+    )
     try:
         reply = client.complete(messages, template_id=template.template_id).content.strip()
     except LLMError as exc:

@@ -78,8 +78,10 @@ def library_pins(
             raise UsageError(f"--pins {pin}: not a pin of the corpus; its pins: {', '.join(sorted(known))}")
     for lib in libraries:
         if not any(p.split("@", 1)[0] == lib for p in pins):
-            raise UsageError(f"--library {lib}: not in the corpus; its libraries: "
-                             f"{', '.join(sorted({p.split('@', 1)[0] for p in pins}))}")  # fmt: skip
+            raise UsageError(
+                f"--library {lib}: not in the corpus; its libraries: "
+                f"{', '.join(sorted({p.split('@', 1)[0] for p in pins}))}"
+            )
     out: dict[str, list[str]] = {}
     for pin in pins:
         lib = pin.split("@", 1)[0]
@@ -144,14 +146,21 @@ def _drafts_of(
     return out
 
 
-def _out_of_scope(invs: Sequence[Inventory], libraries: Sequence[str], drafts: Sequence[Draft],
-                  opts: DraftOptions) -> list[Draft]:  # fmt: skip
+def _out_of_scope(
+    invs: Sequence[Inventory], libraries: Sequence[str], drafts: Sequence[Draft], opts: DraftOptions
+) -> list[Draft]:
     n = OUT_OF_SCOPE_DEFAULT if opts.max_per_kind is None else min(OUT_OF_SCOPE_DEFAULT, opts.max_per_kind)
     lib = invs[0].library
-    tasks = [_task_of(d.record["question"]) for d in drafts
-             if d.record.get("library") == lib and d.record.get("kind") == "lookup"]  # fmt: skip
-    return [*nonexistent(invs, opts.seed, n), *unindexed(invs, libraries, [t for t in tasks if t], opts.seed, n),
-            *off_topic(invs, opts.seed, n)]  # fmt: skip
+    tasks = [
+        _task_of(d.record["question"])
+        for d in drafts
+        if d.record.get("library") == lib and d.record.get("kind") == "lookup"
+    ]
+    return [
+        *nonexistent(invs, opts.seed, n),
+        *unindexed(invs, libraries, [t for t in tasks if t], opts.seed, n),
+        *off_topic(invs, opts.seed, n),
+    ]
 
 
 def _task_of(question: str) -> str:
@@ -160,8 +169,9 @@ def _task_of(question: str) -> str:
     return rest.rstrip("?") if sep and head.startswith("In ") else ""
 
 
-def checked(drafts: Sequence[Draft], texts: dict[str, PinText],
-            doc_ids: dict[str, list[str]]) -> tuple[list[Draft], Counter[str]]:  # fmt: skip
+def checked(
+    drafts: Sequence[Draft], texts: dict[str, PinText], doc_ids: dict[str, list[str]]
+) -> tuple[list[Draft], Counter[str]]:
     """The drafts that pass `golden validate --strict` against the corpus, and why the others were dropped
     (the rule of each entry's first finding). Dropping one entry changes no other entry's findings, except
     that a conversation goes with any of its turns; the loop stops when a round drops nothing."""

@@ -31,15 +31,28 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str, str, str], ...] = tuple(
     for p, old, new, how in (
         (rf"renamed\s+from\s+(?:{_name('a')})(?:\s+to\s+(?:{_name('b')}))?", "a", "b|object", "renamed"),
         (rf"(?:{_name('a')})[^.;]{{0,40}}?\brenamed\s+to\s+(?:{_name('b')})", "a", "b", "renamed"),
-        (rf"^(?:this\s+\w+\s+)?(?:was\s+|has\s+been\s+|is\s+)?renamed\s+to\s+(?:{_name('b')})", "object", "b",
-         "renamed"),
-        (rf"(?:{_name('a')})[^.;]{{0,40}}?\b(?:replaced|superseded)\s+(?:by|with)\s+(?:the\s+)?(?:new\s+)?"
-         rf"(?:{_name('b')})", "a", "b", "replaced"),
+        (
+            rf"^(?:this\s+\w+\s+)?(?:was\s+|has\s+been\s+|is\s+)?renamed\s+to\s+(?:{_name('b')})",
+            "object",
+            "b",
+            "renamed",
+        ),
+        (
+            rf"(?:{_name('a')})[^.;]{{0,40}}?\b(?:replaced|superseded)\s+(?:by|with)\s+(?:the\s+)?(?:new\s+)?"
+            rf"(?:{_name('b')})",
+            "a",
+            "b",
+            "replaced",
+        ),
         (rf"\buse\s+(?:{_name('b')})\s+instead\s+of\s+(?:{_name('a')})", "a", "b", "replaced"),
-        (rf"\b(?:previously|formerly)(?:\s+(?:was|named|called|known\s+as))?\s+(?:{_name('a')})", "a", "object",
-         "previously"),
+        (
+            rf"\b(?:previously|formerly)(?:\s+(?:was|named|called|known\s+as))?\s+(?:{_name('a')})",
+            "a",
+            "object",
+            "previously",
+        ),
     )
-)  # fmt: skip
+)
 _MARK = re.compile(r"deprecat\w*|removed|no\s+longer", re.I)
 _USE_INSTEAD = re.compile(
     rf"\b(?:use|in\s+favou?r\s+of|replaced\s+by|migrate\s+to|refer\s+to)\s+(?:\w+\s+){{0,3}}?(?:{_name('b')})",

@@ -26,6 +26,7 @@ from doceval.drafting.entries import (
     evidence_field,
     judgments,
     name_string,
+    nonexistent_api_draft,
     object_words,
     primary_documents,
     provenance,
@@ -76,15 +77,25 @@ def answering(inv: Inventory, diff: Difference, docs: Sequence[str]) -> list[str
     return list(dict.fromkeys(cited)) or list(docs)
 
 
-def _entry(diff: Difference, inv: Inventory, kind: str, rule: str, labels: Labels, question: str,
-           reference: str) -> Draft | None:  # fmt: skip
+def _entry(
+    diff: Difference, inv: Inventory, kind: str, rule: str, labels: Labels, question: str, reference: str
+) -> Draft | None:
     eid = entry_id(diff, inv.library, inv.version, kind, f"{diff.kind}-{diff.old or diff.new}-{diff.new}")
     relevant, qrels = judgments(eid, labels)
     if not relevant:
         return None  # no document answers without a forbidden string: nothing to draft
     evidence = evidence_field(inv, (*diff.old_evidence, *diff.new_evidence), relevant)
-    rec = record(eid, question, inv, kind, relevant=relevant, reference=reference, labels=labels,
-                 evidence=evidence, prov=provenance(diff, rule))  # fmt: skip
+    rec = record(
+        eid,
+        question,
+        inv,
+        kind,
+        relevant=relevant,
+        reference=reference,
+        labels=labels,
+        evidence=evidence,
+        prov=provenance(diff, rule),
+    )
     return Draft(rec, qrels)
 
 
@@ -124,13 +135,22 @@ def renamed(diff: Difference, old: Inventory, new: Inventory) -> Iterator[Draft]
                 continue
             question = task_question(inv.library, inv.version, *task)
         other = diff.new if inv is old else diff.old
-        reference = (f"In {inv.library} {inv.version}, use `{mine.strip('.(=')}`.{_cite(inv, docs)} "
-                     f"`{other}` is the {other_pin} name, not this version's.")  # fmt: skip
+        reference = (
+            f"In {inv.library} {inv.version}, use `{mine.strip('.(=')}`.{_cite(inv, docs)} "
+            f"`{other}` is the {other_pin} name, not this version's."
+        )
         if inv is new:
             reference += _stated(diff)
         labels = Labels(inv, [mine], [theirs], docs, name)
-        draft = _entry(diff, inv, "version_trap", f"renamed.trap_{'old' if inv is old else 'new'}", labels,
-                       question, reference)  # fmt: skip
+        draft = _entry(
+            diff,
+            inv,
+            "version_trap",
+            f"renamed.trap_{'old' if inv is old else 'new'}",
+            labels,
+            question,
+            reference,
+        )
         if draft is not None:
             yield draft
 
@@ -145,16 +165,25 @@ def removed(diff: Difference, old: Inventory, new: Inventory) -> Iterator[Draft]
     forbid_old = [r] if r and not old.has(diff.new) else []
     reference = f"In {old.library} {old.version}, use `{a.strip('.(=')}`.{_cite(old, docs)}"
     labels = Labels(old, [a], forbid_old, docs, diff.old)
-    draft = _entry(diff, old, "version_trap", "removed.trap_old", labels, task_question(old.library, old.version, *task),
-                   reference)  # fmt: skip
+    draft = _entry(
+        diff,
+        old,
+        "version_trap",
+        "removed.trap_old",
+        labels,
+        task_question(old.library, old.version, *task),
+        reference,
+    )
     if draft is not None:
         yield draft
     question = task_question(new.library, new.version, *task)
     stating = [e.doc_id for e in diff.new_evidence]
     if r:
         docs_new = list(dict.fromkeys([*stating, *primary_documents(new, diff.new)]))
-        reference = (f"In {new.library} {new.version}, `{diff.old}` is gone: use `{r.strip('.(=')}` instead."
-                     f"{_stated(diff)}")  # fmt: skip
+        reference = (
+            f"In {new.library} {new.version}, `{diff.old}` is gone: use `{r.strip('.(=')}` instead."
+            f"{_stated(diff)}"
+        )
         labels = Labels(new, [r], [a], docs_new, diff.new)
     elif stating:
         reference = f"{new.library} {new.version} no longer has `{diff.old}`.{_stated(diff)}"
@@ -167,16 +196,18 @@ def removed(diff: Difference, old: Inventory, new: Inventory) -> Iterator[Draft]
         yield draft
 
 
-def _asked_where_absent(diff: Difference, inv: Inventory, name: str, string: str, rule: str,
-                        where: Inventory) -> Iterator[Draft]:  # fmt: skip
+def _asked_where_absent(
+    diff: Difference, inv: Inventory, name: str, string: str, rule: str, where: Inventory
+) -> Iterator[Draft]:
     """A ``nonexistent_api`` entry: the pin is asked for a name only another pin documents."""
     eid = entry_id(diff, inv.library, inv.version, "nonexistent_api", name)
     shown = string.strip(".(=")
     question = f"In {inv.library} {inv.version}, how do I use `{shown}`?"
-    reference = (f"{inv.library} {inv.version} does not document `{shown}`: it is documented in {where.pin}, not "
-                 "in this version's docs.")  # fmt: skip
-    yield Draft(record(eid, question, inv, "nonexistent_api", relevant=[], reference=reference, labels=None,
-                       evidence={}, prov=provenance(diff, rule), out_of_scope=True, forbidden=[string]))  # fmt: skip
+    reference = (
+        f"{inv.library} {inv.version} does not document `{shown}`: it is documented in {where.pin}, not "
+        "in this version's docs."
+    )
+    yield nonexistent_api_draft(eid, question, inv, reference, provenance(diff, rule), string)
 
 
 def added(diff: Difference, old: Inventory, new: Inventory) -> Iterator[Draft]:
@@ -187,19 +218,35 @@ def added(diff: Difference, old: Inventory, new: Inventory) -> Iterator[Draft]:
     if task is not None:
         reference = f"In {new.library} {new.version}, use `{b.strip('.(=')}`.{_cite(new, docs)}"
         labels = Labels(new, [b], [], docs, diff.new)
-        draft = _entry(diff, new, "lookup", "added.lookup_new", labels, task_question(new.library, new.version, *task),
-                       reference)  # fmt: skip
+        draft = _entry(
+            diff,
+            new,
+            "lookup",
+            "added.lookup_new",
+            labels,
+            task_question(new.library, new.version, *task),
+            reference,
+        )
         if draft is not None:
             yield draft
     yield from _asked_where_absent(diff, old, diff.new, b, "added.absent_in_old", new)
     if diff.alternative and task is not None:
         alt = name_string(old, diff.alternative)
         docs_old = primary_documents(old, diff.alternative)
-        reference = (f"In {old.library} {old.version}, use `{alt.strip('.(=')}`: `{diff.new}` came in {new.pin}."
-                     f"{_cite(old, docs_old)}")  # fmt: skip
+        reference = (
+            f"In {old.library} {old.version}, use `{alt.strip('.(=')}`: `{diff.new}` came in {new.pin}."
+            f"{_cite(old, docs_old)}"
+        )
         labels = Labels(old, [alt], [b], docs_old, diff.alternative)
-        draft = _entry(diff, old, "version_trap", "added.trap_old", labels,
-                       task_question(old.library, old.version, *task), reference)  # fmt: skip
+        draft = _entry(
+            diff,
+            old,
+            "version_trap",
+            "added.trap_old",
+            labels,
+            task_question(old.library, old.version, *task),
+            reference,
+        )
         if draft is not None:
             yield draft
 
@@ -211,22 +258,37 @@ def moved(diff: Difference, old: Inventory, new: Inventory) -> Iterator[Draft]:
     )
     for inv, mine, theirs, evidence in pairs:
         name = diff.new
-        labels = Labels(inv, [], [f"from {theirs} import {name}", f"{theirs}.{name}"], [e.doc_id for e in evidence],
-                        name, [[f"from {mine} import", f"{mine}.{name}"]])  # fmt: skip
+        labels = Labels(
+            inv,
+            [],
+            [f"from {theirs} import {name}", f"{theirs}.{name}"],
+            [e.doc_id for e in evidence],
+            name,
+            [[f"from {mine} import", f"{mine}.{name}"]],
+        )
         question = f"In {inv.library} {inv.version}, which module do I import `{name}` from?"
         reference = f"In {inv.library} {inv.version}: `from {mine} import {name}`." + (
             f' The docs ({evidence[0].doc_id}): "{quote(evidence[0].quote)}"' if evidence else ""
         )
-        draft = _entry(diff, inv, "version_trap", f"moved.trap_{'old' if inv is old else 'new'}", labels, question,
-                       reference)  # fmt: skip
+        draft = _entry(
+            diff,
+            inv,
+            "version_trap",
+            f"moved.trap_{'old' if inv is old else 'new'}",
+            labels,
+            question,
+            reference,
+        )
         if draft is not None:
             yield draft
 
 
 def default_changed(diff: Difference, old: Inventory, new: Inventory) -> Iterator[Draft]:
     param, func = diff.old, last(diff.owner)
-    for inv, mine, theirs, evidence in ((old, diff.old_value, diff.new_value, diff.old_evidence),
-                                        (new, diff.new_value, diff.old_value, diff.new_evidence)):  # fmt: skip
+    for inv, mine, theirs, evidence in (
+        (old, diff.old_value, diff.new_value, diff.old_evidence),
+        (new, diff.new_value, diff.old_value, diff.new_evidence),
+    ):
         expected = [f"{param}={mine}", f"{param} = {mine}", f"defaults to {mine}", f"default is {mine}"]
         if mine.strip("'\"").casefold() not in _GENERIC_VALUES and len(mine.strip("'\"")) >= 2:
             expected.append(mine.strip("'\""))
@@ -235,10 +297,19 @@ def default_changed(diff: Difference, old: Inventory, new: Inventory) -> Iterato
             return  # one value contains the other: no answer could be told right from wrong by strings
         labels = Labels(inv, [], forbidden, [e.doc_id for e in evidence], param, [expected])
         question = f"In {inv.library} {inv.version}, what is the default of `{param}` in `{func}`?"
-        reference = (f"In {inv.library} {inv.version}, `{param}` defaults to `{mine}` (it is `{theirs}` in the other "
-                     f'version). The docs ({evidence[0].doc_id}): "{quote(evidence[0].quote)}"')  # fmt: skip
-        draft = _entry(diff, inv, "version_trap", f"default_changed.trap_{'old' if inv is old else 'new'}", labels,
-                       question, reference)  # fmt: skip
+        reference = (
+            f"In {inv.library} {inv.version}, `{param}` defaults to `{mine}` (it is `{theirs}` in the other "
+            f'version). The docs ({evidence[0].doc_id}): "{quote(evidence[0].quote)}"'
+        )
+        draft = _entry(
+            diff,
+            inv,
+            "version_trap",
+            f"default_changed.trap_{'old' if inv is old else 'new'}",
+            labels,
+            question,
+            reference,
+        )
         if draft is not None:
             yield draft
 

@@ -191,8 +191,11 @@ def ray_session(engine: schema.EngineRay) -> Iterator[RaySession]:
         check_reachable(address)
         check_node_address(address)
     _init(address, engine)
-    print(f"engine: ray {'started for this run' if address is None else 'at ' + address}: "
-          f"{_describe_resources()}", file=sys.stderr)  # fmt: skip
+    print(
+        f"engine: ray {'started for this run' if address is None else 'at ' + address}: "
+        f"{_describe_resources()}",
+        file=sys.stderr,
+    )
     started = _session_dir() if address is None else None
     try:
         yield RaySession(address, address is None, os.getcwd())

@@ -108,8 +108,9 @@ class RayEmbedder:
             return
         make = functools.partial(build_embedder, self.embedder_cfg)
         what = f"the embedder ({self.embedder_cfg.name})"
-        for _, (positions, vectors, fingerprint) in iter_on_actors(make, encode_batch, batches, self.engine, 1,
-                                                                  what=what):  # fmt: skip
+        for _, (positions, vectors, fingerprint) in iter_on_actors(
+            make, encode_batch, batches, self.engine, 1, what=what
+        ):
             if fingerprint != self.fingerprint:
                 raise UsageError(
                     f"engine=ray: an embedder actor resolved {fingerprint}, another {self.fingerprint} "

@@ -39,8 +39,10 @@ def _on_every_node(fn: Any, *args: Any) -> list[Any]:
     """``fn(*args)`` once on each live node (no CPU held: a probe must not wait behind the run's actors)."""
     remote = ray.remote(num_cpus=0, max_retries=1)(fn)
     nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
-    refs = [remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(*args)
-            for n in nodes]  # fmt: skip
+    refs = [
+        remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote(*args)
+        for n in nodes
+    ]
     return list(ray.get(refs, timeout=PROBE_TIMEOUT_S))
 
 

@@ -172,17 +172,25 @@ def retrieve_all(
             from doceval.harness.remote import retrieve_on_ray
 
             asks = {e.id: turns.get(e.id) or TurnQuery(e.question, e.library, e.version) for e in entries}
-            retrieve_on_ray(entries_asked, retriever, remote[1], asks, depth, remote[0], limits, progress,
-                            (out, written))  # fmt: skip
+            retrieve_on_ray(
+                entries_asked, retriever, remote[1], asks, depth, remote[0], limits, progress, (out, written)
+            )
         else:
             _retrieve_here(entries_asked, retriever, corpus, depth, progress, limits, turns, out, written)
     return in_entry_order(out, entries)
 
 
 def _retrieve_here(
-    entries: Sequence[GoldenEntry], retriever: Retriever, corpus: Corpus | None, depth: int, progress: bool,
-    limits: ErrorLimits, turns: Mapping[str, TurnQuery], out: CandidateSet, written: Journal,
-) -> None:  # fmt: skip
+    entries: Sequence[GoldenEntry],
+    retriever: Retriever,
+    corpus: Corpus | None,
+    depth: int,
+    progress: bool,
+    limits: ErrorLimits,
+    turns: Mapping[str, TurnQuery],
+    out: CandidateSet,
+    written: Journal,
+) -> None:
     """:func:`retrieve_all`'s loop in this process, filling ``out`` (and journaling a user's answers)."""
     # lazy: start-up (the user-system errors, ~60 ms, load only when retrieval runs live)
     from doceval.system.external.agents import system_error_text
@@ -252,15 +260,33 @@ def compute_candidates(
     turns = turn_queries(entries, corpus, cfg.memory.rewrite, memory_reset)
     if retriever is not None:
         given = retriever
-        cands = retrieve_all(entries, given, corpus, depth, progress, limits, turns, _remote(cfg, lambda: given),
-                             journal_for(cfg, given, entries, golden_md5, journal))  # fmt: skip
+        cands = retrieve_all(
+            entries,
+            given,
+            corpus,
+            depth,
+            progress,
+            limits,
+            turns,
+            _remote(cfg, lambda: given),
+            journal_for(cfg, given, entries, golden_md5, journal),
+        )
     else:
         with open_retriever(cfg, corpus) as retriever:
             build: Callable[[], Retriever] = lambda: retriever  # noqa: E731 - a built-in one is never remote
             if isinstance(cfg.retriever, schema.RetrieverFunction):
                 build = functools.partial(FunctionRetriever.from_config, cfg.retriever)
-            cands = retrieve_all(entries, retriever, corpus, depth, progress, limits, turns, _remote(cfg, build),
-                                 journal_for(cfg, retriever, entries, golden_md5, journal))  # fmt: skip
+            cands = retrieve_all(
+                entries,
+                retriever,
+                corpus,
+                depth,
+                progress,
+                limits,
+                turns,
+                _remote(cfg, build),
+                journal_for(cfg, retriever, entries, golden_md5, journal),
+            )
     describe = getattr(retriever, "describe", None)
     index = None if corpus is None else _index_manifest(Path(cfg.paths.index))
     cands.meta = {

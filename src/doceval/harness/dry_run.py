@@ -71,8 +71,9 @@ def usage_rule(llm: LLMConfig, template: PromptTemplate) -> tuple[float, float, 
     )
 
 
-def _row(role: str, llm: LLMConfig, template: PromptTemplate, per_entry: Mapping[str, int],
-         journaled: Journaled) -> dict[str, Any]:  # fmt: skip
+def _row(
+    role: str, llm: LLMConfig, template: PromptTemplate, per_entry: Mapping[str, int], journaled: Journaled
+) -> dict[str, Any]:
     """One role's estimate: ``per_entry`` prompt tokens of the entries it would be asked about (characters / 4),
     per repeat, unless the cache observed this model and template."""
     requests = len(per_entry) * len(journaled)
@@ -85,9 +86,16 @@ def _row(role: str, llm: LLMConfig, template: PromptTemplate, per_entry: Mapping
     else:
         prompt, completion = round(len(todo) * observed[0]), round(len(todo) * observed[1])
         rule = observed[2]
-    return {"role": role, "model": llm.model, "requests": requests, "cached": requests - len(todo),
-            "prompt_tokens": prompt, "completion_tokens": completion, "completion_rule": rule,
-            "cost_usd": llm.cost_usd(prompt, completion)}  # fmt: skip
+    return {
+        "role": role,
+        "model": llm.model,
+        "requests": requests,
+        "cached": requests - len(todo),
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "completion_rule": rule,
+        "cost_usd": llm.cost_usd(prompt, completion),
+    }
 
 
 def estimate(
@@ -106,18 +114,35 @@ def estimate(
     rows: list[dict[str, Any]] = []
     answerer = cfg.answerer
     if external_agent:
-        rows.append({"role": "system", "model": "(your assistant)", "requests": len(entries) * repeats,
-                     "cached": None, "prompt_tokens": None, "completion_tokens": None, "completion_rule": None,
-                     "cost_usd": None})  # fmt: skip
+        rows.append(
+            {
+                "role": "system",
+                "model": "(your assistant)",
+                "requests": len(entries) * repeats,
+                "cached": None,
+                "prompt_tokens": None,
+                "completion_tokens": None,
+                "completion_rule": None,
+                "cost_usd": None,
+            }
+        )
     elif isinstance(answerer, schema.AnswererOpenAI):
         template = PromptTemplate.load(answerer.template)
         # Unset max_passages: the answerer shows every passage of R, at most k.
         shown = answerer.max_passages if answerer.max_passages is not None else cfg.k
         passages = "\n\n".join("x" * int(mean_chunk_chars) for _ in range(shown))
-        per_entry = {e.id: _prompt_tokens(template, library=e.library, version=e.version, passages=passages,
-                                          memory="", question=e.question,
-                                          refusal="I cannot answer that from the documentation.")
-                     for e in entries}  # fmt: skip
+        per_entry = {
+            e.id: _prompt_tokens(
+                template,
+                library=e.library,
+                version=e.version,
+                passages=passages,
+                memory="",
+                question=e.question,
+                refusal="I cannot answer that from the documentation.",
+            )
+            for e in entries
+        }
         rows.append(_row("answerer", answerer.llm, template, per_entry, held))
     judge = cfg.judge
     if judged and isinstance(judge, schema.JudgeOpenAI):
@@ -129,9 +154,18 @@ def estimate(
         )
         answer = "x" * CHARS_PER_TOKEN * bound
         # Out-of-scope answers are never judged (design 4.4).
-        per_entry = {e.id: _prompt_tokens(template, library=e.library, version=e.version, question=e.question,
-                                          reference=e.reference_answer, answer=answer)
-                     for e in entries if not e.out_of_scope}  # fmt: skip
+        per_entry = {
+            e.id: _prompt_tokens(
+                template,
+                library=e.library,
+                version=e.version,
+                question=e.question,
+                reference=e.reference_answer,
+                answer=answer,
+            )
+            for e in entries
+            if not e.out_of_scope
+        }
         rows.append(_row("judge", judge.llm, template, per_entry, held))
     return rows
 
@@ -158,19 +192,27 @@ def journaled_entries(cfg: Config, options: EvalOptions, repeats: int) -> tuple[
         run_dir = this.run_dir or where / run_key_of(this_cfg, this, this_plan)
         replies = load_records(run_dir / "journal.jsonl", Reply.from_json, "a journal record")
         verdicts = load_verdicts(run_dir / "judge.jsonl")
-        held.append({"answerer": {rep.id for rep in replies if rep.error is None},
-                     "judge": {i for i, v in verdicts.items() if v.verdict is not None}})  # fmt: skip
+        held.append(
+            {
+                "answerer": {rep.id for rep in replies if rep.error is None},
+                "judge": {i for i, v in verdicts.items() if v.verdict is not None},
+            }
+        )
     return held, f"journals read from {where}"
 
 
 def format_estimate(
     rows: Sequence[Mapping[str, Any]], n_entries: int, repeats: int, consulted: str
 ) -> list[str]:
-    lines = [f"dry run: {n_entries} entries x {repeats} repeat(s); nothing was sent. Requests are upper bounds (a "
-             "refused entry is not answered or judged); cached: held by this configuration's journals (a rerun "
-             f"pays nothing for them; {consulted}); tokens ~ characters / 4, of the requests to send."]  # fmt: skip
-    lines.append(f"{'role':10s} {'model':20s} {'requests':>9s} {'cached':>7s} {'prompt tok':>11s} "
-                 f"{'completion tok':>15s} {'cost USD':>9s}")  # fmt: skip
+    lines = [
+        f"dry run: {n_entries} entries x {repeats} repeat(s); nothing was sent. Requests are upper bounds (a "
+        "refused entry is not answered or judged); cached: held by this configuration's journals (a rerun "
+        f"pays nothing for them; {consulted}); tokens ~ characters / 4, of the requests to send."
+    ]
+    lines.append(
+        f"{'role':10s} {'model':20s} {'requests':>9s} {'cached':>7s} {'prompt tok':>11s} "
+        f"{'completion tok':>15s} {'cost USD':>9s}"
+    )
     total = 0.0
 
     def num(v: Any) -> str:
@@ -179,13 +221,17 @@ def format_estimate(
     for r in rows:
         cost = "n/a" if r["cost_usd"] is None else f"{r['cost_usd']:.4f}"
         total += r["cost_usd"] or 0.0
-        lines.append(f"{r['role']:10s} {str(r['model'])[:20]:20s} {r['requests']:>9,} {num(r['cached']):>7s} "
-                     f"{num(r['prompt_tokens']):>11s} {num(r['completion_tokens']):>15s} {cost:>9s}")  # fmt: skip
+        lines.append(
+            f"{r['role']:10s} {str(r['model'])[:20]:20s} {r['requests']:>9,} {num(r['cached']):>7s} "
+            f"{num(r['prompt_tokens']):>11s} {num(r['completion_tokens']):>15s} {cost:>9s}"
+        )
     for r in rows:
         if r.get("completion_rule"):
             lines.append(f"  {r['role']} tokens per request: {r['completion_rule']}")
     if not rows:
         lines.append("(no LLM role is configured: the run makes no LLM requests)")
-    lines.append(f"estimated cost: {total:.4f} USD (from the configured price_per_1m_* or price_per_1k_*; 0 when "
-                 "unset)")  # fmt: skip
+    lines.append(
+        f"estimated cost: {total:.4f} USD (from the configured price_per_1m_* or price_per_1k_*; 0 when "
+        "unset)"
+    )
     return lines

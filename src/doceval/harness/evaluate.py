@@ -285,7 +285,7 @@ def answer_text_unknown(plan: RunPlan) -> str | None:
     if plan.corpus is None:
         return (
             "the retriever's ids are not documents of a doceval corpus, so doceval's answerer cannot read "
-            "their text; build your docs with `doceval docs` into paths.docs to measure answers"
+            "their text; build your docs with `doceval stage docs` into paths.docs to measure answers"
         )
     assert plan.candidates is not None
     known = plan.corpus.doc_ids()

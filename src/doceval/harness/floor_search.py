@@ -111,11 +111,15 @@ def describe_operating_point(
 ) -> str:
     """The objective in the words a team would use."""
     if name == "max_refusal_at_overrefusal":
-        return (f"floors chosen to refuse as many out-of-scope questions as possible while wrongly refusing at "
-                f"most {max_overrefusal:.0%} of answerable ones")  # fmt: skip
+        return (
+            f"floors chosen to refuse as many out-of-scope questions as possible while wrongly refusing at "
+            f"most {max_overrefusal:.0%} of answerable ones"
+        )
     if name == "min_overrefusal_at_refusal":
-        return (f"floors chosen to wrongly refuse as few answerable questions as possible while refusing at "
-                f"least {min_refused_correctly:.0%} of out-of-scope ones")  # fmt: skip
+        return (
+            f"floors chosen to wrongly refuse as few answerable questions as possible while refusing at "
+            f"least {min_refused_correctly:.0%} of out-of-scope ones"
+        )
     if name == "decision_accuracy":
         return "floors chosen to decide the most entries right (a hit when answerable, a refusal otherwise)"
     metric = name.split("+")[0]

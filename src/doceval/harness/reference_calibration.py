@@ -39,8 +39,10 @@ class Components:
         }
 
     def judge(self, facts_threshold: float, threshold: float) -> list[bool]:
-        return [ok and f >= facts_threshold and s >= threshold
-                for ok, f, s in zip(self.passing, self.shares, self.similarities, strict=True)]  # fmt: skip
+        return [
+            ok and f >= facts_threshold and s >= threshold
+            for ok, f, s in zip(self.passing, self.shares, self.similarities, strict=True)
+        ]
 
 
 def components(rows: Sequence[LabelledAnswer]) -> Components:

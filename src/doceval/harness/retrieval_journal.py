@@ -76,22 +76,35 @@ def journal_for(
 
 
 def journal_answer(
-    journal: Journal, entry_id: str, ranked: Sequence[tuple[str, float]], timing: tuple[float, float] | None,
+    journal: Journal,
+    entry_id: str,
+    ranked: Sequence[tuple[str, float]],
+    timing: tuple[float, float] | None,
     retriever: object,
-) -> None:  # fmt: skip
+) -> None:
     """One answer of ``retriever`` (an error is not journaled: the rerun asks that entry again), with the form
     its answers take (bare ids or scored pairs, its ``scored``)."""
     scored = getattr(retriever, "scored", None)
-    journal.append({"id": entry_id, "ranked": [[d, s] for d, s in ranked], "scored": scored,
-                    "timing": list(timing) if timing is not None else None})  # fmt: skip
+    journal.append(
+        {
+            "id": entry_id,
+            "ranked": [[d, s] for d, s in ranked],
+            "scored": scored,
+            "timing": list(timing) if timing is not None else None,
+        }
+    )
 
 
 def _parse(data: dict[str, Any]) -> tuple[str, Ranked, tuple[float, float] | None, bool | None]:
     ranked = [(str(d), float(s)) for d, s in data["ranked"]]
     timing = data["timing"]
     scored = data["scored"]
-    return (str(data["id"]), ranked, (float(timing[0]), float(timing[1])) if timing is not None else None,
-            None if scored is None else bool(scored))  # fmt: skip
+    return (
+        str(data["id"]),
+        ranked,
+        (float(timing[0]), float(timing[1])) if timing is not None else None,
+        None if scored is None else bool(scored),
+    )
 
 
 def resume_retrievals(
@@ -123,8 +136,11 @@ def in_entry_order(out: CandidateSet, entries: Sequence[GoldenEntry]) -> Candida
         return {i: d[i] for i in ids if i in d}
 
     out.ranked, out.routed, out.timings, out.errors = (
-        order(out.ranked), order(out.routed), order(out.timings), order(out.errors)
-    )  # fmt: skip
+        order(out.ranked),
+        order(out.routed),
+        order(out.timings),
+        order(out.errors),
+    )
     return out
 
 

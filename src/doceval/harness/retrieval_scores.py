@@ -37,8 +37,10 @@ def _score(
     out_of_scope = np.array([e.out_of_scope for e in entries], dtype=bool)
     per = retrieval_scores(matrix, floor_vec, plan.k, out_of_scope=out_of_scope)
     in_r = cut(matrix, floor_vec, plan.k)
-    rows = [[(matrix.doc_ids[i][j], float(matrix.scores[i, j])) for j in np.flatnonzero(in_r[i])]
-            for i in range(len(entries))]  # fmt: skip
+    rows = [
+        [(matrix.doc_ids[i][j], float(matrix.scores[i, j])) for j in np.flatnonzero(in_r[i])]
+        for i in range(len(entries))
+    ]
     return {m: per[m] for m in RETRIEVAL_NAMES}, rows
 
 

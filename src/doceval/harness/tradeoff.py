@@ -49,8 +49,10 @@ def signals(
         dense_top = {d for d, _ in ranked[:AGREEMENT_DEPTH]}
         out["agreement"][i] = len(dense_top & set(bm25.get(e.id, [])[:AGREEMENT_DEPTH])) / AGREEMENT_DEPTH
         bm25_rank = {d: r for r, d in enumerate(bm25.get(e.id, []), start=1)}
-        fused = [1 / (RRF_K + r) + (1 / (RRF_K + bm25_rank[d]) if d in bm25_rank else 0.0)
-                 for r, (d, _) in enumerate(ranked, start=1)]  # fmt: skip
+        fused = [
+            1 / (RRF_K + r) + (1 / (RRF_K + bm25_rank[d]) if d in bm25_rank else 0.0)
+            for r, (d, _) in enumerate(ranked, start=1)
+        ]
         out["fused"][i] = max(fused)
     return out
 
@@ -135,7 +137,7 @@ def analyse(
             block[split] = {
                 "curve": {
                     m: [None if v != v else float(v) for v in curve[m]] for m in names("tradeoff_curve")
-                },  # fmt: skip
+                },
                 "chosen": chosen,
                 "top_score": _auroc_block(sig["top_score"], oos, seed),
             }

@@ -66,16 +66,30 @@ def worksheet_rows(
         if e.conversation is not None:
             by_conversation.setdefault(e.conversation, []).append(e)
     return [
-        {"id": e.id, "stratum": stratum(e), "pin": e.pin, "question": e.question,
-         **(turn_context(e, by_conversation.get(e.conversation, [])) if e.conversation is not None else {}),
-         "out_of_scope": e.out_of_scope, "relevant_ids": list(e.relevant_ids),
-         "grades": e.grades if not e.out_of_scope else {}, "reference_answer": e.reference_answer,
-         "expected_apis": list(e.expected_apis), "expected_any": [list(g) for g in e.expected_any],
-         "forbidden_apis": list(e.forbidden_apis),
-         "allow_forbidden": {n: e.allow_reasons.get(n, "") for n in e.allow_forbidden},  # each with its reason
-         "verdict": None, "reason": None, **({"assessor": None} if assessor else {})}
+        {
+            "id": e.id,
+            "stratum": stratum(e),
+            "pin": e.pin,
+            "question": e.question,
+            **(
+                turn_context(e, by_conversation.get(e.conversation, [])) if e.conversation is not None else {}
+            ),
+            "out_of_scope": e.out_of_scope,
+            "relevant_ids": list(e.relevant_ids),
+            "grades": e.grades if not e.out_of_scope else {},
+            "reference_answer": e.reference_answer,
+            "expected_apis": list(e.expected_apis),
+            "expected_any": [list(g) for g in e.expected_any],
+            "forbidden_apis": list(e.forbidden_apis),
+            "allow_forbidden": {
+                n: e.allow_reasons.get(n, "") for n in e.allow_forbidden
+            },  # each with its reason
+            "verdict": None,
+            "reason": None,
+            **({"assessor": None} if assessor else {}),
+        }
         for e in sample
-    ]  # fmt: skip
+    ]
 
 
 def turn_context(turn: GoldenEntry, conversation: Sequence[GoldenEntry]) -> dict[str, Any]:
@@ -89,9 +103,11 @@ def turn_context(turn: GoldenEntry, conversation: Sequence[GoldenEntry]) -> dict
         "start_pin": "@".join(turn.start_pin or (turn.library, turn.version)),
         "needs_memory": turn.needs_memory,
         **({"standalone": turn.extra["standalone"]} if "standalone" in turn.extra else {}),
-        "earlier_turns": [{"turn": e.turn, "question": e.question, "pin": e.pin,
-                           "reference_answer": e.reference_answer} for e in earlier],
-    }  # fmt: skip
+        "earlier_turns": [
+            {"turn": e.turn, "question": e.question, "pin": e.pin, "reference_answer": e.reference_answer}
+            for e in earlier
+        ],
+    }
 
 
 def read_verdicts(path: Path, ids: Sequence[str], *, unfilled: bool = False) -> list[dict[str, Any]]:
@@ -134,8 +150,10 @@ def read_assessor_verdicts(path: Path, ids: Sequence[str]) -> tuple[str, list[di
     problems: list[str] = []
     names = {str(r.get("assessor") or "").strip() for r in rows}
     if "" in names or len(names) != 1:
-        problems.append(f"{path}: assessor: every row names the same assessor (got {sorted(names)}); fill in "
-                        "`assessor` on each row with who audited it")  # fmt: skip
+        problems.append(
+            f"{path}: assessor: every row names the same assessor (got {sorted(names)}); fill in "
+            "`assessor` on each row with who audited it"
+        )
     seen: set[str] = set()
     for r in rows:
         if r["id"] in seen:

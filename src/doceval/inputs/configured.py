@@ -42,5 +42,8 @@ def refuse_stage_overlap(cfg: Config, outputs: list[Named], without: Collection[
     """A stage's outputs (paths from the config) against what the config says it reads: exit 2 before any work
     when one is, contains or lies inside another (e.g. ``golden`` inside ``paths.runs/candidates``, which the
     retrieve stage replaces whole)."""
-    refuse_overlap(outputs, configured_inputs(cfg, without=without),
-                   "set the paths apart in doceval.yaml or conf/, then run `doceval params`")  # fmt: skip
+    refuse_overlap(
+        outputs,
+        configured_inputs(cfg, without=without),
+        "set the paths apart in doceval.yaml or conf/, then run `doceval params`",
+    )

@@ -149,8 +149,10 @@ def _check_standalone(turn: dict[str, Any], where: str, needs_memory: bool, repo
         return True
     text = turn[STANDALONE]
     if not isinstance(text, str) or not text.strip():
-        report(f"{where}.{STANDALONE}", f"must be a non-empty string (the question asked with no history), got "
-                                        f"{text!r}")  # fmt: skip
+        report(
+            f"{where}.{STANDALONE}",
+            f"must be a non-empty string (the question asked with no history), got {text!r}",
+        )
         return False
     if not needs_memory:
         report(

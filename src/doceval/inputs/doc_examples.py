@@ -97,9 +97,13 @@ def example_findings(e: GoldenEntry, docs: Mapping[str, str], add: Add) -> None:
         shown = fold("\n".join(uses))
         for group in groups:
             if any(_names_document(a, path) for a in group) and not any(occurs(a, shown) for a in group):
-                add(EXAMPLE_FAILS, "expected_apis", f"{'|'.join(group)} in {doc_id}",
+                add(
+                    EXAMPLE_FAILS,
+                    "expected_apis",
+                    f"{'|'.join(group)} in {doc_id}",
                     f"its relevant document {doc_id} shows {documented!r} in its own examples (e.g. "
                     f"{uses[0].strip()[:80]!r}) in a form none of {list(group)} matches: an answer written "
                     "like the document's example scores 0",
                     "add the example's form as an alternative (expected_any), or keep the group if the "
-                    "example shows the API but not the whole answer (say why in the changes file)")  # fmt: skip
+                    "example shows the API but not the whole answer (say why in the changes file)",
+                )

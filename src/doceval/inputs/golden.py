@@ -373,8 +373,11 @@ def _waivers(value: Any, report: Report) -> dict[str, str]:
         return dict.fromkeys(value, "")
     if isinstance(value, dict) and all(k and isinstance(v, str) and v.strip() for k, v in value.items()):
         return dict(value)
-    report("allow_forbidden", 'must map each kept forbidden string to its reason, e.g. {"= Column(": "why the '
-           'entry keeps it"} (or be the older list of strings)')  # fmt: skip
+    report(
+        "allow_forbidden",
+        'must map each kept forbidden string to its reason, e.g. {"= Column(": "why the '
+        'entry keeps it"} (or be the older list of strings)',
+    )
     return {}
 
 

@@ -110,7 +110,7 @@ def _candidates_of(e: GoldenEntry, paths: PinPaths, checked: Checked) -> list[Fi
                     f"{doc_id} documents the expected {name!r} itself but is {state} for this entry",
                     "read it: grade it 2 if it answers the question for this version, else give the reason "
                     'it does not and add "checked": ["grading_candidate"] to its qrels line',
-                )  # fmt: skip
+                )
             )
     return out
 
@@ -144,7 +144,7 @@ def _inconsistent(graded: Sequence[GoldenEntry], checked: Checked) -> list[Findi
                 f"documents: {listing}",
                 "apply one grade for the same reason (regrade the odd ones), or give in each line's reason "
                 'what makes the entries differ and add "checked": ["inconsistent_grade"] to each',
-            )  # fmt: skip
+            )
         )
     return out
 

@@ -27,9 +27,16 @@ from doceval.inputs.golden import GoldenEntry
 # concise_correct / alternative_correct (data/judge/v3, written without reading the reference): only what is
 # needed; or an equally valid API the pin documents that the reference may not name.
 CATEGORIES = (
-    "correct", "verbose_correct", "paraphrased_correct", "other_version", "partial", "invented_api", "refusal",
-    "concise_correct", "alternative_correct",
-)  # fmt: skip
+    "correct",
+    "verbose_correct",
+    "paraphrased_correct",
+    "other_version",
+    "partial",
+    "invented_api",
+    "refusal",
+    "concise_correct",
+    "alternative_correct",
+)
 VERDICTS = ("correct", "incorrect")
 SPLITS = ("calibration", "test")
 REQUIRED = ("id", "entry_id", "category", "candidate", "verdict", "reason", "split", "labelled_by")
@@ -73,9 +80,18 @@ def read_labels(path: Path, golden: Mapping[str, GoldenEntry]) -> list[LabelledA
             continue
         seen.add(rec["id"])
         rows.append(
-            LabelledAnswer(rec["id"], golden[rec["entry_id"]], rec["category"], rec["candidate"],
-                           rec["verdict"] == "correct", rec["reason"], rec["split"], rec["labelled_by"], lineno)
-        )  # fmt: skip
+            LabelledAnswer(
+                rec["id"],
+                golden[rec["entry_id"]],
+                rec["category"],
+                rec["candidate"],
+                rec["verdict"] == "correct",
+                rec["reason"],
+                rec["split"],
+                rec["labelled_by"],
+                lineno,
+            )
+        )
     if problems:
         shown = problems[:50] + ([f"... and {len(problems) - 50} more"] if len(problems) > 50 else [])
         raise UsageError("\n".join([f"{path}: {len(problems)} problem(s) in the label file:", *shown]))
@@ -151,6 +167,11 @@ def read_label_files(paths: Sequence[Path], golden: Mapping[str, GoldenEntry], s
         rows += [replace(r, id=f"{path}:{r.id}") if several else r for r in own]
     md5s = [labels_md5(p) for p in paths]
     combined = md5s[0] if not several else hashlib.md5("".join(md5s).encode()).hexdigest()
-    info = {"path": ", ".join(str(p) for p in paths), "paths": [str(p) for p in paths], "md5": combined,
-            "md5s": md5s, "split": split}  # fmt: skip
+    info = {
+        "path": ", ".join(str(p) for p in paths),
+        "paths": [str(p) for p in paths],
+        "md5": combined,
+        "md5s": md5s,
+        "split": split,
+    }
     return LabelSet(rows, files, info)

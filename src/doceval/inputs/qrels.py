@@ -205,7 +205,7 @@ def check_against_entries(
                     f"{golden_path}:{e.line}: entry {eid}: relevant_ids must be exactly its grade-2 documents in the qrels "
                     f"(missing: {sorted(answers - set(e.relevant_ids)) or '-'}, not graded 2: "
                     f"{sorted(set(e.relevant_ids) - answers) or '-'}); the qrels file is authoritative",
-                )  # fmt: skip
+                )
             )
     return problems
 
@@ -251,6 +251,14 @@ def unjudged(
                 key = (e.id, str(doc_id))
                 if doc_id in e.grades or key in rows:
                     continue
-                rows[key] = {"id": e.id, "doc_id": doc_id, "pin": e.pin, "question": e.question,
-                             "found_by_run": run_index + 1, "grade": None, "judged_by": None, "reason": None}  # fmt: skip
+                rows[key] = {
+                    "id": e.id,
+                    "doc_id": doc_id,
+                    "pin": e.pin,
+                    "question": e.question,
+                    "found_by_run": run_index + 1,
+                    "grade": None,
+                    "judged_by": None,
+                    "reason": None,
+                }
     return list(rows.values())

@@ -63,12 +63,16 @@ def _in_question(e: GoldenEntry, add: Add) -> None:
                 if len(group) == 1
                 else f"the group {list(group)} (by {hits[0]!r})"
             )
-            add(IN_QUESTION, "expected_apis", "|".join(group),
+            add(
+                IN_QUESTION,
+                "expected_apis",
+                "|".join(group),
                 f"its own question satisfies {what}: any answer that repeats the question passes it, so it "
                 "checks nothing",
                 "require what a right answer adds (the argument, the other API, the value), drop the string if "
                 "other strings carry the check, or keep it if every answer must name it anyway (say why in "
-                "the changes file)")  # fmt: skip
+                "the changes file)",
+            )
 
 
 def _fails(e: GoldenEntry, text: str, add: Add) -> None:
@@ -82,11 +86,15 @@ def _fails(e: GoldenEntry, text: str, add: Add) -> None:
     ]
     if why:
         detail = ", ".join([*missing, *("|".join(g) for g in groups), *used])
-        add(REFERENCE_FAILS, "reference_answer", detail,
+        add(
+            REFERENCE_FAILS,
+            "reference_answer",
+            detail,
             f"its own reference answer fails its version strings (it {'; '.join(why)}): the labels reject the "
             "answer they were written from",
             "make the reference answer right by its strings, or fix the strings (an expected string every right "
-            "answer names; alternatives in expected_any; a forbidden string no right answer uses)")  # fmt: skip
+            "answer names; alternatives in expected_any; a forbidden string no right answer uses)",
+        )
 
 
 def _inside_names(e: GoldenEntry, text: str, add: Add) -> None:
@@ -100,12 +108,16 @@ def _inside_names(e: GoldenEntry, text: str, add: Add) -> None:
             for api in _apis_holding(want, text, code):
                 if api not in flagged and not any(occurs(alt, api) for alt in group):
                     flagged.add(api)
-                    add(INSIDE_NAME, "expected_apis", f"{want} in {api}",
+                    add(
+                        INSIDE_NAME,
+                        "expected_apis",
+                        f"{want} in {api}",
                         f"its reference answer names {api!r}, which holds the expected {want!r} glued to a longer "
                         f"name: the matcher does not find {want!r} there, so an answer that gives only {api!r} "
                         "scores 0",
                         f"if {api!r} answers too, add it as an alternative (expected_any); if not, keep the "
-                        "string (the warning stays: say why in the changes file)")  # fmt: skip
+                        "string (the warning stays: say why in the changes file)",
+                    )
 
 
 def _apis_holding(want: str, text: str, code: list[tuple[int, int]]) -> list[str]:
@@ -117,8 +129,14 @@ def _apis_holding(want: str, text: str, code: list[tuple[int, int]]) -> list[str
         before, after = text[start - 1 : start], text[end : end + 1]
         attribute = after == "." and (text[end + 1 : end + 2].isalnum() or text[end + 1 : end + 2] == "_")
         in_code = any(a <= start and end <= b for a, b in code)
-        if not (in_code or attribute or "_" in name or any(c.isdigit() for c in name)
-                or (before and before in "@.") or (after and after in "([=")):  # fmt: skip
+        if not (
+            in_code
+            or attribute
+            or "_" in name
+            or any(c.isdigit() for c in name)
+            or (before and before in "@.")
+            or (after and after in "([=")
+        ):
             continue
         api = name + (after if after in ("(", "[") else "")
         if api not in out:

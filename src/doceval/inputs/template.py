@@ -27,19 +27,38 @@ def template_rows(ids_by_pin: Mapping[str, Sequence[str]]) -> list[dict[str, Any
     for n, pin in enumerate(pins, start=1):
         library, version = pin.split("@", 1)
         cited = example_id(ids_by_pin[pin])
-        rows.append({
-            "id": f"q{n:03d}", "question": f"{TODO}a question about {library} {version} that {cited} answers",
-            "library": library, "version": version, "out_of_scope": False, "relevant_ids": [cited],
-            "reference_answer": f"{TODO}what a right answer says for {library} {version}", "expected_apis": [],
-            "forbidden_apis": [], "split": None, "kind": "lookup",
-        })  # fmt: skip
+        rows.append(
+            {
+                "id": f"q{n:03d}",
+                "question": f"{TODO}a question about {library} {version} that {cited} answers",
+                "library": library,
+                "version": version,
+                "out_of_scope": False,
+                "relevant_ids": [cited],
+                "reference_answer": f"{TODO}what a right answer says for {library} {version}",
+                "expected_apis": [],
+                "forbidden_apis": [],
+                "split": None,
+                "kind": "lookup",
+            }
+        )
     if pins:
         library, version = pins[0].split("@", 1)
-        rows.append({
-            "id": "oos001", "question": "What is the capital of France?", "library": library,
-            "version": version, "out_of_scope": True, "relevant_ids": [], "reference_answer": "",
-            "expected_apis": [], "forbidden_apis": [], "split": None, "kind": "off_topic",
-        })  # fmt: skip
+        rows.append(
+            {
+                "id": "oos001",
+                "question": "What is the capital of France?",
+                "library": library,
+                "version": version,
+                "out_of_scope": True,
+                "relevant_ids": [],
+                "reference_answer": "",
+                "expected_apis": [],
+                "forbidden_apis": [],
+                "split": None,
+                "kind": "off_topic",
+            }
+        )
     return rows
 
 

@@ -352,7 +352,7 @@ def _run_failures(summary: Summary, max_system_errors: int) -> list[GateFailure]
                 None,
                 None,
                 "nothing was measured: the summary has no entries (an empty split or a hand-written summary); "
-                "gate a summary written by `doceval eval` or `doceval evaluate`",
+                "gate a summary written by `doceval eval` or `doceval stage evaluate`",
             )
         )
     if not typed.complete:

@@ -78,8 +78,13 @@ def paired_kappa_difference(
         raise ValueError("human, judge and baseline verdicts must have the same length")
     k_j, k_b = cohen_kappa(human, judge), cohen_kappa(human, baseline)
     diff = None if k_j is None or k_b is None else k_j - k_b
-    out: dict[str, Any] = {"difference": diff, "ci95": None, "beats": False, "n": int(h.size),
-                           "method": "paired percentile bootstrap over rows (same resampled rows for both)"}  # fmt: skip
+    out: dict[str, Any] = {
+        "difference": diff,
+        "ci95": None,
+        "beats": False,
+        "n": int(h.size),
+        "method": "paired percentile bootstrap over rows (same resampled rows for both)",
+    }
     if h.size < 2:
         return out
     idx = np.random.default_rng(seed).integers(0, h.size, size=(n_boot, h.size))
@@ -279,8 +284,12 @@ def summary_evidence(summary: dict[str, Any]) -> dict[str, Any] | None:
     evidence = settings.judge_evidence
     if evidence.get("status") in ("cleared", "below_bar", "unvalidated"):
         return dict(evidence)
-    return {"status": "unvalidated", "bar": BAR, "validations": [],
-            "note": "the summary was written before runs recorded their judge's validation"}  # fmt: skip
+    return {
+        "status": "unvalidated",
+        "bar": BAR,
+        "validations": [],
+        "note": "the summary was written before runs recorded their judge's validation",
+    }
 
 
 def evidence_tag(evidence: dict[str, Any] | None) -> str | None:
@@ -296,8 +305,10 @@ def evidence_label(evidence: dict[str, Any] | None, judge_hash: str | None) -> s
         return None
     judge = f"judge {judge_hash}" if judge_hash else "the judge"
     if tag == "unvalidated":
-        return (f"unvalidated: {judge} has no recorded validation against labelled answers ({BAR} is the bar); "
-                "measure it with `doceval judge validate LABELS --split all` and the same judge overrides")  # fmt: skip
+        return (
+            f"unvalidated: {judge} has no recorded validation against labelled answers ({BAR} is the bar); "
+            "measure it with `doceval judge validate LABELS --split all` and the same judge overrides"
+        )
     failing = [r for r in evidence["validations"] if not r.get("cleared")]
     shown = " | ".join(_kappa_text(r) for r in failing[:2])
     return f"heuristic: {judge} has not cleared the bar ({BAR}) on its labelled answers: {shown}"

@@ -353,9 +353,12 @@ def _accepts(
 
 
 def _bound(
-    benefit: Sequence[np.ndarray], ceiling: Sequence[np.ndarray], start: float, sign: float,
+    benefit: Sequence[np.ndarray],
+    ceiling: Sequence[np.ndarray],
+    start: float,
+    sign: float,
     settings: ClusterSettings,
-) -> float | None:  # fmt: skip
+) -> float | None:
     """The last ratio on one side of ``start`` (an accepted ratio) that the test accepts: doubling steps out to a
     rejected one, then bisection to 1e-4. None when none is rejected before :data:`_RATIO_LIMIT`."""
     inside, step = start, max(1.0, abs(start))
@@ -433,8 +436,12 @@ def _recovery_row(
         }
     row["recovery"] = row["benefit"] / row["ceiling"]
     ci, method = ratio_interval(benefit, ceiling, row["recovery"], settings)
-    return {**row, "ci95": ci, "ci_method": method if ci is not None else None,
-            **({"interval_note": method} if ci is None else {})}  # fmt: skip
+    return {
+        **row,
+        "ci95": ci,
+        "ci_method": method if ci is not None else None,
+        **({"interval_note": method} if ci is None else {}),
+    }
 
 
 def memory_recovery(

@@ -28,8 +28,18 @@ from doceval.llm import LLMConfig, LLMError, PromptTemplate, TemplatedChat
 from doceval.scoring.reference_judge import EncoderFactory, ReferenceJudge, VersionStrings
 from doceval.scoring.reference_judge import identity as reference_identity
 
-__all__ = ["JUDGES", "Judge", "OpenAIJudge", "judge_hash", "judge_id", "judge_identity", "judge_input", "make_judge",
-           "parse_verdict", "register_judge"]  # fmt: skip
+__all__ = [
+    "JUDGES",
+    "Judge",
+    "OpenAIJudge",
+    "judge_hash",
+    "judge_id",
+    "judge_identity",
+    "judge_input",
+    "make_judge",
+    "parse_verdict",
+    "register_judge",
+]
 from doceval.seam import Probe
 
 
@@ -220,8 +230,9 @@ def _openai_sent(
     if hashlib.sha256(template.text.encode()).hexdigest() != identity.get("template_sha256"):
         return {"messages": None, "messages_note": "the template changed since the run"}
     values = {k: str(entry.get(k) or "") for k in ("library", "version", "question")}
-    messages = template.render(**values, reference=str(entry.get("reference_answer") or ""),
-                               answer=str(entry.get("answer") or ""))  # fmt: skip
+    messages = template.render(
+        **values, reference=str(entry.get("reference_answer") or ""), answer=str(entry.get("answer") or "")
+    )
     return {"messages": messages}
 
 

@@ -293,8 +293,19 @@ class RetrievalView:
         if ideal is None:  # binary: n_relevant documents of grade 2
             m = int(matrix.n_relevant.max()) if matrix.n else 0
             ideal = np.where(np.arange(max(m, 1))[None, :] < matrix.n_relevant[:, None], 2.0, 0.0)
-        return cls(in_R, np.cumsum(in_R, axis=1), in_R & matrix.relevant, matrix.n_relevant, oos, k,
-                   np.where(in_R, grades, 0.0), in_R & rel1, n_rel1, in_R & judged, ideal)  # fmt: skip
+        return cls(
+            in_R,
+            np.cumsum(in_R, axis=1),
+            in_R & matrix.relevant,
+            matrix.n_relevant,
+            oos,
+            k,
+            np.where(in_R, grades, 0.0),
+            in_R & rel1,
+            n_rel1,
+            in_R & judged,
+            ideal,
+        )
 
     @property
     def in_scope(self) -> np.ndarray:

@@ -122,8 +122,14 @@ class ReferenceJudge:
         share = facts.share(answer)
         if share < self.facts_threshold:
             missing = ", ".join(" or ".join(g) for g in facts.missing(answer)[:3])
-            return False, (f"states {share:.2f} of the reference's key facts < {self.facts_threshold:.2f} "
-                           f"(misses {missing})"), None  # fmt: skip
+            return (
+                False,
+                (
+                    f"states {share:.2f} of the reference's key facts < {self.facts_threshold:.2f} "
+                    f"(misses {missing})"
+                ),
+                None,
+            )
         similarity = float(self.similarities([(answer, reference)])[0])
         verdict = similarity >= self.threshold
         relation = ">=" if verdict else "<"
@@ -148,6 +154,12 @@ def version_strings(entries: Sequence[Any]) -> dict[str, VersionStrings]:
 
 
 def identity(cfg: JudgeReference) -> dict[str, Any]:
-    return {"name": "reference", "threshold": float(cfg.threshold), "facts_threshold": float(cfg.facts_threshold),
-            "embedder": EMBEDDER, "key_facts": KEY_FACTS_RULE, "version_strings": MATCH_RULE,
-            "rule": "version strings and key-facts share >= facts_threshold and cosine >= threshold"}  # fmt: skip
+    return {
+        "name": "reference",
+        "threshold": float(cfg.threshold),
+        "facts_threshold": float(cfg.facts_threshold),
+        "embedder": EMBEDDER,
+        "key_facts": KEY_FACTS_RULE,
+        "version_strings": MATCH_RULE,
+        "rule": "version strings and key-facts share >= facts_threshold and cosine >= threshold",
+    }

@@ -29,8 +29,23 @@ from doceval.common.metric_names import (
 )
 from doceval.scoring import metrics as m
 
-__all__ = ["ANSWER_NAMES", "AT_K_NAMES", "BY_NAME", "LOWER_IS_BETTER", "METRICS", "METRIC_NAMES", "RETRIEVAL_NAMES",
-           "TAGS", "Family", "Metric", "Population", "answer_scores", "get", "names", "retrieval_scores"]  # fmt: skip
+__all__ = [
+    "ANSWER_NAMES",
+    "AT_K_NAMES",
+    "BY_NAME",
+    "LOWER_IS_BETTER",
+    "METRICS",
+    "METRIC_NAMES",
+    "RETRIEVAL_NAMES",
+    "TAGS",
+    "Family",
+    "Metric",
+    "Population",
+    "answer_scores",
+    "get",
+    "names",
+    "retrieval_scores",
+]
 
 
 @dataclass(frozen=True)
@@ -44,8 +59,10 @@ class Metric(MetricInfo):
 def _with_function(info: MetricInfo) -> Metric:
     per_entry = getattr(m, info.name, None)
     if not callable(per_entry):  # a declaration without its function: fail at import, not mid-run
-        raise ImportError(f"metric {info.name!r} is declared in doceval.common.metric_names but "
-                          f"doceval.scoring.metrics has no function {info.name}()")  # fmt: skip
+        raise ImportError(
+            f"metric {info.name!r} is declared in doceval.common.metric_names but "
+            f"doceval.scoring.metrics has no function {info.name}()"
+        )
     return Metric(**{f.name: getattr(info, f.name) for f in fields(MetricInfo)}, per_entry=per_entry)
 
 

@@ -27,8 +27,19 @@ OUTCOMES = ("refused", "verdict", *names("flaky"))
 # summary without it by the rule that came before).
 REPEAT0 = "the single run's request"
 # What each repeat's row keeps of its answer (repeats.answers): what judge rescore re-judges and the report reads.
-KEPT = ("answer", "refused", "refusal_reason", "retrieved", "sources", "system_error", "verdict",
-        "verdict_reason", "judge_error", "stage", "scores")  # fmt: skip
+KEPT = (
+    "answer",
+    "refused",
+    "refusal_reason",
+    "retrieved",
+    "sources",
+    "system_error",
+    "verdict",
+    "verdict_reason",
+    "judge_error",
+    "stage",
+    "scores",
+)
 # Counts of answers (not of entries): summed over the repeats.
 SUMMED_COUNTS = ("n_judged", "judge_errors", "n_refused", "system_errors")
 
@@ -90,9 +101,15 @@ def _flaky(entries: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any
                 changed[key] = values
         if changed:
             answer_changed = len({_said(row) for row in seen}) > 1
-            flaky.append({"id": entry["id"], "question": entry.get("question"), "changed": changed,
-                          "answer_changed": answer_changed,
-                          "what": "answer" if answer_changed else "verdict only"})  # fmt: skip
+            flaky.append(
+                {
+                    "id": entry["id"],
+                    "question": entry.get("question"),
+                    "changed": changed,
+                    "answer_changed": answer_changed,
+                    "what": "answer" if answer_changed else "verdict only",
+                }
+            )
     return flaky
 
 
@@ -115,8 +132,13 @@ def _mean_metrics(
     """The metrics over the entry means (intervals over those means, the run's interval settings), counts of
     answers summed over the repeats, and repeat 0's judged / not-measured flags and cutoffs."""
     settings = ClusterSettings.of_summary(first)
-    metrics: dict[str, Any] = aggregate(entries, METRIC_NAMES, seed=settings.seed, n_boot=settings.n_boot,
-                                        binary_method=settings.binary_method)  # fmt: skip
+    metrics: dict[str, Any] = aggregate(
+        entries,
+        METRIC_NAMES,
+        seed=settings.seed,
+        n_boot=settings.n_boot,
+        binary_method=settings.binary_method,
+    )
     counts = dict(first["metrics"].get("counts") or {})
     counts.update(metrics["counts"])
     for key in SUMMED_COUNTS:
@@ -155,7 +177,7 @@ def combine(summaries: Sequence[Mapping[str, Any]], seeds: str) -> dict[str, Any
                 None if (row := r.get(e["id"])) is None else {k: row.get(k) for k in KEPT} for r in rows
             ]
             for e in first["entries"]
-        },  # fmt: skip
+        },
     }
     return first
 
