@@ -1,4 +1,4 @@
-"""Pipeline commands: `params`, `docs --folder`, the DVC stages' commands (run as `doceval stage NAME`,
+"""Pipeline commands: `params` (doceval.cli.params), `docs --folder`, the DVC stages' commands (run as `doceval stage NAME`,
 doceval.cli.stage; their 0.1.0 names registered here as deprecated aliases), `eval`, `sweep`.
 
 Stage commands read params.yaml, as DVC runs them; `eval` and `sweep` compose conf/ with Hydra overrides given
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,12 +23,12 @@ from doceval.cli.common import (
     with_drafts,
 )
 from doceval.cli.conversations import register_conversations
-from doceval.common.io import check_writable, output_folder, write_bytes_atomic, write_json_atomic
+from doceval.cli.params import register_params
+from doceval.common.io import check_writable, output_folder, write_json_atomic
 from doceval.common.journal import journal_note
 from doceval.common.naming import is_own_agent
 from doceval.common.paths import refuse_overlap
-from doceval.common.redact import secret_locations
-from doceval.errors import EXIT_USAGE, RunIncomplete, UsageError
+from doceval.errors import RunIncomplete, UsageError
 from doceval.inputs.configured import configured_inputs
 from doceval.inputs.golden import select_split
 from doceval.summary import Incomplete, as_summary, settings_of
@@ -37,70 +36,6 @@ from doceval.summary import Incomplete, as_summary, settings_of
 if TYPE_CHECKING:
     from doceval.config.schema import Config
     from doceval.harness.plan import EvalOptions
-
-
-def cmd_params(args: argparse.Namespace) -> int:
-    # lazy: start-up (yaml and the config schema, ~0.2 s)
-    from doceval.config.compose import PARAMS, compose, dump_params
-    from doceval.config.drift import sources
-    from doceval.config.engine_choice import ENGINE_ENV, is_engine_override
-    from doceval.config.objects import config_dict
-
-    engine = [o for o in args.overrides if is_engine_override(o)]
-    if engine:
-        raise UsageError(
-            f"doceval params {engine[0]}: the engine is an execution choice, not a parameter (it changes no "
-            f"number), and params.yaml never holds it; choose it where the work runs: {ENGINE_ENV}='ray' (its "
-            f"keys after the name, e.g. {ENGINE_ENV}='ray actors=4 address=ray://HEAD:10001') before `dvc repro` "
-            "or a stage, or engine=ray on `doceval eval` and `doceval sweep`"
-        )
-    read = " + ".join(sources()) + (f" + {' '.join(args.overrides)}" if args.overrides else "")
-    if args.check:
-        return _check_params(PARAMS, args.overrides, read)
-    cfg = compose(args.overrides)
-    # params.yaml is committed with the project: a credential there is a leak, and scrubbing it breaks it
-    held = secret_locations(config_dict(cfg))
-    if held:
-        raise UsageError(
-            f"doceval params: {', '.join(held)} would write a credential into {PARAMS}, which is committed with "
-            "the project; pass credentials through environment variables instead (agent.headers_env, "
-            "answerer.api_key_env, judge.api_key_env, store.api_key_env) and keep URLs without user:password@"
-        )
-    write_bytes_atomic(
-        PARAMS, dump_params(cfg, args.overrides).encode("utf-8")
-    )  # checked above, not scrubbed
-    print(f"wrote {PARAMS} (from {read})")
-    return 0
-
-
-def _check_params(params: Path, given: list[str], read: str) -> int:
-    """`doceval params --check`: params.yaml against its sources, composed once (drift.differing_keys)."""
-    # lazy: start-up (as in cmd_params: yaml and the config schema, ~0.2 s)
-    import yaml
-
-    # lazy: start-up (composing for the drift check loads Hydra, ~0.35 s; only --check needs it)
-    from doceval.config.drift import differing_keys
-    from doceval.config.project import recorded_overrides
-
-    text = params.read_text(encoding="utf-8") if params.is_file() else ""
-    current = yaml.safe_load(text) if text else None
-    if current is None:
-        print(f"{params} not found: run `doceval params` (sources: {read})", file=sys.stderr)
-        return EXIT_USAGE
-    # Without overrides here, the ones `doceval params` recorded in the file (what the stages recompose).
-    overrides = list(given) or recorded_overrides(text) or []
-    if overrides and not given:
-        read += f" + {' '.join(overrides)}"
-    keys = differing_keys(current, overrides)
-    if keys:
-        print(
-            f"{params} differs from {read} at {', '.join(keys)}: run `doceval params`"
-            f"{' ' + ' '.join(overrides) if overrides else ''} and commit it",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
-    print(f"{params} matches {read}")
-    return 0
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
@@ -327,23 +262,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def register(sub: Any) -> None:
     """The pipeline commands, in the order `doceval --help` lists them."""
-    _register_params(sub)
+    register_params(sub)
     _register_stages(sub)
     _register_eval(sub)
     _register_sweep(sub)
-
-
-def _register_params(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
-        "params", help="compose conf/ + doceval.yaml into params.yaml (Hydra)"
-    )
-    p.add_argument(
-        "--check",
-        action="store_true",
-        help="exit 2 naming the keys where params.yaml differs from conf/ + doceval.yaml (+ overrides)",
-    )
-    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. retriever=bm25")
-    p.set_defaults(func=cmd_params)
 
 
 def _docs_user_use(args: argparse.Namespace) -> bool:
