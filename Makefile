@@ -19,7 +19,7 @@ repro: setup  ## reproduce the headline numbers (dvc repro) and show them
 test: setup  ## ruff, mypy and the unit tests (no tests marked slow): the unit-test loop
 	$(VENV)/ruff check src tests benchmarks
 	$(VENV)/mypy
-	$(VENV)/python -m pytest -q -m "not slow"
+	$(VENV)/python -m pytest -q -n auto -m "not slow"  # every core: pytest-xdist
 
 test-full: setup  ## everything CI runs (.ci/run): lint, format check, mypy and the whole test suite
 	$(VENV)/ruff check src tests benchmarks
