@@ -22,7 +22,7 @@ from doceval.common.io import (
     without_surrogates,
 )
 from doceval.errors import UsageError
-from doceval.summary import settings_of
+from doceval.summary import Summary, settings_of
 from doceval.tracking.datasets import register_golden
 from doceval.tracking.locking import _store_lock
 from doceval.tracking.secrets import (
@@ -139,7 +139,7 @@ def _log_entry_traces(client: MlflowClient, run_id: str, experiment_id: str, sum
 
 
 def log_run(
-    summary: Mapping[str, Any],
+    summary: Summary | Mapping[str, Any],
     *,
     uri: str,
     root: Path | None = None,
@@ -165,15 +165,15 @@ def log_run(
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
     # An older summary (NaN, -Infinity: an assistant's floors) is logged with the null a current one holds.
-    summary = finite_or_null(summary)
-    raw_recorded = settings_of(summary).recorded  # the summary's config block, as recorded
+    data: Mapping[str, Any] = finite_or_null(summary.to_dict() if isinstance(summary, Summary) else summary)
+    raw_recorded = settings_of(data).recorded  # the summary's config block, as recorded
     # Values holding a key variable's content are dropped from params and tags; everything logged has URL
     # credentials masked, and those credentials are redacted wherever else they appear.
     env_secrets = env_secret_values(raw_recorded, flat_config or {})
     secrets = secret_values(raw_recorded, flat_config or {}, dict(extra_tags or {}))
-    clean = scrub(summary, secrets)  # summary.json: a lone surrogate stays a JSON escape (json_text)
+    clean = scrub(data, secrets)  # summary.json: a lone surrogate stays a JSON escape (json_text)
     # The store (sqlite) takes UTF-8 only: params, tags and traces hold a lone surrogate as the text \udXXX.
-    summary, raw_recorded, flat_config = without_surrogates([summary, raw_recorded, flat_config])
+    data, raw_recorded, flat_config = without_surrogates([data, raw_recorded, flat_config])
     recorded: dict[str, Any] = without_surrogates(dict(settings_of(clean).recorded))
     split = _split_of(recorded)
     params = build_params(raw_recorded, flat_config, env_secrets)  # raw: leaking values are dropped
@@ -207,7 +207,7 @@ def log_run(
                     else:
                         client.log_artifact(run_id, str(path), artifact_path=artifact_path)
                 if traces:
-                    _log_entry_traces(client, run_id, experiment_id, summary, recorded, golden_path,
+                    _log_entry_traces(client, run_id, experiment_id, data, recorded, golden_path,
                                       secrets, env_secrets, doc_texts)  # fmt: skip
             except BaseException:
                 client.set_terminated(run_id, "FAILED")
