@@ -153,9 +153,7 @@ def test_the_standalone_replay_asks_the_rewrite_at_the_turn_s_own_pin(tmp_path: 
     assert rows["conv-a#2"]["scores"]["hit_rate"] == 1.0 and rows["conv-a#2"]["retrieved"][0][0] == DICT_1
     assert rows["conv-a#2"]["question"] == STANDALONES[("conv-a", 2)]
     assert rows["conv-a#1"]["question"] == "How do I convert a model to a dict?"  # other turns as they are
-    assert (
-        alone.settings.memory["reset"] == "standalone" and reset.settings.memory["reset"] == "needs_memory"
-    )
+    assert alone.settings.memory["reset"] == "standalone" and reset.settings.memory["reset"] == "needs_memory"
     assert alone.settings.run_key != reset.settings.run_key
 
 

@@ -93,7 +93,13 @@ def run_point_task(spec: PointSpec, files: dict[str, bytes], key: str) -> dict[s
             summary, point = evaluate_point(cfg, spec.job, spec.name, folder, out_dir)
             written = collect(out_dir)
         # The summary travels as its JSON: the driver maps the scratch folder's paths to the project's in it.
-        return {"point": point, "summary": summary.to_dict(), "files": written, "node": node, "scratch": str(folder)}
+        return {
+            "point": point,
+            "summary": summary.to_dict(),
+            "files": written,
+            "node": node,
+            "scratch": str(folder),
+        }
     except Exception as exc:  # the sweep reports the point's error; a raised one would read as a lost task
         error = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
         error += "".join(f" ({note})" for note in getattr(exc, "__notes__", []))

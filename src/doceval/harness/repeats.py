@@ -57,7 +57,7 @@ def evaluate_repeats(cfg: Config, options: EvalOptions, repeats: int) -> Summary
                    "will agree")  # fmt: skip
     summaries = [evaluate(repeat_config(cfg, r), dataclasses.replace(options, repeat=r, repeats=repeats))
                  for r in range(repeats)]  # fmt: skip
-    return Summary.from_mapping(combine([s.recorded for s in summaries], seeds_note(roles)))
+    return Summary.from_mapping(combine(summaries, seeds_note(roles)))
 
 
 def format_repeats(block: Mapping[str, Any], width: int = 100) -> list[str]:

@@ -160,9 +160,7 @@ def compare(
     )  # fmt: skip
 
 
-def _unmeasured(
-    base: TypedSummary, new: TypedSummary, labels: tuple[str, str], notes: list[str]
-) -> set[str]:
+def _unmeasured(base: TypedSummary, new: TypedSummary, labels: tuple[str, str], notes: list[str]) -> set[str]:
     """The metrics either run did not measure (``metrics.not_measured``: e.g. answers doceval could not read
     the documents of), each with a note saying why: they are shown, never tested."""
     out: set[str] = set()

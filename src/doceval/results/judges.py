@@ -43,7 +43,9 @@ def judged(summary: Summary | Mapping[str, Any]) -> bool:
 
 
 def check_same_judge(
-    runs: Sequence[tuple[str, Summary | Mapping[str, Any]]], metrics: Sequence[str], allow_different_judge: bool
+    runs: Sequence[tuple[str, Summary | Mapping[str, Any]]],
+    metrics: Sequence[str],
+    allow_different_judge: bool,
 ) -> list[str]:
     """Refuse (UsageError naming both judges) to set a judged metric of ``metrics`` from two different judges
     side by side, unless ``allow_different_judge``; the notes to print (allowed, or unverifiable)."""

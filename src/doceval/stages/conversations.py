@@ -192,7 +192,9 @@ def run(cfg: Config, progress: bool = True, out: Path | None = None) -> Summary:
     with atomic_dir(folder / "replays") as tmp:
         for name in REPLAYS:
             replay = replays[name]  # a standalone replay that could not run has no config: written as it is
-            write_json_atomic(tmp / f"{name}.json", pipeline_record(replay) if isinstance(replay, Summary) else replay)
+            write_json_atomic(
+                tmp / f"{name}.json", pipeline_record(replay) if isinstance(replay, Summary) else replay
+            )
     write_json_atomic(folder / "summary.json", pipeline_record(summary))  # MLflow gets the whole summary
     write_json_atomic(folder / "metrics.json", flat_metrics(summary))
     return summary

@@ -65,7 +65,7 @@ def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
-def produced_by(summary: Mapping[str, Any], source: str) -> str:
+def produced_by(summary: Summary | Mapping[str, Any], source: str) -> str:
     """One line saying which run a section's figures come from, read from that run's settings: the system under
     test, the floors, the golden set (path and md5), split and k, and the file read."""
     settings = settings_of(summary)

@@ -171,15 +171,15 @@ def log_run(
     # credentials masked, and those credentials are redacted wherever else they appear.
     env_secrets = env_secret_values(raw_recorded, flat_config or {})
     secrets = secret_values(raw_recorded, flat_config or {}, dict(extra_tags or {}))
-    clean = scrub(data, secrets)  # summary.json: a lone surrogate stays a JSON escape (json_text)
+    clean = Summary.from_mapping(scrub(data, secrets))  # summary.json: a lone surrogate stays a JSON escape
     # The store (sqlite) takes UTF-8 only: params, tags and traces hold a lone surrogate as the text \udXXX.
     data, raw_recorded, flat_config = without_surrogates([data, raw_recorded, flat_config])
-    recorded: dict[str, Any] = without_surrogates(dict(settings_of(clean).recorded))
+    recorded: dict[str, Any] = without_surrogates(dict(clean.settings.recorded))
     split = _split_of(recorded)
     params = build_params(raw_recorded, flat_config, env_secrets)  # raw: leaking values are dropped
     usage_block = usage if usage is not None else (raw_recorded.get("usage") or None)
-    metrics = build_metrics(clean.get("metrics") or {}, usage_block, clean.get("repeats"))
-    tags = build_tags(recorded, clean.get("metrics") or {}, extra_tags, env_secrets)
+    metrics = build_metrics(clean.metrics.recorded, usage_block, clean.repeats)
+    tags = build_tags(recorded, clean.metrics.recorded, extra_tags, env_secrets)
     run_name = None if run_name is None else redact_text(escape_surrogates(run_name), secrets)
     if parent_run_id:
         tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
@@ -218,7 +218,7 @@ def log_run(
 
 def _stage_files(
     staged: Path,
-    clean: Mapping[str, Any],
+    clean: Summary,
     recorded: Mapping[str, Any],
     artifacts: Mapping[str, Path] | None,
     secrets: list[str],
@@ -226,11 +226,11 @@ def _stage_files(
     """The run's artifacts written under ``staged`` (summary.json, entries.csv, config.yaml, then each extra
     artifact redacted), as (local path, artifact folder) pairs in logging order. ``recorded``: the summary's
     ``config`` block, written as config.yaml."""
-    (staged / "summary.json").write_text(json_text(clean, indent=2, default=str) + "\n", encoding="utf-8")
-    # A lone surrogate in an answer is written as \udXXX, never a UnicodeEncodeError.
-    (staged / "entries.csv").write_text(
-        entries_csv(clean.get("entries") or []), encoding="utf-8", errors=TEXT_ERRORS
+    (staged / "summary.json").write_text(
+        json_text(clean.recorded, indent=2, default=str) + "\n", encoding="utf-8"
     )
+    # A lone surrogate in an answer is written as \udXXX, never a UnicodeEncodeError.
+    (staged / "entries.csv").write_text(entries_csv(clean.rows), encoding="utf-8", errors=TEXT_ERRORS)
     (staged / "config.yaml").write_text(
         yaml.safe_dump(json.loads(json.dumps(recorded, default=str)), sort_keys=False, allow_unicode=True),
         encoding="utf-8",
