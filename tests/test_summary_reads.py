@@ -12,9 +12,9 @@ Writing the block (``new["config"] = ...``) is building a summary, not reading o
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
 import re
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
