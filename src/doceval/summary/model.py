@@ -174,7 +174,8 @@ class Summary:
 
     @property
     def rows(self) -> list[Mapping[str, Any]]:
-        """Each entry's row as recorded (what the per-entry statistics read: ``scores``, ``retrieved``, ...)."""
+        """Each entry's row as recorded (what the per-entry statistics read: ``scores``, ``retrieved``, ...): the
+        summary's own rows, to read, never to change (``to_dict()`` gives a copy to change)."""
         return [e.recorded for e in self.entries]
 
     @property
