@@ -163,3 +163,13 @@ def test_the_api_writes_no_tracking_store_unasked(golden: Path, monkeypatch: pyt
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     doceval.evaluate(golden, retriever=overlap, k=2, split="all")
     assert not (golden.parent / "mlruns").exists()
+
+
+def test_evaluate_config_returns_the_summary_evaluate_does(golden: Path) -> None:
+    """The harness returns the typed summary; the API hands users its read-only dict, from either entry point."""
+    options = api.EvalOptions(golden=golden, progress=False, split="__config__")
+    cfg = api._users_system(api._composed((), overlap, None, 2, False, False), options, overlap, None)
+    s = api.evaluate_config(cfg, options)
+    assert isinstance(s, doceval.Summary) and isinstance(s.typed, doceval.summary.Summary)
+    assert s["metrics"] == doceval.evaluate(golden, retriever=overlap, k=2)["metrics"]
+    assert json.loads(json.dumps(s))["entries"] == s.typed.to_dict()["entries"]

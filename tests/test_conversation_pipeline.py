@@ -196,21 +196,21 @@ def test_the_reset_replay_is_another_run_asked_at_the_starting_pin(tmp_path: Pat
     options = EvalOptions(progress=False, golden=Path(cfg.golden_conversations))
     kept = evaluate(cfg, options)
     reset = evaluate(cfg, dataclasses.replace(options, memory_reset=True))
-    kept_rows = {r["id"]: r for r in kept["entries"]}
-    reset_rows = {r["id"]: r for r in reset["entries"]}
+    kept_rows = {r.id: r.recorded for r in kept.entries}
+    reset_rows = {r.id: r.recorded for r in reset.entries}
     # With memory "and in 1.10?" is followed to 1.10.17; reset, it is asked at the starting pin 2.8.2.
     assert kept_rows["conv-a#2"]["scores"]["hit_rate"] == 1.0
     assert reset_rows["conv-a#2"]["scores"]["hit_rate"] == 0.0
     assert kept_rows["conv-a#2"]["answer"].startswith("According to the pydantic 1.10.17 docs")
     # Alone, "and in 1.10?" shares no word with the 2.8.2 docs: nothing clears the floor, so it is refused.
     assert reset_rows["conv-a#2"]["answer"] is None and reset_rows["conv-a#2"]["refused"] is True
-    assert reset["config"]["memory"] == {"isolate": True, "reset": "needs_memory", "rewrite": "previous"}
-    assert kept["config"]["memory"] == {"isolate": True, "rewrite": "previous"}
-    assert reset["config"]["run_key"] != kept["config"]["run_key"]
+    assert reset.settings.memory == {"isolate": True, "reset": "needs_memory", "rewrite": "previous"}
+    assert kept.settings.memory == {"isolate": True, "rewrite": "previous"}
+    assert reset.settings.run_key != kept.settings.run_key
     plain = evaluate(
         dataclasses.replace(cfg, memory=dataclasses.replace(cfg.memory, rewrite="none")), options
     )
-    assert plain["config"]["memory"] == {"isolate": True, "rewrite": "none"}
+    assert plain.settings.memory == {"isolate": True, "rewrite": "none"}
     with pytest.raises(UsageError, match="--memory-reset needs_memory with warm memory"):
         evaluate(cfg, dataclasses.replace(options, memory_reset=True, warm_memory=True))
 
@@ -231,7 +231,8 @@ def test_a_cache_retrieved_without_the_reset_is_not_used_for_a_reset_run(tmp_pat
 def test_the_stage_writes_one_summary_with_memory_benefit_and_leak_and_flat_metrics(tmp_path: Path) -> None:
     cfg = tiny_project(tmp_path)
     summary = conversations.run(cfg, progress=False)
-    block = summary["metrics"]["conversations"]
+    block = summary.metrics.conversations
+    assert block is not None
     benefit, leak = block["memory_benefit"], block["memory_leak"]
     # Both needs_memory turns name 1.10: followed with memory (hit), asked at 2.8.2 when reset (miss).
     assert benefit["hit_rate"]["with_memory"] == 1.0 and benefit["hit_rate"]["memory_reset"] == 0.0
@@ -249,7 +250,7 @@ def test_the_stage_writes_one_summary_with_memory_benefit_and_leak_and_flat_metr
         "rewrite": "previous",
     }
     assert block["replays"]["warm_memory"]["memory"] == {"isolate": False, "rewrite": "previous"}
-    assert summary["complete"] is True
+    assert summary.complete is True
     written = json.loads((Path(cfg.paths.eval) / "conversations" / "summary.json").read_text())
     assert written["metrics"]["conversations"]["memory_benefit"] == json.loads(json.dumps(benefit))
     flat = json.loads((Path(cfg.paths.eval) / "conversations" / "metrics.json").read_text())

@@ -290,7 +290,7 @@ def test_doceval_agent_answers_and_in_1_10_with_the_right_pin(tmp_path: Path) ->
     plan = RunPlan("docchat", 1, None, "test", corpus, Path("golden.jsonl"), "md5", entries,
                    Floors(0.0, {}, source="cli"), cands, 1, "score", all_entries=entries)  # fmt: skip
     summary = evaluate(cfg, EvalOptions(progress=False, no_judge=True, run_dir=tmp_path / "run"), plan)
-    rows = {row["id"]: row for row in summary["entries"]}
+    rows = {row.id: row.recorded for row in summary.entries}
     assert cands.ranked["c1#2"][0][0] == "pydantic@1.10.17:pydantic.main.BaseModel.dict"
     assert rows["c1#2"]["answer"].startswith("According to the pydantic 1.10.17 docs")
     assert rows["c1#1"]["answer"].startswith("According to the pydantic 2.8.2 docs")

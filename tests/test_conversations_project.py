@@ -181,7 +181,7 @@ def test_each_report_section_names_the_system_floors_and_golden_set_that_produce
     eval_dir = Path(cfg.paths.eval)
     eval_dir.mkdir(parents=True)
     headline = evaluate(cfg, EvalOptions(progress=False, golden=single))
-    (eval_dir / "summary.json").write_text(json.dumps(headline))
+    (eval_dir / "summary.json").write_text(json.dumps(headline.to_dict()))
     # The conversations replayed with the user's assistant, not the headline's retriever.
     (tmp_path / "assistant.py").write_text(ASSISTANT, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -147,17 +147,14 @@ def test_the_standalone_replay_asks_the_rewrite_at_the_turn_s_own_pin(tmp_path: 
     options = EvalOptions(progress=False, golden=Path(cfg.golden_conversations), memory_reset=True)
     reset = evaluate(cfg, options)
     alone = evaluate(cfg, dataclasses.replace(options, standalone=True))
-    rows = {r["id"]: r for r in alone["entries"]}
+    rows = {r.id: r.recorded for r in alone.entries}
     # "and in 1.10?" alone, at the starting pin 2.8.2, is refused; its rewrite, at 1.10.17, finds the document.
-    assert {r["id"]: r["scores"]["hit_rate"] for r in reset["entries"]}["conv-a#2"] == 0.0
+    assert {r.id: r.scores["hit_rate"] for r in reset.entries}["conv-a#2"] == 0.0
     assert rows["conv-a#2"]["scores"]["hit_rate"] == 1.0 and rows["conv-a#2"]["retrieved"][0][0] == DICT_1
     assert rows["conv-a#2"]["question"] == STANDALONES[("conv-a", 2)]
     assert rows["conv-a#1"]["question"] == "How do I convert a model to a dict?"  # other turns as they are
-    assert (
-        alone["config"]["memory"]["reset"] == "standalone"
-        and reset["config"]["memory"]["reset"] == "needs_memory"
-    )
-    assert alone["config"]["run_key"] != reset["config"]["run_key"]
+    assert alone.settings.memory["reset"] == "standalone" and reset.settings.memory["reset"] == "needs_memory"
+    assert alone.settings.run_key != reset.settings.run_key
 
 
 def test_eval_memory_reset_standalone_names_the_turns_without_a_rewrite(
@@ -327,7 +324,8 @@ def test_a_set_without_rewrites_measures_no_recovery_and_says_why(
 ) -> None:
     cfg = project_with(tmp_path, standalone_lines({("conv-a", 2): STANDALONES[("conv-a", 2)]}))
     summary = conversations.run(cfg, progress=False)
-    block = summary["metrics"]["conversations"]
+    block = summary.metrics.conversations
+    assert block is not None
     why = block["memory_recovery"]["hit_rate"]["not_measured"]
     assert "1 of 2 needs_memory turns" in why and "conv-b#2" in why
     assert all(row["recovery"] is None for row in block["memory_recovery"].values())

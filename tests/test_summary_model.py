@@ -160,3 +160,40 @@ def test_an_incomplete_run_says_why_by_attribute() -> None:
         2,
     )
     assert list(typed.to_dict()) == ["metrics", "config", "entries", "complete", "incomplete"]
+
+
+def test_the_conversations_stage_adds_its_measures_to_a_new_summary() -> None:
+    data = _reference("conversations.json.gz")
+    block = data["metrics"]["conversations"]
+    measures = {k: block[k] for k in ("memory_benefit", "memory_leak", "replays") if k in block}
+    assert len(measures) == 3  # the pinned conversations run holds them
+    held = {k: v for k, v in block.items() if k not in measures}
+    before = {**data, "metrics": {**data["metrics"], "conversations": held}}
+    typed = Summary.from_mapping(before)
+    added = typed.with_conversation_measures(measures, complete=False)
+    # The block gains the measures after what it held, in their order; the rest of the file is as it was.
+    assert list(added.to_dict()["metrics"]["conversations"]) == [*held, *measures]
+    assert added.complete is False and list(added.to_dict()) == list(before)
+    assert added.metrics.conversations is not None and added.metrics.conversations["memory_benefit"] == (
+        measures.get("memory_benefit")
+    )
+    # The summary it came from is left as it was (frozen), and a run without conversations is refused.
+    assert "memory_benefit" not in (typed.metrics.conversations or {}) and typed.complete is data["complete"]
+    with pytest.raises(ValueError, match="no conversations block"):
+        Summary.from_mapping(_reference("summary.json.gz")).with_conversation_measures({}, complete=True)
+
+
+def test_what_readers_decide_on_reads_by_attribute() -> None:
+    data = _reference("summary.json.gz")
+    metrics = {**data["metrics"], "not_measured": {"answer_accuracy": "ids only"}}
+    typed = Summary.from_mapping(
+        {**data, "metrics": metrics, "repeats": {"n": 2}, "entries_source": "traces of run 0"}
+    )
+    assert typed.metrics.not_measured == {"answer_accuracy": "ids only"}
+    assert typed.metrics.intervals == data["metrics"]["intervals"]
+    assert typed.repeats == {"n": 2} and typed.entries_source == "traces of run 0"
+    assert typed.rows == data["entries"] and [e.scores for e in typed.entries] == [
+        e["scores"] for e in data["entries"]
+    ]
+    plain = Summary.from_mapping(data)
+    assert plain.repeats is None and plain.entries_source is None and plain.metrics.not_measured == {}

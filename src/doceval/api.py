@@ -36,7 +36,7 @@ from doceval.common.registry import as_variant
 from doceval.config.compose import compose, load_params
 from doceval.config.schema import AgentFunction, Config, Gate, RetrieverFunction
 from doceval.errors import UsageError
-from doceval.harness.evaluate import evaluate as evaluate_config
+from doceval.harness.evaluate import evaluate as evaluate_typed
 from doceval.harness.plan import EvalOptions
 from doceval.harness.repeats import evaluate_repeats
 from doceval.results import CompareResult, GateResult, check_gate_config, load_gate_config
@@ -215,8 +215,14 @@ def evaluate(
         # lazy: start-up (mlflow, ~2 s): an untracked evaluation never loads it
         from doceval import tracking
 
-        tracking.log_configured_run(cfg, summary, {}, run_name=None, tags={"stage": "api"})
+        tracking.log_configured_run(cfg, summary.typed, {}, run_name=None, tags={"stage": "api"})
     return summary
+
+
+def evaluate_config(cfg: Config, options: EvalOptions | None = None) -> Summary:
+    """Score ``cfg`` (a :class:`doceval.config.schema.Config`: ``compose``, ``load_params``, changed with
+    ``dataclasses.replace``) as ``doceval eval`` would, untracked: its :class:`Summary`."""
+    return Summary(evaluate_typed(cfg, options))
 
 
 def _users_system(cfg: Config, options: EvalOptions, retriever: Any, agent: Any) -> Config:

@@ -27,7 +27,7 @@ from doceval.harness.candidate_cache import load_candidates
 from doceval.harness.candidate_set import META
 from doceval.harness.evaluate import EvalOptions, evaluate
 from doceval.scoring.registry import names
-from doceval.summary import as_summary, settings_of
+from doceval.summary import Summary
 
 ENV_PARENT = "DOCEVAL_SWEEP_PARENT"
 ENV_DIR = "DOCEVAL_SWEEP_DIR"
@@ -51,7 +51,7 @@ def run_point(
 
 def evaluate_point(
     cfg: Config, job_id: str, overrides: list[str], root: Path, out_dir: Path
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[Summary, dict[str, Any]]:
     """One point's summary (written to ``out_dir/summary.json``) and its row of the points table."""
     runs = root / cfg.paths.runs
     cands = None
@@ -63,8 +63,8 @@ def evaluate_point(
             )
         cands = load_candidates(runs)
     summary = evaluate(cfg, EvalOptions(candidates=cands, progress=False, run_dir=out_dir / "agent"))
-    write_json_atomic(out_dir / "summary.json", summary)
-    metrics = as_summary(summary).metrics
+    write_json_atomic(out_dir / "summary.json", summary.to_dict())
+    metrics = summary.metrics
     point = {
         "job": job_id,
         "overrides": overrides,
@@ -78,7 +78,7 @@ def evaluate_point(
 
 
 def log_point(
-    summary: dict[str, Any], job_id: str, overrides: list[str], root: Path, tracked: tuple[str, str]
+    summary: Summary, job_id: str, overrides: list[str], root: Path, tracked: tuple[str, str]
 ) -> str:
     """The point's child run under the sweep's parent (``tracked``: parent run id, tracking URI): its id."""
     # lazy: start-up (mlflow, ~2 s): an untracked point never loads it
@@ -87,7 +87,7 @@ def log_point(
     parent, uri = tracked
     run_id: str = tracking.log_run(
         summary, uri=uri, root=root, run_name=" ".join(overrides) or f"point-{job_id}", parent_run_id=parent,
-        extra_tags={"sweep_overrides": " ".join(overrides)}, golden_path=settings_of(summary).golden.file,
+        extra_tags={"sweep_overrides": " ".join(overrides)}, golden_path=summary.settings.golden.file,
     )  # fmt: skip
     return run_id
 

@@ -92,7 +92,14 @@ def run_point_task(spec: PointSpec, files: dict[str, bytes], key: str) -> dict[s
             out_dir = folder / spec.out
             summary, point = evaluate_point(cfg, spec.job, spec.name, folder, out_dir)
             written = collect(out_dir)
-        return {"point": point, "summary": summary, "files": written, "node": node, "scratch": str(folder)}
+        # The summary travels as its JSON: the driver maps the scratch folder's paths to the project's in it.
+        return {
+            "point": point,
+            "summary": summary.to_dict(),
+            "files": written,
+            "node": node,
+            "scratch": str(folder),
+        }
     except Exception as exc:  # the sweep reports the point's error; a raised one would read as a lost task
         error = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
         error += "".join(f" ({note})" for note in getattr(exc, "__notes__", []))
@@ -134,7 +141,7 @@ def _keep(result: dict[str, Any], spec: PointSpec, root: Path, tracked: tuple[st
     out_dir = root / spec.out
     for rel, data in result["files"].items():
         write_bytes_atomic(out_dir / rel, data)
-    write_json_atomic(out_dir / "summary.json", summary)
+    write_json_atomic(out_dir / "summary.json", summary.to_dict())
     point = result["point"]
     if tracked is not None and spec.tracking:
         point["run_id"] = log_point(summary, spec.job, spec.name, root, tracked)

@@ -19,7 +19,7 @@ from doceval.common.naming import (
 from doceval.common.table import format_table
 from doceval.common.text import one_line
 from doceval.errors import EXIT_USAGE
-from doceval.summary import as_summary
+from doceval.summary import Summary, as_summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -77,7 +77,7 @@ def stage_params(args: argparse.Namespace) -> Config:
     return load_params(path)
 
 
-def print_headline(summary: Mapping[str, Any], conversations: bool = True) -> None:
+def print_headline(summary: Summary | Mapping[str, Any], conversations: bool = True) -> None:
     """The run's metrics as a terminal table: value, 95% interval and the population size n (and, with
     ``conversations``, a conversation block's tables). Values from the summary are printed with control
     characters escaped (doceval.common.text.one_line)."""
@@ -218,7 +218,7 @@ def _print_memory(conv: Mapping[str, Any]) -> None:
         print(f"not measured: {one_line(why)}")
 
 
-def conversation_line(summary: Mapping[str, Any]) -> str:
+def conversation_line(summary: Summary | Mapping[str, Any]) -> str:
     """A conversation replay in one line: conversations and turns, all turns correct, and hit_rate's memory
     benefit and leak, each with its 95% interval (intervals resample whole conversations)."""
     # lazy: start-up (the registry imports numpy)

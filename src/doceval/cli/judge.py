@@ -17,7 +17,7 @@ from doceval.errors import GateFailed, RunIncomplete, UsageError
 from doceval.inputs.golden import DEFAULT_PIN, parse_golden
 from doceval.inputs.judge_labels import read_label_files
 from doceval.inputs.qrels import labels_md5
-from doceval.summary import as_summary, settings_of
+from doceval.summary import as_summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -217,17 +217,17 @@ def cmd_rescore(args: argparse.Namespace) -> int:
         golden_path = args.golden or answered.settings.golden.path or cfg.golden
         golden, _, golden_md5 = _golden(cfg, golden_path, own_ids=True)
         new = rescore(summary, summary_path, golden, golden_md5, cfg.judge, cfg=cfg, progress=not args.quiet)
-        write_json_atomic(output, new)
+        write_json_atomic(output, new.to_dict())
     tracking.log_configured_run(cfg, new, {}, run_name=output.stem, tags={"stage": "rescore"})
-    m = new["metrics"]
-    acc = m.get("answer_accuracy")
+    acc, counts = new.metrics.value("answer_accuracy"), new.metrics.counts
     old = answered.metrics.value("answer_accuracy")
     print(f"answer_accuracy {('n/a' if acc is None else f'{acc:.3f}')} (was "
-          f"{'not judged' if old is None else f'{old:.3f}'}), judged {m['counts']['n_judged']}, "
-          f"judge errors {m['counts']['judge_errors']}; judge {settings_of(new).judge_hash}")  # fmt: skip
+          f"{'not judged' if old is None else f'{old:.3f}'}), judged {counts['n_judged']}, "
+          f"judge errors {counts['judge_errors']}; judge {new.settings.judge_hash}")  # fmt: skip
     print(f"summary: {output}")
-    if new.get("complete") is False:
-        raise RunIncomplete(f"doceval judge rescore: incomplete: {new['incomplete']['reason']} ({output})")
+    if not new.complete:
+        why = new.incomplete.reason if new.incomplete is not None else "stopped early"
+        raise RunIncomplete(f"doceval judge rescore: incomplete: {why} ({output})")
     return 0
 
 

@@ -31,7 +31,7 @@ from doceval.common.paths import refuse_overlap
 from doceval.errors import RunIncomplete, UsageError
 from doceval.inputs.configured import configured_inputs
 from doceval.inputs.golden import select_split
-from doceval.summary import Incomplete, as_summary, settings_of
+from doceval.summary import Incomplete
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -196,22 +196,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from doceval.harness.repeats import evaluate_repeats
 
         summary = evaluate_repeats(cfg, options, args.repeats)
-        write_json_atomic(output, summary)
+        write_json_atomic(output, summary.to_dict())
     # Written and logged before anything is printed: a reader that stops early (| head) loses only lines.
     tracking.log_configured_run(cfg, summary, {}, run_name=output.stem, tags={"stage": "eval"})
     print_headline(summary)
-    note = journal_note(settings_of(summary).usage)
+    note = journal_note(summary.settings.usage)
     if note:
         print(note)
-    if "repeats" in summary:
+    if summary.repeats is not None:
         # lazy: start-up (numpy)
         from doceval.harness.repeats import format_repeats
 
-        print("\n".join(format_repeats(summary["repeats"])))
+        print("\n".join(format_repeats(summary.repeats)))
     print(f"summary: {output}")
-    typed = as_summary(summary)
-    if not typed.complete:
-        stopped = typed.incomplete or Incomplete("stopped early", len(typed.entries), None)
+    if not summary.complete:
+        stopped = summary.incomplete or Incomplete("stopped early", len(summary.entries), None)
         raise RunIncomplete(
             f"doceval eval: run incomplete: {stopped.reason}; the summary covers "
             f"{stopped.entries_scored} of {stopped.entries_in_split} entries "

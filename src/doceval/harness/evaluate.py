@@ -44,6 +44,7 @@ from doceval.scoring.judging import judge_answers, load_verdicts
 from doceval.scoring.reference_judge import version_strings
 from doceval.scoring.registry import ANSWER_NAMES, answer_scores, names
 from doceval.seam import Reply
+from doceval.summary import Summary
 from doceval.system.docchat.answerers import is_offline, make_answerer
 from doceval.system.docchat.runner import RemoteUnits, load_journal, run_agent
 from doceval.system.docchat.search import PrecomputedSearch
@@ -352,8 +353,8 @@ def score_answers(
 
 
 @command_session()  # engine=ray: one Ray session for retrieval, answering and judging (the CLI holds one too)
-def evaluate(cfg: Config, options: EvalOptions | None = None, plan: RunPlan | None = None) -> dict[str, Any]:
-    """Score one configuration on one split. Returns ``{"metrics", "config", "entries", "complete"}``.
+def evaluate(cfg: Config, options: EvalOptions | None = None, plan: RunPlan | None = None) -> Summary:
+    """Score one configuration on one split: its typed :class:`~doceval.summary.Summary`.
     ``plan``: one :func:`plan_run` made for these ``cfg`` and ``options`` (the evaluate stage plans once for
     all its sections); None plans here."""
     options = options or EvalOptions()
@@ -387,7 +388,7 @@ def evaluate(cfg: Config, options: EvalOptions | None = None, plan: RunPlan | No
 
 
 def _journaled_run(cfg: Config, options: EvalOptions, plan: RunPlan, setup: AgentSetup, unknown_text: str | None,
-                   journals: list[Path]) -> dict[str, Any]:  # fmt: skip
+                   journals: list[Path]) -> Summary:  # fmt: skip
     """The system asked (or replayed from its journals), then scored, under the run's journal lock."""
     reuse = plan_journals(journals[0].parent if journals else None, journals, resume=options.resume,
                           fresh=options.fresh)  # fmt: skip
@@ -413,7 +414,7 @@ def _journaled_run(cfg: Config, options: EvalOptions, plan: RunPlan, setup: Agen
     summary = build_summary(
         cfg, plan, setup, retrieval, run, answers, ledger, total, unmeasured=unknown_text, journal=journal
     )
-    if summary["complete"]:
+    if summary.complete:
         mark_finished(reuse, {"entries": len(plan.entries), "system_errors": run.n_errors})
         finish_retrieval(plan.candidates.journal if plan.candidates is not None else None, len(plan.entries))
     return summary

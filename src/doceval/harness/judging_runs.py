@@ -28,7 +28,7 @@ from doceval.scoring.failures import failure_stage, refusal_cause
 from doceval.scoring.reference_judge import version_strings
 from doceval.scoring.repeats import combine, repeat_summaries, seeded
 from doceval.seam import Probe, Reply
-from doceval.summary import RunSettings, as_summary, settings_of
+from doceval.summary import RunSettings, Summary, as_summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -203,8 +203,8 @@ def rescore(
     cfg: Config,
     progress: bool = False,
     repeat: int | None = None,
-) -> dict[str, Any]:
-    """A new summary: the recorded answers of ``summary`` judged by ``judge_cfg``, the answer metrics recomputed
+) -> Summary:
+    """A new summary, typed: the recorded answers of ``summary`` judged by ``judge_cfg``, the answer metrics recomputed
     from them, everything else (answers, retrieval scores, refusals) as recorded. A ``--repeats`` summary has
     every repeat's answers re-judged (repeat r with repeat r's judge seed) and is combined again: the entry
     means, the spread and the flaky list under the new judge. ``repeat``: which repeat this one is (its journal)."""
@@ -214,17 +214,17 @@ def rescore(
     from doceval.scoring.judge import judge_id, make_judge
     from doceval.scoring.judging import judge_answers
 
-    if isinstance(summary.get("repeats"), Mapping) and repeat is None:
-        return _rescore_repeats(
-            summary, summary_path, golden, golden_md5, judge_cfg, cfg=cfg, progress=progress
-        )
     answered = as_summary(summary)  # the answering run
+    if answered.repeats is not None and repeat is None:
+        return _rescore_repeats(
+            answered, summary_path, golden, golden_md5, judge_cfg, cfg=cfg, progress=progress
+        )
     unmeasured = answered.metrics.values.get("answer_accuracy")
     if unmeasured is not None and unmeasured.not_measured is not None:
         raise UsageError(
             f"{summary_path}: its answers were not measured ({unmeasured.not_measured}): there is nothing to judge"
         )
-    entries = _recorded_answers(summary, summary_path, golden, golden_md5)
+    entries = _recorded_answers(answered, summary_path, golden, golden_md5)
     recorded = answered.settings
     todo = [e for e in entries if e.get("system_error") is None]
     order = [golden[e["id"]] for e in todo]
@@ -249,7 +249,9 @@ def rescore(
         close = getattr(judge, "close", None)
         if close is not None:
             close()
-    new = copy.deepcopy(dict(summary))
+    rows = [copy.deepcopy(dict(e.recorded)) for e in answered.entries]
+    _rejudge_entries(rows, todo, order, outcome.verdicts)
+    new = answered.to_dict()
     if (
         outcome.stopped_reason == "budget"
     ):  # an incomplete rescore (exit 4): the unjudged answers stay unscored
@@ -260,8 +262,8 @@ def rescore(
             "entries_scored": len(entries),
             "entries_in_split": len(entries),
         }
-    _rejudge_entries(new["entries"], todo, order, outcome.verdicts)
-    new["metrics"] = _rescored_metrics(new["entries"], summary["metrics"], outcome.verdicts, cfg)
+    new["entries"] = rows
+    new["metrics"] = _rescored_metrics(rows, answered.metrics.recorded, outcome.verdicts, cfg)
     # The answering run's settings with the new judge, in their recorded order (changed keys keep their place).
     new["config"] = {
         **recorded.recorded,
@@ -269,7 +271,7 @@ def rescore(
         "usage": {"judge": outcome.total_usage(), "this_invocation": ledger.snapshot(),
                   "cache": ledger.cache_stats(), "answering": recorded.recorded.get("usage")},
     }  # fmt: skip
-    return new
+    return Summary.from_mapping(new)
 
 
 def _rescored_config(recorded: RunSettings, summary_path: Path, judge_cfg: schema.Judge,
@@ -292,7 +294,7 @@ def _rescored_config(recorded: RunSettings, summary_path: Path, judge_cfg: schem
 
 
 def _rescore_repeats(
-    summary: Mapping[str, Any],
+    answered: Summary,
     summary_path: Path,
     golden: Mapping[str, GoldenEntry],
     golden_md5: str,
@@ -300,36 +302,32 @@ def _rescore_repeats(
     *,
     cfg: Config,
     progress: bool,
-) -> dict[str, Any]:
+) -> Summary:
     """Every repeat of a ``--repeats`` summary re-judged (repeat r asks with the judge seed of repeat r, as
     `eval --repeats` did), then combined again; refused for a summary that kept only repeat 0's answers."""
-    block = summary["repeats"]
+    block = answered.repeats or {}
     if not block.get("answers"):
         raise UsageError(
             f"{summary_path}: a --repeats summary written before every repeat's answers were kept (no "
             "repeats.answers): rescoring repeat 0 alone would mix judges; rerun `doceval eval --repeats N`"
         )
     rescored = [rescore(one, summary_path, golden, golden_md5, _repeat_cfg(judge_cfg, r), cfg=cfg,
-                        progress=progress, repeat=r) for r, one in enumerate(repeat_summaries(summary))]  # fmt: skip
-    return combine(rescored, str(block.get("seeds") or ""))
+                        progress=progress, repeat=r) for r, one in enumerate(repeat_summaries(answered))]  # fmt: skip
+    return Summary.from_mapping(combine(rescored, str(block.get("seeds") or "")))
 
 
 def _recorded_answers(
-    summary: Mapping[str, Any], summary_path: Path, golden: Mapping[str, GoldenEntry], golden_md5: str
+    answered: Summary, summary_path: Path, golden: Mapping[str, GoldenEntry], golden_md5: str
 ) -> list[dict[str, Any]]:
-    """The summary's entries, once it records answers, was answered against this golden set (same md5) and
-    every entry is in it; otherwise a UsageError saying what to rerun."""
-    entries = summary.get("entries")
-    if (
-        not isinstance(entries, list)
-        or not entries
-        or not all(isinstance(e, dict) and "answer" in e for e in entries)
-    ):
+    """The summary's entries (rows as recorded), once it records answers, was answered against this golden set
+    (same md5) and every entry is in it; otherwise a UsageError saying what to rerun."""
+    entries = [dict(e.recorded) for e in answered.entries]
+    if not entries or not all("answer" in e for e in entries):
         raise UsageError(
             f"{summary_path}: records no answers (entries without an `answer` field): only a summary written by "
             "`doceval eval` or the evaluate stage can be re-judged; rerun it"
         )
-    recorded_md5 = settings_of(summary).golden.md5
+    recorded_md5 = answered.settings.golden.md5
     if recorded_md5 != golden_md5:
         raise UsageError(
             f"{summary_path}: was answered against golden md5 {recorded_md5}, but the golden set now has md5 "

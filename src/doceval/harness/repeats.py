@@ -19,6 +19,7 @@ from doceval.config import schema
 from doceval.harness.evaluate import evaluate
 from doceval.harness.plan import EvalOptions, agent_name
 from doceval.scoring.repeats import combine, seeded
+from doceval.summary import Summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -45,9 +46,9 @@ def seeds_note(roles: Sequence[str]) -> str:
             + ("; the assistant is sent its repeat index and seed (seed + r)" if "system" in roles else ""))  # fmt: skip
 
 
-def evaluate_repeats(cfg: Config, options: EvalOptions, repeats: int) -> dict[str, Any]:
-    """One evaluation, or ``repeats`` of them (each with its own seeds and journals) combined; the user's
-    assistant is probed once, before repeat 0."""
+def evaluate_repeats(cfg: Config, options: EvalOptions, repeats: int) -> Summary:
+    """One evaluation, or ``repeats`` of them (each with its own seeds and journals) combined (typed once, after
+    combining); the user's assistant is probed once, before repeat 0."""
     if repeats == 1:
         return evaluate(cfg, options)
     roles = sampled_roles(cfg, not is_own_agent(agent_name(cfg, options)))
@@ -56,7 +57,7 @@ def evaluate_repeats(cfg: Config, options: EvalOptions, repeats: int) -> dict[st
                    "will agree")  # fmt: skip
     summaries = [evaluate(repeat_config(cfg, r), dataclasses.replace(options, repeat=r, repeats=repeats))
                  for r in range(repeats)]  # fmt: skip
-    return combine(summaries, seeds_note(roles))
+    return Summary.from_mapping(combine(summaries, seeds_note(roles)))
 
 
 def format_repeats(block: Mapping[str, Any], width: int = 100) -> list[str]:

@@ -21,6 +21,7 @@ from doceval.scoring.failures import failure_stage
 from doceval.scoring.judge import judge_id
 from doceval.scoring.registry import AT_K_NAMES, METRIC_NAMES, names
 from doceval.seam import sum_usage
+from doceval.summary import Summary
 
 if TYPE_CHECKING:
     from doceval.config import schema
@@ -66,8 +67,8 @@ def build_summary(
     *,
     unmeasured: str | None,
     journal: Mapping[str, Any],
-) -> dict[str, Any]:
-    """``{"metrics", "config", "entries", "complete"}``: one row per entry with its scores, the aggregates over
+) -> Summary:
+    """The typed summary of ``{"metrics", "config", "entries", "complete"}``, typed once here: one row per entry with its scores, the aggregates over
     the rows (means, counts, intervals, breakdowns) with k next to the metrics it applies to, and the
     effective configuration with the system under test and the whole run's LLM usage. ``unmeasured``: why the
     answer-text metrics could not be measured (None: they were); ``journal``: where the run's journal was and
@@ -115,7 +116,7 @@ def build_summary(
             "entries_scored": len(plan.entries),
             "entries_in_split": total_entries,
         }
-    return summary
+    return Summary.from_mapping(summary)
 
 
 def _entry_rows(
@@ -261,12 +262,13 @@ def public_block(recorded: Mapping[str, Any]) -> dict[str, Any]:
     return public
 
 
-def pipeline_record(summary: Mapping[str, Any]) -> dict[str, Any]:
+def pipeline_record(summary: Summary | Mapping[str, Any]) -> dict[str, Any]:
     """``summary`` as a pipeline stage writes it (eval/summary.json, eval/calibration/, eval/conversations/):
     without what changes from one run of the same inputs to the next (each entry's timing, the git commit
     and dirty flag, Python and the platform, this invocation's usage, cache and journal counts), because
     dvc.lock hashes these files and report.md quotes them, so a fresh clone must reproduce them byte for byte.
     The run's MLflow record keeps all of it (the stage logs the whole summary)."""
+    summary = summary.to_dict() if isinstance(summary, Summary) else summary
     recorded = dict(summary["config"])
     versions = (recorded.get("provenance") or {}).get("versions")
     recorded["provenance"] = {"versions": versions}  # pinned with the code: the same in every clone
@@ -275,8 +277,8 @@ def pipeline_record(summary: Mapping[str, Any]) -> dict[str, Any]:
     return {**summary, "config": recorded, "entries": entries}
 
 
-def ran_on(summary: Mapping[str, Any], node: Any) -> dict[str, Any]:
-    """``summary`` as the driver records a sweep point a Ray worker ran: the driver's provenance with the node
-    that ran it in place of the worker's (key order kept)."""
+def ran_on(summary: Mapping[str, Any], node: Any) -> Summary:
+    """``summary`` (the JSON a Ray worker sent) as the driver records a sweep point it ran, typed: the driver's
+    provenance with the node that ran it in place of the worker's (key order kept)."""
     recorded = {**summary["config"], "provenance": {**provenance(), "node": node}}
-    return {**summary, "config": recorded}
+    return Summary.from_mapping({**summary, "config": recorded})

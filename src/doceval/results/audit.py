@@ -34,19 +34,20 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def format_summary(summary: dict[str, Any]) -> list[str]:
-    c, (lo, hi) = summary["counts"], summary["wrong_ci95"]
+def format_summary(audit: dict[str, Any]) -> list[str]:
+    """The audit's figures (:func:`summarise`'s record, not a run summary) as terminal lines."""
+    c, (lo, hi) = audit["counts"], audit["wrong_ci95"]
     lines = [
-        f"audited {summary['n']} entries: OK {c['OK']}, MINOR {c['MINOR']}, WRONG {c['WRONG']}",
-        f"label error rate (WRONG): {summary['wrong_rate']:.1%} (95% Wilson interval {lo:.1%} to {hi:.1%})",
+        f"audited {audit['n']} entries: OK {c['OK']}, MINOR {c['MINOR']}, WRONG {c['WRONG']}",
+        f"label error rate (WRONG): {audit['wrong_rate']:.1%} (95% Wilson interval {lo:.1%} to {hi:.1%})",
         f"target (WRONG below 2%, upper bound below 8%): "
-        f"{'met' if summary['wrong_rate'] < 0.02 and hi < 0.08 else 'not met'}",
+        f"{'met' if audit['wrong_rate'] < 0.02 and hi < 0.08 else 'not met'}",
     ]
     lines += [
         f"  {s}: " + ", ".join(f"{v} {n}" for v, n in counts.items())
-        for s, counts in summary["by_stratum"].items()
+        for s, counts in audit["by_stratum"].items()
     ]
-    lines += [f"  WRONG {w['id']}: {w['reason']}" for w in summary["wrong"]]
+    lines += [f"  WRONG {w['id']}: {w['reason']}" for w in audit["wrong"]]
     return lines
 
 

@@ -28,7 +28,7 @@ from doceval.results.summaries import (
     _one_line,
     check_same_corpus,
     check_same_k,
-    check_summary,
+    checked_summary,
     rel1_note,
     shown_metrics,
 )
@@ -38,6 +38,7 @@ from doceval.scoring.intervals import MIN_DIFFERING, holm, paired_change
 from doceval.scoring.metrics import mean_or_none
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 from doceval.scoring.stats import win_tie_loss
+from doceval.summary import Summary as TypedSummary
 from doceval.summary import settings_of
 
 _ALLOW_GOLDEN = "--allow-different-golden"
@@ -124,15 +125,14 @@ def compare(
     corpora that index different pins (their out-of-scope sets differ) unless ``allow_different_corpus``, and
     answer_accuracy from two different judges unless ``allow_different_judge`` (results.judges).
     """
-    base = check_summary(base, base_label)
-    new = check_summary(new, new_label)
+    base, new = checked_summary(base, base_label), checked_summary(new, new_label)
     labels = (base_label, new_label)
     notes = _comparability_notes(base, new, labels, allow_different_k, allow_different_corpus)
     b_md5, n_md5 = _golden_md5(base), _golden_md5(new)
     notes += _golden_notes(b_md5, n_md5, labels, allow_different_golden)
 
-    b_by_id = {e["id"]: e for e in base["entries"]}
-    n_by_id = {e["id"]: e for e in new["entries"]}
+    b_by_id = {e.id: e.recorded for e in base.entries}
+    n_by_id = {e.id: e.recorded for e in new.entries}
     ids, only_b, only_n = _shared_ids(b_by_id, n_by_id, labels, allow_different_golden, notes)
     b_rows = [b_by_id[i] for i in ids]
     n_rows = [n_by_id[i] for i in ids]
@@ -160,12 +160,12 @@ def compare(
     )  # fmt: skip
 
 
-def _unmeasured(base: Summary, new: Summary, labels: tuple[str, str], notes: list[str]) -> set[str]:
+def _unmeasured(base: TypedSummary, new: TypedSummary, labels: tuple[str, str], notes: list[str]) -> set[str]:
     """The metrics either run did not measure (``metrics.not_measured``: e.g. answers doceval could not read
     the documents of), each with a note saying why: they are shown, never tested."""
     out: set[str] = set()
     for label, summary in zip(labels, (base, new), strict=True):
-        unmeasured = summary["metrics"].get("not_measured") or {}
+        unmeasured = summary.metrics.not_measured
         for why in sorted(set(unmeasured.values())):
             listed = sorted(m for m, v in unmeasured.items() if v == why)
             notes.append(f"{label}: {', '.join(listed)} not measured ({why}); not compared")
@@ -174,8 +174,8 @@ def _unmeasured(base: Summary, new: Summary, labels: tuple[str, str], notes: lis
 
 
 def _comparability_notes(
-    base: Summary,
-    new: Summary,
+    base: TypedSummary,
+    new: TypedSummary,
     labels: tuple[str, str],
     allow_different_k: bool,
     allow_different_corpus: bool,
@@ -191,8 +191,8 @@ def _comparability_notes(
     if corpus_note:
         notes.append(corpus_note)
     for label, summary in ((base_label, base), (new_label, new)):
-        if summary.get("entries_source"):  # a run id: its MLflow traces, checked against its summary.json
-            notes.append(f"{label}: entries read from the {summary['entries_source']}")
+        if summary.entries_source:  # a run id: its MLflow traces, checked against its summary.json
+            notes.append(f"{label}: entries read from the {summary.entries_source}")
     if k_note:
         notes.append(k_note)
     return notes
@@ -253,7 +253,7 @@ def _metric_changes(
     b_rows: Sequence[Mapping[str, Any]],
     n_rows: Sequence[Mapping[str, Any]],
     labels: tuple[str, str],
-    reported: tuple[Summary, Summary] | None,
+    reported: tuple[TypedSummary, TypedSummary] | None,
     notes: list[str],
     *,
     n_boot: int,
@@ -297,9 +297,9 @@ def _metric_changes(
     return rows
 
 
-def _reported_mean_note(label: str, summary: Summary, metric: str, value: float | None) -> list[str]:
+def _reported_mean_note(label: str, summary: TypedSummary, metric: str, value: float | None) -> list[str]:
     """A note when the summary's ``metrics.METRIC`` differs from the mean of its entries (which is used)."""
-    reported = summary["metrics"].get(metric)
+    reported = summary.metrics.value(metric)
     if (reported is None) != (value is None) or (
         reported is not None and value is not None and abs(float(reported) - value) > 1e-6
     ):

@@ -17,7 +17,7 @@ from doceval.results.comparison import compare
 from doceval.results.gate_config import check_gate_config, load_gate_config
 from doceval.results.judges import JUDGED_METRICS, check_same_judge, evidence_notes
 from doceval.results.power import Detectable, detectable
-from doceval.results.summaries import Summary, check_same_k, check_summary
+from doceval.results.summaries import Summary, check_same_k, checked_summary
 from doceval.scoring.aggregate import column
 from doceval.scoring.conversation_names import (
     figure_value,
@@ -26,6 +26,7 @@ from doceval.scoring.conversation_names import (
 )
 from doceval.scoring.intervals import holm
 from doceval.scoring.registry import LOWER_IS_BETTER
+from doceval.summary import Summary as TypedSummary
 from doceval.summary import as_summary, settings_of
 
 # The config checks live in doceval.results.gate_config; importers of this module find them here too.
@@ -86,8 +87,9 @@ def drift_failures(
         notes.append("drift: no tracked runs of this configuration family yet; not checked")
         return failures, notes
     cond = f"no drift > {_fmt_threshold(drift.tolerance)} in {', '.join(drift.metrics)}"
+    metrics = as_summary(summary).metrics
     for m in drift.metrics:
-        now = summary["metrics"].get(m)
+        now = metrics.value(m)
         if now is None:
             continue
         lower = m in LOWER_IS_BETTER
@@ -128,14 +130,14 @@ def gate(
     (printed with the verdict, recorded in JUnit).
     """
     rules = check_gate_config(gate_cfg)
-    summary = check_summary(summary, "summary")
+    summary = checked_summary(summary, "summary")
     rules, notes = _rules_for_system(rules, summary)
     _refuse_unmeasured(rules, summary, baseline)
     failures: list[GateFailure] = []
     conditions: list[str] = []
     limits: list[Detectable] = []
     failures += _run_failures(summary, rules.max_system_errors)
-    found, conditions = _threshold_failures(rules.thresholds, summary["metrics"])
+    found, conditions = _threshold_failures(rules.thresholds, summary.metrics.recorded)
     failures += found
     nr = rules.non_regression
     if nr.enabled:
@@ -213,7 +215,7 @@ def _refuse_unmeasured(rules: schema.Gate, summary: Summary, baseline: Summary |
         gated.update({m: "drift.metrics" for m in rules.drift.metrics if m not in gated})
     runs = [("the summary", summary)] + ([("the baseline", baseline)] if baseline is not None else [])
     for where, run in runs:
-        unmeasured = run["metrics"].get("not_measured") or {}
+        unmeasured = as_summary(run).metrics.not_measured
         for m, rule in gated.items():
             if m in unmeasured:
                 raise UsageError(
@@ -249,14 +251,14 @@ def _threshold_failures(
     return failures, conditions
 
 
-def _aligned(baseline: Summary, summary: Summary) -> list[Mapping[str, Any]]:
+def _aligned(baseline: TypedSummary, summary: TypedSummary) -> list[Mapping[str, Any]]:
     """The baseline's entries in the summary's order (significant mode pairs the same entries: compare checks)."""
-    by_id = {e["id"]: e for e in baseline["entries"]}
-    return [by_id.get(e["id"], {"scores": {}}) for e in summary["entries"]]
+    by_id = {e.id: e.recorded for e in baseline.entries}
+    return [by_id.get(i, {"scores": {}}) for i in summary.entry_ids]
 
 
 def _regression_failures(
-    summary: Summary,
+    summary: TypedSummary,
     baseline: Summary,
     nr: schema.NonRegression,
     allowed: tuple[bool, bool],
@@ -266,27 +268,27 @@ def _regression_failures(
     allowed (``allowed``: allow_different_k, allow_different_judge), a drop the paired test cannot tell from
     noise in ``significant`` mode, the smallest drop that test can detect at this n, appended to ``limits``)."""
     allow_different_k, allow_different_judge = allowed
-    baseline = check_summary(baseline, "baseline")
+    typed_baseline = checked_summary(baseline, "baseline")
     notes: list[str] = []
-    k_note = check_same_k(baseline, summary, "baseline", "summary", allow_different_k=allow_different_k)
+    k_note = check_same_k(typed_baseline, summary, "baseline", "summary", allow_different_k=allow_different_k)
     if k_note:
         notes.append(k_note)
-    notes += check_same_judge([("the baseline", baseline), ("the summary", summary)], nr.metrics,
+    notes += check_same_judge([("the baseline", typed_baseline), ("the summary", summary)], nr.metrics,
                               allow_different_judge)  # fmt: skip
     cond = f"no regression > {_fmt_threshold(nr.tolerance)} in {', '.join(nr.metrics)} vs baseline"
     p_holm: dict[str, float | None] | None = None  # None: point mode, any drop beyond the tolerance fails
     family = f"Holm over the gate's {len(nr.metrics)} non-regression metrics: {', '.join(nr.metrics)}"
     if nr.mode == "significant":
         cond += f" (significant at {_fmt_threshold(nr.alpha)}, Holm)"
-        p_holm = _paired_p_values(baseline, summary, list(nr.metrics), allow_different_k)
-        power = [detectable(m, column(_aligned(baseline, summary), m), column(summary["entries"], m),
+        p_holm = _paired_p_values(typed_baseline, summary, list(nr.metrics), allow_different_k)
+        power = [detectable(m, column(_aligned(typed_baseline, summary), m), column(summary.rows, m),
                             lower_is_better=m in LOWER_IS_BETTER, family=len(nr.metrics), alpha=nr.alpha,
                             tolerance=nr.tolerance) for m in nr.metrics]  # fmt: skip
         notes += [d.text() for d in power]
         limits.extend(power)
     failures: list[GateFailure] = []
     for m in nr.metrics:
-        v, b = summary["metrics"].get(m), baseline["metrics"].get(m)
+        v, b = summary.metrics.value(m), typed_baseline.metrics.value(m)
         if v is None or b is None:
             where = "the summary" if v is None else "the baseline"
             failures.append(
@@ -386,8 +388,7 @@ def _run_failures(summary: Summary, max_system_errors: int) -> list[GateFailure]
 
 def system_errors(summary: Summary) -> int:
     """``metrics.counts.system_errors``; 0 for a summary written before the count existed."""
-    counts = summary["metrics"].get("counts")
-    value = counts.get("system_errors", 0) if isinstance(counts, Mapping) else 0
+    value = as_summary(summary).metrics.counts.get("system_errors", 0)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise UsageError(
             f"summary: metrics.counts.system_errors is {value!r}, expected an integer >= 0; pass a summary "

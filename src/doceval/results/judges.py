@@ -13,14 +13,14 @@ from typing import Any
 from doceval.common.naming import judge_hash
 from doceval.errors import UsageError
 from doceval.scoring.agreement import JUDGED_METRICS, evidence_label, evidence_tag, summary_evidence
-from doceval.summary import settings_of
+from doceval.summary import Summary, as_summary, settings_of
 
 __all__ = ["ALLOW_FLAG", "JUDGED_METRICS", "answer_label", "check_same_judge", "evidence_notes", "judge_key"]
 
 ALLOW_FLAG = "--allow-different-judge"
 
 
-def judge_key(summary: Mapping[str, Any]) -> str | None:
+def judge_key(summary: Summary | Mapping[str, Any]) -> str | None:
     """The hash two summaries' judges are compared by (None: no judge recorded).
 
     The stated rule for summaries written before repeat 0 sent the single run's request: a ``--repeats``
@@ -30,21 +30,22 @@ def judge_key(summary: Mapping[str, Any]) -> str | None:
     if named is None or not named.get("hash"):
         return None
     identity = named.get("identity")
-    repeats = summary.get("repeats")
-    if (isinstance(repeats, Mapping) and "repeat0" not in repeats and isinstance(identity, Mapping)
+    repeats = as_summary(summary).repeats
+    if (repeats is not None and "repeat0" not in repeats and isinstance(identity, Mapping)
             and identity.get("seed") == 0):  # fmt: skip
         return judge_hash({**identity, "seed": None})
     return str(named["hash"])
 
 
-def judged(summary: Mapping[str, Any]) -> bool:
+def judged(summary: Summary | Mapping[str, Any]) -> bool:
     """Whether the summary has a judged answer_accuracy (a value, not "not judged" or "not measured")."""
-    metrics = summary.get("metrics") or {}
-    return metrics.get("answer_accuracy") is not None
+    return as_summary(summary).metrics.value("answer_accuracy") is not None
 
 
 def check_same_judge(
-    runs: Sequence[tuple[str, Mapping[str, Any]]], metrics: Sequence[str], allow_different_judge: bool
+    runs: Sequence[tuple[str, Summary | Mapping[str, Any]]],
+    metrics: Sequence[str],
+    allow_different_judge: bool,
 ) -> list[str]:
     """Refuse (UsageError naming both judges) to set a judged metric of ``metrics`` from two different judges
     side by side, unless ``allow_different_judge``; the notes to print (allowed, or unverifiable)."""
@@ -67,15 +68,15 @@ def check_same_judge(
     return [f"{what}: compared because {ALLOW_FLAG} was given"]
 
 
-def answer_label(summary: Mapping[str, Any]) -> tuple[str | None, str | None]:
+def answer_label(summary: Summary | Mapping[str, Any]) -> tuple[str | None, str | None]:
     """``(tag, line)`` for the summary's answer_accuracy: ``("heuristic", "heuristic: judge ... kappa ...")``,
     ``("unvalidated", ...)``, or ``(None, None)`` when its judge cleared the bar (or nothing was judged)."""
-    evidence = summary_evidence(dict(summary))
+    evidence = summary_evidence(summary)
     hash_ = settings_of(summary).judge_hash
     return evidence_tag(evidence), evidence_label(evidence, hash_)
 
 
-def evidence_notes(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+def evidence_notes(runs: Sequence[tuple[str, Summary | Mapping[str, Any]]]) -> list[str]:
     """One note per run whose answer_accuracy comes from a judge that has not cleared the bar."""
     notes = []
     for label, summary in runs:

@@ -12,7 +12,7 @@ from typing import Any
 from doceval.results.gating import GateFailure, GateResult
 from doceval.results.judges import JUDGED_METRICS, answer_label
 from doceval.scoring.registry import LOWER_IS_BETTER
-from doceval.summary import settings_of
+from doceval.summary import Summary, as_summary, settings_of
 
 MAX_ENTRY_CASES = 500  # per failed metric: a CI page stays readable; the summary has the rest
 
@@ -94,7 +94,7 @@ def _entry_cases(suite: ET.Element, failure: GateFailure, entries: Sequence[Mapp
 
 def junit_xml(
     verdict: GateResult,
-    summary: Mapping[str, Any],
+    summary: Summary | Mapping[str, Any],
     name: str | None = None,
     baseline: Mapping[str, Any] | None = None,
 ) -> str:
@@ -128,7 +128,7 @@ def junit_xml(
             ET.SubElement(case, "failure", message=f.reason, type="GateFailure").text = f.reason
             cases += 1
             failures += 1
-    entries = summary.get("entries") or []
+    entries = as_summary(summary).rows
     if any(f.metric == "(system_errors)" for f in verdict.failures):
         n = _system_error_cases(suite, entries)
         cases += n

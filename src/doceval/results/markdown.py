@@ -21,7 +21,7 @@ from doceval.results.judges import answer_label
 from doceval.results.summaries import (
     Summary,
     _doc_ids,
-    check_summary,
+    checked_summary,
     metric_labels,
     rel1_note,
     shown_metrics,
@@ -57,11 +57,11 @@ def _table(
 
 
 def _n_of(summary: Summary, metric: str) -> int:
-    counts = summary["metrics"].get("counts") or {}
-    n = counts.get(f"n_{metric}")
+    typed = as_summary(summary)
+    n = typed.metrics.counts.get(f"n_{metric}")
     if isinstance(n, int):
         return n
-    return int((~np.isnan(column(summary["entries"], metric))).sum())
+    return int((~np.isnan(column(typed.rows, metric))).sum())
 
 
 def _group_table(
@@ -155,18 +155,17 @@ def _triple(values: Any) -> str:
 
 def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None) -> str:
     """report.md: headline metrics with intervals, counts, breakdowns, floors, provenance, leaks."""
-    summary = check_summary(summary, "summary")
-    typed = as_summary(summary)
+    typed = checked_summary(summary, "summary")
     m = typed.metrics.recorded
     counts = typed.metrics.counts
     floors = typed.settings.floors.recorded
-    out = _title_section(summary)
-    out += _headline_section(summary)
+    out = _title_section(typed)
+    out += _headline_section(typed)
     out += ["", "## Counts", ""]
     out += _table(["count", "value"], [[_md(k), _md(v)] for k, v in counts.items()]) if counts else ["(none)"]
-    out += _answer_side(summary)
-    out += conversations_section(m, shown_metrics(summary))
-    out += _stages_section(summary["entries"])
+    out += _answer_side(typed)
+    out += conversations_section(m, shown_metrics(typed))
+    out += _stages_section(typed.rows)
     for title, key, label in (
         ("Per library", "by_library", "library"),
         ("Per library@version", "by_pin", "pin"),
@@ -174,13 +173,13 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     ):
         out += ["", f"## {title}", ""]
         out += _group_table(m.get(key) or {}, label, str((m.get("intervals") or {}).get("binary", "midp")),
-                            shown_metrics(summary))  # fmt: skip
+                            shown_metrics(typed))  # fmt: skip
     out += _floors_section(floors)
     if calibration is not None:
         out += _calibration_section(calibration, floors)
     out += _provenance_section(typed.settings)
-    out += _leaks_section(summary["entries"])
-    out += ["", *_contrast_section(summary["entries"])]
+    out += _leaks_section(typed.rows)
+    out += ["", *_contrast_section(typed.rows)]
     return "\n".join(out) + "\n"
 
 
@@ -202,7 +201,7 @@ def _title_section(summary: Summary) -> list[str]:
 
 def _headline_section(summary: Summary) -> list[str]:
     """Every metric with its value, 95% interval, interval method and n; then the system and judge errors."""
-    m = summary["metrics"]
+    m = as_summary(summary).metrics.recorded
     counts = m.get("counts") or {}
     ci95 = m.get("ci95") or {}
     out = ["", "## Headline metrics", ""]
@@ -453,7 +452,7 @@ def _answer_side(summary: Summary) -> list[str]:
                          _md(usage.get("completion_tokens", "-")), f"{float(usage.get('cost_usd') or 0):.4f}"])  # fmt: skip
         out += _table(["role", "side", "requests", "prompt tokens", "completion tokens", "cost USD"], rows,
                       ["l", "l", "r", "r", "r", "r"])  # fmt: skip
-    repeats = summary.get("repeats")
+    repeats = as_summary(summary).repeats
     if repeats:
         out += ["", f"## Repeats ({_md(repeats.get('n'))})", "", _md(repeats.get("seeds")), ""]
         rows = [[_md(k), _num(s["mean"]), _num(s["sd"]), f"[{_num(s['min'])}, {_num(s['max'])}]"]

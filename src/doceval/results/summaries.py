@@ -15,9 +15,11 @@ from doceval.common.paths import input_file
 from doceval.errors import UsageError
 from doceval.results.judges import answer_label
 from doceval.scoring.registry import BY_NAME, METRIC_NAMES, names
-from doceval.summary import settings_of
+from doceval.summary import Summary as TypedSummary
+from doceval.summary import as_summary, settings_of
 
-Summary = Mapping[str, Any]
+# A run summary as readers take it: typed (what the harness returns) or its JSON object (a file, MLflow).
+Summary = TypedSummary | Mapping[str, Any]
 MlflowLoader = Callable[[str], Mapping[str, Any]]
 
 _RUN_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -98,6 +100,12 @@ def check_summary(data: Any, where: str) -> dict[str, Any]:
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
                 raise bad(f"entries[{i}] ({e['id']}).scores.{m} is {v!r}, expected a number or null")
     return data
+
+
+def checked_summary(data: Summary, where: str) -> TypedSummary:
+    """``data`` typed: a typed summary as it is (the harness built it), a mapping once its shape is checked
+    (:func:`check_summary`; ``where`` names it in errors)."""
+    return data if isinstance(data, TypedSummary) else TypedSummary.from_mapping(check_summary(data, where))
 
 
 def _golden_md5(summary: Summary) -> str | None:
@@ -191,7 +199,7 @@ def graded(summary: Summary) -> bool:
     if recorded is not None:
         return recorded
     pairs = [(m, m.removesuffix("_rel1")) for m in names("graded")]
-    scored = [(e.get("scores") or {}) for e in summary.get("entries") or []]
+    scored = [e.scores for e in as_summary(summary).entries]
     return any(
         s.get(a) is not None and s.get(b) is not None and s[a] != s[b] for s in scored for a, b in pairs
     )
@@ -211,7 +219,7 @@ def rel1_note(*summaries: Summary) -> str:
     return f"{', '.join(names('graded'))} not shown: binary judgments (they equal hit_rate, recall, mrr)"
 
 
-def metric_labels(summary: Mapping[str, Any], at_k: bool = True) -> dict[str, str]:
+def metric_labels(summary: Summary, at_k: bool = True) -> dict[str, str]:
     """Each metric's name as the headline and report.md show it: with k (``hit_rate@5``; ``at_k=False``: the
     bare name), refused_correctly of a user's assistant as what it measures there, answer_accuracy with its
     judge's label ("heuristic", "unvalidated") when that judge has not cleared the bar (results.judges); judged_share as what it measures (common.naming.judged_share_label)."""

@@ -8,13 +8,13 @@ Judge errors (no verdict) are counted apart and left out of every agreement figu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from doceval.scoring.proportions import wilson
-from doceval.summary import settings_of
+from doceval.summary import Summary, as_summary
 
 
 def cohen_kappa(human: Sequence[bool], judge: Sequence[bool]) -> float | None:
@@ -274,12 +274,12 @@ def _kappa_text(record: dict[str, Any]) -> str:
     return text
 
 
-def summary_evidence(summary: dict[str, Any]) -> dict[str, Any] | None:
+def summary_evidence(summary: Summary | Mapping[str, Any]) -> dict[str, Any] | None:
     """The judge evidence a summary's answer_accuracy carries: None when it has no judged figure (not judged,
     not measured); a summary written before runs recorded it counts as unvalidated."""
-    metrics = summary.get("metrics") or {}
-    settings = settings_of(summary)
-    if metrics.get("answer_accuracy") is None or not settings.judge_id:
+    typed = as_summary(summary)
+    settings = typed.settings
+    if typed.metrics.value("answer_accuracy") is None or not settings.judge_id:
         return None
     evidence = settings.judge_evidence
     if evidence.get("status") in ("cleared", "below_bar", "unvalidated"):

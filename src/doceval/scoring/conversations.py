@@ -33,6 +33,7 @@ from doceval.scoring.intervals import MIN_DIFFERING, MIN_N_BOOTSTRAP, MIN_N_BREA
 from doceval.scoring.proportions import wilson
 from doceval.scoring.registry import METRIC_NAMES, names
 from doceval.scoring.stats import cluster_bca_ci, sign_flip_interval
+from doceval.summary import Summary, as_summary
 
 __all__ = [
     "CORRECT_STAGES",
@@ -67,8 +68,8 @@ class ClusterSettings:
     binary_method: str = "midp"
 
     @classmethod
-    def of_summary(cls, summary: Mapping[str, Any]) -> ClusterSettings:
-        block = summary["metrics"]["intervals"]
+    def of_summary(cls, summary: Summary | Mapping[str, Any]) -> ClusterSettings:
+        block = as_summary(summary).metrics.intervals
         return cls(int(block["bootstrap"]), int(block["seed"]), str(block["binary"]))
 
 

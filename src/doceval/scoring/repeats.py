@@ -17,7 +17,7 @@ from doceval.config import schema
 from doceval.scoring.aggregate import aggregate
 from doceval.scoring.conversations import ClusterSettings, conversation_metrics
 from doceval.scoring.registry import METRIC_NAMES, names
-from doceval.summary import settings_of
+from doceval.summary import Summary
 
 Role = TypeVar("Role", schema.Answerer, schema.Judge)
 
@@ -69,11 +69,11 @@ def _said(row: Mapping[str, Any] | None) -> str:
     return repr((row.get("answer"), row.get("refused"), row.get("retrieved"), row.get("system_error")))
 
 
-def _spread(summaries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+def _spread(summaries: Sequence[Summary]) -> dict[str, dict[str, Any]]:
     """Per metric the run-level values of each repeat, their mean, sd, min and max."""
     per_metric: dict[str, dict[str, Any]] = {}
     for m in METRIC_NAMES:
-        values = [s["metrics"].get(m) for s in summaries]
+        values = [s.metrics.value(m) for s in summaries]
         present = [float(v) for v in values if v is not None]
         if not present:
             per_metric[m] = {"values": values, "mean": None, "sd": None, "min": None, "max": None}
@@ -126,12 +126,11 @@ def _mean_row(entry: Mapping[str, Any], seen: Sequence[Mapping[str, Any] | None]
     return {**entry, "scores": scores}
 
 
-def _mean_metrics(
-    first: Mapping[str, Any], entries: Sequence[Mapping[str, Any]], summaries: Sequence[Mapping[str, Any]]
-) -> dict[str, Any]:
+def _mean_metrics(entries: Sequence[Mapping[str, Any]], summaries: Sequence[Summary]) -> dict[str, Any]:
     """The metrics over the entry means (intervals over those means, the run's interval settings), counts of
     answers summed over the repeats, and repeat 0's judged / not-measured flags and cutoffs."""
-    settings = ClusterSettings.of_summary(first)
+    first = summaries[0].metrics
+    settings = ClusterSettings.of_summary(summaries[0])
     metrics: dict[str, Any] = aggregate(
         entries,
         METRIC_NAMES,
@@ -139,58 +138,56 @@ def _mean_metrics(
         n_boot=settings.n_boot,
         binary_method=settings.binary_method,
     )
-    counts = dict(first["metrics"].get("counts") or {})
+    counts = dict(first.counts)
     counts.update(metrics["counts"])
     for key in SUMMED_COUNTS:
-        counts[key] = int(sum((s["metrics"].get("counts") or {}).get(key, 0) for s in summaries))
+        counts[key] = int(sum(s.metrics.counts.get(key, 0) for s in summaries))
     metrics["counts"] = counts
     for key in ("not_judged", "not_measured", "cutoffs"):
-        if key in first["metrics"]:
-            metrics[key] = first["metrics"][key]
+        if key in first.recorded:
+            metrics[key] = copy.deepcopy(first.recorded[key])
     conversations = conversation_metrics(entries, settings)
     if conversations is not None:
         metrics["conversations"] = conversations
     return metrics
 
 
-def combine(summaries: Sequence[Mapping[str, Any]], seeds: str) -> dict[str, Any]:
-    """The summary of N repeats: repeat 0's configuration and rows, every entry scored by its mean over the
-    repeats, the metrics over those means, and a ``repeats`` block: per metric the values, mean, sd, min and
-    max across repeats, the flaky entries, and every repeat's answers."""
-    first = copy.deepcopy(dict(summaries[0]))
-    rows = [{e["id"]: e for e in s["entries"]} for s in summaries]
-    entries = [_mean_row(e, [r.get(e["id"]) for r in rows]) for e in first["entries"]]
-    first["metrics"] = _mean_metrics(first, entries, summaries)
+def combine(summaries: Sequence[Summary], seeds: str) -> dict[str, Any]:
+    """The summary of N repeats (the JSON object, typed by the caller once): repeat 0's configuration and rows,
+    every entry scored by its mean over the repeats, the metrics over those means, and a ``repeats`` block: per
+    metric the values, mean, sd, min and max across repeats, the flaky entries, and every repeat's answers."""
+    first = dict(summaries[0].recorded)  # copied whole below: the typed summaries stay as they were
+    rows = [{e.id: e.recorded for e in s.entries} for s in summaries]
+    entries = [_mean_row(e.recorded, [r.get(e.id) for r in rows]) for e in summaries[0].entries]
+    first["metrics"] = _mean_metrics(entries, summaries)
     first["entries"] = entries
-    stopped = next((s for s in summaries if s.get("complete") is False), None)
+    stopped = next((s for s in summaries if not s.complete), None)
     if stopped is not None:
-        first["complete"], first["incomplete"] = False, stopped.get("incomplete")
+        first["complete"], first["incomplete"] = False, copy.deepcopy(stopped.recorded.get("incomplete"))
     first["repeats"] = {
         "n": len(summaries),
         "seeds": seeds,
         "repeat0": REPEAT0,
-        "run_keys": [settings_of(s).recorded.get("run_key") for s in summaries],
+        "run_keys": [s.settings.recorded.get("run_key") for s in summaries],
         "metrics": _spread(summaries),
-        "flaky": _flaky(summaries[0]["entries"], rows),
+        "flaky": _flaky(summaries[0].rows, rows),
         "answers": {
-            e["id"]: [
-                None if (row := r.get(e["id"])) is None else {k: row.get(k) for k in KEPT} for r in rows
-            ]
-            for e in first["entries"]
+            e.id: [None if (row := r.get(e.id)) is None else {k: row.get(k) for k in KEPT} for r in rows]
+            for e in summaries[0].entries
         },
     }
-    return first
+    return copy.deepcopy(first)
 
 
-def repeat_summaries(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+def repeat_summaries(summary: Summary) -> list[dict[str, Any]]:
     """A combined summary taken apart again: one summary per repeat, its entries carrying that repeat's answers
     and scores (what `judge rescore` re-judges). A summary recorded before every repeat's answers were kept
     gives only repeat 0's (the caller says so)."""
-    block = summary["repeats"]
+    block = summary.repeats or {}
     answers = block.get("answers") or {}
     out = []
     for r in range(int(block["n"])):
-        one = {k: copy.deepcopy(v) for k, v in summary.items() if k != "repeats"}
+        one = {k: copy.deepcopy(v) for k, v in summary.recorded.items() if k != "repeats"}
         rows = []
         for e in one["entries"]:
             kept = answers.get(e["id"]) or []

@@ -8,7 +8,6 @@ overlap of the two rankings. Cheap: no retrieval, one more scoring pass.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,7 @@ from doceval.harness.evaluate import evaluate
 from doceval.harness.plan import EvalOptions, RunPlan, variant
 from doceval.results.comparison import compare
 from doceval.scoring.registry import names
-from doceval.summary import as_summary
+from doceval.summary import Summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -34,14 +33,13 @@ def top_k_overlap(ann: list[str], exact: list[str], k: int) -> float | None:
     return len(set(ann[:k]) & set(reference)) / len(reference)
 
 
-def ann_vs_exact(cfg: Config, summary: Mapping[str, Any], plan: RunPlan) -> dict[str, Any]:
+def ann_vs_exact(cfg: Config, summary: Summary, plan: RunPlan) -> dict[str, Any]:
     """``{"search", "k", "exact": true}`` when the configured search is exact; otherwise also ``rows`` (one per
     metric: exact, configured, change, ci95 or ci_note (why there is none), p, n) and ``overlap_at_k`` (mean over entries, and n). ``plan``:
     the run's (its candidates are the configured search's); only the exact twin is loaded here."""
-    typed = as_summary(summary)
-    search, k = typed.settings.candidates.search, typed.settings.k
+    search, k = summary.settings.candidates.search, summary.settings.k
     assert k is not None  # a run of doceval's agent records its k
-    out: dict[str, Any] = {"search": search, "k": k, "split": typed.settings.split}
+    out: dict[str, Any] = {"search": search, "k": k, "split": summary.settings.split}
     if search is None:
         return {**out, "exact": None, "note": "the retriever does not search the index"}
     if search.get("exact", True):
@@ -56,7 +54,7 @@ def ann_vs_exact(cfg: Config, summary: Mapping[str, Any], plan: RunPlan) -> dict
     )  # fmt: skip
     overlaps = [
         top_k_overlap([d for d, _ in ann.ranked.get(e.id, [])], [d for d, _ in exact.ranked.get(e.id, [])], k)
-        for e in typed.entries
+        for e in summary.entries
     ]
     found = [o for o in overlaps if o is not None]
     rows = [

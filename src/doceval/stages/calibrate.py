@@ -21,7 +21,6 @@ from doceval.harness.summary import pipeline_record
 from doceval.inputs.configured import refuse_stage_overlap
 from doceval.inputs.golden import select_split
 from doceval.scoring.registry import names
-from doceval.summary import as_summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -86,7 +85,7 @@ def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
             {
                 "global": artifact["global"],
                 "per_library": artifact["per_library"],
-                **{m: as_summary(summary).metrics.value(m) for m in names("short")},
+                **{m: summary.metrics.value(m) for m in names("short")},
             }
         )
     )

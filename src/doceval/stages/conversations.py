@@ -40,7 +40,7 @@ from doceval.scoring.conversations import (
     not_measured_block,
     standalone_ceiling,
 )
-from doceval.summary import as_summary
+from doceval.summary import Summary, as_summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -50,8 +50,7 @@ REPLAYS = ("memory_reset", "warm_memory", "standalone")  # replays/<name>.json b
 KEY = "golden_conversations"  # the config key naming the conversation set
 
 
-def _replay_record(summary: Mapping[str, Any]) -> dict[str, Any]:
-    typed = as_summary(summary)
+def _replay_record(typed: Summary) -> dict[str, Any]:
     return {
         "run_key": typed.settings.run_key,
         "memory": dict(typed.settings.memory),
@@ -103,7 +102,7 @@ def _standalone_gap(plan: RunPlan) -> str | None:
 
 def replay_conversations(
     cfg: Config, options: EvalOptions
-) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+) -> tuple[Summary, dict[str, Summary | dict[str, Any]]]:
     """The with-memory summary of ``options``' golden set and split, its conversations block holding memory
     benefit, standalone ceiling, memory recovery and leak from the other replays (same plan, floors and system),
     and the other replays' summaries by name (:data:`REPLAYS`; a standalone replay that could not run is
@@ -127,33 +126,30 @@ def replay_conversations(
     reset = evaluate(cfg, reset_options, retrieve_live(cfg, reset_options, reset_plan))
     warm = evaluate(cfg, dataclasses.replace(options, warm_memory=True), plan)
     gap = _standalone_gap(plan)
-    alone: dict[str, Any] = {"not_measured": gap, "entries": []}
+    alone: Summary | dict[str, Any] = {"not_measured": gap, "entries": []}
     if gap is None:
         alone_options = dataclasses.replace(options, memory_reset=True, standalone=True)
         alone = evaluate(cfg, alone_options, retrieve_live(cfg, alone_options, _standalone_plan(plan)))
     settings = ClusterSettings.of_summary(summary)
-    block = summary["metrics"]["conversations"]
-    block["memory_benefit"] = memory_benefit(summary["entries"], reset["entries"], settings)
-    if gap is None:
-        block["standalone_ceiling"] = standalone_ceiling(alone["entries"], reset["entries"], settings)
-        block["memory_recovery"] = memory_recovery(
-            summary["entries"], reset["entries"], alone["entries"], settings
-        )
+    measures: dict[str, Any] = {"memory_benefit": memory_benefit(summary.rows, reset.rows, settings)}
+    if isinstance(alone, Summary):
+        measures["standalone_ceiling"] = standalone_ceiling(alone.rows, reset.rows, settings)
+        measures["memory_recovery"] = memory_recovery(summary.rows, reset.rows, alone.rows, settings)
     else:
-        block["standalone_ceiling"] = not_measured_block("ceiling", gap)
-        block["memory_recovery"] = not_measured_block("recovery", gap)
-    block["memory_leak"] = memory_leak(summary["entries"], warm["entries"], settings)
-    block["replays"] = {
+        measures["standalone_ceiling"] = not_measured_block("ceiling", str(gap))
+        measures["memory_recovery"] = not_measured_block("recovery", str(gap))
+    measures["memory_leak"] = memory_leak(summary.rows, warm.rows, settings)
+    measures["replays"] = {
         "memory_reset": _replay_record(reset),
         "warm_memory": _replay_record(warm),
-        "standalone": _replay_record(alone) if gap is None else {"not_measured": gap},
+        "standalone": _replay_record(alone) if isinstance(alone, Summary) else {"not_measured": gap},
     }
-    ran = (summary, reset, warm, alone) if gap is None else (summary, reset, warm)
-    summary["complete"] = all(as_summary(s).complete for s in ran)
-    return summary, {"memory_reset": reset, "warm_memory": warm, "standalone": alone}
+    ran = (summary, reset, warm, *([alone] if isinstance(alone, Summary) else []))
+    typed = summary.with_conversation_measures(measures, complete=all(s.complete for s in ran))
+    return typed, {"memory_reset": reset, "warm_memory": warm, "standalone": alone}
 
 
-def flat_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
+def flat_metrics(summary: Summary | Mapping[str, Any]) -> dict[str, Any]:
     """The DVC metrics file, by the names MLflow, the gate and history use (doceval.scoring.conversation_names):
     every figure of the conversation block with its interval as ``_ci_lo``/``_ci_hi``, or ``_ci_note`` saying why
     it has none; null where not measured."""
@@ -180,7 +176,7 @@ def output_dir(cfg: Config, out: Path | None = None) -> Path:
     return out if out is not None else Path(cfg.paths.eval) / FOLDER
 
 
-def run(cfg: Config, progress: bool = True, out: Path | None = None) -> dict[str, Any]:
+def run(cfg: Config, progress: bool = True, out: Path | None = None) -> Summary:
     """Write ``summary.json``, ``metrics.json`` and ``replays/`` into :func:`output_dir` for the configured split
     of ``golden_conversations`` (floors as configured: the calibrate stage's, fit on the single-question
     calibration split)."""
@@ -196,13 +192,15 @@ def run(cfg: Config, progress: bool = True, out: Path | None = None) -> dict[str
     with atomic_dir(folder / "replays") as tmp:
         for name in REPLAYS:
             replay = replays[name]  # a standalone replay that could not run has no config: written as it is
-            write_json_atomic(tmp / f"{name}.json", pipeline_record(replay) if "config" in replay else replay)
+            write_json_atomic(
+                tmp / f"{name}.json", pipeline_record(replay) if isinstance(replay, Summary) else replay
+            )
     write_json_atomic(folder / "summary.json", pipeline_record(summary))  # MLflow gets the whole summary
     write_json_atomic(folder / "metrics.json", flat_metrics(summary))
     return summary
 
 
-def track(cfg: Config, summary: Mapping[str, Any], out: Path | None = None) -> str | None:
+def track(cfg: Config, summary: Summary, out: Path | None = None) -> str | None:
     """Log the with-memory run (its conversations block holds the memory figures), with the replays' files as
     its ``replays/`` artifacts."""
     replays = output_dir(cfg, out) / "replays"

@@ -30,7 +30,7 @@ from doceval.inputs.golden import GoldenEntry, select_split
 from doceval.results.comparison import compare
 from doceval.scoring.registry import METRIC_NAMES, names
 from doceval.stages.ann import ann_vs_exact
-from doceval.summary import as_summary
+from doceval.summary import Summary, as_summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 ANN_VS_EXACT = "ann_vs_exact.json"  # the report's "ANN vs exact" (doceval.stages.ann)
 
 
-def headline_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
+def headline_metrics(summary: Summary | Mapping[str, Any]) -> dict[str, Any]:
     """The DVC metrics file: headline values and counts, flat enough for `dvc metrics diff`."""
     typed = as_summary(summary)
     return {
@@ -49,7 +49,7 @@ def headline_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def run(cfg: Config, progress: bool = True) -> tuple[dict[str, Any], RunPlan]:
+def run(cfg: Config, progress: bool = True) -> tuple[Summary, RunPlan]:
     """The summary and the one plan every section shares: the golden set, the corpus and the candidates are
     loaded once, and the system is asked once per entry (docs/design.md, "Plan once, run once")."""
     out = Path(cfg.paths.eval)
@@ -76,7 +76,7 @@ def run(cfg: Config, progress: bool = True) -> tuple[dict[str, Any], RunPlan]:
 TRADEOFF_METRICS = names("tradeoff_effect")
 
 
-def trade_off(cfg: Config, summary: Mapping[str, Any], plan: RunPlan, folder: Path) -> None:
+def trade_off(cfg: Config, summary: Summary, plan: RunPlan, folder: Path) -> None:
     """eval/tradeoff: the refusal curves, AUROCs and signals (doceval.harness.tradeoff) and the test-split
     effect of the per-library floors against the global floor alone, with paired intervals."""
     floors = plan.floors  # the floors the run used, resolved by its plan
@@ -131,7 +131,7 @@ def _bm25(
     return bm25_rankings(entries, corpus, depth)
 
 
-def track(cfg: Config, summary: Mapping[str, Any], plan: RunPlan | None = None) -> str | None:
+def track(cfg: Config, summary: Summary, plan: RunPlan | None = None) -> str | None:
     """Log the run; the traces' document texts come from the plan's corpus (already loaded) when it has one."""
     texts = plan.corpus.first_chunks if plan is not None and plan.corpus is not None else None
     return tracking.log_configured_run(

@@ -20,7 +20,7 @@ from doceval.results.markdown import render_report
 from doceval.results.summaries import load_summary, shown_metrics
 from doceval.results.tradeoff_md import tradeoff_lines
 from doceval.scoring.agreement import MIN_KAPPA, trusted
-from doceval.summary import settings_of
+from doceval.summary import Summary, as_summary, settings_of
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
@@ -65,7 +65,7 @@ def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
     ]  # fmt: skip
 
 
-def produced_by(summary: Mapping[str, Any], source: str) -> str:
+def produced_by(summary: Summary | Mapping[str, Any], source: str) -> str:
     """One line saying which run a section's figures come from, read from that run's settings: the system under
     test, the floors, the golden set (path and md5), split and k, and the file read."""
     settings = settings_of(summary)
@@ -82,10 +82,11 @@ def _with_source(section: list[str], line: str) -> list[str]:
     return [*section[:3], line, "", *section[3:]] if section else []
 
 
-def conversation_lines(summary: dict[str, Any], source: Path) -> list[str]:
+def conversation_lines(summary: Summary | Mapping[str, Any], source: Path) -> list[str]:
     """The conversations stage's section, saying which run produced it (its own system, floors, golden set and
     split: another system than the headline's when the conversations were replayed with other overrides)."""
-    section = conversations_section(summary["metrics"], shown_metrics(summary))
+    typed = as_summary(summary)
+    section = conversations_section(typed.metrics.recorded, shown_metrics(typed))
     return _with_source(section, produced_by(summary, str(source)))
 
 

@@ -62,6 +62,16 @@ class Metrics:
         found = self.values.get(name)
         return None if found is None else found.value
 
+    @property
+    def not_measured(self) -> dict[str, str]:
+        """Why each metric the run could not measure was not (``metrics.not_measured``), by metric."""
+        return {str(n): str(why) for n, why in mapping(self.recorded.get("not_measured")).items()}
+
+    @property
+    def intervals(self) -> Mapping[str, Any]:
+        """How the run's intervals were computed (``bootstrap``, ``seed``, ``binary``); empty when not recorded."""
+        return mapping(self.recorded.get("intervals"))
+
     def breakdown(self, by: str) -> Mapping[str, Any]:
         """A breakdown block (``by_library``, ``by_pin``, ``by_kind``) as recorded; empty when absent."""
         return mapping(self.recorded.get(by))
@@ -162,6 +172,23 @@ class Summary:
     def entry_ids(self) -> tuple[str, ...]:
         return tuple(e.id for e in self.entries)
 
+    @property
+    def rows(self) -> list[Mapping[str, Any]]:
+        """Each entry's row as recorded (what the per-entry statistics read: ``scores``, ``retrieved``, ...): the
+        summary's own rows, to read, never to change (``to_dict()`` gives a copy to change)."""
+        return [e.recorded for e in self.entries]
+
+    @property
+    def repeats(self) -> Mapping[str, Any] | None:
+        """The ``--repeats`` block (per metric the spread, the flaky entries, every repeat's answers), or None."""
+        block = self.recorded.get("repeats")
+        return block if isinstance(block, Mapping) else None
+
+    @property
+    def entries_source(self) -> str | None:
+        """Where the entries were read from when not from the summary itself (a run's MLflow traces)."""
+        return text(self.recorded.get("entries_source"))
+
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Summary:
         """The typed summary of ``data`` (a summary's JSON object, already shape-checked where it came from
@@ -183,6 +210,17 @@ class Summary:
             else None,
             recorded=recorded,
         )
+
+    def with_conversation_measures(self, measures: Mapping[str, Any], *, complete: bool) -> Summary:
+        """A new summary whose conversations block also holds ``measures`` (the conversations stage's memory
+        benefit, standalone ceiling, recovery, leak and replays, in that order) and whose ``complete`` is
+        ``complete`` (every replay's); this one is left as it was."""
+        if self.metrics.conversations is None:
+            raise ValueError("the summary has no conversations block: the run held no conversation turn")
+        recorded = copy.deepcopy(dict(self.recorded))
+        recorded["metrics"]["conversations"].update(copy.deepcopy(dict(measures)))
+        recorded["complete"] = complete
+        return Summary.from_mapping(recorded)
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as the JSON object it was built from, key order included (what ``json.dump`` writes)."""

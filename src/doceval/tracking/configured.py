@@ -11,7 +11,7 @@ from doceval.config.compose import flatten
 from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.inputs.corpus import load_corpus
-from doceval.summary import as_summary
+from doceval.summary import Summary, as_summary
 from doceval.tracking.judge_runs import JUDGE_EXPERIMENT, log_judge_validation
 from doceval.tracking.locking import _store_lock
 from doceval.tracking.runs import log_run
@@ -36,7 +36,7 @@ def check_configured(cfg: Config, root: Path | None = None) -> None:
 
 def log_configured_run(
     cfg: Config,
-    summary: Mapping[str, Any],
+    summary: Summary | Mapping[str, Any],
     artifacts: Mapping[str, Path],
     run_name: str | None = None,
     tags: Mapping[str, str] | None = None,
@@ -52,7 +52,7 @@ def log_configured_run(
     flat = effective_params(cfg, typed.settings.recorded)
     title = run_title(typed.settings.recorded)
     run_id = log_run(
-        dict(summary),
+        typed,
         uri=uri,
         root=root,
         # What the run is (split · system · k · floors · golden), then the caller's label (an output name).

@@ -22,7 +22,7 @@ from doceval.common.io import (
     without_surrogates,
 )
 from doceval.errors import UsageError
-from doceval.summary import settings_of
+from doceval.summary import Summary, settings_of
 from doceval.tracking.datasets import register_golden
 from doceval.tracking.locking import _store_lock
 from doceval.tracking.secrets import (
@@ -139,7 +139,7 @@ def _log_entry_traces(client: MlflowClient, run_id: str, experiment_id: str, sum
 
 
 def log_run(
-    summary: Mapping[str, Any],
+    summary: Summary | Mapping[str, Any],
     *,
     uri: str,
     root: Path | None = None,
@@ -165,21 +165,21 @@ def log_run(
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
     # An older summary (NaN, -Infinity: an assistant's floors) is logged with the null a current one holds.
-    summary = finite_or_null(summary)
-    raw_recorded = settings_of(summary).recorded  # the summary's config block, as recorded
+    data: Mapping[str, Any] = finite_or_null(summary.to_dict() if isinstance(summary, Summary) else summary)
+    raw_recorded = settings_of(data).recorded  # the summary's config block, as recorded
     # Values holding a key variable's content are dropped from params and tags; everything logged has URL
     # credentials masked, and those credentials are redacted wherever else they appear.
     env_secrets = env_secret_values(raw_recorded, flat_config or {})
     secrets = secret_values(raw_recorded, flat_config or {}, dict(extra_tags or {}))
-    clean = scrub(summary, secrets)  # summary.json: a lone surrogate stays a JSON escape (json_text)
+    clean = Summary.from_mapping(scrub(data, secrets))  # summary.json: a lone surrogate stays a JSON escape
     # The store (sqlite) takes UTF-8 only: params, tags and traces hold a lone surrogate as the text \udXXX.
-    summary, raw_recorded, flat_config = without_surrogates([summary, raw_recorded, flat_config])
-    recorded: dict[str, Any] = without_surrogates(dict(settings_of(clean).recorded))
+    data, raw_recorded, flat_config = without_surrogates([data, raw_recorded, flat_config])
+    recorded: dict[str, Any] = without_surrogates(dict(clean.settings.recorded))
     split = _split_of(recorded)
     params = build_params(raw_recorded, flat_config, env_secrets)  # raw: leaking values are dropped
     usage_block = usage if usage is not None else (raw_recorded.get("usage") or None)
-    metrics = build_metrics(clean.get("metrics") or {}, usage_block, clean.get("repeats"))
-    tags = build_tags(recorded, clean.get("metrics") or {}, extra_tags, env_secrets)
+    metrics = build_metrics(clean.metrics.recorded, usage_block, clean.repeats)
+    tags = build_tags(recorded, clean.metrics.recorded, extra_tags, env_secrets)
     run_name = None if run_name is None else redact_text(escape_surrogates(run_name), secrets)
     if parent_run_id:
         tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
@@ -207,7 +207,7 @@ def log_run(
                     else:
                         client.log_artifact(run_id, str(path), artifact_path=artifact_path)
                 if traces:
-                    _log_entry_traces(client, run_id, experiment_id, summary, recorded, golden_path,
+                    _log_entry_traces(client, run_id, experiment_id, data, recorded, golden_path,
                                       secrets, env_secrets, doc_texts)  # fmt: skip
             except BaseException:
                 client.set_terminated(run_id, "FAILED")
@@ -218,7 +218,7 @@ def log_run(
 
 def _stage_files(
     staged: Path,
-    clean: Mapping[str, Any],
+    clean: Summary,
     recorded: Mapping[str, Any],
     artifacts: Mapping[str, Path] | None,
     secrets: list[str],
@@ -226,11 +226,11 @@ def _stage_files(
     """The run's artifacts written under ``staged`` (summary.json, entries.csv, config.yaml, then each extra
     artifact redacted), as (local path, artifact folder) pairs in logging order. ``recorded``: the summary's
     ``config`` block, written as config.yaml."""
-    (staged / "summary.json").write_text(json_text(clean, indent=2, default=str) + "\n", encoding="utf-8")
-    # A lone surrogate in an answer is written as \udXXX, never a UnicodeEncodeError.
-    (staged / "entries.csv").write_text(
-        entries_csv(clean.get("entries") or []), encoding="utf-8", errors=TEXT_ERRORS
+    (staged / "summary.json").write_text(
+        json_text(clean.recorded, indent=2, default=str) + "\n", encoding="utf-8"
     )
+    # A lone surrogate in an answer is written as \udXXX, never a UnicodeEncodeError.
+    (staged / "entries.csv").write_text(entries_csv(clean.rows), encoding="utf-8", errors=TEXT_ERRORS)
     (staged / "config.yaml").write_text(
         yaml.safe_dump(json.loads(json.dumps(recorded, default=str)), sort_keys=False, allow_unicode=True),
         encoding="utf-8",

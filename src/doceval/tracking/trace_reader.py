@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from doceval.errors import UsageError
 from doceval.scoring.registry import METRIC_NAMES
+from doceval.summary import as_summary
 from doceval.tracking.traces import ENTRY_TAG, REFUSED, STAGE, TRACES_TAG, VERDICT
 
 if TYPE_CHECKING:
@@ -93,17 +94,18 @@ def with_trace_entries(summary: dict[str, Any], client: MlflowClient, run_id: st
         return summary  # logged without traces (tracking.traces=false, or before traces existed)
     rows = entries_from_traces(client, run_id, run.info.experiment_id)
     by_id = {r["id"]: r for r in rows}
-    listed = [e["id"] for e in summary["entries"]]
+    recorded = as_summary(summary).entries
+    listed = [e.id for e in recorded]
     fix = f"re-log it (`doceval eval ...`), or compare its summary.json file instead of run {run_id}"
     if len(rows) != int(expected) or len(by_id) != len(rows) or set(by_id) != set(listed):
         raise UsageError(
             f"MLflow run {run_id} has {len(rows)} entry traces for the {len(listed)} entries of its summary "
             f"(tag {TRACES_TAG}={expected}): its traces are incomplete; {fix}"
         )
-    for e in summary["entries"]:
-        if not _same_scores(e.get("scores") or {}, by_id[e["id"]]["scores"]):
+    for e in recorded:
+        if not _same_scores(e.scores, by_id[e.id]["scores"]):
             raise UsageError(
-                f"MLflow run {run_id}: the trace of entry {json.dumps(e['id'])} disagrees with its summary.json "
+                f"MLflow run {run_id}: the trace of entry {json.dumps(e.id)} disagrees with its summary.json "
                 f"scores; {fix}"
             )
     return {**summary, "entries": [by_id[i] for i in listed], "entries_source": f"traces of run {run_id}"}

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from doceval.scoring.judge import judge_input
-from doceval.summary import settings_of
+from doceval.summary import Summary
 from doceval.tracking.secrets import leaks, scrub
 
 if TYPE_CHECKING:
@@ -464,9 +464,9 @@ def log_traces(store: AbstractStore, *, run_id: str, experiment_id: str, summary
     # lazy: start-up (mlflow, seconds; only a run that is logged loads it)
     from mlflow.entities import Span
 
-    clean = scrub(summary, secrets)
-    recorded = settings_of(clean).recorded
-    entries = clean.get("entries") or []
+    clean = Summary.from_mapping(scrub(summary, secrets))
+    recorded = clean.settings.recorded
+    entries = clean.rows
     start_ms = int(time.time() * 1000)
     turn_times: dict[str, int] = {}  # conversation -> its last turn's request time (ms)
     for offset in range(0, len(entries), SPAN_BATCH):
