@@ -258,8 +258,13 @@ def _judge_wanted(judge: Any, overrides: Sequence[str]) -> bool:
     (``judge=openai``, ``judge.model=...``). ``judge=False`` beside such an override raises: one of the two is
     a mistake, and silently running no judge would hide it."""
     if judge is not None and not isinstance(judge, bool):
-        raise _bad("evaluate", "judge", judge, "True or False (None: judge when the overrides choose a judge)",
-                   "judge=True")  # fmt: skip
+        raise _bad(
+            "evaluate",
+            "judge",
+            judge,
+            "True or False (None: judge when the overrides choose a judge)",
+            "judge=True",
+        )
     chosen = [o for o in overrides if o.split("=", 1)[0].lstrip("+~").split(".")[0] == "judge"]
     if judge is False and chosen:
         raise UsageError(
@@ -279,16 +284,22 @@ def _bad(function: str, name: str, value: Any, expected: str, example: str) -> U
     return UsageError(f"{function}({name}={shown}): expected {expected} (e.g. {example})")
 
 
-def _check_evaluate_args(golden: Any, retriever: Any, agent: Any, k: Any, split: Any, overrides: Any,
-                         max_errors: Any, **flags: Any) -> None:  # fmt: skip
+def _check_evaluate_args(
+    golden: Any, retriever: Any, agent: Any, k: Any, split: Any, overrides: Any, max_errors: Any, **flags: Any
+) -> None:
     if isinstance(golden, list | tuple) and golden and all(isinstance(r, Mapping) for r in golden):
         raise UsageError(
             "evaluate(golden=a list of rows): expected the path of a golden set file; write the rows to a JSONL "
             "file, one JSON object per line, and pass its path (e.g. evaluate('golden.jsonl', retriever=fn))"
         )
     if not isinstance(golden, str | Path) or not str(golden).strip():
-        raise _bad("evaluate", "golden", golden, "the path of a golden set (str or pathlib.Path), JSONL or a "
-                   "JSON array", "evaluate('golden.jsonl', retriever=fn)")  # fmt: skip
+        raise _bad(
+            "evaluate",
+            "golden",
+            golden,
+            "the path of a golden set (str or pathlib.Path), JSONL or a JSON array",
+            "evaluate('golden.jsonl', retriever=fn)",
+        )
     if isinstance(retriever, str) and retriever not in _built_in_retrievers():
         raise UsageError(
             f"evaluate(retriever={retriever!r:.60}): not a built-in retriever; pass one of "
@@ -350,8 +361,13 @@ def _summary(value: Any, function: str = "compare", name: str = "base") -> Mappi
     if isinstance(value, Mapping):
         return value
     if not isinstance(value, str | Path):
-        raise _bad(function, name, value, "a summary (the dict evaluate returns), a summary JSON path or an "
-                   "MLflow run id", f"{function}('eval/runs/base.json', ...)")  # fmt: skip
+        raise _bad(
+            function,
+            name,
+            value,
+            "a summary (the dict evaluate returns), a summary JSON path or an MLflow run id",
+            f"{function}('eval/runs/base.json', ...)",
+        )
     return load_summary_mapping(value, mlflow_summary_loader())
 
 
@@ -390,8 +406,13 @@ def gate(
             "gate", "thresholds", thresholds, "a mapping of metric name to number", "{'hit_rate': 0.6}"
         )
     if config is not None and not isinstance(config, Gate | Config | Mapping | str | Path):
-        raise _bad("gate", "config", config, "a gate config (schema.Gate, a Config, a mapping) or a conf/gate "
-                   "YAML path", "config='conf/gate/default.yaml'")  # fmt: skip
+        raise _bad(
+            "gate",
+            "config",
+            config,
+            "a gate config (schema.Gate, a Config, a mapping) or a conf/gate YAML path",
+            "config='conf/gate/default.yaml'",
+        )
     base = None if baseline is None else _summary(baseline, "gate", "baseline")
     rules, notes = _gate_config(thresholds, config), []
     if base is not None and not rules.non_regression.enabled:
@@ -402,10 +423,17 @@ def gate(
             )
         composed = compose([]).gate.non_regression
         rules = dataclasses.replace(rules, non_regression=dataclasses.replace(composed, enabled=True))
-        notes.append(f"baseline= given: non_regression of the composed gate applied ({', '.join(composed.metrics)}, "
-                     f"{composed.mode}, tolerance {composed.tolerance:g}, alpha {composed.alpha:g})")  # fmt: skip
-    result = gate_summary(_summary(summary, "gate", "summary"), rules, baseline=base,
-                          allow_different_k=allow_different_k, allow_different_judge=allow_different_judge)  # fmt: skip
+        notes.append(
+            f"baseline= given: non_regression of the composed gate applied ({', '.join(composed.metrics)}, "
+            f"{composed.mode}, tolerance {composed.tolerance:g}, alpha {composed.alpha:g})"
+        )
+    result = gate_summary(
+        _summary(summary, "gate", "summary"),
+        rules,
+        baseline=base,
+        allow_different_k=allow_different_k,
+        allow_different_judge=allow_different_judge,
+    )
     result.notes[:0] = notes
     return result
 

@@ -86,9 +86,14 @@ def log_point(
 
     parent, uri = tracked
     run_id: str = tracking.log_run(
-        summary, uri=uri, root=root, run_name=" ".join(overrides) or f"point-{job_id}", parent_run_id=parent,
-        extra_tags={"sweep_overrides": " ".join(overrides)}, golden_path=summary.settings.golden.file,
-    )  # fmt: skip
+        summary,
+        uri=uri,
+        root=root,
+        run_name=" ".join(overrides) or f"point-{job_id}",
+        parent_run_id=parent,
+        extra_tags={"sweep_overrides": " ".join(overrides)},
+        golden_path=summary.settings.golden.file,
+    )
     return run_id
 
 

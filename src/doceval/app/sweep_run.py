@@ -77,13 +77,22 @@ def run_sweep(
         uri = tracking.tracking_uri(cfg.tracking.uri, root)
         tracking.check_reachable(uri, write=True)  # before any folder or run is made
     check_writable(sweep_dir, str(sweep_dir), f"make {sweep_dir.parent} writable (sweeps write there)")
-    env = {**os.environ, ENV_DIR: str(sweep_dir), ENV_ROOT: str(root),
-           ENV_SHOWN: json.dumps(shown_points(planned))}  # fmt: skip
+    env = {
+        **os.environ,
+        ENV_DIR: str(sweep_dir),
+        ENV_ROOT: str(root),
+        ENV_SHOWN: json.dumps(shown_points(planned)),
+    }
     parent = None
     if tracked and uri is not None:
         # start_parent creates the store before any parallel writer starts: first-time sqlite creation races.
-        parent = tracking.start_parent(f"sweep {' '.join(overrides)}", uri=uri, root=root, split=cfg.split.name,
-                                       tags={"sweep": " ".join(final), "retriever": cfg.retriever.name})  # fmt: skip
+        parent = tracking.start_parent(
+            f"sweep {' '.join(overrides)}",
+            uri=uri,
+            root=root,
+            split=cfg.split.name,
+            tags={"sweep": " ".join(final), "retriever": cfg.retriever.name},
+        )
         env[ENV_PARENT] = parent
     else:
         final.append("tracking.enabled=false")

@@ -164,8 +164,10 @@ def _print_conversations(m: Mapping[str, Any], k: Any, shown: Sequence[str], jud
         ci = conv["turns"]["ci95"].get(metric.name)
         cells = [_format_value(block[metric.name]) for _, block in groups]
         rows.append([label, f"{value:.4f}", f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "", *cells])
-    print(f"conversations={conv['n_conversations']} turns={conv['n_turns']} needs_memory={conv['n_needs_memory']}"
-          " (intervals resample whole conversations)")  # fmt: skip
+    print(
+        f"conversations={conv['n_conversations']} turns={conv['n_turns']} needs_memory={conv['n_needs_memory']}"
+        " (intervals resample whole conversations)"
+    )
     print("\n".join(format_table(header, rows, left=(0, 2))))
     per = conv["per_conversation"]
     correct, ci = per["all_turns_correct"], per["ci95"]
@@ -206,14 +208,20 @@ def _print_memory(conv: Mapping[str, Any]) -> None:
     from doceval.scoring.registry import names
 
     columns = [c for c in _MEMORY_COLUMNS if isinstance(conv.get(c[0]), Mapping)]
-    rows = [[metric, *(_memory_cell(conv[key].get(metric), value) for key, _, value in columns)]
-            for metric in names("memory")]  # fmt: skip
+    rows = [
+        [metric, *(_memory_cell(conv[key].get(metric), value) for key, _, value in columns)]
+        for metric in names("memory")
+    ]
     print(
         "memory (needs_memory turns; leak: the other turns, * lower is better; intervals resample conversations)"
     )
     print("\n".join(format_table(("metric", *(title for _, title, _ in columns)), rows, left=(0,))))
-    reasons = {row["not_measured"] for key, _, _ in columns for row in conv[key].values()
-               if isinstance(row, Mapping) and row.get("not_measured")}  # fmt: skip
+    reasons = {
+        row["not_measured"]
+        for key, _, _ in columns
+        for row in conv[key].values()
+        if isinstance(row, Mapping) and row.get("not_measured")
+    }
     for why in sorted(reasons):
         print(f"not measured: {one_line(why)}")
 
@@ -237,9 +245,11 @@ def conversation_line(summary: Summary | Mapping[str, Any]) -> str:
         ci = f" [{figure.ci95[0]:.2f},{figure.ci95[1]:.2f}]" if figure.ci95 else ""
         return (f"{figure.value:+.2f}" if signed else f"{figure.value:.3f}") + ci
 
-    return (f"conversations={conv['n_conversations']} turns={conv['n_turns']}: all_turns_correct "
-            f"{shown('all_turns_correct')}; hit_rate: memory benefit {shown('memory_benefit.hit_rate', True)}, "
-            f"leak {shown('memory_leak.hit_rate', True)}")  # fmt: skip
+    return (
+        f"conversations={conv['n_conversations']} turns={conv['n_turns']}: all_turns_correct "
+        f"{shown('all_turns_correct')}; hit_rate: memory benefit {shown('memory_benefit.hit_rate', True)}, "
+        f"leak {shown('memory_leak.hit_rate', True)}"
+    )
 
 
 def _format_value(value: float | None) -> str:
@@ -270,9 +280,15 @@ def stale_on_failure(output: Path, command: str) -> Iterator[None]:
             try:
                 os.replace(output, stale)  # a symlink moves as the link: its target is untouched
             except OSError as exc:
-                print(f"doceval {command}: the previous summary at {output} could not be moved aside "
-                      f"({exc.strerror or exc}); it is not this run's: delete it", file=sys.stderr)  # fmt: skip
+                print(
+                    f"doceval {command}: the previous summary at {output} could not be moved aside "
+                    f"({exc.strerror or exc}); it is not this run's: delete it",
+                    file=sys.stderr,
+                )
             else:
-                print(f"doceval {command}: the previous summary at {output} was moved to {stale}: this run "
-                      "failed", file=sys.stderr)  # fmt: skip
+                print(
+                    f"doceval {command}: the previous summary at {output} was moved to {stale}: this run "
+                    "failed",
+                    file=sys.stderr,
+                )
         raise

@@ -38,8 +38,11 @@ def _since(text: str) -> float:
 
 def _no_family(args: argparse.Namespace) -> str:
     """No run matched --system/--run-name: say which names exist, so the next try can pick one."""
-    picked = " ".join(f"{flag} {value}" for flag, value in (("--system", args.system),
-                                                             ("--run-name", args.run_name)) if value)  # fmt: skip
+    picked = " ".join(
+        f"{flag} {value}"
+        for flag, value in (("--system", args.system), ("--run-name", args.run_name))
+        if value
+    )
     return (
         f"{picked}: no tracked run with a git commit matches in the {args.split} experiment; the system is the "
         "name the headline prints after system= (the configured name=, else e.g. bm25, function:my_module:retrieve, "
@@ -62,8 +65,10 @@ def cmd_history(args: argparse.Namespace) -> int:
         output_target(args.plot, f"--plot {args.plot}", "pass a writable --plot PATH (a .png file)")
     unknown = [m for m in metrics if m not in METRIC_NAMES and m not in conversation_metric_names()]
     if unknown:
-        raise UsageError(f"--metric {', '.join(unknown)}: unknown; valid metrics: {', '.join(METRIC_NAMES)}; "
-                         f"{naming_help()} (logged by runs over conversations)")  # fmt: skip
+        raise UsageError(
+            f"--metric {', '.join(unknown)}: unknown; valid metrics: {', '.join(METRIC_NAMES)}; "
+            f"{naming_help()} (logged by runs over conversations)"
+        )
     if args.last is not None and args.last < 1:
         raise UsageError(f"--last {args.last}: must be at least 1")
     family: dict[str, str] = {}

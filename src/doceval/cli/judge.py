@@ -109,12 +109,16 @@ def _format(report: dict[str, Any]) -> list[str]:
     ]
     for cat, b in a["by_category"].items():
         share = "n/a" if b["agreement"] is None else f"{b['agreement']:.2f}"
-        lines.append(f"  {cat:16s} {share:>5s}  (n={b['n']}, human correct {b['human_correct']}, judge correct "
-                     f"{b['judge_correct']}, judge errors {b['judge_errors']})")  # fmt: skip
+        lines.append(
+            f"  {cat:16s} {share:>5s}  (n={b['n']}, human correct {b['human_correct']}, judge correct "
+            f"{b['judge_correct']}, judge errors {b['judge_errors']})"
+        )
     rep = report.get("repeats")
     if rep:
-        lines.append(f"repeats {rep['repeats']}: flip rate {rep['flip_rate']:.3f} ({rep['flipped']} rows), kappa "
-                     f"{rep['kappa_min']:.3f} to {rep['kappa_max']:.3f} (sd {rep['kappa_sd']:.3f})")  # fmt: skip
+        lines.append(
+            f"repeats {rep['repeats']}: flip rate {rep['flip_rate']:.3f} ({rep['flipped']} rows), kappa "
+            f"{rep['kappa_min']:.3f} to {rep['kappa_max']:.3f} (sd {rep['kappa_sd']:.3f})"
+        )
     cache = report["usage"]["cache"]
     lines.append(f"requests: cache hits {cache['hits']}, misses {cache['misses']}")
     return lines
@@ -144,10 +148,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
     # Recorded by the judge's identity, where a run with this judge reads it as its evidence (design 4.4).
     record = evidence_dir(cfg.paths.eval) / record_name({"judge": judge_id(cfg.judge), "labels": info})
     check_writable(record, str(record), "make paths.eval writable (judge validations are recorded there)")
-    refuse_overlap([("the recorded validation", record)], [*[("the labels", p) for p in args.labels]],
-                   "set paths.eval to another folder")  # fmt: skip
-    report = validate(rows, cfg.judge, repeats=repeats, max_concurrency=cfg.run.max_concurrency,
-                      progress=not args.quiet, seed=cfg.seed, files=files)  # fmt: skip
+    refuse_overlap(
+        [("the recorded validation", record)],
+        [*[("the labels", p) for p in args.labels]],
+        "set paths.eval to another folder",
+    )
+    report = validate(
+        rows,
+        cfg.judge,
+        repeats=repeats,
+        max_concurrency=cfg.run.max_concurrency,
+        progress=not args.quiet,
+        seed=cfg.seed,
+        files=files,
+    )
     held_out = set(cfg.judge_validation.held_out)
     report = {"labels": {**info, **({"held_out": True} if set(args.labels) <= held_out else {})}, **report}
     if args.output:
@@ -182,10 +196,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     cfg = compose(with_drafts(args.overrides, args))
     rows, _, info = _labels(args, cfg)
     result = calibrate_thresholds(rows)
-    print(f"reference judge on {info['path']} ({args.split}, {result['n']} rows): facts_threshold "
-          f"{result['facts_threshold']} threshold {result['threshold']} (kappa {result['kappa']:.3f} there)")  # fmt: skip
-    print(f"set `facts_threshold: {result['facts_threshold']}` and `threshold: {result['threshold']}` in "
-          "conf/judge/reference.yaml, then validate on the other split")  # fmt: skip
+    print(
+        f"reference judge on {info['path']} ({args.split}, {result['n']} rows): facts_threshold "
+        f"{result['facts_threshold']} threshold {result['threshold']} (kappa {result['kappa']:.3f} there)"
+    )
+    print(
+        f"set `facts_threshold: {result['facts_threshold']}` and `threshold: {result['threshold']}` in "
+        "conf/judge/reference.yaml, then validate on the other split"
+    )
     return 0
 
 
@@ -221,9 +239,11 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     tracking.log_configured_run(cfg, new, {}, run_name=output.stem, tags={"stage": "rescore"})
     acc, counts = new.metrics.value("answer_accuracy"), new.metrics.counts
     old = answered.metrics.value("answer_accuracy")
-    print(f"answer_accuracy {('n/a' if acc is None else f'{acc:.3f}')} (was "
-          f"{'not judged' if old is None else f'{old:.3f}'}), judged {counts['n_judged']}, "
-          f"judge errors {counts['judge_errors']}; judge {new.settings.judge_hash}")  # fmt: skip
+    print(
+        f"answer_accuracy {('n/a' if acc is None else f'{acc:.3f}')} (was "
+        f"{'not judged' if old is None else f'{old:.3f}'}), judged {counts['n_judged']}, "
+        f"judge errors {counts['judge_errors']}; judge {new.settings.judge_hash}"
+    )
     print(f"summary: {output}")
     if not new.complete:
         why = new.incomplete.reason if new.incomplete is not None else "stopped early"
@@ -239,8 +259,10 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     report = stage.run(stage_params(args), progress=not args.quiet)
     for block in (report, report.get("held_out")):
         if block:
-            print(f"reference judge on {block['labels']['path']} ({block['labels']['split']}): "
-                  f"{_verdict_line(block)}; the answer figure reported: {reported_figure(block)}")  # fmt: skip
+            print(
+                f"reference judge on {block['labels']['path']} ({block['labels']['split']}): "
+                f"{_verdict_line(block)}; the answer figure reported: {reported_figure(block)}"
+            )
     return 0
 
 
@@ -250,11 +272,19 @@ def register(sub: Any) -> None:
     )
 
     def common(p: argparse.ArgumentParser, default_split: str) -> None:
-        p.add_argument("words", nargs="*", metavar="[LABELS...] [OVERRIDES]",
-                       help=f"one or more label files (default: {DEFAULT_LABELS}), then Hydra overrides, e.g. "
-                       "judge=openai judge.model=m")  # fmt: skip
-        p.add_argument("--split", default=default_split, choices=("calibration", "test", "all"),
-                       help=f"rows of the label file to use (default: {default_split})")  # fmt: skip
+        p.add_argument(
+            "words",
+            nargs="*",
+            metavar="[LABELS...] [OVERRIDES]",
+            help=f"one or more label files (default: {DEFAULT_LABELS}), then Hydra overrides, e.g. "
+            "judge=openai judge.model=m",
+        )
+        p.add_argument(
+            "--split",
+            default=default_split,
+            choices=("calibration", "test", "all"),
+            help=f"rows of the label file to use (default: {default_split})",
+        )
         p.add_argument(
             "--golden", metavar="PATH", help="golden set the labels' entry ids name (default: `golden`)"
         )
@@ -266,9 +296,12 @@ def register(sub: Any) -> None:
     p.add_argument("--repeats", type=int, default=1, metavar="N", help="judge each row N times (flip rate)")
     p.add_argument("--output", metavar="PATH", help="also write the report as JSON")
     p.add_argument("--no-track", action="store_true", help="do not log to MLflow (experiment doceval-judge)")
-    p.add_argument("--strict", action="store_true",
-                   help="exit 3 when the judge is below the project's bar (kappa and beating version strings, "
-                   "doceval.scoring.agreement.trusted)")  # fmt: skip
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 3 when the judge is below the project's bar (kappa and beating version strings, "
+        "doceval.scoring.agreement.trusted)",
+    )
     common(p, "test")
     p.set_defaults(func=cmd_validate)
 

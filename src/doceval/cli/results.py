@@ -45,16 +45,22 @@ def gate_rules(path: str | None, flag: str, overrides: list[str], command: str) 
 
     if path is not None:
         if overrides:
-            raise UsageError(f"doceval {command}: {flag} {path} and overrides ({' '.join(overrides)}): pass "
-                             f"one; overrides change the composed gate (conf/gate + doceval.yaml)")  # fmt: skip
+            raise UsageError(
+                f"doceval {command}: {flag} {path} and overrides ({' '.join(overrides)}): pass "
+                f"one; overrides change the composed gate (conf/gate + doceval.yaml)"
+            )
         if not Path(path).is_file():
-            raise UsageError(f"{flag} {path}: gate config not found; pass an existing gate YAML file, or leave "
-                             f"{flag} out to use the composed gate (conf/gate + doceval.yaml)")  # fmt: skip
+            raise UsageError(
+                f"{flag} {path}: gate config not found; pass an existing gate YAML file, or leave "
+                f"{flag} out to use the composed gate (conf/gate + doceval.yaml)"
+            )
         return load_gate_config(path), path
     other = [o for o in overrides if not (override_key(o) == "gate" or override_key(o).startswith("gate."))]
     if other:
-        raise UsageError(f"doceval {command}: {other[0]}: only gate overrides apply here (e.g. "
-                         "gate.thresholds.hit_rate=0.7, gate=NAME for conf/gate/NAME.yaml)")  # fmt: skip
+        raise UsageError(
+            f"doceval {command}: {other[0]}: only gate overrides apply here (e.g. "
+            "gate.thresholds.hit_rate=0.7, gate=NAME for conf/gate/NAME.yaml)"
+        )
     return compose(overrides).gate, group_source("gate", overrides, f"doceval {command}")
 
 
@@ -102,7 +108,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             allow_different_k=args.allow_different_k,
             source=source,
             allow_different_judge=args.allow_different_judge,
-        )  # fmt: skip
+        )
     )
     print(format_compare(result, None if verdict is None else verdict.line))
     if verdict is not None:
@@ -132,8 +138,15 @@ def cmd_gate(args: argparse.Namespace) -> int:
     summary = load_summary(args.summary, loader)
     baseline = None if args.baseline is None else load_summary(args.baseline, loader)
     history = _drift_history(gate_cfg, summary, args.tracking_uri) if gate_cfg.drift.enabled else None
-    verdict = gate(summary, gate_cfg, baseline=baseline, allow_different_k=args.allow_different_k,
-                   history=history, source=source, allow_different_judge=args.allow_different_judge)  # fmt: skip
+    verdict = gate(
+        summary,
+        gate_cfg,
+        baseline=baseline,
+        allow_different_k=args.allow_different_k,
+        history=history,
+        source=source,
+        allow_different_judge=args.allow_different_judge,
+    )
     if args.junit:
         # lazy: start-up (as above)
         from doceval.results.junit import junit_xml
@@ -181,11 +194,14 @@ def _drift_history(gate_cfg: Gate, summary: Mapping[str, Any], uri_flag: str | N
     family = family_of(summary)
     split = None if family["split"] == "all" else family["split"]
     # answer_accuracy drifts only against runs of the same judge (another judge is another scale)
-    rows: list[dict[str, Any]] = load_history(tracking.tracking_uri(uri_flag, root), split=split,
-                                              metrics=[*dict.fromkeys([*gate_cfg.drift.metrics,
-                                                                       *gate_cfg.for_assistants.values()])],
-                                              family=family, root=root,
-                                              judge_hash=judge_key(summary) or "")  # fmt: skip
+    rows: list[dict[str, Any]] = load_history(
+        tracking.tracking_uri(uri_flag, root),
+        split=split,
+        metrics=[*dict.fromkeys([*gate_cfg.drift.metrics, *gate_cfg.for_assistants.values()])],
+        family=family,
+        root=root,
+        judge_hash=judge_key(summary) or "",
+    )
     commit = settings_of(summary).git_commit
     return [r for r in rows if not (commit and r["commit"] == commit)]
 
@@ -196,8 +212,12 @@ def _allow_k_flag(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compare runs cut at different k (refused by default: hit_rate@3 and hit_rate@10 differ in kind)",
     )
-    p.add_argument("--allow-different-judge", action="store_true", help="set answer_accuracy from two different "
-                   "judges side by side (refused by default: another judge is another scale)")  # fmt: skip
+    p.add_argument(
+        "--allow-different-judge",
+        action="store_true",
+        help="set answer_accuracy from two different "
+        "judges side by side (refused by default: another judge is another scale)",
+    )
 
 
 def _overrides(p: argparse.ArgumentParser) -> None:
@@ -267,17 +287,30 @@ def register(sub: Any) -> None:
     _overrides(p)
     p.add_argument("--config", metavar="PATH", help=f"a gate file ({GATE_HELP})")
     p.add_argument("--baseline", metavar="SUMMARY", help="baseline summary for the non-regression check")
-    p.add_argument("--junit", metavar="FILE", help="also write the verdict as JUnit XML (one test case per "
-                   "condition and per entry behind a failed threshold)")  # fmt: skip
+    p.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="also write the verdict as JUnit XML (one test case per "
+        "condition and per entry behind a failed threshold)",
+    )
     _allow_k_flag(p)
     _tracking_flag(p)
     p.set_defaults(func=cmd_gate)
 
     text = "print a run's headline table (and a conversation replay's line): what `make repro` ends with"
     p = sub.add_parser("show", help=text, description=text)
-    p.add_argument("summary", metavar="SUMMARY", nargs="?", default=DEFAULT_SUMMARY,
-                   help=f"summary JSON or MLflow run id (default: {DEFAULT_SUMMARY})")  # fmt: skip
-    p.add_argument("--conversations", metavar="SUMMARY", help="a conversation replay's summary to add as one line "
-                   f"(default: {DEFAULT_CONVERSATIONS} with the default SUMMARY, when it exists)")  # fmt: skip
+    p.add_argument(
+        "summary",
+        metavar="SUMMARY",
+        nargs="?",
+        default=DEFAULT_SUMMARY,
+        help=f"summary JSON or MLflow run id (default: {DEFAULT_SUMMARY})",
+    )
+    p.add_argument(
+        "--conversations",
+        metavar="SUMMARY",
+        help="a conversation replay's summary to add as one line "
+        f"(default: {DEFAULT_CONVERSATIONS} with the default SUMMARY, when it exists)",
+    )
     _tracking_flag(p)
     p.set_defaults(func=cmd_show)

@@ -39,13 +39,17 @@ def find_conf_dir() -> Path:
     $DOCEVAL_CONF without a config.yaml is an error, never skipped: the user asked for that folder."""
     local = CONF_DIR / "config.yaml"
     if (local.exists() or local.is_symlink()) and not local.is_file():
-        raise UsageError(f"{local}: is not a file (a directory or a dangling link); make it the Hydra config "
-                         f"file, or remove {CONF_DIR}/ to use doceval's shipped conf/")  # fmt: skip
+        raise UsageError(
+            f"{local}: is not a file (a directory or a dangling link); make it the Hydra config "
+            f"file, or remove {CONF_DIR}/ to use doceval's shipped conf/"
+        )
     named = os.environ.get(CONF_ENV)
     if named and not (Path(named) / "config.yaml").is_file():
         what = "is not a folder" if not Path(named).is_dir() else "has no config.yaml"
-        raise UsageError(f"{CONF_ENV}={named}: {what}; point it at a conf/ folder (one with config.yaml), or "
-                         "unset it to use ./conf or the conf/ shipped with doceval")  # fmt: skip
+        raise UsageError(
+            f"{CONF_ENV}={named}: {what}; point it at a conf/ folder (one with config.yaml), or "
+            "unset it to use ./conf or the conf/ shipped with doceval"
+        )
     for candidate in (CONF_DIR, Path(named) if named else None, SOURCE_CONF):
         if candidate is not None and (candidate / "config.yaml").is_file():
             return candidate
@@ -184,8 +188,10 @@ def _secret_key(key: str) -> bool:
 def _path_arg(value: Any, function: str, name: str, example: str) -> Path:
     """A path argument of the Python API (str or Path), or a UsageError naming it."""
     if not isinstance(value, str | Path) or not str(value).strip():
-        raise UsageError(f"{function}({name}={value!r:.60}): expected a path, str or pathlib.Path "
-                         f"(e.g. {function}({name}='{example}'))")  # fmt: skip
+        raise UsageError(
+            f"{function}({name}={value!r:.60}): expected a path, str or pathlib.Path "
+            f"(e.g. {function}({name}='{example}'))"
+        )
     return Path(value)
 
 
@@ -268,5 +274,13 @@ def _openai_block(role: str, cwd: str) -> dict[str, Any]:  # per working directo
     return block
 
 
-__all__ = ["check_config", "compose", "dump_params", "find_conf_dir", "flatten", "llm_settings", "load_params",
-           "validate_config"]  # fmt: skip
+__all__ = [
+    "check_config",
+    "compose",
+    "dump_params",
+    "find_conf_dir",
+    "flatten",
+    "llm_settings",
+    "load_params",
+    "validate_config",
+]

@@ -335,8 +335,11 @@ class Gate:
     max_system_errors: int = spec(ge=0, example="0")  # more entries with a system error: the gate fails
     non_regression: NonRegression = spec()
     drift: Drift = spec()
-    for_assistants: Mapping[str, str] = spec(keys=METRIC_NAMES, choices=METRIC_NAMES,  # design 8.3
-                                             unknown=lambda: unknown_metric(False))  # fmt: skip
+    for_assistants: Mapping[str, str] = spec(
+        keys=METRIC_NAMES,
+        choices=METRIC_NAMES,  # design 8.3
+        unknown=lambda: unknown_metric(False),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -469,8 +472,9 @@ class Config:
     engine: Engine
     # What runs call the system under test (docs/design.md 8.7): the `system` tag `doceval history --system`
     # filters on, the MLflow run name, compare's and report.md's headers, JUnit's suite. null: derived from it.
-    name: str | None = spec(pattern=r"[^\s|`]+(?: [^\s|`]+)*", what="a one-line name (no | or `)",
-                            example="ravel-assistant")  # fmt: skip
+    name: str | None = spec(
+        pattern=r"[^\s|`]+(?: [^\s|`]+)*", what="a one-line name (no | or `)", example="ravel-assistant"
+    )
     k: int = spec(ge=1, example="5")
     candidates_k: int = spec(ge=1, example="100")
     limit: int | None = spec(ge=1, example="50")

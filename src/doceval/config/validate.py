@@ -214,8 +214,10 @@ def _check_block(value: Any, cls: type, path: str, complete: bool, note: str = "
     for key, (f, _) in keys.items():
         other = f.metadata.get("not_with")  # two spellings of one setting: set one
         if other and value.get(key) is not None and value.get(other):
-            raise UsageError(f"{_join(path, key)}={_fmt(value[key])} and {_join(path, other)}="
-                             f"{_fmt(value[other])}: set one ({f.metadata.get('why', 'not both')})")  # fmt: skip
+            raise UsageError(
+                f"{_join(path, key)}={_fmt(value[key])} and {_join(path, other)}="
+                f"{_fmt(value[other])}: set one ({f.metadata.get('why', 'not both')})"
+            )
 
 
 def _check(value: Any, hint: Any, meta: Mapping[str, Any], path: str, complete: bool) -> None:
@@ -246,8 +248,9 @@ def _check(value: Any, hint: Any, meta: Mapping[str, Any], path: str, complete: 
             if allowed is not None and key not in allowed and "unknown" in meta:
                 raise UsageError(f"{_join(path, key)}: {meta['unknown']()}")
             if allowed is not None and key not in allowed:
-                shown = ", ".join(allowed[:MAX_LISTED]) + (f" and {len(allowed) - MAX_LISTED} more"
-                                                           if len(allowed) > MAX_LISTED else "")  # fmt: skip
+                shown = ", ".join(allowed[:MAX_LISTED]) + (
+                    f" and {len(allowed) - MAX_LISTED} more" if len(allowed) > MAX_LISTED else ""
+                )
                 raise UsageError(f"{_join(path, key)}: unknown key; valid keys: {shown}")
             _check(item, item_hint, meta, _join(path, key), complete)
     elif one in (int, float):

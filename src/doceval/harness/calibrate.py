@@ -82,8 +82,10 @@ def calibrate(
     split = cal.split
     k = cfg.k
     objective = cal.objective
-    targets = {"max_overrefusal": float(cal.max_overrefusal),
-               "min_refused_correctly": float(cal.min_refused_correctly)}  # fmt: skip
+    targets = {
+        "max_overrefusal": float(cal.max_overrefusal),
+        "min_refused_correctly": float(cal.min_refused_correctly),
+    }
     fn = make_objective(objective, **targets)
     min_entries = cal.min_entries
     threshold = cfg.relevance.threshold
@@ -125,9 +127,11 @@ def calibrate(
         if min(n_in, n_out) < min_entries:
             # Too few entries to choose a floor of its own: the pooled (global) floor, with the reason.
             side = "in-scope" if n_in < min_entries else "out-of-scope"
-            fallback[lib] = (f"{min(n_in, n_out)} {side} calibration entries < calibration.min_entries="
-                             f"{min_entries}: uses the global floor {overall.floor:.4f} (its own would be "
-                             f"{per_library[lib].floor:.4f})")  # fmt: skip
+            fallback[lib] = (
+                f"{min(n_in, n_out)} {side} calibration entries < calibration.min_entries="
+                f"{min_entries}: uses the global floor {overall.floor:.4f} (its own would be "
+                f"{per_library[lib].floor:.4f})"
+            )
     # The entries whose scores chose the floors (router refusals never reach a floor): a run reporting on any
     # of them is refused (train-on-test), whatever its golden file or split is called.
     calibrated_ids = sorted({entries[i].id for i in indexed})
@@ -166,7 +170,7 @@ def _provenance(
             {"min_refused_correctly": targets["min_refused_correctly"]}
             if objective == "min_overrefusal_at_refusal"
             else {}
-        ),  # fmt: skip
+        ),
         **record,
         "retriever": config_dict(cfg.retriever),
         **score_range_record(score_range_of(cands.meta)),

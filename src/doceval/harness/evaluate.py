@@ -101,9 +101,23 @@ def prepare_agent(cfg: Config, options: EvalOptions, plan: RunPlan) -> AgentSetu
     # milliseconds to redo, and fsyncing every entry would dominate a sweep point.
     offline = is_offline(answerer_cfg) and judge is None
     journal, judge_journal = (None, None) if offline else (run_dir / "journal.jsonl", run_dir / "judge.jsonl")
-    return AgentSetup(answerer_cfg, judge_cfg, answerer, judge, warm, None if budget is None else float(budget),
-                      cfg.run.max_concurrency, key, journal, judge_journal, cfg.run.max_abandoned,
-                      cfg.memory.rewrite, options.memory_reset, cfg.engine, options.standalone)  # fmt: skip
+    return AgentSetup(
+        answerer_cfg,
+        judge_cfg,
+        answerer,
+        judge,
+        warm,
+        None if budget is None else float(budget),
+        cfg.run.max_concurrency,
+        key,
+        journal,
+        judge_journal,
+        cfg.run.max_abandoned,
+        cfg.memory.rewrite,
+        options.memory_reset,
+        cfg.engine,
+        options.standalone,
+    )
 
 
 def _roles(
@@ -170,13 +184,17 @@ def docchat_remote(setup: AgentSetup, plan: RunPlan) -> RemoteUnits | None:
     if not isinstance(engine, schema.EngineRay):
         return None
     if setup.warm:
-        print_note("engine=ray: doceval's agent answers here, on the driver: warm memory is one memory "
-                   "asked strictly in probe order")  # fmt: skip
+        print_note(
+            "engine=ray: doceval's agent answers here, on the driver: warm memory is one memory "
+            "asked strictly in probe order"
+        )
         return None
     if not is_offline(setup.answerer_cfg):
         name = setup.answerer_cfg.name if setup.answerer_cfg is not None else "none"
-        print_note(f"engine=ray: doceval's agent answers here, on the driver: answerer={name} keeps its LLM "
-                   "cache (sqlite) and the run's budget ledger on this machine")  # fmt: skip
+        print_note(
+            f"engine=ray: doceval's agent answers here, on the driver: answerer={name} keeps its LLM "
+            "cache (sqlite) and the run's budget ledger on this machine"
+        )
         return None
     # lazy: start-up (the Ray fan-out and the external systems' modules, ~60 ms) loads only for engine=ray
     from doceval.harness.remote import docchat_on_ray
@@ -222,8 +240,11 @@ def run_docchat(
         what = f"agent stopped before answering {len(missing)} of {len(plan.entries)} entries"
         raise _stopped(what, why, setup.agent_journal)
     # A budget stop is an incomplete run (exit 4): the entries answered are scored, the others left out.
-    replies = {e.id: Reply(e.id, None, error=errors[e.id]) if e.id in errors else outcome.records[e.id]
-               for e in plan.entries if e.id not in missing}  # fmt: skip
+    replies = {
+        e.id: Reply(e.id, None, error=errors[e.id]) if e.id in errors else outcome.records[e.id]
+        for e in plan.entries
+        if e.id not in missing
+    }
     for entry_id, (start, seconds) in plan.candidates.timings.items():
         if entry_id in replies:  # the user's retriever function is the system: its call is timed too
             replies[entry_id].timing = {
@@ -233,8 +254,10 @@ def run_docchat(
             }
     stop = plan.candidates.stopped
     if missing:
-        stop = (f"{budget_stop(setup)}: the agent answered {len(plan.entries) - len(missing)} of "
-                f"{len(plan.entries)} entries; raise it and rerun to resume from {setup.agent_journal}")  # fmt: skip
+        stop = (
+            f"{budget_stop(setup)}: the agent answered {len(plan.entries) - len(missing)} of "
+            f"{len(plan.entries)} entries; raise it and rerun to resume from {setup.agent_journal}"
+        )
     return SystemRun(replies, outcome.total_usage(), outcome.resumed, stop is not None, len(errors), stop)
 
 
@@ -270,8 +293,14 @@ def run_assistant(plan: RunPlan, setup: AgentSetup, options: EvalOptions) -> Sys
         for key, value in reply.usage.items():
             if isinstance(value, int | float) and not isinstance(value, bool):
                 totals[key] = totals.get(key, 0) + value
-    return SystemRun(replies, {"system": totals} if totals else {}, outcome.resumed, outcome.stopped,
-                     outcome.n_errors, outcome.stop_reason)  # fmt: skip
+    return SystemRun(
+        replies,
+        {"system": totals} if totals else {},
+        outcome.resumed,
+        outcome.stopped,
+        outcome.n_errors,
+        outcome.stop_reason,
+    )
 
 
 def answer_text_unknown(plan: RunPlan) -> str | None:
@@ -335,8 +364,10 @@ def score_answers(
         if (
             judging.stopped_reason == "budget"
         ):  # an incomplete run (exit 4): the unjudged answers stay unscored
-            stopped = (f"{budget_stop(setup)}: {len(judging.verdicts)} of {judging.todo} answers judged; raise it "
-                       f"and rerun to resume from {setup.judge_journal}")  # fmt: skip
+            stopped = (
+                f"{budget_stop(setup)}: {len(judging.verdicts)} of {judging.todo} answers judged; raise it "
+                f"and rerun to resume from {setup.judge_journal}"
+            )
     verdicts = judging.verdicts if judging is not None else {}
     rep = [replies[e.id] for e in entries]
     per = answer_scores(
@@ -387,11 +418,18 @@ def evaluate(cfg: Config, options: EvalOptions | None = None, plan: RunPlan | No
         return _journaled_run(cfg, options, plan, setup, unknown_text, journals)
 
 
-def _journaled_run(cfg: Config, options: EvalOptions, plan: RunPlan, setup: AgentSetup, unknown_text: str | None,
-                   journals: list[Path]) -> Summary:  # fmt: skip
+def _journaled_run(
+    cfg: Config,
+    options: EvalOptions,
+    plan: RunPlan,
+    setup: AgentSetup,
+    unknown_text: str | None,
+    journals: list[Path],
+) -> Summary:
     """The system asked (or replayed from its journals), then scored, under the run's journal lock."""
-    reuse = plan_journals(journals[0].parent if journals else None, journals, resume=options.resume,
-                          fresh=options.fresh)  # fmt: skip
+    reuse = plan_journals(
+        journals[0].parent if journals else None, journals, resume=options.resume, fresh=options.fresh
+    )
     ledger = open_ledger(setup, plan)
     total = len(plan.entries)
     if plan.agent is None:

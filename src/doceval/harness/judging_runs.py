@@ -33,8 +33,10 @@ from doceval.summary import RunSettings, Summary, as_summary
 if TYPE_CHECKING:
     from doceval.config.schema import Config
 
-REPEAT_SEED_NOTE = ("repeat 0 asks as a single validation does; repeat r >= 1 with seed = (judge.seed or 0) + r, "
-                    "so each repeat has its own cache entries")  # fmt: skip
+REPEAT_SEED_NOTE = (
+    "repeat 0 asks as a single validation does; repeat r >= 1 with seed = (judge.seed or 0) + r, "
+    "so each repeat has its own cache entries"
+)
 
 
 def _repeat_cfg(judge_cfg: schema.Judge, r: int) -> schema.Judge:
@@ -94,8 +96,15 @@ def judge_passes(
     answers = {p.id: Reply(p.id, row.candidate) for p, (_, row) in zip(probes, keys, strict=True)}
     references = {p.id: row.entry.reference_answer for p, (_, row) in zip(probes, keys, strict=True)}
     try:
-        outcome = judge_answers(probes, answers, references, combined, ledger=ledger,
-                                max_concurrency=max_concurrency, progress=progress)  # fmt: skip
+        outcome = judge_answers(
+            probes,
+            answers,
+            references,
+            combined,
+            ledger=ledger,
+            max_concurrency=max_concurrency,
+            progress=progress,
+        )
     finally:
         combined.close()
     verdicts = {p.id: (outcome.verdicts[p.id].verdict if p.id in outcome.verdicts else None) for p in probes}
@@ -145,8 +154,9 @@ def validate(
     if repeats < 1:
         raise UsageError(f"--repeats {repeats}: must be at least 1")
     ledger = Ledger()
-    passes = judge_passes(rows, judge_cfg, repeats, ledger=ledger, max_concurrency=max_concurrency,
-                          progress=progress)  # fmt: skip
+    passes = judge_passes(
+        rows, judge_cfg, repeats, ledger=ledger, max_concurrency=max_concurrency, progress=progress
+    )
     human = [r.correct for r in rows]
     categories = [r.category for r in rows]
     parts = component_verdicts(rows, judge_cfg)
@@ -156,18 +166,32 @@ def validate(
         "n_rows": len(rows),
         **figures(human, passes[0], categories, parts, seed=seed),
         "rows": [
-            {"id": r.id, "entry_id": r.entry.id, "category": r.category, "human": r.correct,
-             "judge": [p[i] for p in passes], **{name: v[i] for name, v in parts.items()}}
+            {
+                "id": r.id,
+                "entry_id": r.entry.id,
+                "category": r.category,
+                "human": r.correct,
+                "judge": [p[i] for p in passes],
+                **{name: v[i] for name, v in parts.items()},
+            }
             for i, r in enumerate(rows)
         ],
         "usage": {"by_role": ledger.snapshot(), "cache": ledger.cache_stats()},
-    }  # fmt: skip
+    }
     if files and len(files) > 1:
         report["by_file"] = {
-            name: {"n_rows": len(idx), **figures([human[i] for i in idx], [passes[0][i] for i in idx],
-                   [categories[i] for i in idx], {k: [v[i] for i in idx] for k, v in parts.items()}, seed=seed)}
+            name: {
+                "n_rows": len(idx),
+                **figures(
+                    [human[i] for i in idx],
+                    [passes[0][i] for i in idx],
+                    [categories[i] for i in idx],
+                    {k: [v[i] for i in idx] for k, v in parts.items()},
+                    seed=seed,
+                ),
+            }
             for name, idx in files.items()
-        }  # fmt: skip
+        }
     if repeats > 1:
         stability = repeat_stability(passes, human)
         stability["flipped_rows"] = [rows[i].id for i in stability["flipped_rows"]]
@@ -188,7 +212,7 @@ def _recorded_replies(entries: Sequence[Mapping[str, Any]]) -> dict[str, Reply]:
             bool(e["refused"]),
             refusal_cause(e) if e["refused"] else None,
             e.get("refusal_reason"),
-        )  # fmt: skip
+        )
         for e in entries
     }
 
@@ -274,8 +298,9 @@ def rescore(
     return Summary.from_mapping(new)
 
 
-def _rescored_config(recorded: RunSettings, summary_path: Path, judge_cfg: schema.Judge,
-                     cfg: Config) -> dict[str, Any]:  # fmt: skip
+def _rescored_config(
+    recorded: RunSettings, summary_path: Path, judge_cfg: schema.Judge, cfg: Config
+) -> dict[str, Any]:
     """What a rescore changes in the config block: the answering run it came from, the new judge (scrubbed), its
     identity and its evidence (design 4.4)."""
     # lazy: start-up (the judge and LLM stack, ~70 ms: `judge calibrate` loads this module without it)
@@ -284,13 +309,17 @@ def _rescored_config(recorded: RunSettings, summary_path: Path, judge_cfg: schem
     judge_record = config_dict(judge_cfg)
     new_id = judge_id(judge_cfg)
     return {
-        "rescored_from": {"path": str(summary_path), "sha256": _sha256(summary_path),
-                          "run_key": recorded.recorded.get("run_key"), "judge": recorded.recorded.get("judge"),
-                          "judge_id": recorded.recorded.get("judge_id")},
+        "rescored_from": {
+            "path": str(summary_path),
+            "sha256": _sha256(summary_path),
+            "run_key": recorded.recorded.get("run_key"),
+            "judge": recorded.recorded.get("judge"),
+            "judge_id": recorded.recorded.get("judge_id"),
+        },
         "judge": scrub(judge_record, secret_values(judge_record), drop_secret_keys=False),
         "judge_id": new_id,
         "judge_evidence": evidence_for(new_id, cfg.paths.eval),
-    }  # fmt: skip
+    }
 
 
 def _rescore_repeats(
@@ -311,8 +340,19 @@ def _rescore_repeats(
             f"{summary_path}: a --repeats summary written before every repeat's answers were kept (no "
             "repeats.answers): rescoring repeat 0 alone would mix judges; rerun `doceval eval --repeats N`"
         )
-    rescored = [rescore(one, summary_path, golden, golden_md5, _repeat_cfg(judge_cfg, r), cfg=cfg,
-                        progress=progress, repeat=r) for r, one in enumerate(repeat_summaries(answered))]  # fmt: skip
+    rescored = [
+        rescore(
+            one,
+            summary_path,
+            golden,
+            golden_md5,
+            _repeat_cfg(judge_cfg, r),
+            cfg=cfg,
+            progress=progress,
+            repeat=r,
+        )
+        for r, one in enumerate(repeat_summaries(answered))
+    ]
     return Summary.from_mapping(combine(rescored, str(block.get("seeds") or "")))
 
 
@@ -368,8 +408,11 @@ def _rejudge_entries(
         if i is None:
             continue  # a system error: scored by no metric, as recorded
         v = verdicts.get(row["id"])
-        row.update(verdict=v.verdict if v else None, verdict_reason=v.verdict_reason if v else None,
-                   judge_error=v.judge_error if v else None)  # fmt: skip
+        row.update(
+            verdict=v.verdict if v else None,
+            verdict_reason=v.verdict_reason if v else None,
+            judge_error=v.judge_error if v else None,
+        )
         for m in ANSWER_NAMES:
             value = float(per[m][i])
             row["scores"][m] = None if np.isnan(value) else value
@@ -390,8 +433,13 @@ def _rescored_metrics(
     from doceval.scoring.registry import METRIC_NAMES
 
     intervals = old_metrics.get("intervals") or {}
-    metrics: dict[str, Any] = aggregate(rows, METRIC_NAMES, seed=cfg.seed,
-                        n_boot=cfg.bootstrap, binary_method=str(intervals.get("binary", "midp")))  # fmt: skip
+    metrics: dict[str, Any] = aggregate(
+        rows,
+        METRIC_NAMES,
+        seed=cfg.seed,
+        n_boot=cfg.bootstrap,
+        binary_method=str(intervals.get("binary", "midp")),
+    )
     counts = dict(old_metrics.get("counts") or {})
     counts.update(metrics["counts"])
     counts["n_judged"] = int(sum(v.verdict is not None for v in verdicts.values()))

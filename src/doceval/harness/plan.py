@@ -359,8 +359,9 @@ def plan_run(cfg: Config, options: EvalOptions) -> RunPlan:
         else Floors(float("-inf"), {}, source=PENDING_FLOORS)
     )
     if agent is None and not builtin and options.floor_flags:  # a typo costs no call of the user's code
-        _check_golden_libraries(Floors(float("-inf"), dict(options.floor_flags), source="cli"), all_entries,
-                                golden_path)  # fmt: skip
+        _check_golden_libraries(
+            Floors(float("-inf"), dict(options.floor_flags), source="cli"), all_entries, golden_path
+        )
     plan = RunPlan(OWN_AGENT if agent is None else agent.name, k, limit, split, corpus, golden_path, golden_md5,
                    entries, floors, None, cfg.relevance.threshold, cfg.floors.signal, agent,
                    all_entries=all_entries, user_retriever=agent is None and not builtin)  # fmt: skip
@@ -399,11 +400,19 @@ def retrieve_live(cfg: Config, options: EvalOptions, plan: RunPlan) -> RunPlan:
     live = dataclasses.replace(cfg, candidates_k=max(cfg.candidates_k, plan.k))
     limits = ErrorLimits(options.max_errors, cfg.run.max_abandoned)
     # A user's retriever sees every question: doceval's router (over a corpus it may know) is not its.
-    cands = compute_candidates(live, None if user else plan.corpus, plan.entries if user else plan.all_entries,
-                               plan.golden_path, plan.golden_md5, options.progress, retriever=options.retriever,
-                               limits=limits, memory_reset=options.memory_reset,
-                               standalone=options.standalone,
-                               journal=(options.run_dir, options.resume, options.fresh))  # fmt: skip
+    cands = compute_candidates(
+        live,
+        None if user else plan.corpus,
+        plan.entries if user else plan.all_entries,
+        plan.golden_path,
+        plan.golden_md5,
+        options.progress,
+        retriever=options.retriever,
+        limits=limits,
+        memory_reset=options.memory_reset,
+        standalone=options.standalone,
+        journal=(options.run_dir, options.resume, options.fresh),
+    )
     return settle(cfg, options, dataclasses.replace(plan, awaits_retrieval=False), cands)
 
 
@@ -414,8 +423,14 @@ def settle(cfg: Config, options: EvalOptions, plan: RunPlan, cands: CandidateSet
     floors = plan.floors
     if floors.source == PENDING_FLOORS:
         scored = cands is not None and cands.meta.get("scored", True) is not False
-        floors = _floors(cfg, options, plan.split, external=plan.agent is not None, scored=scored,
-                         report_ids=[e.id for e in plan.entries])  # fmt: skip
+        floors = _floors(
+            cfg,
+            options,
+            plan.split,
+            external=plan.agent is not None,
+            scored=scored,
+            report_ids=[e.id for e in plan.entries],
+        )
     signal = plan.signal
     calibrated_signal = (floors.provenance or {}).get("signal", "score") if floors.provenance else None
     if calibrated_signal is not None and calibrated_signal != signal:
@@ -427,8 +442,10 @@ def settle(cfg: Config, options: EvalOptions, plan: RunPlan, cands: CandidateSet
     values: dict[str, float] | None = None
     if signal != "score":
         if cands is None or not builtin:
-            raise UsageError(f"floors.signal={signal}: a per-question signal needs doceval's retriever candidates; "
-                             "an external assistant or a user's function uses floors.signal=score")  # fmt: skip
+            raise UsageError(
+                f"floors.signal={signal}: a per-question signal needs doceval's retriever candidates; "
+                "an external assistant or a user's function uses floors.signal=score"
+            )
         # lazy: start-up (the trade-off and floor search, ~35 ms, load only for a per-question signal)
         from doceval.harness.tradeoff import entry_signal
 

@@ -42,8 +42,9 @@ def sampled_roles(cfg: Config, external_agent: bool) -> list[str]:
 def seeds_note(roles: Sequence[str]) -> str:
     """The repeats block's ``seeds``: how each repeat was asked."""
     asked = ", ".join(roles) if roles else "no role"
-    return (f"repeat 0: the single run's requests; repeat r >= 1: seed = (seed or 0) + r for {asked}"
-            + ("; the assistant is sent its repeat index and seed (seed + r)" if "system" in roles else ""))  # fmt: skip
+    return f"repeat 0: the single run's requests; repeat r >= 1: seed = (seed or 0) + r for {asked}" + (
+        "; the assistant is sent its repeat index and seed (seed + r)" if "system" in roles else ""
+    )
 
 
 def evaluate_repeats(cfg: Config, options: EvalOptions, repeats: int) -> Summary:
@@ -53,24 +54,32 @@ def evaluate_repeats(cfg: Config, options: EvalOptions, repeats: int) -> Summary
         return evaluate(cfg, options)
     roles = sampled_roles(cfg, not is_own_agent(agent_name(cfg, options)))
     if not roles:
-        print_note("--repeats: nothing in this run is sampled (no LLM role, doceval's own agent): the repeats "
-                   "will agree")  # fmt: skip
-    summaries = [evaluate(repeat_config(cfg, r), dataclasses.replace(options, repeat=r, repeats=repeats))
-                 for r in range(repeats)]  # fmt: skip
+        print_note(
+            "--repeats: nothing in this run is sampled (no LLM role, doceval's own agent): the repeats "
+            "will agree"
+        )
+    summaries = [
+        evaluate(repeat_config(cfg, r), dataclasses.replace(options, repeat=r, repeats=repeats))
+        for r in range(repeats)
+    ]
     return Summary.from_mapping(combine(summaries, seeds_note(roles)))
 
 
 def format_repeats(block: Mapping[str, Any], width: int = 100) -> list[str]:
-    lines = [f"repeats {block['n']} ({block['seeds']}): the headline is the mean over repeats; the run-level "
-             "figure of each repeat: mean (sd) [min, max]"]  # fmt: skip
+    lines = [
+        f"repeats {block['n']} ({block['seeds']}): the headline is the mean over repeats; the run-level "
+        "figure of each repeat: mean (sd) [min, max]"
+    ]
     for m, s in block["metrics"].items():
         if s["mean"] is None:
             continue
         lines.append(f"  {m:20s} {s['mean']:.3f} ({s['sd']:.3f}) [{s['min']:.3f}, {s['max']:.3f}]")
     flaky = block["flaky"]
     answered = sum(bool(f.get("answer_changed")) for f in flaky)
-    lines.append(f"flaky entries (an outcome changed between repeats): {len(flaky)} ({answered} whose answer "
-                 f"changed, {len(flaky) - answered} only the judge's verdict)")  # fmt: skip
+    lines.append(
+        f"flaky entries (an outcome changed between repeats): {len(flaky)} ({answered} whose answer "
+        f"changed, {len(flaky) - answered} only the judge's verdict)"
+    )
     for f in flaky[:20]:
         what = "; ".join(f"{k} {v}" for k, v in f["changed"].items())
         lines.append(f"  {f['id']} ({f.get('what', '?')}): {what}"[:width])

@@ -120,8 +120,10 @@ def _announce(embedder: CachedEmbedder, total: int) -> None:
     """One line on stderr before the long part: what embeds the corpus, and how many chunks."""
     resolved = embedder.resolved()
     how = f"{resolved['precision']} on {resolved['device']}" if resolved else "an API embedder"
-    print(f"index: {total} chunks with {embedder.fingerprint} ({how}); cached chunks are not embedded again",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"index: {total} chunks with {embedder.fingerprint} ({how}); cached chunks are not embedded again",
+        file=sys.stderr,
+    )
 
 
 def check_index(

@@ -187,9 +187,13 @@ def find_all(
 
         for name in e.allow_forbidden:
             if name not in e.allow_reasons:
-                add("waiver_without_reason", "allow_forbidden", name,
+                add(
+                    "waiver_without_reason",
+                    "allow_forbidden",
+                    name,
                     f"keeps the forbidden {name!r} without saying why (allow_forbidden as a list of strings)",
-                    f"give the reason: \"allow_forbidden\": {{{json.dumps(name)}: \"why the entry keeps it\"}}")  # fmt: skip
+                    f'give the reason: "allow_forbidden": {{{json.dumps(name)}: "why the entry keeps it"}}',
+                )
         reference_findings(e, add)
         docs = pins.get(e.pin)
         if docs is not None:
@@ -434,7 +438,7 @@ def record_findings(report: ScopeReport, golden_path: Path, golden_md5: str) -> 
                 "message": f.message,
             }
             for f in keep
-        ],  # fmt: skip
+        ],
     }
     write_json_atomic(path, data)
     return path

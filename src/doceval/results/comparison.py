@@ -143,8 +143,17 @@ def compare(
     runs = list(zip(labels, (base, new), strict=True))
     notes += check_same_judge(runs, chosen, allow_different_judge)
     notes += evidence_notes(runs) if set(JUDGED_METRICS) & set(chosen) else []
-    rows = _metric_changes(b_rows, n_rows, labels, reported, notes, n_boot=n_boot, seed=seed,
-                           unmeasured=unmeasured, metrics=chosen)  # fmt: skip
+    rows = _metric_changes(
+        b_rows,
+        n_rows,
+        labels,
+        reported,
+        notes,
+        n_boot=n_boot,
+        seed=seed,
+        unmeasured=unmeasured,
+        metrics=chosen,
+    )
 
     unanswerable = [
         Unanswerable(e["id"], _one_line(e.get("question", "")), _doc_ids(e), e.get("refused"))
@@ -153,11 +162,23 @@ def compare(
     ]
     moved = transitions(b_rows, n_rows)
     return CompareResult(
-        base_label, new_label, rows, unanswerable, len(ids), only_b, only_n, b_md5, n_md5, notes, moved,
-        position_changes(b_rows, n_rows), all_turns_correct_change(b_rows, n_rows, n_boot=n_boot, seed=seed),
-        (settings_of(base).system_label, settings_of(new).system_label), rel1_note(base, new) if metrics is None else "",
+        base_label,
+        new_label,
+        rows,
+        unanswerable,
+        len(ids),
+        only_b,
+        only_n,
+        b_md5,
+        n_md5,
+        notes,
+        moved,
+        position_changes(b_rows, n_rows),
+        all_turns_correct_change(b_rows, n_rows, n_boot=n_boot, seed=seed),
+        (settings_of(base).system_label, settings_of(new).system_label),
+        rel1_note(base, new) if metrics is None else "",
         (answer_label(base)[0], answer_label(new)[0]),
-    )  # fmt: skip
+    )
 
 
 def _unmeasured(base: TypedSummary, new: TypedSummary, labels: tuple[str, str], notes: list[str]) -> set[str]:

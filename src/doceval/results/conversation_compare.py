@@ -110,8 +110,10 @@ def format_conversation_changes(
     if positions:
         lines.append("turns by position (baseline -> new; failing -> correct is better):")
         for p in positions:
-            lines.append(f"  turn {p.position}: {p.better} better, {p.worse} worse, {p.other} other stage "
-                         f"changes, of {p.n_turns} turns")  # fmt: skip
+            lines.append(
+                f"  turn {p.position}: {p.better} better, {p.worse} worse, {p.other} other stage "
+                f"changes, of {p.n_turns} turns"
+            )
     if overall is not None:
         lines.append(
             f"all_turns_correct: {fmt['num'](overall.base)} -> {fmt['num'](overall.new)}, change "

@@ -12,25 +12,45 @@ from doceval.results.comparison import _num, _signed
 from doceval.scoring.intervals import MIN_N_BREAKDOWN
 from doceval.scoring.registry import LOWER_IS_BETTER, METRIC_NAMES
 
-_GROUPS = (("by_position", "1", "turn 1"), ("by_position", "2", "turn 2"), ("by_position", "3+", "turn 3+"),
-           ("by_needs_memory", "false", "needs memory: no"),
-           ("by_needs_memory", "true", "needs memory: yes"))  # fmt: skip
+_GROUPS = (
+    ("by_position", "1", "turn 1"),
+    ("by_position", "2", "turn 2"),
+    ("by_position", "3+", "turn 3+"),
+    ("by_needs_memory", "false", "needs memory: no"),
+    ("by_needs_memory", "true", "needs memory: yes"),
+)
 _MEMORY = (
-    ("memory_benefit", "Memory benefit", ("with_memory", "memory_reset", "benefit"),
-     "on turns that need memory: the metric with the conversation's memory minus the metric with memory reset "
-     "before the turn (two replays, paired by turn)"),
-    ("standalone_ceiling", "Standalone ceiling", ("standalone", "memory_reset", "ceiling"),
-     "on turns that need memory: the metric when the turn is asked as its standalone rewrite (the question a "
-     "user would ask with no history, at its own pin) minus the metric with memory reset: what a perfect memory "
-     "could recover"),
-    ("memory_recovery", "Memory recovery", ("benefit", "ceiling", "recovery"),
-     "memory benefit / standalone ceiling over the turns all three replays scored: 1, memory does as well as a "
-     "self-contained question; 0, no better than the bare follow-up. Interval: the ratios not rejected by the "
-     "paired conversation-resampling interval of benefit - ratio x ceiling (Fieller's construction)"),
-    ("memory_leak", "Memory leak", ("isolated", "warm_memory", "leak"),
-     "on turns that need no memory: the metric isolated minus the metric under `--warm-memory` (memory from "
-     "other conversations, golden-set order); positive: memory from elsewhere made turns worse"),
-)  # fmt: skip
+    (
+        "memory_benefit",
+        "Memory benefit",
+        ("with_memory", "memory_reset", "benefit"),
+        "on turns that need memory: the metric with the conversation's memory minus the metric with memory reset "
+        "before the turn (two replays, paired by turn)",
+    ),
+    (
+        "standalone_ceiling",
+        "Standalone ceiling",
+        ("standalone", "memory_reset", "ceiling"),
+        "on turns that need memory: the metric when the turn is asked as its standalone rewrite (the question a "
+        "user would ask with no history, at its own pin) minus the metric with memory reset: what a perfect memory "
+        "could recover",
+    ),
+    (
+        "memory_recovery",
+        "Memory recovery",
+        ("benefit", "ceiling", "recovery"),
+        "memory benefit / standalone ceiling over the turns all three replays scored: 1, memory does as well as a "
+        "self-contained question; 0, no better than the bare follow-up. Interval: the ratios not rejected by the "
+        "paired conversation-resampling interval of benefit - ratio x ceiling (Fieller's construction)",
+    ),
+    (
+        "memory_leak",
+        "Memory leak",
+        ("isolated", "warm_memory", "leak"),
+        "on turns that need no memory: the metric isolated minus the metric under `--warm-memory` (memory from "
+        "other conversations, golden-set order); positive: memory from elsewhere made turns worse",
+    ),
+)
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -89,8 +109,10 @@ def _per_conversation(per: Mapping[str, Any]) -> list[str]:
     ]
     firsts = per.get("first_failing_turn") or {}
     if firsts:
-        rows = [[("none (all correct)" if k == "none" else f"turn {md_text(k)}"), md_text(n)]
-                for k, n in firsts.items()]  # fmt: skip
+        rows = [
+            [("none (all correct)" if k == "none" else f"turn {md_text(k)}"), md_text(n)]
+            for k, n in firsts.items()
+        ]
         out += ["", *_table(["first failing turn", "conversations"], rows)]
     return out
 
@@ -112,9 +134,16 @@ def _memory_table(block: Mapping[str, Any], labels: tuple[str, str, str]) -> lis
         if row.get("interval_note"):
             reasons.setdefault(f"no interval: {row['interval_note']}", []).append(m)
         note = f" ({md_text(row['ci_note'])})" if row.get("ci_note") and not row.get("ci95") else ""
-        rows.append([md_text(m), _num(row.get(first)), _num(row.get(second)),
-                     _signed(value) + _ci(row.get("ci95"), signed=True) + note,
-                     md_text(row.get("ci_method") or "-"), md_text(n_turns)])  # fmt: skip
+        rows.append(
+            [
+                md_text(m),
+                _num(row.get(first)),
+                _num(row.get(second)),
+                _signed(value) + _ci(row.get("ci95"), signed=True) + note,
+                md_text(row.get("ci_method") or "-"),
+                md_text(n_turns),
+            ]
+        )
     header = [
         "metric",
         first.replace("_", " "),

@@ -77,11 +77,17 @@ def _filled(left_out: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, 
 
 def _check_meaning(rules: schema.Gate, where: str) -> None:
     if rules.non_regression.enabled and not rules.non_regression.metrics:
-        raise UsageError(f"{where}: non_regression is enabled but lists no metrics; list them (e.g. "
-                         "non_regression.metrics: [hit_rate, mrr]) or set non_regression.enabled: false")  # fmt: skip
+        raise UsageError(
+            f"{where}: non_regression is enabled but lists no metrics; list them (e.g. "
+            "non_regression.metrics: [hit_rate, mrr]) or set non_regression.enabled: false"
+        )
     if rules.drift.enabled and not rules.drift.metrics:
-        raise UsageError(f"{where}: drift is enabled but lists no metrics; list them (e.g. drift.metrics: "
-                         "[hit_rate]) or set drift.enabled: false")  # fmt: skip
+        raise UsageError(
+            f"{where}: drift is enabled but lists no metrics; list them (e.g. drift.metrics: "
+            "[hit_rate]) or set drift.enabled: false"
+        )
     if not rules.thresholds and not rules.non_regression.enabled:
-        raise UsageError(f"{where}: no thresholds and non_regression disabled: such a gate always passes; add "
-                         "thresholds (e.g. thresholds: {hit_rate: 0.6})")  # fmt: skip
+        raise UsageError(
+            f"{where}: no thresholds and non_regression disabled: such a gate always passes; add "
+            "thresholds (e.g. thresholds: {hit_rate: 0.6})"
+        )

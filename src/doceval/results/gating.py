@@ -30,8 +30,15 @@ from doceval.summary import Summary as TypedSummary
 from doceval.summary import as_summary, settings_of
 
 # The config checks live in doceval.results.gate_config; importers of this module find them here too.
-__all__ = ["GateFailure", "GateResult", "check_gate_config", "drift_failures", "gate", "load_gate_config",
-           "system_errors"]  # fmt: skip
+__all__ = [
+    "GateFailure",
+    "GateResult",
+    "check_gate_config",
+    "drift_failures",
+    "gate",
+    "load_gate_config",
+    "system_errors",
+]
 
 _EPS = 1e-9  # float slack for gate comparisons: 0.6 >= 0.60 must hold whatever the summation order
 
@@ -80,8 +87,10 @@ def drift_failures(
     if drift.reference != "best":
         pinned = next((h for h in history if h["run_id"] == drift.reference), None)
         if pinned is None:
-            notes.append(f"drift: the pinned reference run {drift.reference} is not in the tracked history; "
-                         "not checked")  # fmt: skip
+            notes.append(
+                f"drift: the pinned reference run {drift.reference} is not in the tracked history; "
+                "not checked"
+            )
             return failures, notes
     if not window and pinned is None:
         notes.append("drift: no tracked runs of this configuration family yet; not checked")
@@ -93,18 +102,29 @@ def drift_failures(
         if now is None:
             continue
         lower = m in LOWER_IS_BETTER
-        past = [(h, h["metrics"][m]["value"]) for h in ([pinned] if pinned else window)
-                if h["metrics"].get(m, {}).get("value") is not None]  # fmt: skip
+        past = [
+            (h, h["metrics"][m]["value"])
+            for h in ([pinned] if pinned else window)
+            if h["metrics"].get(m, {}).get("value") is not None
+        ]
         if not past:
             continue
         ref, best = (min if lower else max)(past, key=lambda hv: hv[1])
         worse = (now - best) if lower else (best - now)
         if worse > drift.tolerance + _EPS:
             steps = " -> ".join(f"{str(h['commit'])[:8]} {v:.4f}" for h, v in past[-6:])
-            failures.append(GateFailure(m, cond, float(now), worse - drift.tolerance,
-                f"{m} drifted by {worse:.4f} from {best:.4f} (run {ref['run_id']}, commit {str(ref['commit'])[:8]}) "
-                f"to {now:.4f} over the last {len(past)} tracked runs ({steps} -> this run), beyond the tolerance "
-                f"{drift.tolerance:.4f}", "drift"))  # fmt: skip
+            failures.append(
+                GateFailure(
+                    m,
+                    cond,
+                    float(now),
+                    worse - drift.tolerance,
+                    f"{m} drifted by {worse:.4f} from {best:.4f} (run {ref['run_id']}, commit {str(ref['commit'])[:8]}) "
+                    f"to {now:.4f} over the last {len(past)} tracked runs ({steps} -> this run), beyond the tolerance "
+                    f"{drift.tolerance:.4f}",
+                    "drift",
+                )
+            )
     return failures, notes
 
 
@@ -144,8 +164,9 @@ def gate(
         if baseline is None:
             notes.append("non_regression is enabled but no baseline summary was given: not checked")
         else:
-            found, cond, nr_notes = _regression_failures(summary, baseline, nr, (allow_different_k,
-                                                         allow_different_judge), limits)  # fmt: skip
+            found, cond, nr_notes = _regression_failures(
+                summary, baseline, nr, (allow_different_k, allow_different_judge), limits
+            )
             failures += found
             conditions.append(cond)
             notes += nr_notes
@@ -182,12 +203,16 @@ def _rules_for_system(rules: schema.Gate, summary: Summary) -> tuple[schema.Gate
     swap, gated, notes = dict(rules.for_assistants), _gated(rules), []
     for m in gated:
         if m in swap:
-            notes.append(f"{m} is asked of {swap[m]} for an assistant (agent=function|http, gate.for_assistants): "
-                         f"its {m} says only \"{ASSISTANT_REFUSED_CORRECTLY}\"")  # fmt: skip
+            notes.append(
+                f"{m} is asked of {swap[m]} for an assistant (agent=function|http, gate.for_assistants): "
+                f'its {m} says only "{ASSISTANT_REFUSED_CORRECTLY}"'
+            )
         elif m == "refused_correctly":
-            notes.append(f"refused_correctly for an assistant measures \"{ASSISTANT_REFUSED_CORRECTLY}\", not whether "
-                         "it refused: gate refusal_rate for that (gate.for_assistants: {refused_correctly: "
-                         "refusal_rate}, as conf/gate/default.yaml does)")  # fmt: skip
+            notes.append(
+                f'refused_correctly for an assistant measures "{ASSISTANT_REFUSED_CORRECTLY}", not whether '
+                "it refused: gate refusal_rate for that (gate.for_assistants: {refused_correctly: "
+                "refusal_rate}, as conf/gate/default.yaml does)"
+            )
     if not any(m in swap for m in gated):
         return rules, notes
     thresholds: dict[str, float] = {}
@@ -200,9 +225,12 @@ def _rules_for_system(rules: schema.Gate, summary: Summary) -> tuple[schema.Gate
         return tuple(dict.fromkeys(swap.get(m, m) for m in metrics))
 
     nr, drift = rules.non_regression, rules.drift
-    return dataclasses.replace(rules, thresholds=types.MappingProxyType(thresholds),
-                               non_regression=dataclasses.replace(nr, metrics=swapped(nr.metrics)),
-                               drift=dataclasses.replace(drift, metrics=swapped(drift.metrics))), notes  # fmt: skip
+    return dataclasses.replace(
+        rules,
+        thresholds=types.MappingProxyType(thresholds),
+        non_regression=dataclasses.replace(nr, metrics=swapped(nr.metrics)),
+        drift=dataclasses.replace(drift, metrics=swapped(drift.metrics)),
+    ), notes
 
 
 def _refuse_unmeasured(rules: schema.Gate, summary: Summary, baseline: Summary | None) -> None:
@@ -273,17 +301,27 @@ def _regression_failures(
     k_note = check_same_k(typed_baseline, summary, "baseline", "summary", allow_different_k=allow_different_k)
     if k_note:
         notes.append(k_note)
-    notes += check_same_judge([("the baseline", typed_baseline), ("the summary", summary)], nr.metrics,
-                              allow_different_judge)  # fmt: skip
+    notes += check_same_judge(
+        [("the baseline", typed_baseline), ("the summary", summary)], nr.metrics, allow_different_judge
+    )
     cond = f"no regression > {_fmt_threshold(nr.tolerance)} in {', '.join(nr.metrics)} vs baseline"
     p_holm: dict[str, float | None] | None = None  # None: point mode, any drop beyond the tolerance fails
     family = f"Holm over the gate's {len(nr.metrics)} non-regression metrics: {', '.join(nr.metrics)}"
     if nr.mode == "significant":
         cond += f" (significant at {_fmt_threshold(nr.alpha)}, Holm)"
         p_holm = _paired_p_values(typed_baseline, summary, list(nr.metrics), allow_different_k)
-        power = [detectable(m, column(_aligned(typed_baseline, summary), m), column(summary.rows, m),
-                            lower_is_better=m in LOWER_IS_BETTER, family=len(nr.metrics), alpha=nr.alpha,
-                            tolerance=nr.tolerance) for m in nr.metrics]  # fmt: skip
+        power = [
+            detectable(
+                m,
+                column(_aligned(typed_baseline, summary), m),
+                column(summary.rows, m),
+                lower_is_better=m in LOWER_IS_BETTER,
+                family=len(nr.metrics),
+                alpha=nr.alpha,
+                tolerance=nr.tolerance,
+            )
+            for m in nr.metrics
+        ]
         notes += [d.text() for d in power]
         limits.extend(power)
     failures: list[GateFailure] = []

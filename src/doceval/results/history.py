@@ -34,13 +34,18 @@ def format_history(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str]) ->
     if not rows:
         return ["no tracked runs of this configuration family (log runs with tracking enabled)"]
     fam = rows[0]["family"]
-    lines = [f"{len(rows)} runs: golden {fam.get('golden_md5', '')[:8]}, system {fam.get('system')}, "
-             f"retriever {fam.get('retriever')}, k {fam.get('k')}, split {fam.get('split')}"]  # fmt: skip
+    lines = [
+        f"{len(rows)} runs: golden {fam.get('golden_md5', '')[:8]}, system {fam.get('system')}, "
+        f"retriever {fam.get('retriever')}, k {fam.get('k')}, split {fam.get('split')}"
+    ]
     previous: dict[str, float | None] = {}
     table = []
     for r in rows:
-        cells = [str(r["commit"])[:8], time.strftime("%Y-%m-%d", time.gmtime(r["time"])),
-                 "yes" if r["dirty"] else ""]  # fmt: skip
+        cells = [
+            str(r["commit"])[:8],
+            time.strftime("%Y-%m-%d", time.gmtime(r["time"])),
+            "yes" if r["dirty"] else "",
+        ]
         for m in metrics:
             block = r["metrics"].get(m) or {}
             v = block.get("value")
@@ -57,8 +62,10 @@ def format_history(rows: Sequence[Mapping[str, Any]], metrics: Sequence[str]) ->
     others = sorted({str(r["other_judge"]) for r in rows if "other_judge" in r})
     if others:
         n = sum("other_judge" in r for r in rows)
-        lines.append(f"answer_accuracy: n/a for {n} run(s) judged by another judge ({', '.join(others)}): the "
-                     "family is split by judge (another judge is another scale)")  # fmt: skip
+        lines.append(
+            f"answer_accuracy: n/a for {n} run(s) judged by another judge ({', '.join(others)}): the "
+            "family is split by judge (another judge is another scale)"
+        )
     return lines + format_table(("commit", "date", "dirty", *metrics), table, left=(0, 1, 2))
 
 

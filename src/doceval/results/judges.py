@@ -31,8 +31,12 @@ def judge_key(summary: Summary | Mapping[str, Any]) -> str | None:
         return None
     identity = named.get("identity")
     repeats = as_summary(summary).repeats
-    if (repeats is not None and "repeat0" not in repeats and isinstance(identity, Mapping)
-            and identity.get("seed") == 0):  # fmt: skip
+    if (
+        repeats is not None
+        and "repeat0" not in repeats
+        and isinstance(identity, Mapping)
+        and identity.get("seed") == 0
+    ):
         return judge_hash({**identity, "seed": None})
     return str(named["hash"])
 

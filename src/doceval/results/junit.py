@@ -67,8 +67,12 @@ def _regressed_entries(
     return out
 
 
-def _entry_cases(suite: ET.Element, failure: GateFailure, entries: Sequence[Mapping[str, Any]],
-                 baseline: Mapping[str, Any] | None) -> int:  # fmt: skip
+def _entry_cases(
+    suite: ET.Element,
+    failure: GateFailure,
+    entries: Sequence[Mapping[str, Any]],
+    baseline: Mapping[str, Any] | None,
+) -> int:
     """One failing case per entry behind a failed rule: for a threshold the entries scoring against it, for a
     non-regression the entries that got worse than in the baseline (both values); at most MAX_ENTRY_CASES."""
     m = failure.metric

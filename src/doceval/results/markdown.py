@@ -363,8 +363,10 @@ def _provenance_section(settings: RunSettings) -> list[str]:
                else " (clean)" if dirty is False else " (dirty flag unknown)")
         )  # fmt: skip
     else:  # a pipeline output (doceval.harness.summary.pipeline_record): nothing that differs per run
-        out.append("- code: the commit that holds this report and dvc.lock (pipeline outputs record nothing that "
-                   "changes from run to run; the stage's MLflow run has its commit and timings)")  # fmt: skip
+        out.append(
+            "- code: the commit that holds this report and dvc.lock (pipeline outputs record nothing that "
+            "changes from run to run; the stage's MLflow run has its commit and timings)"
+        )
     out.append(f"- golden set: {_code(golden.path)} md5 {_code(golden.md5)}")
     for key, value in (("run_key", settings.run_key), ("corpus_hash", settings.corpus_hash)):
         if value:
@@ -432,16 +434,21 @@ def _answer_side(summary: Summary) -> list[str]:
         shown = ", ".join(
             f"{k} {_code(v)}" for k, v in ident.items() if v is not None and k != "template_sha256"
         )
-        out.append(f"Judge hash {_code(judge_id.get('hash'))}: {shown}. answer_accuracy figures with different "
-                   "judge hashes are not comparable.")  # fmt: skip
+        out.append(
+            f"Judge hash {_code(judge_id.get('hash'))}: {shown}. answer_accuracy figures with different "
+            "judge hashes are not comparable."
+        )
     else:
         out.append("No judge ran: answer_accuracy is not judged.")
     source = settings.rescored_from
     if source:
         old = (source.get("judge_id") or {}).get("hash")
-        out += ["", f"Re-judged from {_code(source.get('path'))} (sha256 {_code(str(source.get('sha256'))[:16])}, "
-                    f"run key {_code(source.get('run_key'))}, judge {_code(old) if old else 'none'}): the answers are "
-                    "that run's; only the verdicts are new."]  # fmt: skip
+        out += [
+            "",
+            f"Re-judged from {_code(source.get('path'))} (sha256 {_code(str(source.get('sha256'))[:16])}, "
+            f"run key {_code(source.get('run_key'))}, judge {_code(old) if old else 'none'}): the answers are "
+            "that run's; only the verdicts are new.",
+        ]
     by_role = settings.usage.get("by_role") or {}
     if by_role:
         out += ["", "## LLM usage and cost", ""]

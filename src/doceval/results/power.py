@@ -43,12 +43,16 @@ class Detectable:
     def text(self) -> str:
         how = f"{self.test.split('+')[-1]} test, Holm over {self.family} metric{'s' * (self.family != 1)}"
         if self.entries is None:
-            return (f"{self.metric} non-regression cannot fail at n = {self.n}: even all {self.n} entries worse "
-                    f"stays at p_holm >= {self.alpha:g} ({how}); use mode: point, fewer metrics or more entries")  # fmt: skip
+            return (
+                f"{self.metric} non-regression cannot fail at n = {self.n}: even all {self.n} entries worse "
+                f"stays at p_holm >= {self.alpha:g} ({how}); use mode: point, fewer metrics or more entries"
+            )
         smallest = f"{self.drop:.3f} ({self.entries} of {self.n} entries worse, none better; {how}, alpha {self.alpha:g})"
         if not self.can_fail:
-            return (f"{self.metric} non-regression cannot fail against this baseline: the smallest drop it detects "
-                    f"at n = {self.n} is {smallest}, and only {self.possible} entries can get worse")  # fmt: skip
+            return (
+                f"{self.metric} non-regression cannot fail against this baseline: the smallest drop it detects "
+                f"at n = {self.n} is {smallest}, and only {self.possible} entries can get worse"
+            )
         return f"{self.metric} non-regression: the smallest drop it detects at n = {self.n} is {smallest}"
 
 

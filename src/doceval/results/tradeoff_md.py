@@ -33,11 +33,15 @@ def tradeoff_lines(
         out.append(f"Operating point: {calibration['operating_point']} (on the calibration split).")
     for lib, why in ((calibration or {}).get("fallback") or {}).items():
         out.append(f"- {lib} falls back to the global floor: {why}.")
-    out += ["", "AUROC of the top retrieval score as an answerability detector (1 = every answerable question "
-            "outscores every out-of-scope one; 0.5 = chance), with its 95% bootstrap interval: where no floor "
-            "separates the two sides (Calibration above), how far apart they are. Then the operating point the "
-            "floors give on test, over the entries that reach a floor (router refusals of unindexed libraries "
-            "excluded; curves in `eval/tradeoff/tradeoff.png`):", ""]  # fmt: skip
+    out += [
+        "",
+        "AUROC of the top retrieval score as an answerability detector (1 = every answerable question "
+        "outscores every out-of-scope one; 0.5 = chance), with its 95% bootstrap interval: where no floor "
+        "separates the two sides (Calibration above), how far apart they are. Then the operating point the "
+        "floors give on test, over the entries that reach a floor (router refusals of unindexed libraries "
+        "excluded; curves in `eval/tradeoff/tradeoff.png`):",
+        "",
+    ]
     chosen_metrics = names("tradeoff_curve")  # the operating point holds what the curves show
     out.append(
         "| library | floor | AUROC calibration | AUROC test | "
@@ -50,8 +54,10 @@ def tradeoff_lines(
         chosen = test.get("chosen") or {}
         floor = "per library" if name == "(pooled)" else _f(block.get("floor"), 4)
         cells = " | ".join(_f(chosen.get(m)) for m in chosen_metrics)
-        out.append(f"| {name} | {floor} | {_ci((block.get('calibration') or {}).get('top_score'))} | "
-                   f"{_ci(test.get('top_score'))} | {cells} |")  # fmt: skip
+        out.append(
+            f"| {name} | {floor} | {_ci((block.get('calibration') or {}).get('top_score'))} | "
+            f"{_ci(test.get('top_score'))} | {cells} |"
+        )
     signals = data.get("signals") or {}
     if signals:
         out += [
@@ -66,21 +72,31 @@ def tradeoff_lines(
             out.append(f"| {sig} | " + " | ".join(_ci(signals[s].get(sig)) for s in splits) + " |")
     versus = data.get("per_library_vs_global")
     if versus:
-        out += ["", f"Per-library floors against the global floor {versus['global_floor']:.4f} alone, on the same "
-                "test entries (paired 95% interval of the change; p: exact McNemar or sign-flip, Holm-adjusted):", ""]  # fmt: skip
+        out += [
+            "",
+            f"Per-library floors against the global floor {versus['global_floor']:.4f} alone, on the same "
+            "test entries (paired 95% interval of the change; p: exact McNemar or sign-flip, Holm-adjusted):",
+            "",
+        ]
         out.append("| metric | global floor | per-library floors | change (95% CI) | p (Holm) | n |")
         out.append("| --- | ---: | ---: | --- | ---: | ---: |")
         for r in versus["rows"]:
             ci, note = r.get("ci95"), r.get("ci_note")
             interval = f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else f" ({md_text(note)})" if note else ""
             change = "n/a" if r["change"] is None else f"{r['change']:+.3f}{interval}"
-            out.append(f"| {r['metric']} | {_f(r['global'])} | {_f(r['per_library'])} | {change} | "
-                       f"{_f(r.get('p_holm'))} | {r['n']} |")  # fmt: skip
+            out.append(
+                f"| {r['metric']} | {_f(r['global'])} | {_f(r['per_library'])} | {change} | "
+                f"{_f(r.get('p_holm'))} | {r['n']} |"
+            )
     by_kind = as_summary(summary).metrics.breakdown("by_kind")
     kinds = [k for k in OOS_KINDS if k in by_kind]
     if kinds:
-        out += ["", "Refusals by out-of-scope kind (test): a similarity floor cannot catch a plausible but "
-                "nonexistent API of an indexed library, whose question reads like an answerable one:", ""]  # fmt: skip
+        out += [
+            "",
+            "Refusals by out-of-scope kind (test): a similarity floor cannot catch a plausible but "
+            "nonexistent API of an indexed library, whose question reads like an answerable one:",
+            "",
+        ]
         out.append("| kind | refused_correctly | n |")
         out.append("| --- | ---: | ---: |")
         for k in kinds:

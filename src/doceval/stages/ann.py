@@ -49,19 +49,32 @@ def ann_vs_exact(cfg: Config, summary: Summary, plan: RunPlan) -> dict[str, Any]
     exact_plan = variant(cfg, plan, candidates=exact)
     exact_summary = evaluate(cfg, EvalOptions(progress=False, candidates=exact), exact_plan)
     result = compare(
-        exact_summary, summary, n_boot=cfg.bootstrap, seed=cfg.seed,
-        base_label="exact", new_label="configured",
-    )  # fmt: skip
+        exact_summary,
+        summary,
+        n_boot=cfg.bootstrap,
+        seed=cfg.seed,
+        base_label="exact",
+        new_label="configured",
+    )
     overlaps = [
         top_k_overlap([d for d, _ in ann.ranked.get(e.id, [])], [d for d, _ in exact.ranked.get(e.id, [])], k)
         for e in summary.entries
     ]
     found = [o for o in overlaps if o is not None]
     rows = [
-        {"metric": r.metric, "exact": r.base, "configured": r.new, "change": r.change,
-         "ci95": list(r.ci) if r.ci else None, "ci_note": r.ci_note, "p": r.p_value, "n": r.n_paired}
-        for r in result.rows if r.metric in METRICS
-    ]  # fmt: skip
+        {
+            "metric": r.metric,
+            "exact": r.base,
+            "configured": r.new,
+            "change": r.change,
+            "ci95": list(r.ci) if r.ci else None,
+            "ci_note": r.ci_note,
+            "p": r.p_value,
+            "n": r.n_paired,
+        }
+        for r in result.rows
+        if r.metric in METRICS
+    ]
     return {
         **out,
         "exact": False,

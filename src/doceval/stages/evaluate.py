@@ -87,22 +87,43 @@ def trade_off(cfg: Config, summary: Summary, plan: RunPlan, folder: Path) -> Non
     }
     bm25 = _bm25(cfg, [e for es in splits.values() for e in es], corpus, cands)
     data = tradeoff.analyse(
-        splits, cands, bm25, dict(floors.per_library), floors.global_floor, cfg.k,
-        cfg.relevance.threshold, seed=cfg.seed,
-    )  # fmt: skip
+        splits,
+        cands,
+        bm25,
+        dict(floors.per_library),
+        floors.global_floor,
+        cfg.k,
+        cfg.relevance.threshold,
+        seed=cfg.seed,
+    )
     # One global floor for every library, on the same test entries: is the per-library choice worth it?
     # The provenance as the summary records it (the calibrated ids shortened to their count).
-    pooled = Floors(floors.global_floor, {}, source=f"{floors.source} (global floor only)",
-                    provenance=floors.as_dict()["provenance"])  # fmt: skip
+    pooled = Floors(
+        floors.global_floor,
+        {},
+        source=f"{floors.source} (global floor only)",
+        provenance=floors.as_dict()["provenance"],
+    )
     single = evaluate(cfg, EvalOptions(progress=False, floors=pooled), variant(cfg, plan, floors=pooled))
     result = compare(single, summary, n_boot=cfg.bootstrap, seed=cfg.seed)
     data["per_library_vs_global"] = {
         "global_floor": floors.global_floor,
-        "rows": [{"metric": r.metric, "global": r.base, "per_library": r.new, "change": r.change,
-                  "ci95": list(r.ci) if r.ci else None, "ci_note": r.ci_note, "p": r.p_value, "p_holm": r.p_holm,
-                  "n": r.n_paired}
-                 for r in result.rows if r.metric in TRADEOFF_METRICS],
-    }  # fmt: skip
+        "rows": [
+            {
+                "metric": r.metric,
+                "global": r.base,
+                "per_library": r.new,
+                "change": r.change,
+                "ci95": list(r.ci) if r.ci else None,
+                "ci_note": r.ci_note,
+                "p": r.p_value,
+                "p_holm": r.p_holm,
+                "n": r.n_paired,
+            }
+            for r in result.rows
+            if r.metric in TRADEOFF_METRICS
+        ],
+    }
     with atomic_dir(folder) as tmp:
         write_json_atomic(tmp / "tradeoff.json", data)
         tradeoff.plot(data, tmp / "tradeoff.png")

@@ -43,8 +43,10 @@ def run(cfg: Config, progress: bool = True) -> dict[str, Any]:
         check_writable(out, str(out), "make eval/judge writable, or set paths.eval to a writable folder")
     labels: list[Named] = [("the judge labels (judge_validation.labels)", p) for p in spec.labels]
     labels += [("the held-out judge labels (judge_validation.held_out)", p) for p in spec.held_out]
-    refuse_overlap([("the judge stage's reports (paths.eval)", out) for out in outs.values()],
-                   [("the golden set", cfg.golden), *labels])  # fmt: skip
+    refuse_overlap(
+        [("the judge stage's reports (paths.eval)", out) for out in outs.values()],
+        [("the golden set", cfg.golden), *labels],
+    )
     tracking.check_configured(cfg)
     golden_path = Path(cfg.golden)
     golden = {e.id: e for e in parse_golden(golden_path, allow_drafts=cfg.allow_drafts)}
@@ -68,8 +70,16 @@ def report_path(cfg: Config, held_out: bool) -> Path:
     return Path(cfg.paths.eval) / "judge" / ("reference_held_out.json" if held_out else "reference.json")
 
 
-def _validated(cfg: Config, golden: dict[str, Any], golden_path: Path, judge: schema.JudgeReference,
-               paths: list[str], split: str, progress: bool, held_out: bool = False) -> dict[str, Any]:  # fmt: skip
+def _validated(
+    cfg: Config,
+    golden: dict[str, Any],
+    golden_path: Path,
+    judge: schema.JudgeReference,
+    paths: list[str],
+    split: str,
+    progress: bool,
+    held_out: bool = False,
+) -> dict[str, Any]:
     """One validation report of the offline judge on ``paths`` (their ``split`` rows), logged to MLflow."""
     found = read_label_files([Path(p) for p in paths], golden, split)
     report = validate(found.rows, judge, progress=progress, seed=cfg.seed, files=found.files)

@@ -35,14 +35,19 @@ def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
     labels = report.get("labels") or {}
     base = (report.get("version_strings_alone") or {}).get("kappa")
     parts = report.get("components") or {}
-    alone = "; ".join(f"{name.replace('_', ' ')} alone {c['kappa']:.3f}" for name, c in parts.items()
-                      if c.get("kappa") is not None)  # fmt: skip
+    alone = "; ".join(
+        f"{name.replace('_', ' ')} alone {c['kappa']:.3f}"
+        for name, c in parts.items()
+        if c.get("kappa") is not None
+    )
     beats = report.get("beats_strings") or {}
     paired = ""
     if beats.get("ci95") and beats.get("difference") is not None:
         lo, hi = beats["ci95"]
-        paired = (f" Judge minus version strings (paired bootstrap): {beats['difference']:+.3f} "
-                  f"[{lo:+.3f}, {hi:+.3f}].")  # fmt: skip
+        paired = (
+            f" Judge minus version strings (paired bootstrap): {beats['difference']:+.3f} "
+            f"[{lo:+.3f}, {hi:+.3f}]."
+        )
     held_out = bool(labels.get("held_out"))
     where = (
         f"every row of `{labels.get('path')}`"
@@ -56,13 +61,17 @@ def judge_agreement_lines(report: dict[str, Any]) -> list[str]:
         f"On {where} ({a['n']} labelled answers, md5 "
         f"`{labels.get('md5')}`): Cohen's kappa {a['kappa']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}], accuracy "
         f"{a['accuracy']:.3f}; version strings alone: kappa {base:.3f}"
-        + (f" ({alone})" if alone else "") + f".{paired} Judge hash `{report['judge']['hash']}`.",
+        + (f" ({alone})" if alone else "")
+        + f".{paired} Judge hash `{report['judge']['hash']}`.",
         "",
-        (f"It clears the bar ({why}): its answer_accuracy can be reported." if ok else
-         f"answer_accuracy stays **not judged** by it: {why} (the bar: kappa >= {MIN_KAPPA} and the paired "
-         "interval of kappa minus version strings above 0). The answer figure reported is **version strings** "
-         "(version_correctness), not the judge."),
-    ]  # fmt: skip
+        (
+            f"It clears the bar ({why}): its answer_accuracy can be reported."
+            if ok
+            else f"answer_accuracy stays **not judged** by it: {why} (the bar: kappa >= {MIN_KAPPA} and the paired "
+            "interval of kappa minus version strings above 0). The answer figure reported is **version strings** "
+            "(version_correctness), not the judge."
+        ),
+    ]
 
 
 def produced_by(summary: Summary | Mapping[str, Any], source: str) -> str:
@@ -124,9 +133,12 @@ def run(cfg: Config, gate_source: str = "params.yaml") -> tuple[Path, GateResult
     headline = produced_by(summary, f"{files['summary']} (the evaluate stage's run)")
     trade = files["tradeoff"]
     if trade.is_file():
-        lines += _with_source(tradeoff_lines(
-            read_json(trade, "refusal trade-off", rerun=stage_command("evaluate")), calibration, summary
-        ), headline)  # fmt: skip
+        lines += _with_source(
+            tradeoff_lines(
+                read_json(trade, "refusal trade-off", rerun=stage_command("evaluate")), calibration, summary
+            ),
+            headline,
+        )
     ann = files["ann"]
     if ann.is_file():
         lines += _with_source(

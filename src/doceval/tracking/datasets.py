@@ -46,15 +46,16 @@ def golden_records(golden_path: Path, secrets: list[str]) -> list[dict[str, Any]
                     "entry_id": str(rec.get("id")),
                     "split": str(rec.get("split")),
                     "kind": str(rec.get("kind")),
-                },  # fmt: skip
+                },
             }
         )
     clean: list[dict[str, Any]] = scrub(records, secrets)
     return clean
 
 
-def register_golden(store: AbstractStore, experiment_id: str, golden_path: Path, md5: str | None,
-                    secrets: list[str]) -> str | None:  # fmt: skip
+def register_golden(
+    store: AbstractStore, experiment_id: str, golden_path: Path, md5: str | None, secrets: list[str]
+) -> str | None:
     """The golden set's evaluation dataset id, created (with its records) on first use and attached to
     ``experiment_id``; None when the file is gone or the store keeps no evaluation datasets."""
     # lazy: start-up (mlflow, seconds; only tracking loads it)
@@ -74,8 +75,11 @@ def register_golden(store: AbstractStore, experiment_id: str, golden_path: Path,
             store.add_dataset_to_experiments(dataset.dataset_id, [experiment_id])
         return str(dataset.dataset_id)
     try:
-        dataset = store.create_dataset(name, tags={"doceval.golden_md5": md5, "doceval.golden_path": str(path)},
-                                       experiment_ids=[experiment_id])  # fmt: skip
+        dataset = store.create_dataset(
+            name,
+            tags={"doceval.golden_md5": md5, "doceval.golden_path": str(path)},
+            experiment_ids=[experiment_id],
+        )
     except MlflowException:  # a parallel run against a server created it first
         found = store.search_datasets(filter_string=f"name = '{name}'", max_results=1)
         if not found:

@@ -24,8 +24,14 @@ def _commit_time(commit: str | None, root: Path) -> float | None:
     if not commit:
         return None
     try:
-        out = subprocess.run(["git", "show", "-s", "--format=%ct", commit], cwd=root, capture_output=True,
-                             text=True, timeout=10, check=False)  # fmt: skip
+        out = subprocess.run(
+            ["git", "show", "-s", "--format=%ct", commit],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     text = out.stdout.strip()
@@ -105,19 +111,26 @@ def load_history(
         commit = r.data.tags.get("git_commit")
         start = r.info.start_time / 1000.0
         m = r.data.metrics
-        out.append({
-            "run_id": r.info.run_id,
-            "run_name": r.info.run_name,
-            "commit": commit,
-            "dirty": r.data.tags.get("git_dirty") == "true",
-            "time": _commit_time(commit, root) or start,
-            "start": start,
-            "family": dict(family),
-            "metrics": {name: {"value": m.get(name),
-                               "ci": [m[f"{name}_ci_lo"], m[f"{name}_ci_hi"]]
-                               if f"{name}_ci_lo" in m and f"{name}_ci_hi" in m else None}
-                        for name in metrics},
-        })  # fmt: skip
+        out.append(
+            {
+                "run_id": r.info.run_id,
+                "run_name": r.info.run_name,
+                "commit": commit,
+                "dirty": r.data.tags.get("git_dirty") == "true",
+                "time": _commit_time(commit, root) or start,
+                "start": start,
+                "family": dict(family),
+                "metrics": {
+                    name: {
+                        "value": m.get(name),
+                        "ci": [m[f"{name}_ci_lo"], m[f"{name}_ci_hi"]]
+                        if f"{name}_ci_lo" in m and f"{name}_ci_hi" in m
+                        else None,
+                    }
+                    for name in metrics
+                },
+            }
+        )
         other = r.data.tags.get("judge_hash")
         if other != judge and any(name in JUDGED_METRICS for name in metrics):
             out[-1]["other_judge"] = other

@@ -44,8 +44,9 @@ def _metrics(report: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def log_judge_validation(report: Mapping[str, Any], *, uri: str, root: Path | None = None,
-                         run_name: str | None = None) -> str:  # fmt: skip
+def log_judge_validation(
+    report: Mapping[str, Any], *, uri: str, root: Path | None = None, run_name: str | None = None
+) -> str:
     """One finished run: the judge identity as params, the agreement figures as metrics, the report as an
     artifact (secrets redacted); returns the run id."""
     # lazy: start-up (mlflow, seconds; only tracking loads it)
@@ -54,9 +55,13 @@ def log_judge_validation(report: Mapping[str, Any], *, uri: str, root: Path | No
     secrets = secret_values(report.get("judge") or {})
     clean = scrub(dict(report), secrets)
     identity = (clean.get("judge") or {}).get("identity") or {}
-    params = {sanitize_key(f"judge.{k}"): redact_text(json.dumps(v, default=str) if not isinstance(v, str) else v,
-                                                     secrets)[:6000]
-              for k, v in identity.items() if v is not None}  # fmt: skip
+    params = {
+        sanitize_key(f"judge.{k}"): redact_text(
+            json.dumps(v, default=str) if not isinstance(v, str) else v, secrets
+        )[:6000]
+        for k, v in identity.items()
+        if v is not None
+    }
     labels = clean.get("labels") or {}
     tags = {
         "judge_hash": (clean.get("judge") or {}).get("hash"),
@@ -71,13 +76,19 @@ def log_judge_validation(report: Mapping[str, Any], *, uri: str, root: Path | No
         client = _client(uri)
         experiment_id = _experiment_id(client, JUDGE_EXPERIMENT, uri)
         check_artifact_location(client, experiment_id)
-        run = client.create_run(experiment_id, run_name=run_name,
-                                tags={k: str(v)[:MAX_TAG_LEN] for k, v in tags.items() if v is not None})  # fmt: skip
+        run = client.create_run(
+            experiment_id,
+            run_name=run_name,
+            tags={k: str(v)[:MAX_TAG_LEN] for k, v in tags.items() if v is not None},
+        )
         run_id = str(run.info.run_id)
         try:
             now = int(time.time() * 1000)
-            client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()],
-                             metrics=[Metric(k, v, now, 0) for k, v in _metrics(clean).items()])  # fmt: skip
+            client.log_batch(
+                run_id,
+                params=[Param(k, v) for k, v in params.items()],
+                metrics=[Metric(k, v, now, 0) for k, v in _metrics(clean).items()],
+            )
             client.log_artifact(run_id, str(staged))
         except BaseException:
             client.set_terminated(run_id, "FAILED")

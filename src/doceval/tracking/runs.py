@@ -122,14 +122,29 @@ def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[i : i + size]
 
 
-def _log_entry_traces(client: MlflowClient, run_id: str, experiment_id: str, summary: Mapping[str, Any],
-                      recorded: Mapping[str, Any], golden_path: Path | None, secrets: list[str],
-                      env_secrets: list[str], doc_texts: Mapping[str, str] | None) -> None:  # fmt: skip
+def _log_entry_traces(
+    client: MlflowClient,
+    run_id: str,
+    experiment_id: str,
+    summary: Mapping[str, Any],
+    recorded: Mapping[str, Any],
+    golden_path: Path | None,
+    secrets: list[str],
+    env_secrets: list[str],
+    doc_texts: Mapping[str, str] | None,
+) -> None:
     """The run's entries as traces (tag ``doceval.traces`` = how many) and its golden set as a dataset
     (``recorded``: the summary's ``config`` block)."""
     store = client._tracking_client.store  # batched trace writes need the store (see tracking.traces)
-    n = log_traces(store, run_id=run_id, experiment_id=experiment_id, summary=summary, secrets=secrets,
-                   env_secrets=env_secrets, texts=doc_texts)  # fmt: skip
+    n = log_traces(
+        store,
+        run_id=run_id,
+        experiment_id=experiment_id,
+        summary=summary,
+        secrets=secrets,
+        env_secrets=env_secrets,
+        texts=doc_texts,
+    )
     client.set_tag(run_id, TRACES_TAG, str(n))
     md5 = (recorded.get("golden") or {}).get("md5")
     if golden_path is not None:
@@ -257,8 +272,9 @@ def _log_params_metrics(
         client.log_batch(run_id, metrics=mbatch)
 
 
-def start_parent(name: str, *, uri: str, root: Path | None = None, split: str | None,
-                 tags: Mapping[str, str] | None = None) -> str:  # fmt: skip
+def start_parent(
+    name: str, *, uri: str, root: Path | None = None, split: str | None, tags: Mapping[str, str] | None = None
+) -> str:
     """Create a sweep's parent run (finished at once); children attach with ``log_run(parent_run_id=...)``."""
     ensure_store(uri, root)
     env_secrets = env_secret_values(tags or {})
@@ -269,8 +285,11 @@ def start_parent(name: str, *, uri: str, root: Path | None = None, split: str | 
         "doceval.harness.sweep": "parent",
         **(tags or {}),
     }
-    clean = {sanitize_key(k): redact_text(str(v), secrets)[:MAX_TAG_LEN] for k, v in all_tags.items()
-             if v is not None and not secret_name(str(k)) and not leaks(str(v), env_secrets)}  # fmt: skip
+    clean = {
+        sanitize_key(k): redact_text(str(v), secrets)[:MAX_TAG_LEN]
+        for k, v in all_tags.items()
+        if v is not None and not secret_name(str(k)) and not leaks(str(v), env_secrets)
+    }
     with _store_lock(uri):
         client = _client(uri)
         experiment_id = _experiment_id(client, experiment_name(split), uri)
@@ -311,8 +330,10 @@ def load_summary_from_run(run_id: str, uri: str, root: Path | None = None) -> di
         try:
             local = client.download_artifacts(run_id, "summary.json", dst_path=tmp)
         except (MlflowException, OSError) as exc:
-            raise UsageError(f"MLflow run {run_id} has no summary.json artifact ({_safe(exc, uri)}); "
-                             "was it logged by doceval?") from None  # fmt: skip
+            raise UsageError(
+                f"MLflow run {run_id} has no summary.json artifact ({_safe(exc, uri)}); "
+                "was it logged by doceval?"
+            ) from None
         data: dict[str, Any] = json.loads(Path(local).read_text(encoding="utf-8"))
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         return data  # the caller's shape check names what is wrong

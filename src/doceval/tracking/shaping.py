@@ -27,8 +27,20 @@ MAX_KEY_LEN = 250  # MAX_ENTITY_KEY_LENGTH
 # One row per entry that a person can read without summary.json: what was asked, of which pin, what happened
 # (failure stage, the top documents with their scores, the answer's start, a system error, the call's time),
 # then every score. docs/design.md section 6.6.
-ENTRY_COLUMNS = ("id", "split", "kind", "pin", "question", "out_of_scope", "refused", "stage", "top_ids",
-                 "answer", "system_error", "duration_s")  # fmt: skip
+ENTRY_COLUMNS = (
+    "id",
+    "split",
+    "kind",
+    "pin",
+    "question",
+    "out_of_scope",
+    "refused",
+    "stage",
+    "top_ids",
+    "answer",
+    "system_error",
+    "duration_s",
+)
 CSV_TOP_IDS = 5  # documents listed in top_ids
 CSV_ANSWER_CHARS = 200  # characters of the answer kept
 
@@ -213,8 +225,12 @@ def headline_line(metrics: Mapping[str, Any], judge_tag: str | None = None) -> s
     return ", ".join(parts)
 
 
-def build_tags(recorded: Mapping[str, Any], metrics: Mapping[str, Any], extra: Mapping[str, Any] | None,
-               secrets: list[str]) -> dict[str, str]:  # fmt: skip
+def build_tags(
+    recorded: Mapping[str, Any],
+    metrics: Mapping[str, Any],
+    extra: Mapping[str, Any] | None,
+    secrets: list[str],
+) -> dict[str, str]:
     prov = recorded.get("provenance") or {}
     retriever = recorded.get("retriever")
     dirty = prov.get("git_dirty")
@@ -350,8 +366,13 @@ def _golden_input(golden_path: Path, md5: str | None, split: str | None) -> Any:
         rows = sum(1 for line in data.splitlines() if line.strip())
     digest = (md5 or "unknown")[:36]
     profile = json.dumps({"num_rows": rows}) if rows is not None else None
-    dataset = Dataset(name="golden", digest=digest, source_type="local",
-                      source=json.dumps({"uri": path.resolve().as_uri()}), profile=profile)  # fmt: skip
+    dataset = Dataset(
+        name="golden",
+        digest=digest,
+        source_type="local",
+        source=json.dumps({"uri": path.resolve().as_uri()}),
+        profile=profile,
+    )
     tags = [InputTag(key=MLFLOW_DATASET_CONTEXT, value="evaluation")]
     if split:
         tags.append(InputTag(key="split", value=split))

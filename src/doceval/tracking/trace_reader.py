@@ -29,9 +29,14 @@ def _entry(trace: Trace, metric_names: frozenset[str]) -> dict[str, Any]:
     info = trace.info
     tags = info.tags
     library, _, version = tags.get("doceval.pin", "@").partition("@")
-    row: dict[str, Any] = {"id": tags.get(ENTRY_TAG), "split": tags.get("doceval.split"),
-                           "kind": tags.get("doceval.kind"), "library": library, "version": version,
-                           "scores": {}}  # fmt: skip
+    row: dict[str, Any] = {
+        "id": tags.get(ENTRY_TAG),
+        "split": tags.get("doceval.split"),
+        "kind": tags.get("doceval.kind"),
+        "library": library,
+        "version": version,
+        "scores": {},
+    }
     for a in info.assessments:
         if isinstance(a, Expectation):
             row[a.name] = a.value
@@ -65,8 +70,9 @@ def entries_from_traces(client: MlflowClient, run_id: str, experiment_id: str) -
     rows: list[dict[str, Any]] = []
     token: str | None = None
     while True:
-        page = client.search_traces(locations=[experiment_id], run_id=run_id, max_results=_PAGE,
-                                    page_token=token)  # fmt: skip
+        page = client.search_traces(
+            locations=[experiment_id], run_id=run_id, max_results=_PAGE, page_token=token
+        )
         rows += [_entry(t, names) for t in page]
         token = page.token
         if not token:

@@ -165,9 +165,12 @@ def build_spans(entry: Mapping[str, Any], trace_id: str, raw_id: bytes, start_ns
         "library": entry.get("library"),
         "version": entry.get("version"),
     }
-    outputs = {"answer": entry.get("answer"), "refused": entry.get("refused"),
-               "refusal_reason": entry.get("refusal_reason"),
-               "sources": [d for d, _ in entry.get("retrieved") or []]}  # fmt: skip
+    outputs = {
+        "answer": entry.get("answer"),
+        "refused": entry.get("refused"),
+        "refusal_reason": entry.get("refusal_reason"),
+        "sources": [d for d, _ in entry.get("retrieved") or []],
+    }
     root = w.add("probe", "AGENT", probe, outputs, error=entry.get("system_error"),
                  attributes={"doceval.entry_id": entry.get("id"), "doceval.split": entry.get("split"),
                              "doceval.kind": entry.get("kind")}, at=windows.get("root"))  # fmt: skip
@@ -284,8 +287,9 @@ def build_trace(entry: Mapping[str, Any], *, run_id: str, experiment_id: str, re
     trace_id, raw = _trace_id(run_id, str(entry["id"]))
     external = "session_id" in entry  # rows of an external system carry its session
     judge_id = recorded.get("judge_id") or {}
-    spans = build_spans(entry, trace_id, raw, start_ms * 1_000_000, recorded.get("k"), external, texts,
-                        recorded)  # fmt: skip
+    spans = build_spans(
+        entry, trace_id, raw, start_ms * 1_000_000, recorded.get("k"), external, texts, recorded
+    )
     # The root span's window: measured when the harness timed the call, else the layout's own 0.1 ms.
     root_start, root_end = spans[0]["start_time_unix_nano"], spans[0]["end_time_unix_nano"]
     golden = recorded.get("golden") or {}
@@ -412,18 +416,20 @@ def _bulk_start_traces(store: Any, infos: Sequence[TraceInfo]) -> bool:
 
     for info in infos:
         trace_id, metadata = info.trace_id, dict(info.trace_metadata)
-        add(sql.SqlTraceInfo(
-            request_id=trace_id,
-            experiment_id=info.experiment_id,
-            timestamp_ms=info.request_time,
-            execution_time_ms=info.execution_duration,
-            status=info.state.value,
-            client_request_id=info.client_request_id,
-            request_preview=info.request_preview,
-            response_preview=info.response_preview,
-            trace_name=sql.validate_trace_name(info.tags.get(sql.TraceTagKey.TRACE_NAME)),
-            **sql.analytics_columns_from_metadata(metadata),
-        ))  # fmt: skip
+        add(
+            sql.SqlTraceInfo(
+                request_id=trace_id,
+                experiment_id=info.experiment_id,
+                timestamp_ms=info.request_time,
+                execution_time_ms=info.execution_duration,
+                status=info.state.value,
+                client_request_id=info.client_request_id,
+                request_preview=info.request_preview,
+                response_preview=info.response_preview,
+                trace_name=sql.validate_trace_name(info.tags.get(sql.TraceTagKey.TRACE_NAME)),
+                **sql.analytics_columns_from_metadata(metadata),
+            )
+        )
         for k, v in info.tags.items():
             if k != sql.TraceTagKey.TRACE_NAME:
                 add(sql.SqlTraceTag(request_id=trace_id, key=k, value=v))
@@ -441,9 +447,11 @@ def _bulk_start_traces(store: Any, infos: Sequence[TraceInfo]) -> bool:
     with store.ManagedSessionMaker(read_only=False) as session:
         sql.enqueue_rollup_rebuild_partitions(
             session,
-            [(family, experiment_int, times)
-             for family in (sql.RollupFamily.TRACE_METRIC, sql.RollupFamily.ASSESSMENT)],
-        )  # fmt: skip
+            [
+                (family, experiment_int, times)
+                for family in (sql.RollupFamily.TRACE_METRIC, sql.RollupFamily.ASSESSMENT)
+            ],
+        )
         # One executemany per table and column set instead of the ORM's unit of work (~0.2 ms per row, and
         # an entry is ~30 rows); the rows are the model objects' own column values.
         for model, rows in tables.items():

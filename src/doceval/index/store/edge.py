@@ -241,8 +241,12 @@ class EdgeStore:
             qe.EdgeShard.load(str(self.shard_dir(pin))).close()
         except Exception as exc:
             raise _engine_error("reopening the built index", self.search_cfg, exc) from exc
-        record = {"pin": pin, "points": points, "search": self.search_cfg.index_identity(),
-                  "bm25": {"k": BM25_K, "b": BM25_B, "avg_len": self.avg_len.get(pin)}}  # fmt: skip
+        record = {
+            "pin": pin,
+            "points": points,
+            "search": self.search_cfg.index_identity(),
+            "bm25": {"k": BM25_K, "b": BM25_B, "avg_len": self.avg_len.get(pin)},
+        }
         write_json_atomic(self.marker(pin), record)
         return points
 

@@ -133,11 +133,14 @@ class FunctionAgent:
     def call(self, probe: Probe, session_id: str) -> Mapping[str, Any]:
         reply = self._caller.call(
             lambda: self._fn(
-                question=probe.question, library=probe.library, version=probe.version, session_id=session_id,
+                question=probe.question,
+                library=probe.library,
+                version=probe.version,
+                session_id=session_id,
                 **self._sampling_kwargs,
             ),
             self.timeout_s,
-        )  # fmt: skip
+        )
         self._check_size(reply)
         return reply
 
@@ -207,9 +210,13 @@ def resolve_target(
         )
     where = f"agent.target={target}"
     fn: Callable[..., Mapping[str, Any]] = build_from_factory(
-        obj, dict(kwargs or {}), where=where, how="+agent.kwargs.NAME=VALUE", method="answer",
+        obj,
+        dict(kwargs or {}),
+        where=where,
+        how="+agent.kwargs.NAME=VALUE",
+        method="answer",
         example=f"def answer{_CALL}",
-    )  # fmt: skip
+    )
     _check_signature(
         fn, where, f"give {getattr(fn, '__name__', attr)} these keyword parameters (or **kwargs)"
     )
@@ -282,8 +289,10 @@ def _build_function(block: schema.Agent) -> ExternalAgent:
         )
     kwargs = cfg.kwargs  # free-form (config.schema.OPEN_MAPPINGS): read as the mapping the user wrote
     if not isinstance(kwargs, Mapping) or not all(isinstance(key, str) for key in kwargs):
-        raise UsageError(f"agent.kwargs={kwargs!r}: expected a mapping of keyword arguments for the factory "
-                         "(set them as +agent.kwargs.NAME=VALUE)")  # fmt: skip
+        raise UsageError(
+            f"agent.kwargs={kwargs!r}: expected a mapping of keyword arguments for the factory "
+            "(set them as +agent.kwargs.NAME=VALUE)"
+        )
     # The settings are checked before the user's code runs (a factory may be slow, or fail for its own reasons).
     timeout_s, cap = timeout_of(cfg.timeout_s, "agent.timeout_s"), reply_cap(cfg.max_reply_bytes)
     fn, origin = resolve_target(target.strip(), kwargs)

@@ -60,13 +60,16 @@ def _params(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-        raise UsageError("agent.params: expected a mapping of request parameters (set them as "
-                         "+agent.params.NAME=VALUE)")  # fmt: skip
+        raise UsageError(
+            "agent.params: expected a mapping of request parameters (set them as +agent.params.NAME=VALUE)"
+        )
     try:
         json.dumps(dict(value), allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise UsageError(f"agent.params: not representable as JSON ({exc}); use strings, numbers, "
-                         "booleans, lists and mappings") from None  # fmt: skip
+        raise UsageError(
+            f"agent.params: not representable as JSON ({exc}); use strings, numbers, "
+            "booleans, lists and mappings"
+        ) from None
     return dict(value)
 
 
