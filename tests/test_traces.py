@@ -202,7 +202,8 @@ def test_compare_run_ids_reads_the_traces_and_refuses_incomplete_ones(
 def test_bulk_trace_writes_store_what_start_trace_stores(tmp_path: Path, template_db: Path) -> None:
     """The batched writer builds MLflow's own rows; a trace written by it reads back exactly as one written by
     MLflow's ``start_trace`` (ids, times and locations aside)."""
-    from doceval.tracking.traces import _bulk_start_traces, _one_transaction, build_trace
+    from doceval.tracking.trace_store import _bulk_start_traces, _one_transaction
+    from doceval.tracking.traces import build_trace
 
     shutil.copyfile(template_db, tmp_path / "b.db")
     client = MlflowClient(f"sqlite:///{tmp_path / 'b.db'}")

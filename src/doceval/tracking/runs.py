@@ -53,7 +53,8 @@ from doceval.tracking.store import (
     import_mlflow,
 )
 from doceval.tracking.trace_reader import with_trace_entries
-from doceval.tracking.traces import TRACES_TAG, log_traces
+from doceval.tracking.trace_store import log_traces
+from doceval.tracking.traces import TRACES_TAG
 from doceval.tracking.uris import check_reachable, experiment_name
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ def _log_entry_traces(
 ) -> None:
     """The run's entries as traces (tag ``doceval.traces`` = how many) and its golden set as a dataset
     (``recorded``: the summary's ``config`` block)."""
-    store = client._tracking_client.store  # batched trace writes need the store (see tracking.traces)
+    store = client._tracking_client.store  # batched trace writes need the store (see tracking.trace_store)
     n = log_traces(
         store,
         run_id=run_id,
