@@ -17,6 +17,7 @@ from doceval.harness.candidate_set import CandidateSet
 from doceval.harness.candidates import score_range_of, score_range_record
 from doceval.harness.floor_search import (
     LibraryCalibration,
+    Objective,
     calibrate_library,
     describe_operating_point,
     make_objective,
@@ -68,6 +69,40 @@ class _FloorSearch:
         return np.linspace(lo, float(scores.max()), self.grid_points)
 
 
+def _per_library(
+    cfg: Config,
+    search: _FloorSearch,
+    indexed: list[int],
+    libraries: list[str],
+    overall: LibraryCalibration,
+    fn: Objective,
+) -> tuple[dict[str, LibraryCalibration], dict[str, str]]:
+    """Each indexed library's own floor, and why a library with too few entries of a side uses the global
+    (``overall``) floor instead."""
+    k, objective, threshold = cfg.k, cfg.calibration.objective, cfg.relevance.threshold
+    min_entries = cfg.calibration.min_entries
+    per_library: dict[str, LibraryCalibration] = {}
+    fallback: dict[str, str] = {}
+    for lib in libraries:
+        rows = [i for i in indexed if search.entries[i].library == lib]
+        if not rows:
+            continue
+        matrix, oos = _subset(search.entries, search.cands, rows, threshold)
+        per_library[lib] = calibrate_library(
+            lib, matrix, oos, k, objective, search.low, search.grid(rows), fn, search.signal(rows)
+        )
+        n_in, n_out = int((~oos).sum()), int(oos.sum())
+        if min(n_in, n_out) < min_entries:
+            # Too few entries to choose a floor of its own: the pooled (global) floor, with the reason.
+            side = "in-scope" if n_in < min_entries else "out-of-scope"
+            fallback[lib] = (
+                f"{min(n_in, n_out)} {side} calibration entries < calibration.min_entries="
+                f"{min_entries}: uses the global floor {overall.floor:.4f} (its own would be "
+                f"{per_library[lib].floor:.4f})"
+            )
+    return per_library, fallback
+
+
 def calibrate(
     cfg: Config,
     entries: list[GoldenEntry],
@@ -113,30 +148,17 @@ def calibrate(
     overall = calibrate_library(
         "(global)", matrix, oos, k, objective, low, search.grid(indexed), fn, search.signal(indexed)
     )
-    per_library: dict[str, LibraryCalibration] = {}
-    fallback: dict[str, str] = {}
-    for lib in libraries:
-        rows = [i for i in indexed if entries[i].library == lib]
-        if not rows:
-            continue
-        matrix, oos = _subset(entries, cands, rows, threshold)
-        per_library[lib] = calibrate_library(
-            lib, matrix, oos, k, objective, low, search.grid(rows), fn, search.signal(rows)
-        )
-        n_in, n_out = int((~oos).sum()), int(oos.sum())
-        if min(n_in, n_out) < min_entries:
-            # Too few entries to choose a floor of its own: the pooled (global) floor, with the reason.
-            side = "in-scope" if n_in < min_entries else "out-of-scope"
-            fallback[lib] = (
-                f"{min(n_in, n_out)} {side} calibration entries < calibration.min_entries="
-                f"{min_entries}: uses the global floor {overall.floor:.4f} (its own would be "
-                f"{per_library[lib].floor:.4f})"
-            )
+    per_library, fallback = _per_library(cfg, search, indexed, libraries, overall, fn)
     # The entries whose scores chose the floors (router refusals never reach a floor): a run reporting on any
     # of them is refused (train-on-test), whatever its golden file or split is called.
     calibrated_ids = sorted({entries[i].id for i in indexed})
-    record = {"min_entries": min_entries, "signal": signal_name, "k": k, "golden_md5": golden_md5,
-              "candidates_hash": candidates_hash}  # fmt: skip
+    record = {
+        "min_entries": min_entries,
+        "signal": signal_name,
+        "k": k,
+        "golden_md5": golden_md5,
+        "candidates_hash": candidates_hash,
+    }
     return {
         "global": overall.floor,
         "per_library": {lib: overall.floor if lib in fallback else c.floor for lib, c in per_library.items()},
