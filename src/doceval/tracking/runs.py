@@ -205,10 +205,7 @@ def log_run(
         files = _stage_files(Path(tmp), clean, recorded, artifacts, secrets)
         with _store_lock(uri):
             client = _client(uri)
-            if parent_run_id:
-                experiment_id = _parent_experiment(client, parent_run_id, uri)
-            else:
-                experiment_id = _experiment_id(client, experiment_name(split), uri)
+            experiment_id = _run_experiment(client, parent_run_id, split, uri)
             check_artifact_location(client, experiment_id)  # before the run exists: no FAILED run left
             run = client.create_run(experiment_id, run_name=run_name, tags=tags)
             run_id = str(run.info.run_id)
@@ -217,19 +214,40 @@ def log_run(
                 if golden_path is not None:
                     md5 = (recorded.get("golden") or {}).get("md5")
                     _log_golden(client, run_id, _golden_input(Path(golden_path), md5, split))
-                for path, artifact_path in files:
-                    if path.is_dir():
-                        client.log_artifacts(run_id, str(path), artifact_path=artifact_path)
-                    else:
-                        client.log_artifact(run_id, str(path), artifact_path=artifact_path)
+                _log_files(client, run_id, files)
                 if traces:
-                    _log_entry_traces(client, run_id, experiment_id, data, recorded, golden_path,
-                                      secrets, env_secrets, doc_texts)  # fmt: skip
+                    _log_entry_traces(
+                        client,
+                        run_id,
+                        experiment_id,
+                        data,
+                        recorded,
+                        golden_path,
+                        secrets,
+                        env_secrets,
+                        doc_texts,
+                    )
             except BaseException:
                 client.set_terminated(run_id, "FAILED")
                 raise
             client.set_terminated(run_id, "FINISHED")
     return run_id
+
+
+def _run_experiment(client: MlflowClient, parent_run_id: str | None, split: str | None, uri: str) -> str:
+    """The experiment a run goes to: its parent's (MLflow nests a child only there), else its split's."""
+    if parent_run_id:
+        return _parent_experiment(client, parent_run_id, uri)
+    return _experiment_id(client, experiment_name(split), uri)
+
+
+def _log_files(client: MlflowClient, run_id: str, files: list[tuple[Path, str | None]]) -> None:
+    """The staged artifact files and folders, each under its artifact path."""
+    for path, artifact_path in files:
+        if path.is_dir():
+            client.log_artifacts(run_id, str(path), artifact_path=artifact_path)
+        else:
+            client.log_artifact(run_id, str(path), artifact_path=artifact_path)
 
 
 def _stage_files(
