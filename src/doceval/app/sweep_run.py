@@ -97,18 +97,9 @@ def run_sweep(
     else:
         final.append("tracking.enabled=false")
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    env[ENV_SHARED] = str(
-        len(with_project(final)) - len(final)
-    )  # the project's overrides, first in each point's
-    cmd = [
-        # The Hydra app composes conf/ itself: the project's doceval.yaml goes in first, as compose() applies it.
-        sys.executable, "-m", "doceval.app.sweep_app", "-m", "--config-dir", str(find_conf_dir().resolve()),
-        *drop_other_engine_keys(with_project(final)),
-        "hydra/launcher=joblib", f"hydra.launcher.n_jobs={jobs}", f"hydra.sweep.dir={sweep_dir}",
-        "hydra.sweep.subdir=${hydra.job.num}", "hydra/job_logging=disabled", "hydra/hydra_logging=disabled",
-        # No .hydra/ folders: they would hold every override as typed, a secret-named kwarg's value included.
-        "hydra.output_subdir=null",
-    ]  # fmt: skip
+    # the project's overrides, first in each point's
+    env[ENV_SHARED] = str(len(with_project(final)) - len(final))
+    cmd = _hydra_command(final, jobs, sweep_dir)
     started = time.perf_counter()
     try:
         returncode, log = _run_with_progress(
@@ -128,6 +119,28 @@ def run_sweep(
     ]
     table = write_outputs(points, sweep_dir, parent, uri, root)
     return {"dir": sweep_dir, "points": points, "table": table, "parent": parent, "seconds": elapsed}
+
+
+def _hydra_command(final: list[str], jobs: int, sweep_dir: Path) -> list[str]:
+    """The Hydra multirun that runs the points, ``jobs`` at a time (joblib), each into ``sweep_dir``."""
+    return [
+        # The Hydra app composes conf/ itself: the project's doceval.yaml goes in first, as compose() applies it.
+        sys.executable,
+        "-m",
+        "doceval.app.sweep_app",
+        "-m",
+        "--config-dir",
+        str(find_conf_dir().resolve()),
+        *drop_other_engine_keys(with_project(final)),
+        "hydra/launcher=joblib",
+        f"hydra.launcher.n_jobs={jobs}",
+        f"hydra.sweep.dir={sweep_dir}",
+        "hydra.sweep.subdir=${hydra.job.num}",
+        "hydra/job_logging=disabled",
+        "hydra/hydra_logging=disabled",
+        # No .hydra/ folders: they would hold every override as typed, a secret-named kwarg's value included.
+        "hydra.output_subdir=null",
+    ]
 
 
 def _scrub_multirun_yaml(sweep_dir: Path) -> None:
