@@ -15,7 +15,8 @@ from doceval.common.apimatch import fold, mentions, mentions_any, name_pattern, 
 from doceval.inputs.corpus import load_corpus
 from doceval.inputs.docs import Document, write_corpus
 from doceval.inputs.golden import parse_golden
-from doceval.inputs.scope import find_all, pin_texts
+from doceval.inputs.scope import find_all
+from doceval.inputs.scope_rules import pin_texts
 from doceval.scoring.contrast import contrast_only
 from doceval.scoring.metrics import AnswerView, contains_apis, version_correctness
 

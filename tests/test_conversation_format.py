@@ -28,7 +28,8 @@ from doceval.inputs.golden import (
     statistics,
 )
 from doceval.inputs.qrels import labels_md5
-from doceval.inputs.scope import find_all, pin_texts
+from doceval.inputs.scope import find_all
+from doceval.inputs.scope_rules import pin_texts
 from doceval.inputs.splits import assign_splits, write_splits
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,8 @@ from doceval.inputs.doc_examples import EXAMPLE_FAILS, code_examples
 from doceval.inputs.docs import Document, write_corpus
 from doceval.inputs.golden import parse_golden
 from doceval.inputs.qrels import qrels_path
-from doceval.inputs.scope import find_all, pin_texts
+from doceval.inputs.scope import find_all
+from doceval.inputs.scope_rules import pin_texts
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "golden"
 PIN = "orm@1.4"

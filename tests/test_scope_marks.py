@@ -16,7 +16,8 @@ from doceval.inputs.corpus import load_corpus
 from doceval.inputs.docs import Document, write_corpus
 from doceval.inputs.golden import parse_golden
 from doceval.inputs.marks import find_marks, governs
-from doceval.inputs.scope import find_all, load_checked_golden, pin_texts
+from doceval.inputs.scope import find_all, load_checked_golden
+from doceval.inputs.scope_rules import pin_texts
 
 # A made-up queue library: 2.0 removed `enqueue` (and documents it in prose that never says "deprecated").
 QUEUE_SUBMIT = (

@@ -25,7 +25,7 @@ from doceval.drafting.names import (
     prose_code,
     sentences,
 )
-from doceval.inputs.scope import PinText
+from doceval.inputs.scope_rules import PinText
 
 # "`timeout` defaults to `10`", "the timeout parameter defaults to 10 seconds"
 _DEFAULT_STATEMENT = re.compile(

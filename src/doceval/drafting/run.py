@@ -31,7 +31,8 @@ from doceval.inputs.corpus import load_corpus
 from doceval.inputs.golden import parse_golden
 from doceval.inputs.grading import check_grading
 from doceval.inputs.qrels import checked_pairs, labels_md5, qrels_path
-from doceval.inputs.scope import PinText, check_scope, pin_texts
+from doceval.inputs.scope import check_scope
+from doceval.inputs.scope_rules import PinText, pin_texts
 from doceval.inputs.splits import assign_splits
 
 if TYPE_CHECKING:
