@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 from typing import Any
 
 # Shown escaped although not in category Cc: line/paragraph separators (a new line to some terminals) and the
@@ -80,3 +81,17 @@ def md_code(value: Any) -> str:
     if not text or _NOT_IN_CODE.search(text):
         return md_text(text)
     return f"`{text}`"
+
+
+def md_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], align: Sequence[str] | None = None
+) -> list[str]:
+    """A Markdown pipe table; ``align`` per column, "l" or "r" (default: the first left, the rest right). The
+    cells must already be inert (md_text, md_code)."""
+    align = align or ["l"] + ["r"] * (len(header) - 1)
+    rule = ["---:" if a == "r" else "---" for a in align]
+    return [
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(rule) + " |",
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]

@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 
 from doceval.common.naming import ASSISTANT_LEGEND, judged_share_note
-from doceval.common.text import md_code, md_text
+from doceval.common.text import md_code, md_table, md_text
 from doceval.results.comparison import _num
 from doceval.results.conversations_md import conversations_section
+from doceval.results.floors_md import calibration_section, floors_section
 from doceval.results.judges import answer_label
 from doceval.results.summaries import (
     Summary,
@@ -44,18 +45,6 @@ def _code(value: Any) -> str:
     return md_code(value)
 
 
-def _table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], align: Sequence[str] | None = None
-) -> list[str]:
-    align = align or ["l"] + ["r"] * (len(header) - 1)
-    rule = ["---:" if a == "r" else "---" for a in align]
-    return [
-        "| " + " | ".join(header) + " |",
-        "| " + " | ".join(rule) + " |",
-        *("| " + " | ".join(r) + " |" for r in rows),
-    ]
-
-
 def _n_of(summary: Summary, metric: str) -> int:
     typed = as_summary(summary)
     n = typed.metrics.counts.get(f"n_{metric}")
@@ -80,8 +69,13 @@ def _group_table(
     if len(only_oos) > 1 and label != "kind":
         groups = {k: g for k, g in groups.items() if k not in only_oos}
         n_oos = sum(int(g.get("n_out_of_scope") or 0) for g in only_oos.values())
-        merged: dict[str, Any] = {"n": sum(int(g.get("n") or 0) for g in only_oos.values()), "n_in_scope": 0,
-                                  "n_out_of_scope": n_oos, "ci95": {}, "too_few": []}  # fmt: skip
+        merged: dict[str, Any] = {
+            "n": sum(int(g.get("n") or 0) for g in only_oos.values()),
+            "n_in_scope": 0,
+            "n_out_of_scope": n_oos,
+            "ci95": {},
+            "too_few": [],
+        }
         for m in names(population="out_of_scope"):
             pairs = [
                 (float(g[m]), int(g.get("n_out_of_scope") or 0))
@@ -107,10 +101,15 @@ def _group_table(
             cells.append(cell)
             too_few = too_few or few
         rows.append(
-            [_md(name), _md(g.get("n", "")), _md(g.get("n_in_scope", "")), _md(g.get("n_out_of_scope", "")),
-             *cells]
-        )  # fmt: skip
-    out = _table(header, rows)
+            [
+                _md(name),
+                _md(g.get("n", "")),
+                _md(g.get("n_in_scope", "")),
+                _md(g.get("n_out_of_scope", "")),
+                *cells,
+            ]
+        )
+    out = md_table(header, rows)
     out += ["", "Each cell: the mean and its 95% interval [low, high] (methods as in the headline)."]
     if too_few:
         out += [
@@ -147,12 +146,6 @@ def _yes_no(value: Any) -> str:
     return "yes" if value is True else "no" if value is False else "?"
 
 
-def _triple(values: Any) -> str:
-    if not values:
-        return "-"
-    return " / ".join(f"{float(v):.4f}" for v in values)
-
-
 def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None) -> str:
     """report.md: headline metrics with intervals, counts, breakdowns, floors, provenance, leaks."""
     typed = checked_summary(summary, "summary")
@@ -162,7 +155,9 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
     out = _title_section(typed)
     out += _headline_section(typed)
     out += ["", "## Counts", ""]
-    out += _table(["count", "value"], [[_md(k), _md(v)] for k, v in counts.items()]) if counts else ["(none)"]
+    out += (
+        md_table(["count", "value"], [[_md(k), _md(v)] for k, v in counts.items()]) if counts else ["(none)"]
+    )
     out += _answer_side(typed)
     out += conversations_section(m, shown_metrics(typed))
     out += _stages_section(typed.rows)
@@ -172,11 +167,15 @@ def render_report(summary: Summary, calibration: Mapping[str, Any] | None = None
         ("Per kind", "by_kind", "kind"),
     ):
         out += ["", f"## {title}", ""]
-        out += _group_table(m.get(key) or {}, label, str((m.get("intervals") or {}).get("binary", "midp")),
-                            shown_metrics(typed))  # fmt: skip
-    out += _floors_section(floors)
+        out += _group_table(
+            m.get(key) or {},
+            label,
+            str((m.get("intervals") or {}).get("binary", "midp")),
+            shown_metrics(typed),
+        )
+    out += floors_section(floors)
     if calibration is not None:
-        out += _calibration_section(calibration, floors)
+        out += calibration_section(calibration, floors)
     out += _provenance_section(typed.settings)
     out += _leaks_section(typed.rows)
     out += ["", *_contrast_section(typed.rows)]
@@ -224,7 +223,7 @@ def _headline_section(summary: Summary) -> list[str]:
         ci_text = f"[{_num(ci[0])}, {_num(ci[1])}]" if isinstance(ci, list | tuple) and len(ci) == 2 else "-"
         method = (m.get("ci_method") or {}).get(key)
         rows.append([name, value, ci_text, _md(method) if method else "-", str(_n_of(summary, key))])
-    out += _table(["metric", "value", "95% CI", "interval", "n"], rows, ["l", "r", "l", "l", "r"])
+    out += md_table(["metric", "value", "95% CI", "interval", "n"], rows, ["l", "r", "l", "l", "r"])
     out += ["", _INTERVALS_NOTE]
     if settings.is_assistant:
         out += ["", _md(ASSISTANT_LEGEND) + "."]
@@ -253,103 +252,6 @@ def _headline_section(summary: Summary) -> list[str]:
     return out
 
 
-def _floors_section(floors: Mapping[str, Any]) -> list[str]:
-    """The floors this run used: source, global floor (or why none), per-library floors, provenance."""
-    out = ["", "## Floors", ""]
-    if not floors:
-        return [*out, "Not recorded in this summary."]
-    # No floor at all: the summary says why beside the null (an older summary: n/a).
-    reason = floors.get("global_reason") if floors.get("global") is None else None
-    shown = _md(reason) if reason else _num(floors.get("global"))
-    out.append(f"Source: {_code(floors.get('source', '?'))}. Global floor: {shown}.")
-    per = floors.get("per_library") or {}
-    if per:
-        out += [""] + _table(["library", "floor"], [[_md(k), f"{float(v):.4f}"] for k, v in per.items()])
-    else:
-        out += ["", "No per-library floors: every library uses the global floor."]
-    prov = floors.get("provenance") or {}
-    if prov:
-        out += [
-            "",
-            "Floors provenance: " + ", ".join(f"{_md(k)} {_code(v)}" for k, v in prov.items()) + ".",
-        ]
-    return out
-
-
-def _calibration_section(calibration: Mapping[str, Any], floors: Mapping[str, Any]) -> list[str]:
-    """The calibration per library (floor, objective, separability, score spreads) and the libraries whose
-    calibrated floor this run did not use."""
-    out = ["", "## Calibration", ""]
-    # Either {"per_library": {lib: {...}}, "objective", "split"} or the floors artifact itself
-    # ({"per_library": {lib: floor}, "libraries": {lib: {...}}, "provenance": {"objective", "split"}}).
-    cal_prov = calibration.get("provenance") or {}
-    objective_name = calibration.get("objective") or cal_prov.get("objective")
-    out.append(
-        f"Objective {_code(objective_name)}, maximised per library on split "
-        f"{_code(calibration.get('split') or cal_prov.get('split'))}."
-    )
-    per_lib = calibration.get("libraries") or calibration.get("per_library") or {}
-    rows, unsep = [], []
-    for lib, c in per_lib.items():
-        c = c if isinstance(c, Mapping) else {"floor": c}
-        sep = c.get("separable")
-        sep_text = "yes" if sep is True else "**no**" if sep is False else "?"
-        objective = c.get("objective")
-        rows.append(
-            [
-                _md(lib),
-                _num(None if c.get("floor") is None else float(c["floor"])),
-                _num(None if objective is None else float(objective)),
-                sep_text,
-                _triple(c.get("in_scope_top")),
-                _triple(c.get("out_of_scope_top")),
-            ]
-        )
-        if sep is False:
-            unsep.append(_md(lib))
-    out.append("")
-    out += (
-        _table(
-            [
-                "library",
-                "floor",
-                "objective",
-                "separable",
-                "in-scope relevant score (min / median / max)",
-                "out-of-scope top score (min / median / max)",
-            ],
-            rows,
-            ["l", "r", "r", "l", "l", "l"],
-        )
-        if rows
-        else ["(no libraries)"]
-    )
-    out.append("")
-    if unsep:
-        out.append(
-            f"No floor separates in-scope from out-of-scope scores for: {', '.join(unsep)}. "
-            "The chosen floor trades hits for correct refusals there."
-        )
-    elif rows:
-        out.append("For every library some floor separates in-scope from out-of-scope scores.")
-    differ = _floors_not_used(per_lib, floors) if floors else []
-    if differ:
-        out += ["", f"**Note**: this run did not use the calibrated floors for: {', '.join(differ)}."]
-    return out
-
-
-def _floors_not_used(per_lib: Mapping[str, Any], floors: Mapping[str, Any]) -> list[str]:
-    """``lib (calibrated F, used G)`` for each library whose floor in this run differs from its calibrated one."""
-    differ = []
-    for lib, c in per_lib.items():
-        want = c.get("floor") if isinstance(c, Mapping) else c
-        got = (floors.get("per_library") or {}).get(lib, floors.get("global", 0.0))
-        if want is not None and (got is None or abs(float(got) - float(want)) > 1e-12):
-            used = "no floor" if got is None else f"{float(got):.4f}"
-            differ.append(f"{_md(lib)} (calibrated {float(want):.4f}, used {used})")
-    return differ
-
-
 def _provenance_section(settings: RunSettings) -> list[str]:
     """From the run's recorded settings: git commit (and whether the tree was dirty), golden set, run key, corpus
     hash, python."""
@@ -359,9 +261,14 @@ def _provenance_section(settings: RunSettings) -> list[str]:
     if "git_commit" in prov:
         out.append(
             f"- git commit: {_code(prov.get('git_commit'))}"
-            + (" (**dirty**: uncommitted changes, the numbers may not be reproducible)" if dirty
-               else " (clean)" if dirty is False else " (dirty flag unknown)")
-        )  # fmt: skip
+            + (
+                " (**dirty**: uncommitted changes, the numbers may not be reproducible)"
+                if dirty
+                else " (clean)"
+                if dirty is False
+                else " (dirty flag unknown)"
+            )
+        )
     else:  # a pipeline output (doceval.harness.summary.pipeline_record): nothing that differs per run
         out.append(
             "- code: the commit that holds this report and dvc.lock (pipeline outputs record nothing that "
@@ -384,7 +291,7 @@ def _leaks_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     if leaks:
         out.append(f"{len(leaks)} of {n_oos} out-of-scope entries got sources:")
         out.append("")
-        out += _table(
+        out += md_table(
             ["id", "question", "sources", "agent refused"],
             [
                 [
@@ -404,9 +311,14 @@ def _leaks_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def _stages_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     """Why entries failed: the failure stage of every entry (scoring.failures), per library and per kind."""
-    out = ["", "## Why entries failed", "",
-           "The first step where each entry went wrong (docs/design.md section 4.5); `ok` and `correct_refusal` "
-           "are successes.", ""]  # fmt: skip
+    out = [
+        "",
+        "## Why entries failed",
+        "",
+        "The first step where each entry went wrong (docs/design.md section 4.5); `ok` and `correct_refusal` "
+        "are successes.",
+        "",
+    ]
     for title, key in (("library", "library"), ("kind", "kind")):
         counts = stage_counts(entries, key)
         used = [s for s in STAGES if any(c[s] for c in counts.values())]
@@ -415,7 +327,7 @@ def _stages_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:
         rows = [
             [_md(group), *[str(c[s]) if c[s] else "" for s in used]] for group, c in sorted(counts.items())
         ]
-        out += _table([title, *used], rows, ["l", *["r"] * len(used)]) + [""]
+        out += md_table([title, *used], rows, ["l", *["r"] * len(used)]) + [""]
     return out
 
 
@@ -455,26 +367,51 @@ def _answer_side(summary: Summary) -> list[str]:
         rows = []
         for role, usage in sorted(by_role.items()):
             side = "system under test" if role in _SYSTEM_ROLES else "judge"
-            rows.append([_md(role), side, _md(usage.get("requests", "-")), _md(usage.get("prompt_tokens", "-")),
-                         _md(usage.get("completion_tokens", "-")), f"{float(usage.get('cost_usd') or 0):.4f}"])  # fmt: skip
-        out += _table(["role", "side", "requests", "prompt tokens", "completion tokens", "cost USD"], rows,
-                      ["l", "l", "r", "r", "r", "r"])  # fmt: skip
+            rows.append(
+                [
+                    _md(role),
+                    side,
+                    _md(usage.get("requests", "-")),
+                    _md(usage.get("prompt_tokens", "-")),
+                    _md(usage.get("completion_tokens", "-")),
+                    f"{float(usage.get('cost_usd') or 0):.4f}",
+                ]
+            )
+        out += md_table(
+            ["role", "side", "requests", "prompt tokens", "completion tokens", "cost USD"],
+            rows,
+            ["l", "l", "r", "r", "r", "r"],
+        )
     repeats = as_summary(summary).repeats
     if repeats:
         out += ["", f"## Repeats ({_md(repeats.get('n'))})", "", _md(repeats.get("seeds")), ""]
-        rows = [[_md(k), _num(s["mean"]), _num(s["sd"]), f"[{_num(s['min'])}, {_num(s['max'])}]"]
-                for k, s in (repeats.get("metrics") or {}).items() if s.get("mean") is not None]  # fmt: skip
-        out += _table(["metric", "mean", "sd", "range"], rows, ["l", "r", "r", "l"])
+        rows = [
+            [_md(k), _num(s["mean"]), _num(s["sd"]), f"[{_num(s['min'])}, {_num(s['max'])}]"]
+            for k, s in (repeats.get("metrics") or {}).items()
+            if s.get("mean") is not None
+        ]
+        out += md_table(["metric", "mean", "sd", "range"], rows, ["l", "r", "r", "l"])
         flaky = repeats.get("flaky") or []
         out += [
             "",
             f"{len(flaky)} flaky entries (an outcome changed between repeats)" + (":" if flaky else "."),
         ]
         if flaky:
-            out += ["", *_table(["id", "question", "changed"],
-                                [[_md(f["id"]), _md(f.get("question", "")),
-                                  _md("; ".join(f"{k}: {v}" for k, v in f["changed"].items()))] for f in flaky[:50]],
-                                ["l", "l", "l"])]  # fmt: skip
+            out += [
+                "",
+                *md_table(
+                    ["id", "question", "changed"],
+                    [
+                        [
+                            _md(f["id"]),
+                            _md(f.get("question", "")),
+                            _md("; ".join(f"{k}: {v}" for k, v in f["changed"].items())),
+                        ]
+                        for f in flaky[:50]
+                    ],
+                    ["l", "l", "l"],
+                ),
+            ]
     return out
 
 
@@ -485,8 +422,12 @@ def _contrast_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:
     for e in entries:
         if e.get("out_of_scope") or (e.get("scores") or {}).get("version_correctness") != 0.0:
             continue
-        hits = contrast_only(e.get("answer"), e.get("expected_apis") or [], e.get("forbidden_apis") or [],
-                             e.get("expected_any") or [])  # fmt: skip
+        hits = contrast_only(
+            e.get("answer"),
+            e.get("expected_apis") or [],
+            e.get("forbidden_apis") or [],
+            e.get("expected_any") or [],
+        )
         rows += [[_md(e["id"]), _code(name), _md(snippet)] for name, snippet in hits]
     if not rows:
         return [*out, "None: no answer failed only on a forbidden string used in a contrast."]
@@ -495,4 +436,4 @@ def _contrast_section(entries: Sequence[Mapping[str, Any]]) -> list[str]:
         '("instead of", "deprecated", "replaces"): the metric counts them wrong; read them before trusting it.',
         "",
     ]
-    return out + _table(["id", "forbidden", "where"], rows, ["l", "l", "l"])
+    return out + md_table(["id", "forbidden", "where"], rows, ["l", "l", "l"])
