@@ -32,6 +32,9 @@ from doceval.summary import RunSettings, Summary, as_summary
 
 if TYPE_CHECKING:
     from doceval.config.schema import Config
+    from doceval.llm import Ledger
+    from doceval.scoring.judge import Judge
+    from doceval.scoring.judging import JudgingOutcome
 
 REPEAT_SEED_NOTE = (
     "repeat 0 asks as a single validation does; repeat r >= 1 with seed = (judge.seed or 0) + r, "
@@ -236,7 +239,6 @@ def rescore(
     from doceval.index.embed import judge_encoder
     from doceval.llm import Ledger
     from doceval.scoring.judge import judge_id, make_judge
-    from doceval.scoring.judging import judge_answers
 
     answered = as_summary(summary)  # the answering run
     if answered.repeats is not None and repeat is None:
@@ -257,28 +259,22 @@ def rescore(
         raise UsageError("judge=none: choose the judge to rescore with (judge=openai, judge=reference)")
 
     new_id = judge_id(judge_cfg)
-    key = _key({"rescore_of": recorded.run_key, "summary": _sha256(summary_path), "judge": new_id,
-                **({"repeat": repeat} if repeat else {})})  # fmt: skip
+    key = _key(
+        {
+            "rescore_of": recorded.run_key,
+            "summary": _sha256(summary_path),
+            "judge": new_id,
+            **({"repeat": repeat} if repeat else {}),
+        }
+    )
     journal = Path(cfg.paths.runs) / "rescore" / key / "judge.jsonl"
     ledger = Ledger(cfg.run.budget_usd)
-    # Out-of-scope answers are not judged (no metric reads their verdict), as in `doceval eval`.
-    probes = [Probe(g.id, g.question, g.library, g.version) for g in order if not g.out_of_scope]
-    answers = _recorded_replies(todo)
-    try:
-        with journal_lock(journal.parent):  # one rescore at a time writes this journal
-            outcome = judge_answers(probes, answers, {g.id: g.reference_answer for g in order}, judge,
-                                    ledger=ledger, journal_path=journal, max_concurrency=cfg.run.max_concurrency,
-                                    progress=progress)  # fmt: skip
-    finally:
-        close = getattr(judge, "close", None)
-        if close is not None:
-            close()
+    outcome = _judge_recorded(judge, order, todo, journal, ledger, cfg, progress)
     rows = [copy.deepcopy(dict(e.recorded)) for e in answered.entries]
     _rejudge_entries(rows, todo, order, outcome.verdicts)
     new = answered.to_dict()
-    if (
-        outcome.stopped_reason == "budget"
-    ):  # an incomplete rescore (exit 4): the unjudged answers stay unscored
+    # An incomplete rescore (exit 4): the unjudged answers stay unscored.
+    if outcome.stopped_reason == "budget":
         new["complete"] = False
         new["incomplete"] = {
             "reason": f"the budget run.budget_usd={cfg.run.budget_usd} was reached: {len(outcome.verdicts)} of "
@@ -292,10 +288,49 @@ def rescore(
     new["config"] = {
         **recorded.recorded,
         **_rescored_config(recorded, summary_path, judge_cfg, cfg),
-        "usage": {"judge": outcome.total_usage(), "this_invocation": ledger.snapshot(),
-                  "cache": ledger.cache_stats(), "answering": recorded.recorded.get("usage")},
-    }  # fmt: skip
+        "usage": {
+            "judge": outcome.total_usage(),
+            "this_invocation": ledger.snapshot(),
+            "cache": ledger.cache_stats(),
+            "answering": recorded.recorded.get("usage"),
+        },
+    }
     return Summary.from_mapping(new)
+
+
+def _judge_recorded(
+    judge: Judge,
+    order: list[GoldenEntry],
+    todo: list[dict[str, Any]],
+    journal: Path,
+    ledger: Ledger,
+    cfg: Config,
+    progress: bool,
+) -> JudgingOutcome:
+    """The recorded answers (``todo``, of the entries ``order``) judged, journaled in ``journal`` so an
+    interrupted rescore resumes; the judge is closed after."""
+    # lazy: start-up (the judge and LLM stack, ~70 ms: `judge calibrate` loads this module without it)
+    from doceval.scoring.judging import judge_answers
+
+    # Out-of-scope answers are not judged (no metric reads their verdict), as in `doceval eval`.
+    probes = [Probe(g.id, g.question, g.library, g.version) for g in order if not g.out_of_scope]
+    answers = _recorded_replies(todo)
+    try:
+        with journal_lock(journal.parent):  # one rescore at a time writes this journal
+            return judge_answers(
+                probes,
+                answers,
+                {g.id: g.reference_answer for g in order},
+                judge,
+                ledger=ledger,
+                journal_path=journal,
+                max_concurrency=cfg.run.max_concurrency,
+                progress=progress,
+            )
+    finally:
+        close = getattr(judge, "close", None)
+        if close is not None:
+            close()
 
 
 def _rescored_config(
