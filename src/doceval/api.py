@@ -186,16 +186,24 @@ def evaluate(
     A user's callable runs without floors unless ``overrides`` name some: calibrated floors belong to the
     retriever they were calibrated for. Every note the CLI would print on stderr is in the result's ``notes``.
     """
-    _check_evaluate_args(golden, retriever, agent, k, split, overrides, max_errors, warm_memory=warm_memory,
-                         track=track, progress=progress, resume=resume, fresh=fresh, allow_drafts=allow_drafts)  # fmt: skip
+    _check_evaluate_args(
+        golden,
+        retriever,
+        agent,
+        k,
+        split,
+        overrides,
+        max_errors,
+        repeats,
+        warm_memory=warm_memory,
+        track=track,
+        progress=progress,
+        resume=resume,
+        fresh=fresh,
+        allow_drafts=allow_drafts,
+    )
     judge = _judge_wanted(judge, overrides)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise _bad("evaluate", "repeats", repeats, "an integer >= 1", "repeats=3")
-    if retriever is not None and agent is not None:
-        raise UsageError("evaluate: pass retriever= or agent=, not both (an agent brings its own retrieval)")
     cfg = _composed(overrides, retriever, agent, k, allow_drafts, track)
-    if isinstance(retriever, str):
-        retriever = None  # a built-in: composed like `doceval eval retriever=NAME`
     options = EvalOptions(
         golden=Path(golden),
         split="__config__" if split is None else (None if split == "all" else split),  # `eval --split`'s rule
@@ -206,7 +214,8 @@ def evaluate(
         resume=resume,
         fresh=fresh,
     )
-    cfg = _users_system(cfg, options, retriever, agent)
+    # A built-in retriever (a name) is composed like `doceval eval retriever=NAME`: no user function.
+    cfg = _users_system(cfg, options, None if isinstance(retriever, str) else retriever, agent)
     with collected_notes() as notes:
         summary = Summary(evaluate_repeats(cfg, options, repeats))
     journal = journal_note(summary.settings.usage)
@@ -285,7 +294,15 @@ def _bad(function: str, name: str, value: Any, expected: str, example: str) -> U
 
 
 def _check_evaluate_args(
-    golden: Any, retriever: Any, agent: Any, k: Any, split: Any, overrides: Any, max_errors: Any, **flags: Any
+    golden: Any,
+    retriever: Any,
+    agent: Any,
+    k: Any,
+    split: Any,
+    overrides: Any,
+    max_errors: Any,
+    repeats: Any,
+    **flags: Any,
 ) -> None:
     if isinstance(golden, list | tuple) and golden and all(isinstance(r, Mapping) for r in golden):
         raise UsageError(
@@ -333,6 +350,10 @@ def _check_evaluate_args(
     for name, value in flags.items():
         if not isinstance(value, bool):
             raise _bad("evaluate", name, value, "True or False", f"{name}=True")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise _bad("evaluate", "repeats", repeats, "an integer >= 1", "repeats=3")
+    if retriever is not None and agent is not None:
+        raise UsageError("evaluate: pass retriever= or agent=, not both (an agent brings its own retrieval)")
 
 
 def mlflow_summary_loader(uri: str | None = None) -> Callable[[str], Mapping[str, Any]]:
