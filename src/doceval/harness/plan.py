@@ -11,21 +11,19 @@ assistant brings its own documents, and its relevant ids are the user's ids.
 from __future__ import annotations
 
 import dataclasses
-import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from doceval.common.naming import OWN_AGENT, USER_FUNCTION, is_function_retriever, is_own_agent
+from doceval.common.naming import OWN_AGENT, is_function_retriever, is_own_agent
 from doceval.common.notes import print_note
-from doceval.config import schema
-from doceval.config.objects import config_dict
 from doceval.errors import UsageError
 from doceval.harness.candidate_cache import check_candidates, load_candidates
 from doceval.harness.candidate_set import CandidateSet
 from doceval.harness.candidates import compute_candidates, score_range_of
-from doceval.harness.floors import Floors, check_floors, resolve_floors
+from doceval.harness.floors import Floors, check_floors
+from doceval.harness.run_floors import FloorOptions, check_golden_libraries, run_floors
 from doceval.harness.stops import ErrorLimits
 from doceval.inputs.conversation import first_records, records_of
 from doceval.inputs.corpus import Corpus, load_corpus
@@ -159,8 +157,19 @@ def cached_candidates(
     change under an unchanged config."""
     index_dir = Path(cfg.paths.index)
     if options.candidates is not None:
-        check_candidates(options.candidates, all_entries, golden_md5, cfg.retriever, k, corpus, index_dir,
-                         cfg.store, cfg.memory.rewrite, options.memory_reset, options.standalone)  # fmt: skip
+        check_candidates(
+            options.candidates,
+            all_entries,
+            golden_md5,
+            cfg.retriever,
+            k,
+            corpus,
+            index_dir,
+            cfg.store,
+            cfg.memory.rewrite,
+            options.memory_reset,
+            options.standalone,
+        )
         return options.candidates
     if options.standalone:  # the cache holds the golden set's own questions: the rewrites are retrieved live
         return None
@@ -168,8 +177,18 @@ def cached_candidates(
     if not uses_function_retriever(cfg, options) and (runs / "candidates" / "meta.json").is_file():
         cached = load_candidates(runs)
         try:
-            check_candidates(cached, all_entries, golden_md5, cfg.retriever, k, corpus, index_dir, cfg.store,
-                             cfg.memory.rewrite, options.memory_reset)  # fmt: skip
+            check_candidates(
+                cached,
+                all_entries,
+                golden_md5,
+                cfg.retriever,
+                k,
+                corpus,
+                index_dir,
+                cfg.store,
+                cfg.memory.rewrite,
+                options.memory_reset,
+            )
             return cached
         except UsageError as exc:
             # Another retriever, golden set or a deeper k: retrieve live in the run, leaving the cache alone.
@@ -230,66 +249,9 @@ class RunPlan:
         return {e.id: e.conversation for e in self.entries if e.conversation is not None}
 
 
-NO_FLOORS = "none: the retriever returns ids without scores, so no floor can apply"
-
-
-def _not_calibrated_for(path: Path, retriever: schema.Retriever) -> str | None:
-    """Why the floors artifact cannot be this retriever's (missing, or calibrated for another retriever), or
-    None when it names this one; a damaged artifact is left to the loader, which says so."""
-    if not path.is_file():
-        return f"{path} does not exist"
-    try:
-        calibrated_for = json.loads(path.read_text(encoding="utf-8"))["provenance"]["retriever"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    # The artifact records the retriever block as a plain mapping: compare it with the block as recorded.
-    if isinstance(calibrated_for, Mapping) and dict(calibrated_for) != config_dict(retriever):
-        return f"{path}: calibrated for {dict(calibrated_for)}"
-    return None
-
-
-def _floors(
-    cfg: Config,
-    options: EvalOptions,
-    split: str | None,
-    external: bool,
-    scored: bool,
-    report_ids: Collection[str] | None = None,
-) -> Floors:
-    """The effective floors. An external assistant applies its own (none here); a user's retriever that
-    returns bare ids has no scores to threshold; floors calibrated for another retriever never apply to a
-    user's function (it runs without floors until its own are calibrated, and the summary says so).
-    ``report_ids``: the entries being reported, checked against the entries calibrated floors were fit on."""
-    if options.floors is not None:
-        return options.floors
-    explicit = options.score_floor is not None or bool(options.floor_flags)
-    if external:
-        if explicit:
-            raise UsageError("--score-floor/--floor: an external assistant applies its own floors; drop them")
-        return Floors(float("-inf"), {}, source="none: the assistant applies its own floors")
-    if not scored:
-        if explicit:
-            raise UsageError(
-                "--score-floor/--floor: the retriever returns ids without scores, so floors cannot apply; "
-                "return (id, score) pairs, or tune its own evidence bar with +retriever.kwargs.NAME=VALUE"
-            )
-        return Floors(float("-inf"), {}, source=NO_FLOORS)
-    if (
-        uses_function_retriever(cfg, options)
-        and isinstance(cfg.floors, schema.FloorsCalibrated)
-        and not explicit
-    ):
-        why = _not_calibrated_for(Path(cfg.floors.path), cfg.retriever)
-        if why is not None:
-            return Floors(float("-inf"), {}, source=f"none: no floors calibrated for this retriever ({why})")
-        # Floors calibrated for this very function: every guard (train-on-test, damage) applies as usual.
-    return resolve_floors(
-        cfg.floors,
-        split,
-        options.score_floor,
-        options.floor_flags,
-        retriever=cfg.retriever,
-        report_ids=report_ids,
+def _floor_options(cfg: Config, options: EvalOptions) -> FloorOptions:
+    return FloorOptions(
+        options.floors, options.score_floor, options.floor_flags, uses_function_retriever(cfg, options)
     )
 
 
@@ -354,17 +316,38 @@ def plan_run(cfg: Config, options: EvalOptions) -> RunPlan:
     # Floors first where they do not depend on what the retriever returns: a bad floor (or floors calibrated on
     # the entries being reported) costs no retrieval.
     floors = (
-        _floors(cfg, options, split, external=False, scored=True, report_ids=[e.id for e in entries])
+        run_floors(
+            cfg,
+            _floor_options(cfg, options),
+            split,
+            external=False,
+            scored=True,
+            report_ids=[e.id for e in entries],
+        )
         if builtin
         else Floors(float("-inf"), {}, source=PENDING_FLOORS)
     )
     if agent is None and not builtin and options.floor_flags:  # a typo costs no call of the user's code
-        _check_golden_libraries(
+        check_golden_libraries(
             Floors(float("-inf"), dict(options.floor_flags), source="cli"), all_entries, golden_path
         )
-    plan = RunPlan(OWN_AGENT if agent is None else agent.name, k, limit, split, corpus, golden_path, golden_md5,
-                   entries, floors, None, cfg.relevance.threshold, cfg.floors.signal, agent,
-                   all_entries=all_entries, user_retriever=agent is None and not builtin)  # fmt: skip
+    plan = RunPlan(
+        OWN_AGENT if agent is None else agent.name,
+        k,
+        limit,
+        split,
+        corpus,
+        golden_path,
+        golden_md5,
+        entries,
+        floors,
+        None,
+        cfg.relevance.threshold,
+        cfg.floors.signal,
+        agent,
+        all_entries=all_entries,
+        user_retriever=agent is None and not builtin,
+    )
     if agent is not None:
         return settle(cfg, options, plan, None)
     cands = cached_candidates(cfg, options, corpus, all_entries, golden_md5, k)
@@ -423,9 +406,9 @@ def settle(cfg: Config, options: EvalOptions, plan: RunPlan, cands: CandidateSet
     floors = plan.floors
     if floors.source == PENDING_FLOORS:
         scored = cands is not None and cands.meta.get("scored", True) is not False
-        floors = _floors(
+        floors = run_floors(
             cfg,
-            options,
+            _floor_options(cfg, options),
             plan.split,
             external=plan.agent is not None,
             scored=scored,
@@ -454,7 +437,7 @@ def settle(cfg: Config, options: EvalOptions, plan: RunPlan, cands: CandidateSet
     elif cands is not None and plan.corpus is not None:
         check_floors(floors, plan.corpus.libraries, score_range_of(cands.meta), cfg.retriever.name)
     elif cands is not None:
-        _check_golden_libraries(floors, plan.all_entries, plan.golden_path)
+        check_golden_libraries(floors, plan.all_entries, plan.golden_path)
     calibrated_md5 = (floors.provenance or {}).get("golden_md5")
     if calibrated_md5 is not None and calibrated_md5 != plan.golden_md5 and not plan.conversations():
         # Allowed (the ids are disjoint), but floors tuned to other labels are rarely what the user meant. A
@@ -483,11 +466,3 @@ def variant(
     return settle(
         cfg, options, dataclasses.replace(plan, floors=floors if floors is not None else plan.floors), cands
     )
-
-
-def _check_golden_libraries(floors: Floors, entries: Sequence[GoldenEntry], golden_path: Path) -> None:
-    """A user's retriever has no corpus to name the libraries: per-library floors must name one of the golden
-    set's, as they must name an indexed one with a built-in retriever."""
-    libraries = sorted({e.library for e in entries})
-    unbounded = (float("-inf"), float("inf"))
-    check_floors(floors, libraries, unbounded, USER_FUNCTION, known_in=f"the golden set {golden_path}")
