@@ -13,11 +13,12 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src"
 MARKER = re.compile(r"#\s*fmt:\s*(skip|off)\b")
 
-# Module under src/ -> (markers allowed, why). No marker protects an aligned table any more; each one left keeps
-# a hand-wrapped statement whose formatted form would push its module over the 500-line limit
-# (tests/test_code_limits.py) or api.evaluate over 80 lines, until the module is split.
+# Module under src/ -> (markers allowed, why). No marker in src/ protects an aligned table; each one left keeps a
+# hand-wrapped statement whose formatted form would push its module over the 500-line limit
+# (tests/test_code_limits.py), where a split would be artificial: common/io.py is the one module for writes
+# (tests/test_output_writes.py), config/schema.py the one dataclass per conf/ block.
 ALLOWED: dict[str, tuple[int, str]] = {
-    "doceval/common/io.py": (2, "json_text: formatted, io.py is 506 lines"),
+    "doceval/common/io.py": (2, "json_text's signature and json.dumps call: formatted, io.py is 506 lines"),
     "doceval/config/schema.py": (2, "OPEN_MAPPINGS and OBJECTIVE_NAMES: formatted, schema.py is 509 lines"),
 }
 

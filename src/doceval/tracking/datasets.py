@@ -12,18 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from doceval.common.io import scan_jsonl
 from doceval.tracking.secrets import scrub
+from doceval.tracking.traces import EXPECTATIONS
 
 if TYPE_CHECKING:
     from mlflow.store.tracking.abstract_store import AbstractStore
 
-LABELS = (
-    "relevant_ids",
-    "reference_answer",
-    "expected_apis",
-    "expected_any",
-    "forbidden_apis",
-    "out_of_scope",
-)
+LABELS = EXPECTATIONS  # the golden labels a dataset record holds: those a trace shows as expectations
 
 
 def dataset_name(golden_path: Path, md5: str) -> str:
