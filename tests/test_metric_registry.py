@@ -112,9 +112,9 @@ import doceval.common
 
 path, golden = sys.argv[1], sys.argv[2]
 source = open(path, encoding="utf-8").read()
-anchor = ")  # fmt: skip\n\nMETRIC_NAMES"
+anchor = "\n)\n\nMETRIC_NAMES"
 assert source.count(anchor) == 1, "the METRICS tuple of metric_names moved: update the test's anchor"
-source = source.replace(anchor, sys.stdin.read() + anchor)
+source = source.replace(anchor, "\n" + sys.stdin.read().rstrip("\n") + anchor)
 spec = importlib.util.spec_from_loader("doceval.common.metric_names", loader=None)
 module = importlib.util.module_from_spec(spec)
 module.__file__ = path
