@@ -156,9 +156,10 @@ def cached_candidates(
     A user's retriever is always run live: the on-disk cache is keyed on the config, and the user's code can
     change under an unchanged config."""
     index_dir = Path(cfg.paths.index)
-    if options.candidates is not None:
+
+    def check(candidates: CandidateSet) -> None:
         check_candidates(
-            options.candidates,
+            candidates,
             all_entries,
             golden_md5,
             cfg.retriever,
@@ -170,6 +171,9 @@ def cached_candidates(
             options.memory_reset,
             options.standalone,
         )
+
+    if options.candidates is not None:
+        check(options.candidates)
         return options.candidates
     if options.standalone:  # the cache holds the golden set's own questions: the rewrites are retrieved live
         return None
@@ -177,18 +181,7 @@ def cached_candidates(
     if not uses_function_retriever(cfg, options) and (runs / "candidates" / "meta.json").is_file():
         cached = load_candidates(runs)
         try:
-            check_candidates(
-                cached,
-                all_entries,
-                golden_md5,
-                cfg.retriever,
-                k,
-                corpus,
-                index_dir,
-                cfg.store,
-                cfg.memory.rewrite,
-                options.memory_reset,
-            )
+            check(cached)  # options.standalone is False here (returned above)
             return cached
         except UsageError as exc:
             # Another retriever, golden set or a deeper k: retrieve live in the run, leaving the cache alone.

@@ -194,7 +194,11 @@ class Summary:
         """The typed summary of ``data`` (a summary's JSON object, already shape-checked where it came from
         outside: :func:`doceval.results.summaries.check_summary`). ``data`` is copied: later changes to it do
         not reach the typed object."""
-        recorded = copy.deepcopy(dict(data))
+        return cls._typed(copy.deepcopy(dict(data)))
+
+    @classmethod
+    def _typed(cls, recorded: dict[str, Any]) -> Summary:
+        """The typed summary over ``recorded``, which it takes over (a copy no one else holds)."""
         stopped = mapping(recorded.get("incomplete"))
         return cls(
             metrics=Metrics.from_mapping(recorded.get("metrics")),
@@ -220,7 +224,7 @@ class Summary:
         recorded = copy.deepcopy(dict(self.recorded))
         recorded["metrics"]["conversations"].update(copy.deepcopy(dict(measures)))
         recorded["complete"] = complete
-        return Summary.from_mapping(recorded)
+        return Summary._typed(recorded)
 
     def to_dict(self) -> dict[str, Any]:
         """The summary as the JSON object it was built from, key order included (what ``json.dump`` writes)."""
